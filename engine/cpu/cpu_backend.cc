@@ -1,0 +1,278 @@
+#include "engine/cpu/cpu_backend.h"
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cpu/linear.h"
+#include "engine/cpu/ops.h"
+#include "engine/cpu/thread_pool.h"
+
+namespace crossreg {
+namespace {
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(const Model& model, const CpuBackendOptions& options)
+      : model_(model),
+        cfg_(model.config),
+        kv_cfg_(options.kv),
+        pool_(options.num_threads),
+        inv_freq_(cfg_.RopeInverseFrequencies()) {
+    const size_t per_layer =
+        static_cast<size_t>(kv_cfg_.num_blocks) * kv_cfg_.block_size * cfg_.kv_dim();
+    k_store_.assign(per_layer * cfg_.num_layers, 0.0f);
+    v_store_.assign(per_layer * cfg_.num_layers, 0.0f);
+  }
+
+  std::string_view name() const override { return "cpu"; }
+
+  int64_t WeightBytesPerForward() const override {
+    int64_t bytes = static_cast<int64_t>(model_.weights.output.nbytes());
+    for (const auto& l : model_.weights.layers) {
+      for (const TensorRef* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        bytes += static_cast<int64_t>(t->nbytes());
+      }
+    }
+    return bytes;
+  }
+
+  absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv,
+                       std::vector<float>& logits) override;
+
+ private:
+  absl::Status ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv);
+  void RunLayer(int layer, const ForwardBatch& batch, const PagedKvCache& kv);
+  void Attention(int layer, const ForwardBatch& batch, const PagedKvCache& kv);
+  float* KeyAt(int layer, int64_t slot) {
+    return k_store_.data() + (static_cast<size_t>(layer) * kv_cfg_.num_blocks * kv_cfg_.block_size +
+                              static_cast<size_t>(slot)) * cfg_.kv_dim();
+  }
+  float* ValueAt(int layer, int64_t slot) {
+    return v_store_.data() + (static_cast<size_t>(layer) * kv_cfg_.num_blocks * kv_cfg_.block_size +
+                              static_cast<size_t>(slot)) * cfg_.kv_dim();
+  }
+
+  const Model& model_;
+  const ModelConfig& cfg_;
+  KvCacheConfig kv_cfg_;
+  cpu::ThreadPool pool_;
+  std::vector<float> inv_freq_;  // head_dim/2
+  std::vector<float> k_store_;   // [layer][slot][kv_dim]
+  std::vector<float> v_store_;   // [layer][slot][kv_dim]
+
+  // Per-forward scratch, rows x width.
+  std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  std::vector<float> cos_, sin_;  // rows x head_dim/2
+  std::vector<int64_t> slots_;    // rows: the KV slot each row writes
+};
+
+absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv) {
+  if (batch.rows.empty()) return absl::InvalidArgumentError("forward: empty batch");
+  if (kv.config().num_blocks != kv_cfg_.num_blocks ||
+      kv.config().block_size != kv_cfg_.block_size) {
+    return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
+  }
+  // Next expected position of each sequence in this batch.
+  std::unordered_map<SequenceId, int64_t> next;
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    const BatchRow& row = batch.rows[i];
+    if (!kv.IsLive(row.seq)) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": unknown sequence ", row.seq));
+    }
+    if (row.token < 0 || row.token >= cfg_.vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": token ", row.token,
+                                                     " outside the vocabulary [0, ", cfg_.vocab_size, ")"));
+    }
+    if (row.position >= cfg_.max_position) {
+      return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
+                                                " exceeds the context length ", cfg_.max_position));
+    }
+    auto [it, inserted] = next.try_emplace(row.seq, kv.length(row.seq));
+    if (row.position != it->second) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "forward: row ", i, ": sequence ", row.seq, " expects position ", it->second, ", got ",
+          row.position, " (rows of a sequence must append consecutive positions)"));
+    }
+    ++it->second;
+  }
+  int64_t blocks_needed = 0;
+  for (const auto& [seq, end] : next) blocks_needed += kv.BlocksNeeded(seq, end);
+  if (blocks_needed > kv.free_blocks()) {
+    return absl::ResourceExhaustedError(absl::StrCat("forward: KV cache full: batch needs ",
+                                                     blocks_needed, " blocks, ", kv.free_blocks(), " free"));
+  }
+  for (const auto& [seq, end] : next) {
+    if (auto s = kv.Reserve(seq, end); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv,
+                                 std::vector<float>& logits) {
+  if (auto s = ValidateAndReserve(batch, kv); !s.ok()) return s;
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  const int64_t hidden = cfg_.hidden_size;
+  const int half = cfg_.head_dim / 2;
+  x_.resize(rows * hidden);
+  xn_.resize(rows * hidden);
+  q_.resize(rows * cfg_.q_dim());
+  k_.resize(rows * cfg_.kv_dim());
+  v_.resize(rows * cfg_.kv_dim());
+  att_.resize(rows * cfg_.q_dim());
+  proj_.resize(rows * hidden);
+  gate_.resize(rows * cfg_.intermediate_size);
+  up_.resize(rows * cfg_.intermediate_size);
+  cos_.resize(rows * half);
+  sin_.resize(rows * half);
+  slots_.resize(rows);
+
+  for (int64_t r = 0; r < rows; ++r) {
+    const BatchRow& row = batch.rows[r];
+    cpu::EmbeddingRow(model_.weights.tok_embeddings, row.token, x_.data() + r * hidden);
+    slots_[r] = kv.SlotOf(row.seq, row.position);
+    for (int i = 0; i < half; ++i) {
+      // Angle in float, as the reference implementations compute it.
+      const float angle = static_cast<float>(row.position) * inv_freq_[i];
+      cos_[r * half + i] = std::cos(angle);
+      sin_[r * half + i] = std::sin(angle);
+    }
+  }
+
+  for (int layer = 0; layer < cfg_.num_layers; ++layer) RunLayer(layer, batch, kv);
+
+  // Output layer only for the rows that want logits.
+  const int n_out = batch.num_logit_rows();
+  logits.resize(static_cast<size_t>(n_out) * cfg_.vocab_size);
+  if (n_out > 0) {
+    int64_t j = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      if (!batch.rows[r].want_logits) continue;
+      cpu::RmsNorm(x_.data() + r * hidden, static_cast<const float*>(model_.weights.final_norm.data),
+                   hidden, cfg_.rms_norm_eps, xn_.data() + j * hidden);
+      ++j;
+    }
+    cpu::Linear(model_.weights.output, xn_.data(), n_out, logits.data(), pool_);
+  }
+
+  // Commit: the rows' K/V are now valid cache entries.
+  std::unordered_map<SequenceId, int64_t> appended;
+  for (const BatchRow& row : batch.rows) ++appended[row.seq];
+  for (const auto& [seq, count] : appended) {
+    if (auto s = kv.Advance(seq, count); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCache& kv) {
+  const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  const int64_t hidden = cfg_.hidden_size;
+  const int64_t qd = cfg_.q_dim();
+  const int64_t kvd = cfg_.kv_dim();
+  const int64_t ffn = cfg_.intermediate_size;
+  const auto* attn_norm = static_cast<const float*>(w.attn_norm.data);
+  const auto* ffn_norm = static_cast<const float*>(w.ffn_norm.data);
+
+  // Attention block.
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::RmsNorm(x_.data() + r * hidden, attn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
+  }
+  cpu::Linear(w.wq, xn_.data(), rows, q_.data(), pool_);
+  cpu::Linear(w.wk, xn_.data(), rows, k_.data(), pool_);
+  cpu::Linear(w.wv, xn_.data(), rows, v_.data(), pool_);
+  const int half = cfg_.head_dim / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (!w.bq.empty()) {
+      cpu::AddInPlace(q_.data() + r * qd, static_cast<const float*>(w.bq.data), qd);
+      cpu::AddInPlace(k_.data() + r * kvd, static_cast<const float*>(w.bk.data), kvd);
+      cpu::AddInPlace(v_.data() + r * kvd, static_cast<const float*>(w.bv.data), kvd);
+    }
+    cpu::ApplyRope(q_.data() + r * qd, cfg_.num_heads, cfg_.head_dim, cos_.data() + r * half,
+                   sin_.data() + r * half);
+    cpu::ApplyRope(k_.data() + r * kvd, cfg_.num_kv_heads, cfg_.head_dim, cos_.data() + r * half,
+                   sin_.data() + r * half);
+    std::copy_n(k_.data() + r * kvd, kvd, KeyAt(layer, slots_[r]));
+    std::copy_n(v_.data() + r * kvd, kvd, ValueAt(layer, slots_[r]));
+  }
+  Attention(layer, batch, kv);
+  cpu::Linear(w.wo, att_.data(), rows, proj_.data(), pool_);
+  cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
+
+  // Feed-forward block (SwiGLU).
+  for (int64_t r = 0; r < rows; ++r) {
+    cpu::RmsNorm(x_.data() + r * hidden, ffn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
+  }
+  cpu::Linear(w.w_gate, xn_.data(), rows, gate_.data(), pool_);
+  cpu::Linear(w.w_up, xn_.data(), rows, up_.data(), pool_);
+  cpu::SwiGlu(gate_.data(), up_.data(), rows * ffn);
+  cpu::Linear(w.w_down, gate_.data(), rows, proj_.data(), pool_);
+  cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
+}
+
+// Each (row, head) attends positions 0..position of its sequence through the block
+// table; K/V of this batch's rows were written above, so the batch is causal.
+void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCache& kv) {
+  const int64_t rows = static_cast<int64_t>(batch.rows.size());
+  const int heads = cfg_.num_heads;
+  const int hd = cfg_.head_dim;
+  const int group = cfg_.num_heads / cfg_.num_kv_heads;
+  const int64_t qd = cfg_.q_dim();
+  const int bs = kv_cfg_.block_size;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int64_t work = rows * heads;
+  const int64_t cost_per_task = static_cast<int64_t>(hd) * (batch.rows.back().position + 1);
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(cost_per_task, 1));
+  pool_.ParallelFor(work, grain, [&](int64_t begin, int64_t end) {
+    thread_local std::vector<float> scores;
+    for (int64_t task = begin; task < end; ++task) {
+      const int64_t r = task / heads;
+      const int h = static_cast<int>(task % heads);
+      const BatchRow& row = batch.rows[r];
+      const int kvh = h / group;
+      const float* q = q_.data() + r * qd + static_cast<int64_t>(h) * hd;
+      const int64_t n = row.position + 1;
+      scores.resize(static_cast<size_t>(n));
+      const auto& table = kv.block_table(row.seq);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t slot = int64_t{table[static_cast<size_t>(t / bs)]} * bs + t % bs;
+        const float* key = KeyAt(layer, slot) + static_cast<int64_t>(kvh) * hd;
+        float dot = 0.0f;
+        for (int d = 0; d < hd; ++d) dot += q[d] * key[d];
+        scores[static_cast<size_t>(t)] = dot * scale;
+      }
+      cpu::Softmax(scores.data(), n);
+      float* out = att_.data() + r * qd + static_cast<int64_t>(h) * hd;
+      std::fill_n(out, hd, 0.0f);
+      for (int64_t t = 0; t < n; ++t) {
+        const int64_t slot = int64_t{table[static_cast<size_t>(t / bs)]} * bs + t % bs;
+        const float* value = ValueAt(layer, slot) + static_cast<int64_t>(kvh) * hd;
+        const float p = scores[static_cast<size_t>(t)];
+        for (int d = 0; d < hd; ++d) out[d] += p * value[d];
+      }
+    }
+  });
+}
+
+}  // namespace
+
+int64_t KvBytesPerToken(const ModelConfig& config) {
+  return int64_t{config.num_layers} * 2 * config.kv_dim() * static_cast<int64_t>(sizeof(float));
+}
+
+int64_t KvBlocksForBytes(const ModelConfig& config, int block_size, int64_t bytes) {
+  return bytes / (KvBytesPerToken(config) * block_size);
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
+                                                          const CpuBackendOptions& options) {
+  if (auto s = model.config.Validate(); !s.ok()) return s;
+  if (options.kv.block_size <= 0 || options.kv.num_blocks <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("CPU backend: KV cache needs block_size > 0 and num_blocks > 0, got ",
+                                                   options.kv.block_size, " and ", options.kv.num_blocks));
+  }
+  return std::unique_ptr<Backend>(new CpuBackend(model, options));
+}
+
+}  // namespace crossreg

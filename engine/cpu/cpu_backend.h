@@ -1,0 +1,27 @@
+// The CPU backend: float32 compute over stored f32/f16/bf16 weights, K/V in f32
+// paged storage, all rows of a step through each weight matrix at once.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/model/model_loader.h"
+
+namespace crossreg {
+
+struct CpuBackendOptions {
+  int num_threads = 0;  // 0: one per hardware thread
+  KvCacheConfig kv;     // must match the PagedKvCache used with this backend
+};
+
+// `model` must outlive the backend.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
+                                                          const CpuBackendOptions& options);
+
+// Blocks that fit in `bytes` of K/V memory for this model.
+int64_t KvBlocksForBytes(const ModelConfig& config, int block_size, int64_t bytes);
+// Bytes of f32 K/V storage one token takes (all layers, K and V).
+int64_t KvBytesPerToken(const ModelConfig& config);
+
+}  // namespace crossreg

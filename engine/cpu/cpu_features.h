@@ -1,0 +1,13 @@
+// Run-time CPU feature detection: the build targets baseline x86-64 and picks
+// wider SIMD kernels only when the CPU it runs on has them.
+#pragma once
+
+namespace crossreg::cpu {
+
+enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+
+// Detected once; CROSSREG_SIMD=scalar|avx2|avx512 lowers it (tests, comparisons).
+SimdLevel DetectedSimdLevel();
+const char* SimdLevelName(SimdLevel level);
+
+}  // namespace crossreg::cpu

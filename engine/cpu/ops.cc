@@ -1,0 +1,57 @@
+#include "engine/cpu/ops.h"
+
+#include <cmath>
+
+namespace crossreg::cpu {
+
+void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  float ss = 0.0f;
+  for (int64_t i = 0; i < n; ++i) ss += x[i] * x[i];
+  const float scale = 1.0f / std::sqrt(ss / static_cast<float>(n) + eps);
+  for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (scale * x[i]);
+}
+
+void ApplyRope(float* vec, int num_heads, int head_dim, const float* cos, const float* sin) {
+  const int half = head_dim / 2;
+  for (int h = 0; h < num_heads; ++h) {
+    float* v = vec + static_cast<int64_t>(h) * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float x0 = v[i];
+      const float x1 = v[i + half];
+      v[i] = x0 * cos[i] - x1 * sin[i];
+      v[i + half] = x0 * sin[i] + x1 * cos[i];
+    }
+  }
+}
+
+void SwiGlu(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  float max = x[0];
+  for (int64_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void EmbeddingRow(const TensorRef& table, int32_t token, float* out) {
+  const int64_t hidden = table.cols();
+  const char* base = static_cast<const char*>(table.data) +
+                     static_cast<size_t>(token) * static_cast<size_t>(hidden) * DTypeSize(table.dtype);
+  ConvertToF32(table.dtype, base, out, static_cast<size_t>(hidden));
+}
+
+void AddInPlace(float* out, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] += x[i];
+}
+
+}  // namespace crossreg::cpu

@@ -1,0 +1,51 @@
+// A fixed pool of worker threads for data-parallel loops inside one forward.
+// The caller's thread takes part, so a pool of N threads starts N-1 workers.
+// Workers spin briefly between loops (a forward issues ~100 of them back to back,
+// and a sleeping worker takes tens of microseconds to wake), then sleep.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace crossreg::cpu {
+
+class ThreadPool {
+ public:
+  // num_threads <= 0: one per hardware thread.
+  explicit ThreadPool(int num_threads);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int num_threads() const { return num_threads_; }
+
+  // Calls fn(begin, end) over [0, n) split into at most num_threads contiguous
+  // chunks whose boundaries are multiples of `grain`. Returns when all are done.
+  // Not reentrant: call from one thread at a time.
+  void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+ private:
+  void WorkerLoop(int worker_index);
+  void RunChunk(int chunk_index);
+
+  int num_threads_;
+  std::vector<std::thread> workers_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleepers_{0};
+  std::atomic<bool> stop_{false};
+  // The current job, published before generation_ is bumped.
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0;
+  int64_t chunk_ = 0;
+  int num_chunks_ = 0;
+};
+
+}  // namespace crossreg::cpu

@@ -1,0 +1,35 @@
+#include "engine/model/default_model.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/str_join.h"
+
+namespace crossreg {
+
+absl::StatusOr<std::string> FindDefaultModel() {
+  namespace fs = std::filesystem;
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("CROSSREG_DEFAULT_MODEL")) candidates.emplace_back(env);
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+  if (n > 0) {
+    exe[n] = '\0';
+    candidates.push_back((fs::path(exe).parent_path() / "../share/crossreg/models/default").lexically_normal());
+  }
+#ifdef CROSSREG_SOURCE_DIR
+  candidates.push_back(std::string(CROSSREG_SOURCE_DIR) + "/models/default");
+#endif
+  std::error_code ec;
+  for (const auto& c : candidates) {
+    if (fs::exists(fs::path(c) / "config.json", ec)) return c;
+  }
+  return absl::NotFoundError("no embedded default model found (looked in " +
+                             absl::StrJoin(candidates, ", ") +
+                             "); pass --model PATH (a .gguf file or a Hugging Face directory)");
+}
+
+}  // namespace crossreg

@@ -1,0 +1,15 @@
+// Where the embedded default model lives, so programs run with no --model.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace crossreg {
+
+// Looks, in order, at $CROSSREG_DEFAULT_MODEL, <exe>/../share/crossreg/models/default
+// and the source tree's models/default. NotFound (with the places looked at) if
+// none holds a config.json.
+absl::StatusOr<std::string> FindDefaultModel();
+
+}  // namespace crossreg

@@ -1,0 +1,105 @@
+#include "engine/model/random_model.h"
+
+#include <cmath>
+#include <vector>
+
+#include "engine/sampler.h"
+
+namespace crossreg {
+namespace {
+
+class WeightFactory {
+ public:
+  WeightFactory(Model& model, const RandomModelOptions& options)
+      : model_(model), options_(options), rng_(options.seed) {}
+
+  TensorRef Matrix(int64_t rows, int64_t cols) {
+    const float bound = options_.scale / std::sqrt(static_cast<float>(cols));
+    return Fill({rows, cols}, options_.dtype, [&] { return bound * Symmetric(); });
+  }
+  // Norm weights near one so activations keep their scale.
+  TensorRef Norm(int64_t n) {
+    return Fill({n}, DType::kF32, [&] { return 1.0f + 0.1f * Symmetric(); });
+  }
+  TensorRef Bias(int64_t n) {
+    return Fill({n}, DType::kF32, [&] { return 0.1f * Symmetric(); });
+  }
+
+ private:
+  float Symmetric() { return static_cast<float>(2.0 * rng_.Uniform() - 1.0); }
+
+  template <typename Gen>
+  TensorRef Fill(std::vector<int64_t> shape, DType dtype, Gen gen) {
+    TensorRef t;
+    t.dtype = dtype;
+    t.shape = std::move(shape);
+    const int64_t n = t.numel();
+    if (dtype == DType::kF32) {
+      auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
+      for (auto& v : *buf) v = gen();
+      t.data = buf->data();
+      model_.weights.storage.push_back(buf);
+    } else {
+      auto buf = std::make_shared<std::vector<uint16_t>>(static_cast<size_t>(n));
+      for (auto& v : *buf) v = dtype == DType::kBF16 ? F32ToBf16(gen()) : F32ToF16(gen());
+      t.data = buf->data();
+      model_.weights.storage.push_back(buf);
+    }
+    return t;
+  }
+
+  Model& model_;
+  RandomModelOptions options_;
+  Rng rng_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> MakeRandomModel(const ModelConfig& config, const RandomModelOptions& options) {
+  auto model = std::make_unique<Model>();
+  model->source = "random";
+  model->config = config;
+  WeightFactory f(*model, options);
+  const int64_t d = config.hidden_size;
+  ModelWeights& w = model->weights;
+  w.tok_embeddings = f.Matrix(config.vocab_size, d);
+  w.layers.resize(static_cast<size_t>(config.num_layers));
+  for (auto& l : w.layers) {
+    l.attn_norm = f.Norm(d);
+    l.wq = f.Matrix(config.q_dim(), d);
+    l.wk = f.Matrix(config.kv_dim(), d);
+    l.wv = f.Matrix(config.kv_dim(), d);
+    l.wo = f.Matrix(d, config.q_dim());
+    if (config.qkv_bias) {
+      l.bq = f.Bias(config.q_dim());
+      l.bk = f.Bias(config.kv_dim());
+      l.bv = f.Bias(config.kv_dim());
+    }
+    l.ffn_norm = f.Norm(d);
+    l.w_gate = f.Matrix(config.intermediate_size, d);
+    l.w_up = f.Matrix(config.intermediate_size, d);
+    l.w_down = f.Matrix(d, config.intermediate_size);
+  }
+  w.final_norm = f.Norm(d);
+  w.output = config.tied_embeddings ? w.tok_embeddings : f.Matrix(config.vocab_size, d);
+  return model;
+}
+
+ModelConfig Llama100MConfig() {
+  ModelConfig c;
+  c.arch = Architecture::kLlama;
+  c.vocab_size = 32000;
+  c.hidden_size = 768;
+  c.intermediate_size = 2048;
+  c.num_layers = 12;
+  c.num_heads = 12;
+  c.num_kv_heads = 12;
+  c.head_dim = 64;
+  c.max_position = 2048;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 10000.0f;
+  c.tied_embeddings = true;  // ~110M parameters, like GPT-2 small
+  return c;
+}
+
+}  // namespace crossreg

@@ -1,0 +1,126 @@
+#include "engine/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+
+namespace crossreg {
+
+absl::Status SamplingParams::Validate() const {
+  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
+    return absl::InvalidArgumentError(absl::StrCat("temperature must be >= 0, got ", temperature));
+  }
+  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) {
+    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+uint64_t SplitMix64(uint64_t& x) {
+  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+inline uint64_t Rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+}  // namespace
+
+Rng::Rng(uint64_t seed) {
+  for (auto& s : s_) s = SplitMix64(seed);
+}
+
+uint64_t Rng::Next() {
+  const uint64_t result = Rotl(s_[1] * 5, 7) * 9;
+  const uint64_t t = s_[1] << 17;
+  s_[2] ^= s_[0];
+  s_[3] ^= s_[1];
+  s_[1] ^= s_[2];
+  s_[0] ^= s_[3];
+  s_[2] ^= t;
+  s_[3] = Rotl(s_[3], 45);
+  return result;
+}
+
+double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+
+int32_t Argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
+
+void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
+                           std::vector<float>& probs) {
+  probs.assign(static_cast<size_t>(vocab), 0.0f);
+  if (params.greedy()) {
+    probs[static_cast<size_t>(Argmax(logits, vocab))] = 1.0f;
+    return;
+  }
+  const float inv_t = 1.0f / params.temperature;
+  // Candidate ids, best first where a cut needs an order (higher logit, then lower id).
+  const bool cut_k = params.top_k > 0 && params.top_k < vocab;
+  const bool cut_p = params.top_p < 1.0f;
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  std::vector<int32_t> ids(static_cast<size_t>(vocab));
+  std::iota(ids.begin(), ids.end(), 0);
+  size_t keep = ids.size();
+  if (cut_k) {
+    keep = static_cast<size_t>(params.top_k);
+    std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(keep), ids.end(), better);
+  } else if (cut_p) {
+    std::sort(ids.begin(), ids.end(), better);
+  }
+  const float max_logit = logits[cut_k || cut_p ? ids[0] : Argmax(logits, vocab)];
+  double sum = 0.0;
+  for (size_t j = 0; j < keep; ++j) {
+    const int32_t id = ids[j];
+    const float e = std::exp((logits[id] - max_logit) * inv_t);
+    probs[static_cast<size_t>(id)] = e;
+    sum += e;
+  }
+  if (cut_p) {
+    // Smallest best-first prefix whose mass reaches top_p; it always keeps one token.
+    const double target = params.top_p * sum;
+    double cum = 0.0;
+    size_t n = 0;
+    while (n < keep) {
+      cum += probs[static_cast<size_t>(ids[n])];
+      ++n;
+      if (cum >= target) break;
+    }
+    for (size_t j = n; j < keep; ++j) probs[static_cast<size_t>(ids[j])] = 0.0f;
+    sum = cum;
+  }
+  const float inv_sum = static_cast<float>(1.0 / sum);
+  for (auto& p : probs) p *= inv_sum;
+}
+
+int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng) {
+  const double u = rng.Uniform();
+  double cum = 0.0;
+  int32_t last_nonzero = -1;
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (probs[i] <= 0.0f) continue;
+    cum += probs[i];
+    last_nonzero = i;
+    if (u < cum) return i;
+  }
+  // Rounding left the total just under 1 and u beyond it.
+  return last_nonzero >= 0 ? last_nonzero : 0;
+}
+
+int32_t Sampler::Sample(const float* logits, int vocab) {
+  if (params_.greedy()) return Argmax(logits, vocab);
+  ProcessedDistribution(logits, vocab, params_, probs_);
+  return SampleFromDistribution(probs_.data(), vocab, rng_);
+}
+
+}  // namespace crossreg

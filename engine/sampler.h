@@ -1,0 +1,60 @@
+// Sampling: the processed next-token distribution P (temperature, top-k, top-p) and
+// draws from it with a per-request seeded generator. Speculative decoding verifies
+// against exactly this P, so AR and Cross-Regression share one definition.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace crossreg {
+
+struct SamplingParams {
+  float temperature = 0.0f;  // 0: greedy (argmax)
+  int top_k = 0;             // 0: no top-k cut
+  float top_p = 1.0f;        // 1: no nucleus cut
+  uint64_t seed = 0;         // same seed, same output
+  bool greedy() const { return temperature == 0.0f; }
+  // Ranges: temperature >= 0, top_k >= 0, 0 < top_p <= 1. Names the field.
+  absl::Status Validate() const;
+};
+
+// xoshiro256** seeded through splitmix64: fast, and the same on every platform
+// (std:: distributions are implementation-defined).
+class Rng {
+ public:
+  explicit Rng(uint64_t seed);
+  uint64_t Next();
+  double Uniform();  // [0, 1), 53 random bits
+
+ private:
+  uint64_t s_[4];
+};
+
+// Lowest index among the maxima.
+int32_t Argmax(const float* logits, int vocab);
+
+// probs (resized to vocab) = P: one-hot argmax when greedy; otherwise
+// softmax(logits / T) restricted to the top-k, then to the smallest set of most
+// probable tokens whose mass reaches top_p (ties broken by lower id), renormalised.
+void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
+                           std::vector<float>& probs);
+
+// Inverse-CDF draw; never returns a zero-probability token.
+int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng);
+
+class Sampler {
+ public:
+  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
+  int32_t Sample(const float* logits, int vocab);
+  Rng& rng() { return rng_; }
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  SamplingParams params_;
+  Rng rng_;
+  std::vector<float> probs_;
+};
+
+}  // namespace crossreg

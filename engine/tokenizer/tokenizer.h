@@ -1,0 +1,86 @@
+// Text <-> token ids. Two families behind one interface:
+//  - SentencePiece-style BPE with scores and byte fallback (GGUF `llama` vocab),
+//  - byte-level BPE with merges and a GPT-2/Llama-3/Qwen2 pre-tokenizer regex
+//    (GGUF `gpt2` vocab, Hugging Face tokenizer.json).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace crossreg {
+
+class GgufMetadata;
+
+// Everything a tokenizer needs, independent of the file it came from.
+struct TokenizerSpec {
+  enum class Model { kSentencePieceBpe, kByteLevelBpe };
+  enum class PreTokenizer { kGpt2, kLlama3, kQwen2 };
+  enum class TokenType : int32_t {  // GGUF token_type values
+    kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
+    kUnused = 5, kByte = 6
+  };
+  Model model = Model::kSentencePieceBpe;
+  PreTokenizer pre = PreTokenizer::kGpt2;  // byte-level BPE only
+  std::vector<std::string> tokens;         // id -> piece
+  std::vector<float> scores;               // SPM merge priority (higher first)
+  std::vector<TokenType> token_types;      // empty = all normal
+  std::vector<std::string> merges;         // byte-level BPE: "a b", by rank
+  int32_t bos_id = -1;
+  int32_t eos_id = -1;
+  int32_t unk_id = -1;
+  bool add_bos = true;           // prepend BOS when asked for special tokens
+  bool add_space_prefix = true;  // SPM: prepend "▁" to the text (llama2.c/Llama 2)
+};
+
+class Tokenizer {
+ public:
+  static absl::StatusOr<std::unique_ptr<Tokenizer>> Create(TokenizerSpec spec);
+  virtual ~Tokenizer() = default;
+
+  // `add_special`: prepend BOS if the model wants it. Special tokens written in the
+  // text (e.g. "<|eot_id|>") are matched as such only when `parse_special` is true.
+  virtual std::vector<int32_t> Encode(std::string_view text, bool add_special,
+                                      bool parse_special = false) const = 0;
+  // Raw bytes of one token (byte tokens decode to their byte, "▁" to a space,
+  // byte-level symbols back to bytes; control tokens to "").
+  virtual std::string TokenBytes(int32_t id) const = 0;
+  // Whole decode; for SPM the leading space of the first piece after BOS is dropped.
+  virtual std::string Decode(const std::vector<int32_t>& ids) const = 0;
+  // Lossless: Decode(Encode(s)) == s for every valid UTF-8 s.
+  virtual bool lossless() const = 0;
+
+  int32_t vocab_size() const { return static_cast<int32_t>(spec_.tokens.size()); }
+  int32_t bos_id() const { return spec_.bos_id; }
+  int32_t eos_id() const { return spec_.eos_id; }
+  const TokenizerSpec& spec() const { return spec_; }
+
+ protected:
+  explicit Tokenizer(TokenizerSpec spec) : spec_(std::move(spec)) {}
+  TokenizerSpec spec_;
+};
+
+// Turns a stream of ids into text without ever emitting half a UTF-8 character:
+// bytes of an incomplete character are held until the next id completes them.
+// The concatenation of all Push() results plus Flush() equals Decode(all ids).
+class StreamDecoder {
+ public:
+  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  std::string Push(int32_t id);
+  std::string Flush();  // emits held bytes (invalid ones as U+FFFD)
+
+ private:
+  const Tokenizer& tokenizer_;
+  std::string pending_;
+  bool first_ = true;
+};
+
+// Builders from the two on-disk forms.
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufMetadata& metadata);
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(const std::string& tokenizer_json_path);
+
+}  // namespace crossreg

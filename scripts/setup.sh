@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages crossreg builds and tests with, then configures and
+# builds it into ./build (Release). Safe to run again: apt and ninja skip what is done.
+#   scripts/setup.sh            # packages + build
+#   SKIP_APT=1 scripts/setup.sh # build only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config git
+  libabsl-dev nlohmann-json3-dev libpcre2-dev
+  libgtest-dev libgmock-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libspdlog-dev prometheus-cpp-dev
+  python3 python3-numpy python3-pytest
+)
+
+if [ "${SKIP_APT:-0}" != 1 ]; then
+  missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "[setup] installing ${#missing[@]} Debian packages: ${missing[*]}"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    echo "[setup] all Debian packages present"
+  fi
+fi
+
+BUILD_DIR=${BUILD_DIR:-build}
+echo "[setup] configuring $BUILD_DIR (${CMAKE_BUILD_TYPE:-Release})"
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" ${CMAKE_ARGS:-} >/dev/null
+echo "[setup] building (this takes a few minutes on 2 cores)"
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+echo "[setup] done: programs are in $BUILD_DIR/bin"

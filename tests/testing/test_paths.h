@@ -1,0 +1,20 @@
+// Where tests find shared data and built programs.
+#pragma once
+
+#include <string>
+
+namespace crossreg::testing {
+
+inline std::string SharedDir() { return CROSSREG_SHARED_DIR; }
+inline std::string Stories260KGguf() {
+  return SharedDir() + "/models/stories260K/stories260K.gguf";
+}
+inline std::string Stories260KReference() {
+  return SharedDir() + "/models/stories260K/reference_greedy.json";
+}
+inline std::string TokenizerTestData(const std::string& name) {
+  return SharedDir() + "/testdata/tokenizer/" + name;
+}
+inline std::string BinDir() { return CROSSREG_BIN_DIR; }
+
+}  // namespace crossreg::testing

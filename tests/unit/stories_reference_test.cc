@@ -1,0 +1,77 @@
+// stories260K through the whole engine against llama2.c's golden outputs.
+#include <cmath>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/decoding/autoregressive.h"
+#include "engine/model/model_loader.h"
+#include "gtest/gtest.h"
+#include "tests/testing/stories_reference.h"
+#include "tests/testing/test_paths.h"
+
+namespace crossreg {
+namespace {
+
+using testing::LoadStoriesReference;
+
+class StoriesReferenceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto m = LoadModel(testing::Stories260KGguf());
+    ASSERT_TRUE(m.ok()) << m.status();
+    model_ = m->release();
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    model_ = nullptr;
+  }
+  static Model* model_;
+};
+Model* StoriesReferenceTest::model_ = nullptr;
+
+TEST_F(StoriesReferenceTest, PromptIdsGreedyIdsAndLogitsMatchReference) {
+  const auto refs = LoadStoriesReference();
+  ASSERT_EQ(refs.size(), 5u);
+  CpuBackendOptions options;
+  options.kv = {16, 64};  // 1024 positions, more than the 512-token context
+  auto backend = CreateCpuBackend(*model_, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  PagedKvCache kv(options.kv);
+  for (const auto& ref : refs) {
+    SCOPED_TRACE(ref.prompt);
+    const auto ids = model_->tokenizer->Encode(ref.prompt, /*add_special=*/true);
+    ASSERT_EQ(std::vector<int>(ids.begin(), ids.end()), ref.prompt_ids);
+    GenerationRequest req;
+    req.prompt_ids = ids;
+    req.max_new_tokens = static_cast<int>(ref.greedy_ids.size());
+    req.stop_at_eos = false;
+    auto result = GenerateAutoregressive(**backend, kv, model_->config, req);
+    ASSERT_TRUE(result.ok()) << result.status();
+    EXPECT_EQ(std::vector<int>(result->ids.begin(), result->ids.end()), ref.greedy_ids);
+    ASSERT_EQ(result->prompt_logits.size(), ref.logits_after_prompt.size());
+    float max_err = 0;
+    for (size_t i = 0; i < ref.logits_after_prompt.size(); ++i) {
+      max_err = std::max(max_err, std::fabs(result->prompt_logits[i] - ref.logits_after_prompt[i]));
+    }
+    // The reference prints 6 significant digits: values near 10 carry 5e-5 of rounding.
+    EXPECT_LE(max_err, 1e-4f);
+    EXPECT_EQ(kv.Stats().used_blocks, 0);
+  }
+}
+
+TEST_F(StoriesReferenceTest, PromptLongerThanContextIsRefused) {
+  CpuBackendOptions options;
+  options.kv = {16, 64};
+  auto backend = CreateCpuBackend(*model_, options);
+  ASSERT_TRUE(backend.ok());
+  PagedKvCache kv(options.kv);
+  GenerationRequest req;
+  req.prompt_ids.assign(static_cast<size_t>(model_->config.max_position) + 5, 300);
+  auto result = GenerateAutoregressive(**backend, kv, model_->config, req);
+  ASSERT_FALSE(result.ok());
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(result.status().message().find("context length"), std::string::npos) << result.status();
+  EXPECT_EQ(kv.Stats().used_blocks, 0);
+}
+
+}  // namespace
+}  // namespace crossreg

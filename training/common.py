@@ -1,0 +1,125 @@
+"""Shared helpers: devices, seeds, progress lines, checkpoints, the default corpus."""
+import argparse
+import hashlib
+import json
+import os
+import random
+import sys
+import time
+from typing import List, Tuple
+
+import numpy as np
+import torch
+
+DEFAULT_CORPUS_ROOT = "/usr/lib/python3.11"
+_EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
+
+
+def add_common_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="compute device (default: auto = cuda if available)")
+    p.add_argument("--seed", type=int, default=1234, help="random seed (default: 1234)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="CPU threads for torch (default: 0 = torch's default)")
+    p.add_argument("--resume", action="store_true",
+                   help="continue from OUT/checkpoint.pt (same arguments)")
+    p.add_argument("--log-every", type=int, default=10, help="progress line every N steps")
+    p.add_argument("--ckpt-every", type=int, default=200, help="checkpoint every N steps")
+
+
+def pick_device(name: str) -> torch.device:
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda requested but CUDA is not available")
+    return torch.device(name)
+
+
+def seed_all(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2 ** 32))
+    torch.manual_seed(seed)
+
+
+def setup(args) -> torch.device:
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    seed_all(args.seed)
+    return pick_device(args.device)
+
+
+def log(msg: str) -> None:
+    print(time.strftime("%H:%M:%S"), msg, flush=True)
+
+
+def fmt_eta(sec: float) -> str:
+    sec = max(0, int(sec))
+    return f"{sec // 3600:d}:{sec % 3600 // 60:02d}:{sec % 60:02d}"
+
+
+class Progress:
+    def __init__(self, total_steps: int, start_step: int):
+        self.total, self.t0, self.s0, self.tokens = total_steps, time.time(), start_step, 0
+
+    def line(self, step: int, tokens: int, **metrics) -> str:
+        self.tokens += tokens
+        dt = max(time.time() - self.t0, 1e-9)
+        done = step - self.s0
+        tps = self.tokens / dt
+        eta = dt / max(done, 1) * (self.total - step)
+        ms = " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                      for k, v in metrics.items())
+        return f"step {step}/{self.total} {ms} tok/s {tps:.0f} eta {fmt_eta(eta)}"
+
+
+def save_checkpoint(path: str, state: dict) -> None:
+    tmp = path + ".tmp"
+    torch.save(state, tmp)
+    os.replace(tmp, path)
+
+
+def load_checkpoint(path: str, device) -> dict:
+    if not os.path.exists(path):
+        raise SystemExit(f"--resume: no checkpoint at {path}")
+    return torch.load(path, map_location=device)
+
+
+def write_json(path: str, obj) -> None:
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+
+
+# ---- corpus ----------------------------------------------------------------------------------
+def list_corpus(root: str, pattern_ext: str = ".py") -> List[str]:
+    """Sorted relative paths of *.py under root, skipping test dirs and site/dist-packages."""
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _EXCLUDED_DIRS)
+        for fn in filenames:
+            if fn.endswith(pattern_ext):
+                out.append(os.path.relpath(os.path.join(dirpath, fn), root))
+    return sorted(out)
+
+
+def is_heldout(relpath: str, pct: float) -> bool:
+    """Deterministic split: a file is held out when sha256(path) maps below pct percent."""
+    h = int.from_bytes(hashlib.sha256(relpath.encode()).digest()[:8], "big")
+    return (h % 10000) < pct * 100
+
+
+def read_corpus(root: str, files: List[str]) -> Tuple[List[str], str, List[str]]:
+    """Returns (texts, manifest sha256, manifest lines 'sha256  relpath')."""
+    texts, lines = [], []
+    for rel in files:
+        with open(os.path.join(root, rel), "rb") as f:
+            data = f.read()
+        lines.append(f"{hashlib.sha256(data).hexdigest()}  {rel}")
+        texts.append(data.decode("utf-8", errors="replace"))
+    manifest = "\n".join(lines) + "\n"
+    return texts, hashlib.sha256(manifest.encode()).hexdigest(), lines
+
+
+def main_guard(fn):
+    def run(argv=None):
+        return fn(sys.argv[1:] if argv is None else argv)
+    return run

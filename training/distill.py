@@ -1,0 +1,304 @@
+"""LoRA self-distillation of the Cross-Regression predictive stream (ALGORITHM.md, "Training the
+predictive stream"; paper Alg. 3) for a Hugging Face Llama directory.
+
+python3 -m training.distill --base training/runs/pretrain/model --out training/runs/distill
+1. Data: prefixes from a corpus (tokenized with BASE/tokenizer.json, byte-level BPE), each
+   continued by the frozen base for --window tokens (greedy, or --gen-temperature 0.6).
+2. Train: the base gives prefix K/V (no LoRA) and p_t on the clean window (control rows); the
+   LoRA predictive rows see [x_last, noisy c_1..c_{w-1}] (noise: replay buffer of the model's
+   own earlier argmax predictions + random tokens, then a random-length placeholder suffix)
+   and minimise L = -sum_t (s_t+1) p_t.log q_t / sum_t (s_t+1).
+3. Export OUT/adapter: PEFT adapter_config.json + adapter_model.safetensors +
+   crossreg_adapter.json ({"placeholder_token_id", "window"}).
+"""
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+import torch
+
+from . import common
+from .common import log
+from .hf_io import load_model_dir, save_adapter
+from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
+                     match_run_lengths, weighted_distill_loss)
+from .model import LORA_TARGETS
+from .tokenizer import ByteBPETokenizer
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m training.distill", description=__doc__,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p.add_argument("--base", default="training/runs/pretrain/model", help="HF model directory")
+    p.add_argument("--out", default="training/runs/distill", help="run directory")
+    p.add_argument("--corpus-root", default=common.DEFAULT_CORPUS_ROOT,
+                   help="directory whose *.py files give the prefixes")
+    p.add_argument("--corpus-tokens", default="",
+                   help="alternative to --corpus-root: a .npy of token ids (for models whose "
+                        "tokenizer is not byte-level BPE)")
+    p.add_argument("--max-files", type=int, default=0, help="use only the first N files (0=all)")
+    p.add_argument("--holdout-pct", type=float, default=5.0,
+                   help="percent of corpus files used only for evaluation prefixes")
+    p.add_argument("--n-examples", type=int, default=8192, help="training examples to generate")
+    p.add_argument("--n-eval", type=int, default=256, help="evaluation examples")
+    p.add_argument("--prefix-min", type=int, default=8)
+    p.add_argument("--prefix-max", type=int, default=192)
+    p.add_argument("--window", type=int, default=16, help="w: predictive rows per example")
+    p.add_argument("--gen-temperature", type=float, default=0.0,
+                   help="base continuation sampling temperature (0 = greedy; paper: 0.6)")
+    p.add_argument("--gen-batch", type=int, default=64)
+    p.add_argument("--placeholder-token-id", type=int, default=-1,
+                   help="token id for empty draft slots (default: '<|draft|>' from the tokenizer)")
+    p.add_argument("--rank", type=int, default=32, help="LoRA rank r")
+    p.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha (scale = alpha / r)")
+    p.add_argument("--targets", default=",".join(LORA_TARGETS), help="LoRA target modules")
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--lr", type=float, default=1e-3)
+    p.add_argument("--warmup", type=int, default=50)
+    p.add_argument("--noise-max", type=float, default=0.5,
+                   help="per example, a corruption rate ~ U(0, noise-max) for each draft slot")
+    p.add_argument("--replay-frac", type=float, default=0.75,
+                   help="corrupted slots take the replayed own prediction with this probability "
+                        "(else a uniform random token)")
+    p.add_argument("--placeholder-prob", type=float, default=0.5,
+                   help="probability that an example gets a random-length placeholder suffix")
+    p.add_argument("--eval-every", type=int, default=250)
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
+                   help="base weight dtype on the device (LoRA stays float32)")
+    common.add_common_args(p)
+    return p
+
+
+# ---- data ------------------------------------------------------------------------------------
+def corpus_streams(a, base_dir: str):
+    if a.corpus_tokens:
+        ids = np.load(a.corpus_tokens).astype(np.int64)
+        cut = int(len(ids) * (1 - a.holdout_pct / 100))
+        return ids[:cut], ids[cut:], {"corpus_tokens": a.corpus_tokens}
+    tpath = os.path.join(base_dir, "tokenizer.json")
+    tok = ByteBPETokenizer.load(tpath)
+    files = common.list_corpus(a.corpus_root)
+    if a.max_files:
+        files = files[:a.max_files]
+    texts, sha, _ = common.read_corpus(a.corpus_root, files)
+    streams = {False: [], True: []}
+    for rel, t in zip(files, texts):
+        streams[common.is_heldout(rel, a.holdout_pct)].extend(tok.encode(t, allow_special=False))
+    if not streams[True]:  # tiny corpora: fall back to the tail of the train stream
+        n = max(len(streams[False]) // 10, 1)
+        streams[True] = streams[False][-n:]
+    return (np.array(streams[False], np.int64), np.array(streams[True], np.int64),
+            {"corpus_root": a.corpus_root, "n_files": len(files), "manifest_sha256": sha})
+
+
+def make_examples(model, stream: np.ndarray, n: int, a, seed: int, device):
+    """Prefixes [n, prefix_max] (left-aligned, -1 padded), lengths [n], continuations [n, w]."""
+    rng = np.random.default_rng(seed)
+    hi = min(a.prefix_max, len(stream) - 1)
+    lo = min(a.prefix_min, hi)
+    lens = rng.integers(lo, hi + 1, n)
+    starts = rng.integers(0, len(stream) - lens + 1)
+    prefixes = [stream[s:s + L].tolist() for s, L in zip(starts, lens)]
+    g = torch.Generator().manual_seed(seed)
+    conts = []
+    t0 = time.time()
+    for i in range(0, n, a.gen_batch):
+        conts.append(generate(model, prefixes[i:i + a.gen_batch], a.window, a.gen_temperature,
+                              g, device=device).cpu())
+        if (i // a.gen_batch) % 10 == 0:
+            log(f"data: generated {min(i + a.gen_batch, n)}/{n} continuations "
+                f"({time.time() - t0:.0f}s)")
+    pre = torch.full((n, a.prefix_max), -1, dtype=torch.long)
+    for b, p in enumerate(prefixes):
+        pre[b, :len(p)] = torch.tensor(p)
+    return {"prefix": pre, "len": torch.tensor(lens), "cont": torch.cat(conts)}
+
+
+def load_or_make_data(model, a, device):
+    path = os.path.join(a.out, "data.pt")
+    key = {k: getattr(a, k) for k in ("base", "corpus_root", "corpus_tokens", "max_files",
+                                      "holdout_pct", "n_examples", "n_eval", "prefix_min",
+                                      "prefix_max", "window", "gen_temperature", "seed")}
+    key["base"] = os.path.abspath(a.base)
+    if os.path.exists(path):
+        d = torch.load(path)
+        if d["key"] == key:
+            log(f"reusing distillation data {path}")
+            return d
+    train_s, eval_s, info = corpus_streams(a, a.base)
+    log(f"data: {len(train_s)} train / {len(eval_s)} eval corpus tokens")
+    d = {"key": key, "info": info,
+         "train": make_examples(model, train_s, a.n_examples, a, a.seed, device),
+         "eval": make_examples(model, eval_s, a.n_eval, a, a.seed + 1, device)}
+    torch.save(d, path)
+    return d
+
+
+# ---- one batch in the inference layout ------------------------------------------------------
+def batch_tensors(data, idx, device):
+    """-> cached prefix (ids, valid, pos) [B, S], clean rows [B, w], row positions [B, w]."""
+    lens = data["len"][idx]
+    cached = [data["prefix"][i, :L - 1].tolist() for i, L in zip(idx.tolist(), lens.tolist())]
+    ids, valid, pos = left_pad(cached, 0, device)
+    x_last = data["prefix"][idx, lens - 1]
+    w = data["cont"].shape[1]
+    rows = torch.cat([x_last[:, None], data["cont"][idx, :w - 1]], 1).to(device)
+    row_pos = (lens[:, None] - 1 + torch.arange(w)[None]).to(device)
+    return ids, valid, pos, rows, row_pos
+
+
+def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
+    """Noisy window (Alg. 3): corrupt draft slots 1..w-1 with the model's replayed predictions or
+    random tokens, then maybe a placeholder suffix (empty slots at inference)."""
+    B, w = clean.shape
+    noisy = clean.clone().cpu()
+    rate = torch.rand(B, 1, generator=gen) * a.noise_max
+    corrupt = torch.rand(B, w, generator=gen) < rate
+    corrupt[:, 0] = False  # row 0 is x_last, committed
+    use_replay = (torch.rand(B, w, generator=gen) < a.replay_frac) & has_replay[idx][:, None]
+    rand_tok = torch.randint(0, vocab, (B, w), generator=gen)
+    src = torch.where(use_replay, replay[idx], rand_tok)
+    noisy = torch.where(corrupt, src, noisy)
+    has_ph = torch.rand(B, generator=gen) < a.placeholder_prob
+    u = torch.randint(1, w, (B,), generator=gen)  # suffix length 1..w-1
+    col = torch.arange(w)[None]
+    ph = has_ph[:, None] & (col >= (w - u)[:, None])
+    noisy = torch.where(ph, torch.full_like(noisy, placeholder), noisy)
+    return noisy.to(clean.device)
+
+
+def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None):
+    ids, valid, pos, clean, row_pos = batch_tensors(data, idx, device)
+    with torch.no_grad(), autocast():
+        _, kv = base_prefix_kv(model, ids, valid, pos)            # control prefix K/V
+        p_logits, _ = stream_rows_forward(model, kv, valid, clean, row_pos, use_lora=False)
+        p = torch.softmax(p_logits.float(), -1)                    # p_t on the clean window
+    rows = noisy_fn(clean) if noisy_fn else clean
+    with autocast():
+        q_logits, _ = stream_rows_forward(model, kv, valid, rows, row_pos, use_lora=True)
+    s = match_run_lengths(rows, clean)
+    return weighted_distill_loss(q_logits, p, s), q_logits, p, rows, clean
+
+
+@torch.no_grad()
+def evaluate(model, data, a, device, autocast):
+    """Clean windows: distillation loss, argmax agreement per row, and the mean number of leading
+    rows whose argmax equals the base's (greedy accepted drafts if every draft came from row k)."""
+    n = len(data["len"])
+    tot, agree, lead, cnt = 0.0, 0.0, 0.0, 0
+    for i in range(0, n, a.batch):
+        idx = torch.arange(i, min(i + a.batch, n))
+        loss, q, p, _, _ = forward_batch(model, data, idx, device, None, autocast)
+        eq = (q.argmax(-1) == p.argmax(-1)).float()
+        tot += loss.item() * len(idx)
+        agree += eq.mean(1).sum().item()
+        lead += eq.cumprod(1).sum(1).sum().item()
+        cnt += len(idx)
+    return {"loss": tot / cnt, "argmax_agree": agree / cnt, "leading_agree": lead / cnt}
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    os.makedirs(a.out, exist_ok=True)
+    device = common.setup(a)
+    dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
+    model = load_model_dir(a.base, dtype=dtype, device=device)
+    for p_ in model.parameters():
+        p_.requires_grad_(False)
+    V = model.config.vocab_size
+    placeholder = a.placeholder_token_id
+    if placeholder < 0:
+        tpath = os.path.join(a.base, "tokenizer.json")
+        tid = ByteBPETokenizer.load(tpath).token_id("<|draft|>") if os.path.exists(tpath) else None
+        if tid is None:
+            raise SystemExit("no '<|draft|>' token in the tokenizer: pass --placeholder-token-id")
+        placeholder = tid
+    if a.window < 2 or a.prefix_min < 2:
+        raise SystemExit("--window and --prefix-min must be >= 2")
+
+    import contextlib
+    def autocast():
+        if device.type == "cuda":
+            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    model.eval()
+    data = load_or_make_data(model, a, device)
+    targets = [t for t in a.targets.split(",") if t]
+    model.add_lora(a.rank, a.alpha, targets, seed=a.seed)
+    model.to(device)
+    lora = model.lora_parameters()
+    opt = torch.optim.AdamW(lora, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    n_train = len(data["train"]["len"])
+    w = a.window
+    replay = torch.zeros(n_train, w, dtype=torch.long)     # replay[i, t]: own argmax for row t
+    has_replay = torch.zeros(n_train, dtype=torch.bool)
+    ckpt_path = os.path.join(a.out, "checkpoint.pt")
+    step, history = 0, []
+    if a.resume:
+        ck = common.load_checkpoint(ckpt_path, device)
+        named = dict(model.named_parameters())
+        with torch.no_grad():
+            for k, v in ck["lora"].items():
+                named[k].copy_(v)
+        opt.load_state_dict(ck["opt"])
+        step, history = ck["step"], ck["history"]
+        replay, has_replay = ck["replay"], ck["has_replay"]
+        log(f"resumed from {ckpt_path} at step {step}")
+
+    def checkpoint():
+        common.save_checkpoint(ckpt_path, {
+            "lora": {n: p_.detach().cpu() for n, p_ in model.named_parameters() if "lora_" in n},
+            "opt": opt.state_dict(), "step": step, "history": history, "replay": replay,
+            "has_replay": has_replay, "args": vars(a)})
+
+    log(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
+        f"{sum(p_.numel() for p_ in lora) / 1e6:.2f}M trainable; placeholder id {placeholder}")
+    if step == 0:
+        ev = evaluate(model, data["eval"], a, device, autocast)
+        history.append({"step": 0, **ev})
+        log(f"eval step 0: {json.dumps(ev)}")
+    prog = common.Progress(a.steps, step)
+    run_loss, run_n = 0.0, 0
+    while step < a.steps:
+        gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
+        idx = torch.randint(0, n_train, (a.batch,), generator=gen)
+        lr = a.lr * min(1.0, (step + 1) / a.warmup)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        noisy_fn = lambda clean: add_noise(clean, idx, replay, has_replay, a, V, placeholder, gen)
+        loss, q, _, _, _ = forward_batch(model, data["train"], idx, device, noisy_fn, autocast)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(lora, 1.0)
+        opt.step()
+        # replay buffer: row t-1 predicts slot t
+        replay[idx, 1:] = q.argmax(-1)[:, :w - 1].cpu()
+        has_replay[idx] = True
+        step += 1
+        run_loss += loss.item()
+        run_n += 1
+        if step % a.log_every == 0 or step == a.steps:
+            log(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))
+            run_loss, run_n = 0.0, 0
+        if step % a.eval_every == 0 or step == a.steps:
+            ev = evaluate(model, data["eval"], a, device, autocast)
+            history.append({"step": step, **ev})
+            log(f"eval step {step}: {json.dumps(ev)}")
+        if step % a.ckpt_every == 0 or step == a.steps:
+            checkpoint()
+    adir = os.path.join(a.out, "adapter")
+    save_adapter(model, adir, a.rank, a.alpha, os.path.abspath(a.base), placeholder, w)
+    common.write_json(os.path.join(a.out, "run.json"), {
+        "args": vars(a), "data": data["info"], "history": history, "placeholder": placeholder,
+        "row_tokens_per_s_this_session": prog.tokens / max(time.time() - prog.t0, 1e-9),
+        "device": str(device)})
+    log(f"exported {adir}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

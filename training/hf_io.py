@@ -1,0 +1,160 @@
+"""Hugging Face directory export/import (LlamaForCausalLM) and PEFT LoRA adapters."""
+import json
+import os
+from typing import Dict, Optional
+
+import torch
+
+from .model import LlamaConfig, LlamaForCausalLM, LORA_TARGETS
+from . import safetensors_io as st
+
+DTYPES = {"f32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
+          "bfloat16": torch.bfloat16, "f16": torch.float16, "float16": torch.float16}
+_DTYPE_NAME = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float16: "float16"}
+
+
+def hf_state_dict(model: LlamaForCausalLM, dtype=torch.float32) -> Dict[str, torch.Tensor]:
+    """Base weights under HF names (LoRA excluded)."""
+    out = {"model.embed_tokens.weight": model.embed_tokens.weight,
+           "model.norm.weight": model.norm.weight}
+    if model.lm_head is not None:
+        out["lm_head.weight"] = model.lm_head.weight
+    for i, layer in enumerate(model.layers):
+        p = f"model.layers.{i}."
+        out[p + "input_layernorm.weight"] = layer.input_layernorm.weight
+        out[p + "post_attention_layernorm.weight"] = layer.post_attention_layernorm.weight
+        for n in ("q_proj", "k_proj", "v_proj", "o_proj"):
+            out[p + f"self_attn.{n}.weight"] = getattr(layer.self_attn, n).weight
+        for n in ("gate_proj", "up_proj", "down_proj"):
+            out[p + f"mlp.{n}.weight"] = getattr(layer.mlp, n).weight
+    return {k: v.detach().to(dtype).cpu() for k, v in out.items()}
+
+
+def save_model_dir(model: LlamaForCausalLM, path: str, tokenizer=None, dtype=torch.float32,
+                   generation_config: Optional[dict] = None) -> None:
+    os.makedirs(path, exist_ok=True)
+    cfg = model.config.to_hf()
+    cfg["torch_dtype"] = _DTYPE_NAME[dtype]
+    with open(os.path.join(path, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    st.save_file(hf_state_dict(model, dtype), os.path.join(path, "model.safetensors"),
+                 {"format": "pt"})
+    gen = {"bos_token_id": model.config.bos_token_id, "eos_token_id": model.config.eos_token_id,
+           "do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_length":
+           model.config.max_position_embeddings}
+    gen.update(generation_config or {})
+    with open(os.path.join(path, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2)
+    if tokenizer is not None:
+        tokenizer.save(os.path.join(path, "tokenizer.json"))
+        tc = {"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length":
+              model.config.max_position_embeddings, "clean_up_tokenization_spaces": False}
+        inv = {i: s for s, i in tokenizer.specials.items()}
+        if model.config.bos_token_id in inv:
+            tc["bos_token"] = inv[model.config.bos_token_id]
+        if model.config.eos_token_id in inv:
+            tc["eos_token"] = inv[model.config.eos_token_id]
+        with open(os.path.join(path, "tokenizer_config.json"), "w") as f:
+            json.dump(tc, f, indent=2)
+
+
+def _load_weights(path: str) -> Dict[str, torch.Tensor]:
+    single = os.path.join(path, "model.safetensors")
+    if os.path.exists(single):
+        return st.load_file(single)
+    index = os.path.join(path, "model.safetensors.index.json")
+    if os.path.exists(index):
+        with open(index) as f:
+            shards = sorted(set(json.load(f)["weight_map"].values()))
+        out = {}
+        for s in shards:
+            out.update(st.load_file(os.path.join(path, s)))
+        return out
+    raise FileNotFoundError(f"{path}: no model.safetensors or model.safetensors.index.json")
+
+
+def load_model_dir(path: str, dtype=torch.float32, device="cpu") -> LlamaForCausalLM:
+    cpath = os.path.join(path, "config.json")
+    with open(cpath) as f:
+        cfg = LlamaConfig.from_hf(json.load(f), cpath)
+    model = LlamaForCausalLM(cfg)
+    sd = _load_weights(path)
+    if cfg.tie_word_embeddings:
+        sd.pop("lm_head.weight", None)
+    ours = hf_state_dict(model)
+    missing = sorted(set(ours) - set(sd))
+    extra = sorted(k for k in set(sd) - set(ours) if "rotary_emb" not in k)
+    if missing or extra:
+        raise ValueError(f"{path}: weights mismatch; missing {missing[:5]}, unexpected {extra[:5]}")
+    named = dict(model.named_parameters())
+    with torch.no_grad():
+        for k, v in sd.items():
+            if k not in ours:
+                continue
+            key = k[len("model."):] if k.startswith("model.") else k
+            p = named[key]
+            if tuple(p.shape) != tuple(v.shape):
+                raise ValueError(f"{path}: {k}: shape {tuple(v.shape)} != {tuple(p.shape)}")
+            p.copy_(v.float())
+    return model.to(device=device, dtype=dtype)
+
+
+# ---- PEFT adapters ---------------------------------------------------------------------------
+def peft_name(i: int, sub: str, proj: str, ab: str) -> str:
+    return f"base_model.model.model.layers.{i}.{sub}.{proj}.lora_{ab}.weight"
+
+
+def save_adapter(model: LlamaForCausalLM, path: str, r: int, alpha: float,
+                 base_model_name_or_path: str, placeholder_token_id: int, window: int,
+                 extra_crossreg: Optional[dict] = None) -> None:
+    os.makedirs(path, exist_ok=True)
+    tensors, targets = {}, []
+    for i, sub, proj, m in model.lora_modules():
+        if m.lora_A is None:
+            continue
+        if proj not in targets:
+            targets.append(proj)
+        tensors[peft_name(i, sub, proj, "A")] = m.lora_A.detach().float().cpu()  # [r, in]
+        tensors[peft_name(i, sub, proj, "B")] = m.lora_B.detach().float().cpu()  # [out, r]
+    st.save_file(tensors, os.path.join(path, "adapter_model.safetensors"), {"format": "pt"})
+    cfg = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": r, "lora_alpha": alpha,
+           "target_modules": targets, "base_model_name_or_path": base_model_name_or_path,
+           "bias": "none", "lora_dropout": 0.0, "fan_in_fan_out": False,
+           "inference_mode": True, "init_lora_weights": True, "modules_to_save": None,
+           "use_rslora": False, "use_dora": False, "layers_to_transform": None,
+           "rank_pattern": {}, "alpha_pattern": {}, "revision": None}
+    with open(os.path.join(path, "adapter_config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    xr = {"placeholder_token_id": int(placeholder_token_id), "window": int(window),
+          "layout": "crossreg-v1"}
+    xr.update(extra_crossreg or {})
+    with open(os.path.join(path, "crossreg_adapter.json"), "w") as f:
+        json.dump(xr, f, indent=2)
+
+
+def load_adapter(model: LlamaForCausalLM, path: str) -> dict:
+    """Attach a PEFT LoRA adapter (A, B, scale = lora_alpha / r) to `model`; returns its config."""
+    cpath = os.path.join(path, "adapter_config.json")
+    with open(cpath) as f:
+        cfg = json.load(f)
+    if cfg.get("peft_type") != "LORA":
+        raise ValueError(f"{cpath}: peft_type {cfg.get('peft_type')!r} is not LORA")
+    if cfg.get("use_rslora") or cfg.get("use_dora") or cfg.get("rank_pattern") or \
+            cfg.get("alpha_pattern") or cfg.get("bias", "none") != "none":
+        raise ValueError(f"{cpath}: rslora/dora/rank_pattern/alpha_pattern/bias unsupported")
+    r, alpha = int(cfg["r"]), float(cfg["lora_alpha"])
+    sd = st.load_file(os.path.join(path, "adapter_model.safetensors"))
+    used = set()
+    for i, sub, proj, m in model.lora_modules():
+        ka, kb = peft_name(i, sub, proj, "A"), peft_name(i, sub, proj, "B")
+        if ka not in sd:
+            continue
+        dev = m.weight.device
+        m.lora_A = torch.nn.Parameter(sd[ka].float().to(dev))
+        m.lora_B = torch.nn.Parameter(sd[kb].float().to(dev))
+        m.scale = alpha / r
+        used.update((ka, kb))
+    unused = sorted(set(sd) - used)
+    if unused:
+        raise ValueError(f"{path}: adapter tensors not matched to the model: {unused[:4]}")
+    return cfg

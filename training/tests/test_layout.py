@@ -1,0 +1,59 @@
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: apt-get install python3-torch")
+
+from training.layout import predictive_logits, match_run_lengths, weighted_distill_loss  # noqa
+from training.tests.reference import xr_reference  # noqa: E402
+from training.tests.test_model import tiny  # noqa: E402
+
+
+def lora_model():
+    m = tiny(seed=5)
+    m.add_lora(4, 8, seed=1)
+    g = torch.Generator().manual_seed(9)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "lora_B" in n:
+                p.copy_(0.2 * torch.randn(p.shape, generator=g))
+    return m
+
+
+def test_predictive_rows_match_brute_force_reference():
+    m = lora_model()
+    PH = 49
+    xs = [[3, 14, 15, 9, 26, 5], [2, 7], [8]]          # ragged batch, incl. empty cache
+    rows = [[5, 35, 8, PH], [7, 1, PH, PH], [8, 4, 4, 2]]
+    ctl, prd = predictive_logits(m, xs, rows)
+    for b in range(len(xs)):
+        ref_p = xr_reference(m, xs[b], rows[b], use_lora_rows=True)
+        ref_c = xr_reference(m, xs[b], rows[b], use_lora_rows=False)
+        assert (prd[b].double() - ref_p).abs().max() < 1e-5
+        assert (ctl[b].double() - ref_c).abs().max() < 1e-5
+    assert (prd - ctl).abs().max() > 1e-3
+
+
+def test_control_rows_equal_plain_ar_forward():
+    m = lora_model()
+    x, d = [3, 14, 15, 9], [26, 5, 35]
+    ctl, _ = predictive_logits(m, [x], [[x[-1]] + d])
+    with torch.no_grad():
+        full, _ = m(torch.tensor([x + d]))
+    assert torch.allclose(ctl[0], full[0, len(x) - 1:], atol=1e-5)
+
+
+def test_loss_weighting_hand_made_example():
+    PH = 99
+    clean = torch.tensor([[10, 5, 6, 7, 8, 9]])
+    noisy = torch.tensor([[10, 5, 1, 7, 8, PH]])
+    s = match_run_lengths(noisy, clean)
+    assert s.tolist() == [[0, 1, 0, 1, 2, 0]]
+    # one-hot p; q puts prob 0.5 on the target for rows 0..2 and 1/V elsewhere for rows 3..5
+    V = 4
+    p = torch.zeros(1, 6, V)
+    p[0, :, 0] = 1.0
+    q = torch.zeros(1, 6, V)
+    q[0, :3, 0] = 10.0
+    ce = -torch.log_softmax(q, -1)[0, :, 0]
+    want = ((torch.tensor([1., 2, 1, 2, 3, 1]) * ce).sum() / 10).item()
+    got = weighted_distill_loss(q, p, s).item()
+    assert abs(got - want) < 1e-6
