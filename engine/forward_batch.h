@@ -10,14 +10,20 @@ namespace crossreg {
 
 struct BatchRow {
   SequenceId seq = 0;
-  int32_t position = 0;  // RoPE position; also the KV slot the row's K/V is written to
+  int32_t position = 0;  // RoPE position; for control rows also the KV slot written
   int32_t token = 0;
   bool want_logits = false;  // return this row's logits
+  // Predictive stream: base + LoRA weights, K/V kept only for this forward.
+  bool predictive = false;
 };
 
-// Rows of one sequence must be consecutive positions starting at the sequence's
-// current KV length (they are appended); a row attends every earlier position of
-// its sequence, cached or in this batch, so the batch is causal per sequence.
+// Control rows (the base model) of one sequence append consecutive positions
+// starting at the sequence's current KV length; each attends every earlier position
+// of its sequence, cached or in this batch, so the batch is causal per sequence.
+// Predictive rows of one sequence take consecutive positions starting at some P0 no
+// greater than the KV length before the forward; each attends the cached positions
+// [0, P0) and the predictive rows of its sequence up to itself, never control rows
+// of this batch. Their K/V is dropped after the forward.
 struct ForwardBatch {
   std::vector<BatchRow> rows;
   int num_logit_rows() const {

@@ -81,7 +81,15 @@ def save_checkpoint(path: str, state: dict) -> None:
 def load_checkpoint(path: str, device) -> dict:
     if not os.path.exists(path):
         raise SystemExit(f"--resume: no checkpoint at {path}")
-    return torch.load(path, map_location=device)
+    return torch_load(path, device)
+
+
+def torch_load(path: str, device="cpu"):
+    """torch.load of our own files (PyTorch >= 2.6 defaults to weights_only=True)."""
+    try:
+        return torch.load(path, map_location=device, weights_only=False)
+    except TypeError:  # very old torch without weights_only
+        return torch.load(path, map_location=device)
 
 
 def write_json(path: str, obj) -> None:

@@ -124,7 +124,7 @@ def load_or_make_data(model, a, device):
                                       "prefix_max", "window", "gen_temperature", "seed")}
     key["base"] = os.path.abspath(a.base)
     if os.path.exists(path):
-        d = torch.load(path)
+        d = common.torch_load(path)
         if d["key"] == key:
             log(f"reusing distillation data {path}")
             return d
@@ -184,20 +184,33 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None):
 
 
 @torch.no_grad()
-def evaluate(model, data, a, device, autocast):
-    """Clean windows: distillation loss, argmax agreement per row, and the mean number of leading
-    rows whose argmax equals the base's (greedy accepted drafts if every draft came from row k)."""
+def evaluate(model, data, a, device, autocast, placeholder):
+    """Held-out prefixes, two windows: `clean` (rows = the base's own continuation; B=0 is
+    perfect here, so this measures what the adapter must not break) and `empty` (rows =
+    [x_last, placeholder ...], the first forward of a request: k-ahead prediction). Metrics:
+    distillation loss, argmax_agree (fraction of rows with argmax q = argmax p) and
+    leading_agree (mean number of leading rows that agree: the greedy acceptance length if
+    every draft came from its row)."""
+    out = {}
     n = len(data["len"])
-    tot, agree, lead, cnt = 0.0, 0.0, 0.0, 0
-    for i in range(0, n, a.batch):
-        idx = torch.arange(i, min(i + a.batch, n))
-        loss, q, p, _, _ = forward_batch(model, data, idx, device, None, autocast)
-        eq = (q.argmax(-1) == p.argmax(-1)).float()
-        tot += loss.item() * len(idx)
-        agree += eq.mean(1).sum().item()
-        lead += eq.cumprod(1).sum(1).sum().item()
-        cnt += len(idx)
-    return {"loss": tot / cnt, "argmax_agree": agree / cnt, "leading_agree": lead / cnt}
+    for name in ("clean", "empty"):
+        def fill(clean):
+            rows = clean.clone()
+            rows[:, 1:] = placeholder
+            return rows
+        tot, agree, lead, cnt = 0.0, 0.0, 0.0, 0
+        for i in range(0, n, a.batch):
+            idx = torch.arange(i, min(i + a.batch, n))
+            loss, q, p, _, _ = forward_batch(model, data, idx, device,
+                                             fill if name == "empty" else None, autocast)
+            eq = (q.argmax(-1) == p.argmax(-1)).float()
+            tot += loss.item() * len(idx)
+            agree += eq.mean(1).sum().item()
+            lead += eq.cumprod(1).sum(1).sum().item()
+            cnt += len(idx)
+        out.update({f"{name}_loss": tot / cnt, f"{name}_argmax_agree": agree / cnt,
+                    f"{name}_leading_agree": lead / cnt})
+    return out
 
 
 def main(argv=None) -> int:
@@ -258,7 +271,7 @@ def main(argv=None) -> int:
     log(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
         f"{sum(p_.numel() for p_ in lora) / 1e6:.2f}M trainable; placeholder id {placeholder}")
     if step == 0:
-        ev = evaluate(model, data["eval"], a, device, autocast)
+        ev = evaluate(model, data["eval"], a, device, autocast, placeholder)
         history.append({"step": 0, **ev})
         log(f"eval step 0: {json.dumps(ev)}")
     prog = common.Progress(a.steps, step)
@@ -285,7 +298,7 @@ def main(argv=None) -> int:
             log(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))
             run_loss, run_n = 0.0, 0
         if step % a.eval_every == 0 or step == a.steps:
-            ev = evaluate(model, data["eval"], a, device, autocast)
+            ev = evaluate(model, data["eval"], a, device, autocast, placeholder)
             history.append({"step": step, **ev})
             log(f"eval step {step}: {json.dumps(ev)}")
         if step % a.ckpt_every == 0 or step == a.steps:

@@ -122,11 +122,15 @@ def rope_inv_freq(cfg: LlamaConfig) -> torch.Tensor:
     return inv.float()
 
 
-def apply_rope(x: torch.Tensor, pos: torch.Tensor, inv_freq: torch.Tensor) -> torch.Tensor:
-    """x: [B, H, T, D]; pos: [B, T] integer positions. HF rotate_half convention."""
-    ang = pos.to(torch.float32)[:, None, :, None] * inv_freq.to(x.device)[None, None, None, :]
-    cos = torch.cat([ang.cos(), ang.cos()], dim=-1)
-    sin = torch.cat([ang.sin(), ang.sin()], dim=-1)
+def rope_cos_sin(pos: torch.Tensor, inv_freq: torch.Tensor):
+    """pos: [B, T] integer positions -> (cos, sin), each float32 [B, 1, T, head_dim]."""
+    ang = pos.to(torch.float32)[:, None, :, None] * inv_freq.to(pos.device)[None, None, None, :]
+    ang = torch.cat([ang, ang], dim=-1)
+    return ang.cos(), ang.sin()
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x: [B, H, T, D]. HF rotate_half convention: x*cos + rotate_half(x)*sin."""
     xf = x.float()
     half = xf.shape[-1] // 2
     rot = torch.cat([-xf[..., half:], xf[..., :half]], dim=-1)
@@ -201,13 +205,13 @@ class Attention(nn.Module):
         self.v_proj = LoRALinear(cfg.hidden_size, self.nkv * self.hd)  # [nkv*hd, dim]
         self.o_proj = LoRALinear(self.nh * self.hd, cfg.hidden_size)   # [dim, nh*hd]
 
-    def forward(self, x, pos, inv_freq, past: Optional[KV], mask, use_lora, causal_fast):
+    def forward(self, x, rope, past: Optional[KV], mask, use_lora, causal_fast):
         B, T, _ = x.shape
         q = self.q_proj(x, use_lora).view(B, T, self.nh, self.hd).transpose(1, 2)
         k = self.k_proj(x, use_lora).view(B, T, self.nkv, self.hd).transpose(1, 2)
         v = self.v_proj(x, use_lora).view(B, T, self.nkv, self.hd).transpose(1, 2)
-        q = apply_rope(q, pos, inv_freq)
-        k = apply_rope(k, pos, inv_freq)
+        q = apply_rope(q, *rope)
+        k = apply_rope(k, *rope)
         new_kv = (k, v)
         if past is not None:
             k = torch.cat([past[0].to(k.dtype), k], dim=2)
@@ -241,9 +245,8 @@ class DecoderLayer(nn.Module):
         self.input_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.post_attention_layernorm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
 
-    def forward(self, x, pos, inv_freq, past, mask, use_lora, causal_fast):
-        a, kv = self.self_attn(self.input_layernorm(x), pos, inv_freq, past, mask, use_lora,
-                               causal_fast)
+    def forward(self, x, rope, past, mask, use_lora, causal_fast):
+        a, kv = self.self_attn(self.input_layernorm(x), rope, past, mask, use_lora, causal_fast)
         x = x + a
         x = x + self.mlp(self.post_attention_layernorm(x), use_lora)
         return x, kv
@@ -323,8 +326,9 @@ class LlamaForCausalLM(nn.Module):
         if x.dtype != self.norm.weight.dtype:
             x = x.to(self.norm.weight.dtype)
         new_kv = []
+        rope = rope_cos_sin(position_ids, self.inv_freq)
         for i, layer in enumerate(self.layers):
-            x, kv = layer(x, position_ids, self.inv_freq, None if past_kv is None else past_kv[i],
+            x, kv = layer(x, rope, None if past_kv is None else past_kv[i],
                           attn_mask, use_lora, causal_fast)
             if return_kv:
                 new_kv.append(kv)

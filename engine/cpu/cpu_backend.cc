@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/linear.h"
+#include "engine/cpu/lora_delta.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
 
@@ -16,6 +17,7 @@ class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const CpuBackendOptions& options)
       : model_(model),
+        adapter_(options.adapter),
         cfg_(model.config),
         kv_cfg_(options.kv),
         pool_(options.num_threads),
@@ -54,7 +56,17 @@ class CpuBackend final : public Backend {
                               static_cast<size_t>(slot)) * cfg_.kv_dim();
   }
 
+  // Row bookkeeping for one forward.
+  struct RowPlan {
+    int64_t slot = -1;          // control rows: KV slot written
+    int64_t prefix = 0;         // predictive rows: cached positions attended, [0, prefix)
+    int64_t group_begin = 0;    // predictive rows: first entry of its group in pred_groups_
+    int64_t index_in_group = 0; // predictive rows: how many group rows precede it
+  };
+  void Linear(const TensorRef& w, LoraTarget target, int layer, const float* x, int64_t rows, float* y);
+
   const Model& model_;
+  const LoraAdapter* adapter_;
   const ModelConfig& cfg_;
   KvCacheConfig kv_cfg_;
   cpu::ThreadPool pool_;
@@ -65,7 +77,10 @@ class CpuBackend final : public Backend {
   // Per-forward scratch, rows x width.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<float> cos_, sin_;  // rows x head_dim/2
-  std::vector<int64_t> slots_;    // rows: the KV slot each row writes
+  std::vector<RowPlan> plan_;          // per row
+  std::vector<int64_t> pred_rows_;     // indices of predictive rows
+  std::vector<int64_t> pred_groups_;   // predictive row indices grouped by sequence
+  std::vector<float> pred_k_, pred_v_; // rows x kv_dim: this layer's predictive K/V
 };
 
 absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv) {
@@ -74,8 +89,12 @@ absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCa
       kv.config().block_size != kv_cfg_.block_size) {
     return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
   }
-  // Next expected position of each sequence in this batch.
-  std::unordered_map<SequenceId, int64_t> next;
+  // Next expected position of each sequence's control rows and predictive rows.
+  std::unordered_map<SequenceId, int64_t> next_control;
+  std::unordered_map<SequenceId, int64_t> next_predictive;
+  std::unordered_map<SequenceId, std::vector<int64_t>> groups;
+  plan_.assign(batch.rows.size(), RowPlan{});
+  pred_rows_.clear();
   for (size_t i = 0; i < batch.rows.size(); ++i) {
     const BatchRow& row = batch.rows[i];
     if (!kv.IsLive(row.seq)) {
@@ -85,11 +104,31 @@ absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCa
       return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": token ", row.token,
                                                      " outside the vocabulary [0, ", cfg_.vocab_size, ")"));
     }
-    if (row.position >= cfg_.max_position) {
+    if (row.position < 0 || row.position >= cfg_.max_position) {
       return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
-                                                " exceeds the context length ", cfg_.max_position));
+                                                " outside the context length ", cfg_.max_position));
     }
-    auto [it, inserted] = next.try_emplace(row.seq, kv.length(row.seq));
+    const int64_t cached = kv.length(row.seq);
+    if (row.predictive) {
+      auto [it, first] = next_predictive.try_emplace(row.seq, row.position);
+      if (first && row.position > cached) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "forward: row ", i, ": predictive rows of sequence ", row.seq, " start at position ",
+            row.position, " but only ", cached, " positions are cached"));
+      }
+      if (row.position != it->second) {
+        return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": predictive rows of sequence ",
+                                                       row.seq, " must take consecutive positions"));
+      }
+      ++it->second;
+      auto& group = groups[row.seq];
+      plan_[i].prefix = row.position - static_cast<int64_t>(group.size());
+      plan_[i].index_in_group = static_cast<int64_t>(group.size());
+      group.push_back(static_cast<int64_t>(i));
+      pred_rows_.push_back(static_cast<int64_t>(i));
+      continue;
+    }
+    auto [it, inserted] = next_control.try_emplace(row.seq, cached);
     if (row.position != it->second) {
       return absl::InvalidArgumentError(absl::StrCat(
           "forward: row ", i, ": sequence ", row.seq, " expects position ", it->second, ", got ",
@@ -97,16 +136,37 @@ absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCa
     }
     ++it->second;
   }
+  // Lay the predictive groups out contiguously for attention.
+  pred_groups_.clear();
+  for (auto& [seq, group] : groups) {
+    const int64_t begin = static_cast<int64_t>(pred_groups_.size());
+    for (int64_t r : group) {
+      plan_[static_cast<size_t>(r)].group_begin = begin;
+      pred_groups_.push_back(r);
+    }
+  }
   int64_t blocks_needed = 0;
-  for (const auto& [seq, end] : next) blocks_needed += kv.BlocksNeeded(seq, end);
+  for (const auto& [seq, end] : next_control) blocks_needed += kv.BlocksNeeded(seq, end);
   if (blocks_needed > kv.free_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("forward: KV cache full: batch needs ",
                                                      blocks_needed, " blocks, ", kv.free_blocks(), " free"));
   }
-  for (const auto& [seq, end] : next) {
+  for (const auto& [seq, end] : next_control) {
     if (auto s = kv.Reserve(seq, end); !s.ok()) return s;
   }
+  for (size_t i = 0; i < batch.rows.size(); ++i) {
+    if (!batch.rows[i].predictive) plan_[i].slot = kv.SlotOf(batch.rows[i].seq, batch.rows[i].position);
+  }
   return absl::OkStatus();
+}
+
+void CpuBackend::Linear(const TensorRef& w, LoraTarget target, int layer, const float* x,
+                        int64_t rows, float* y) {
+  cpu::Linear(w, x, rows, y, pool_);
+  if (adapter_ != nullptr && !pred_rows_.empty()) {
+    cpu::AddLoraDelta(adapter_->layers[static_cast<size_t>(layer)].at(target), w.cols(), w.rows(), x, y,
+                      pred_rows_);
+  }
 }
 
 absl::Status CpuBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv,
@@ -126,12 +186,12 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv,
   up_.resize(rows * cfg_.intermediate_size);
   cos_.resize(rows * half);
   sin_.resize(rows * half);
-  slots_.resize(rows);
+  pred_k_.resize(rows * cfg_.kv_dim());
+  pred_v_.resize(rows * cfg_.kv_dim());
 
   for (int64_t r = 0; r < rows; ++r) {
     const BatchRow& row = batch.rows[r];
     cpu::EmbeddingRow(model_.weights.tok_embeddings, row.token, x_.data() + r * hidden);
-    slots_[r] = kv.SlotOf(row.seq, row.position);
     for (int i = 0; i < half; ++i) {
       // Angle in float, as the reference implementations compute it.
       const float angle = static_cast<float>(row.position) * inv_freq_[i];
@@ -156,9 +216,11 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv,
     cpu::Linear(model_.weights.output, xn_.data(), n_out, logits.data(), pool_);
   }
 
-  // Commit: the rows' K/V are now valid cache entries.
+  // Commit: the control rows' K/V are now valid cache entries.
   std::unordered_map<SequenceId, int64_t> appended;
-  for (const BatchRow& row : batch.rows) ++appended[row.seq];
+  for (const BatchRow& row : batch.rows) {
+    if (!row.predictive) ++appended[row.seq];
+  }
   for (const auto& [seq, count] : appended) {
     if (auto s = kv.Advance(seq, count); !s.ok()) return s;
   }
@@ -179,9 +241,9 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCac
   for (int64_t r = 0; r < rows; ++r) {
     cpu::RmsNorm(x_.data() + r * hidden, attn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   }
-  cpu::Linear(w.wq, xn_.data(), rows, q_.data(), pool_);
-  cpu::Linear(w.wk, xn_.data(), rows, k_.data(), pool_);
-  cpu::Linear(w.wv, xn_.data(), rows, v_.data(), pool_);
+  Linear(w.wq, LoraTarget::kQ, layer, xn_.data(), rows, q_.data());
+  Linear(w.wk, LoraTarget::kK, layer, xn_.data(), rows, k_.data());
+  Linear(w.wv, LoraTarget::kV, layer, xn_.data(), rows, v_.data());
   const int half = cfg_.head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     if (!w.bq.empty()) {
@@ -193,32 +255,37 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCac
                    sin_.data() + r * half);
     cpu::ApplyRope(k_.data() + r * kvd, cfg_.num_kv_heads, cfg_.head_dim, cos_.data() + r * half,
                    sin_.data() + r * half);
-    std::copy_n(k_.data() + r * kvd, kvd, KeyAt(layer, slots_[r]));
-    std::copy_n(v_.data() + r * kvd, kvd, ValueAt(layer, slots_[r]));
+    // Control rows append to the cache; predictive rows keep K/V for this layer only.
+    const bool predictive = batch.rows[r].predictive;
+    std::copy_n(k_.data() + r * kvd, kvd, predictive ? pred_k_.data() + r * kvd : KeyAt(layer, plan_[r].slot));
+    std::copy_n(v_.data() + r * kvd, kvd, predictive ? pred_v_.data() + r * kvd : ValueAt(layer, plan_[r].slot));
   }
   Attention(layer, batch, kv);
-  cpu::Linear(w.wo, att_.data(), rows, proj_.data(), pool_);
+  Linear(w.wo, LoraTarget::kO, layer, att_.data(), rows, proj_.data());
   cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
 
   // Feed-forward block (SwiGLU).
   for (int64_t r = 0; r < rows; ++r) {
     cpu::RmsNorm(x_.data() + r * hidden, ffn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   }
-  cpu::Linear(w.w_gate, xn_.data(), rows, gate_.data(), pool_);
-  cpu::Linear(w.w_up, xn_.data(), rows, up_.data(), pool_);
+  Linear(w.w_gate, LoraTarget::kGate, layer, xn_.data(), rows, gate_.data());
+  Linear(w.w_up, LoraTarget::kUp, layer, xn_.data(), rows, up_.data());
   cpu::SwiGlu(gate_.data(), up_.data(), rows * ffn);
-  cpu::Linear(w.w_down, gate_.data(), rows, proj_.data(), pool_);
+  Linear(w.w_down, LoraTarget::kDown, layer, gate_.data(), rows, proj_.data());
   cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
 }
 
-// Each (row, head) attends positions 0..position of its sequence through the block
-// table; K/V of this batch's rows were written above, so the batch is causal.
+// Each (row, head) attends its sequence's earlier positions: control rows read the
+// paged cache up to their own position (this batch's control K/V is already in it);
+// predictive rows read the cache below their group's first position, then their
+// group's own K/V up to themselves.
 void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCache& kv) {
   const int64_t rows = static_cast<int64_t>(batch.rows.size());
   const int heads = cfg_.num_heads;
   const int hd = cfg_.head_dim;
   const int group = cfg_.num_heads / cfg_.num_kv_heads;
   const int64_t qd = cfg_.q_dim();
+  const int64_t kvd = cfg_.kv_dim();
   const int bs = kv_cfg_.block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t work = rows * heads;
@@ -226,18 +293,32 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
   const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(cost_per_task, 1));
   pool_.ParallelFor(work, grain, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
+    thread_local std::vector<const float*> values;
     for (int64_t task = begin; task < end; ++task) {
       const int64_t r = task / heads;
       const int h = static_cast<int>(task % heads);
       const BatchRow& row = batch.rows[r];
-      const int kvh = h / group;
+      const RowPlan& plan = plan_[r];
+      const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       const float* q = q_.data() + r * qd + static_cast<int64_t>(h) * hd;
-      const int64_t n = row.position + 1;
+      // Cached positions [0, n_cached), then (predictive only) the group's rows.
+      const int64_t n_cached = row.predictive ? plan.prefix : row.position + 1;
+      const int64_t n_own = row.predictive ? plan.index_in_group + 1 : 0;
+      const int64_t n = n_cached + n_own;
       scores.resize(static_cast<size_t>(n));
+      values.resize(static_cast<size_t>(n));
       const auto& table = kv.block_table(row.seq);
       for (int64_t t = 0; t < n; ++t) {
-        const int64_t slot = int64_t{table[static_cast<size_t>(t / bs)]} * bs + t % bs;
-        const float* key = KeyAt(layer, slot) + static_cast<int64_t>(kvh) * hd;
+        const float* key;
+        if (t < n_cached) {
+          const int64_t slot = int64_t{table[static_cast<size_t>(t / bs)]} * bs + t % bs;
+          key = KeyAt(layer, slot) + kv_off;
+          values[static_cast<size_t>(t)] = ValueAt(layer, slot) + kv_off;
+        } else {
+          const int64_t other = pred_groups_[static_cast<size_t>(plan.group_begin + (t - n_cached))];
+          key = pred_k_.data() + other * kvd + kv_off;
+          values[static_cast<size_t>(t)] = pred_v_.data() + other * kvd + kv_off;
+        }
         float dot = 0.0f;
         for (int d = 0; d < hd; ++d) dot += q[d] * key[d];
         scores[static_cast<size_t>(t)] = dot * scale;
@@ -246,8 +327,7 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
       float* out = att_.data() + r * qd + static_cast<int64_t>(h) * hd;
       std::fill_n(out, hd, 0.0f);
       for (int64_t t = 0; t < n; ++t) {
-        const int64_t slot = int64_t{table[static_cast<size_t>(t / bs)]} * bs + t % bs;
-        const float* value = ValueAt(layer, slot) + static_cast<int64_t>(kvh) * hd;
+        const float* value = values[static_cast<size_t>(t)];
         const float p = scores[static_cast<size_t>(t)];
         for (int d = 0; d < hd; ++d) out[d] += p * value[d];
       }
@@ -268,6 +348,11 @@ int64_t KvBlocksForBytes(const ModelConfig& config, int block_size, int64_t byte
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
                                                           const CpuBackendOptions& options) {
   if (auto s = model.config.Validate(); !s.ok()) return s;
+  if (options.adapter != nullptr &&
+      options.adapter->layers.size() != static_cast<size_t>(model.config.num_layers)) {
+    return absl::InvalidArgumentError(absl::StrCat("CPU backend: the adapter has ", options.adapter->layers.size(),
+                                                   " layers, the model ", model.config.num_layers));
+  }
   if (options.kv.block_size <= 0 || options.kv.num_blocks <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("CPU backend: KV cache needs block_size > 0 and num_blocks > 0, got ",
                                                    options.kv.block_size, " and ", options.kv.num_blocks));

@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 
 namespace crossreg {
@@ -13,9 +14,11 @@ namespace crossreg {
 struct CpuBackendOptions {
   int num_threads = 0;  // 0: one per hardware thread
   KvCacheConfig kv;     // must match the PagedKvCache used with this backend
+  // Predictive rows add this adapter's low-rank delta; null: they use the base weights.
+  const LoraAdapter* adapter = nullptr;
 };
 
-// `model` must outlive the backend.
+// `model` (and the adapter) must outlive the backend.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
                                                           const CpuBackendOptions& options);
 

@@ -125,8 +125,7 @@ class JsonFields {
   std::string prefix_;
 };
 
-absl::StatusOr<Architecture> HfArchitecture(const std::string& path, const JsonFields& f,
-                                            const json& j) {
+absl::StatusOr<Architecture> HfArchitecture(const JsonFields& f) {
   ASSIGN_OR_RETURN(std::string model_type, f.String("model_type", std::string()));
   if (model_type.empty()) {
     // Older configs only name the class.
@@ -288,7 +287,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const std::string& path) {
   JsonFields f(path, j);
 
   ModelConfig c;
-  ASSIGN_OR_RETURN(c.arch, HfArchitecture(path, f, j));
+  ASSIGN_OR_RETURN(c.arch, HfArchitecture(f));
   c.qkv_bias = c.arch == Architecture::kQwen2;
 
   ASSIGN_OR_RETURN(std::string act, f.String("hidden_act", std::string("silu")));

@@ -133,20 +133,33 @@ TensorNames HfNames() {
           }};
 }
 
-// Binds every tensor the config calls for. `meta_rope_order`: q/k rows (and biases)
-// are stored interleaved and get permuted to HF order.
-absl::Status BindWeights(const ModelConfig& c, const TensorNames& names, WeightBinder& bind,
-                         bool meta_rope_order, ModelWeights& w) {
+// Binds embedding, final norm and output layer. An output layer stored as an exact
+// copy of the embedding (llama2.c exports do this) is treated as tied.
+absl::Status BindGlobals(ModelConfig& c, const TensorNames& names, WeightBinder& bind,
+                         ModelWeights& w) {
   const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
-  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim(), vocab = c.vocab_size;
-  // The embedding's rows are the vocabulary: say so when they disagree.
+  const int64_t vocab = c.vocab_size;
   ASSIGN_OR_RETURN(w.tok_embeddings, bind.View(names.embedding, {vocab, hidden}));
   ASSIGN_OR_RETURN(w.final_norm, bind.F32(names.final_norm, {hidden}));
   if (c.tied_embeddings) {
     w.output = w.tok_embeddings;
   } else {
     ASSIGN_OR_RETURN(w.output, bind.View(names.output, {vocab, hidden}));
+    const TensorRef& e = w.tok_embeddings;
+    if (w.output.dtype == e.dtype && std::memcmp(w.output.data, e.data, e.nbytes()) == 0) {
+      c.tied_embeddings = true;
+      w.output = e;
+    }
   }
+  return absl::OkStatus();
+}
+
+// Binds the per-layer tensors. `meta_rope_order`: q/k rows (and biases) are stored
+// interleaved and get permuted to HF order.
+absl::Status BindLayers(const ModelConfig& c, const TensorNames& names, WeightBinder& bind,
+                        bool meta_rope_order, ModelWeights& w) {
+  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t q_dim = c.q_dim(), kv_dim = c.kv_dim();
   w.layers.resize(c.num_layers);
   for (int l = 0; l < c.num_layers; ++l) {
     LayerWeights& lw = w.layers[l];
@@ -234,7 +247,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   }
   // llama-arch GGUF stores q/k in Meta's interleaved order; qwen2 is already NeoX.
   const bool meta_order = c.arch == Architecture::kLlama;
-  RETURN_IF_ERROR(BindWeights(c, GgufNames(), bind, meta_order, model->weights));
+  RETURN_IF_ERROR(BindGlobals(c, GgufNames(), bind, model->weights));
+  RETURN_IF_ERROR(BindLayers(c, GgufNames(), bind, meta_order, model->weights));
   RETURN_IF_ERROR(AttachTokenizer(path, TokenizerSpecFromGguf(file->metadata()), *model));
   RETURN_IF_ERROR(WithSource(path, c.Validate()));
   return model;
@@ -296,7 +310,8 @@ absl::StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir) {
   WeightBinder bind(dir, [ck](const std::string& n) { return ck->Find(n); }, model->weights.storage);
   for (auto& s : ckpt->Storage()) model->weights.storage.push_back(std::move(s));
   if (!bind.Has("lm_head.weight")) c.tied_embeddings = true;
-  RETURN_IF_ERROR(BindWeights(c, HfNames(), bind, /*meta_rope_order=*/false, model->weights));
+  RETURN_IF_ERROR(BindGlobals(c, HfNames(), bind, model->weights));
+  RETURN_IF_ERROR(BindLayers(c, HfNames(), bind, /*meta_rope_order=*/false, model->weights));
   RETURN_IF_ERROR(AttachTokenizer(dir, TokenizerSpecFromHfJson(dir + "/tokenizer.json"), *model));
   const std::string gen_path = dir + "/generation_config.json";
   if (IsRegularFile(gen_path)) RETURN_IF_ERROR(ReadGenerationConfig(gen_path, *model));

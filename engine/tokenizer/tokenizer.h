@@ -72,6 +72,10 @@ class StreamDecoder {
   explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
   std::string Push(int32_t id);
   std::string Flush();  // emits held bytes (invalid ones as U+FFFD)
+  // For streaming a continuation of text already shown (e.g. generated ids after a
+  // prompt): the start-of-sequence rule (SPM drops the first piece's leading space)
+  // must not apply to the first pushed id. Same as pushing the prompt ids first.
+  void ContinueSequence() { first_ = false; }
 
  private:
   const Tokenizer& tokenizer_;

@@ -14,7 +14,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/decoding/autoregressive.h"
+#include "engine/decoding/generate.h"
+#include "engine/model/lora_adapter.h"
 #include "engine/model/default_model.h"
 #include "engine/model/model_loader.h"
 #include "engine/tools/flag_spelling.h"
@@ -33,6 +34,11 @@ ABSL_FLAG(std::string, stop_ids, "", "Comma-separated token ids that also end ge
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the model's EOS token");
 ABSL_FLAG(bool, add_bos, true, "Prepend BOS to --prompt when the model's tokenizer wants it");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per core");
+ABSL_FLAG(std::string, adapter, "", "Cross-Regression adapter: a PEFT LoRA directory (needed by lossless and lossy modes)");
+ABSL_FLAG(std::string, mode, "ar", "Decoding: ar, lossless (Cross-Regression, exact), lossy (Cross-Regression with beta/tau), ngram (prompt lookup, exact)");
+ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
+ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more negative accepts more)");
+ABSL_FLAG(int, gamma, 8, "Draft slots (predictive rows) per forward, 1..64");
 
 namespace crossreg {
 namespace {
@@ -73,7 +79,20 @@ int Run() {
   const double load_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
+  std::unique_ptr<LoraAdapter> adapter;
+  if (!absl::GetFlag(FLAGS_adapter).empty()) {
+    auto loaded = LoadLoraAdapter(absl::GetFlag(FLAGS_adapter), model.config);
+    if (!loaded.ok()) return Fail("--adapter: " + std::string(loaded.status().message()));
+    adapter = std::move(*loaded);
+  }
   GenerationRequest request;
+  auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
+  if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
+  request.decoding.mode = *mode;
+  request.decoding.beta = static_cast<float>(absl::GetFlag(FLAGS_beta));
+  request.decoding.tau = static_cast<float>(absl::GetFlag(FLAGS_tau));
+  request.decoding.gamma = absl::GetFlag(FLAGS_gamma);
+  if (adapter) request.placeholder_token = adapter->placeholder_token_id;
   if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
     auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));
     if (!ids.ok()) return Fail(std::string(ids.status().message()));
@@ -90,15 +109,18 @@ int Run() {
   request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   request.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
   request.sampling.seed = absl::GetFlag(FLAGS_seed);
-  if (auto s = ValidateGenerationRequest(request, model.config); !s.ok()) {
-    return Fail(std::string(s.message()));
+  if (auto s = ValidateGenerationRequest(request, model.config, adapter != nullptr); !s.ok()) {
+    return Fail("--" + std::string(s.message()));
   }
 
   // Room for the prompt and every new token, in 16-token blocks.
   CpuBackendOptions options;
   options.num_threads = absl::GetFlag(FLAGS_threads);
+  options.adapter = adapter.get();
   options.kv.block_size = 16;
-  const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens + 1;
+  // Verification appends up to gamma draft rows past the committed tokens.
+  const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens +
+                         request.decoding.gamma + 1;
   options.kv.num_blocks = static_cast<int>((tokens + options.kv.block_size - 1) / options.kv.block_size);
   auto backend = CreateCpuBackend(model, options);
   if (!backend.ok()) return Fail(std::string(backend.status().message()));
@@ -112,18 +134,25 @@ int Run() {
                                                       : absl::GetFlag(FLAGS_prompt))
               << std::flush;
   }
-  auto result = GenerateAutoregressive(**backend, kv, model.config, request, [&](int32_t id) {
-    if (text) std::cout << stream.Push(id) << std::flush;
-  });
+  auto result = Generate(**backend, kv, model.config, request, adapter != nullptr,
+                         [&](const std::vector<int32_t>& ids) {
+                           if (!text) return;
+                           for (int32_t id : ids) std::cout << stream.Push(id);
+                           std::cout << std::flush;
+                         });
   if (!result.ok()) return Fail(std::string(result.status().message()));
-  const double tok_per_s = result->decode_seconds > 0 ? result->forwards / result->decode_seconds : 0.0;
+  const auto& stats = result->stats;
+  const double tok_per_s = result->decode_seconds > 0 ? stats.committed / result->decode_seconds : 0.0;
   if (text) {
     std::cout << stream.Flush() << "\n";
     std::fprintf(stderr,
-                 "[crossreg-generate] %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
-                 "decode %.1f tokens/s (%lld forwards), model load %.2f s\n",
-                 request.prompt_ids.size(), result->ids.size(), FinishReasonName(result->finish_reason),
-                 result->prefill_seconds * 1e3, tok_per_s, static_cast<long long>(result->forwards), load_s);
+                 "[crossreg-generate] mode=%s %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
+                 "decode %.1f tokens/s, %lld forwards, %.2f tokens/forward (accepted %lld of %lld drafts), "
+                 "model load %.2f s\n",
+                 DecodingModeName(request.decoding.mode), request.prompt_ids.size(), result->ids.size(),
+                 FinishReasonName(result->finish_reason), result->prefill_seconds * 1e3, tok_per_s,
+                 static_cast<long long>(stats.forwards), stats.tokens_per_forward(),
+                 static_cast<long long>(stats.accepted), static_cast<long long>(stats.drafted), load_s);
   } else {
     nlohmann::json out;
     out["model"] = model_path;
@@ -132,7 +161,13 @@ int Run() {
     out["ids"] = result->ids;
     out["text"] = tok.Decode(result->ids);
     out["finish_reason"] = FinishReasonName(result->finish_reason);
-    out["forwards"] = result->forwards + result->prefill_forwards;
+    out["mode"] = DecodingModeName(request.decoding.mode);
+    out["forwards"] = stats.forwards;
+    out["prefill_forwards"] = result->prefill_forwards;
+    out["drafted"] = stats.drafted;
+    out["accepted"] = stats.accepted;
+    out["accepted_per_position"] = stats.accepted_per_position;
+    out["tokens_per_forward"] = stats.tokens_per_forward();
     out["timing"] = {{"load_s", load_s},
                      {"prefill_s", result->prefill_seconds},
                      {"decode_s", result->decode_seconds},

@@ -16,10 +16,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/testing/gguf_writer.h"
 #include "tests/testing/safetensors_writer.h"
-#if __has_include("tests/testing/hf_tokenizer_writer.h")
 #include "tests/testing/hf_tokenizer_writer.h"
-#define CROSSREG_HAVE_HF_TOKENIZER_WRITER 1
-#endif
 
 namespace crossreg::testing {
 namespace {
@@ -176,13 +173,8 @@ absl::Status WriteHfModelFromGguf(const std::string& gguf_path, const std::strin
   if (!config.eos_token_ids.empty()) generation["eos_token_id"] = config.eos_token_ids;
   RETURN_IF_ERROR(WriteBytes(out_dir + "/generation_config.json", generation.dump(2)));
 
-#ifdef CROSSREG_HAVE_HF_TOKENIZER_WRITER
   ASSIGN_OR_RETURN(TokenizerSpec spec, TokenizerSpecFromGguf(gguf->metadata()));
-  RETURN_IF_ERROR(WriteHfTokenizerJson(spec, out_dir + "/tokenizer.json"));
-#else
-  return absl::UnimplementedError("WriteHfTokenizerJson is not available yet");
-#endif
-  return absl::OkStatus();
+  return WriteHfTokenizerJson(spec, out_dir + "/tokenizer.json");
 }
 
 }  // namespace crossreg::testing

@@ -28,7 +28,7 @@ void ExpectStoriesConfig(const ModelConfig& c) {
   EXPECT_EQ(c.num_kv_heads, 4);
   EXPECT_EQ(c.head_dim, 8);
   EXPECT_EQ(c.vocab_size, 512);
-  EXPECT_EQ(c.max_position, 512);
+  EXPECT_EQ(c.max_position, 2048);  // llama.context_length in the file
   EXPECT_FLOAT_EQ(c.rms_norm_eps, 1e-5f);
   EXPECT_FLOAT_EQ(c.rope_theta, 10000.0f);
   EXPECT_EQ(c.rope_scaling.type, RopeScaling::Type::kNone);
@@ -55,7 +55,8 @@ TEST(ModelLoaderTest, LoadsStories260KGguf) {
   EXPECT_EQ(m.source, testing::Stories260KGguf());
   EXPECT_EQ(m.weights.tok_embeddings.shape, (std::vector<int64_t>{512, 64}));
   EXPECT_EQ(m.weights.tok_embeddings.dtype, DType::kF32);
-  EXPECT_EQ(m.weights.output.data, m.weights.tok_embeddings.data);  // tied
+  // output.weight is stored as a byte copy of the embedding: loaded as tied.
+  EXPECT_EQ(m.weights.output.data, m.weights.tok_embeddings.data);
   ASSERT_EQ(m.weights.layers.size(), 5u);
   const LayerWeights& l0 = m.weights.layers[0];
   EXPECT_EQ(l0.wq.shape, (std::vector<int64_t>{64, 64}));

@@ -2,7 +2,7 @@
 #include <cmath>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/decoding/autoregressive.h"
+#include "engine/decoding/generate.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/testing/stories_reference.h"
@@ -44,7 +44,7 @@ TEST_F(StoriesReferenceTest, PromptIdsGreedyIdsAndLogitsMatchReference) {
     req.prompt_ids = ids;
     req.max_new_tokens = static_cast<int>(ref.greedy_ids.size());
     req.stop_at_eos = false;
-    auto result = GenerateAutoregressive(**backend, kv, model_->config, req);
+    auto result = Generate(**backend, kv, model_->config, req, /*has_adapter=*/false);
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(std::vector<int>(result->ids.begin(), result->ids.end()), ref.greedy_ids);
     ASSERT_EQ(result->prompt_logits.size(), ref.logits_after_prompt.size());
@@ -66,7 +66,7 @@ TEST_F(StoriesReferenceTest, PromptLongerThanContextIsRefused) {
   PagedKvCache kv(options.kv);
   GenerationRequest req;
   req.prompt_ids.assign(static_cast<size_t>(model_->config.max_position) + 5, 300);
-  auto result = GenerateAutoregressive(**backend, kv, model_->config, req);
+  auto result = Generate(**backend, kv, model_->config, req, /*has_adapter=*/false);
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(result.status().message().find("context length"), std::string::npos) << result.status();

@@ -93,5 +93,18 @@ TEST(TokenizerStreamDecoderBytesTest, DropsTheSpacePrefixOnlyAtTheStart) {
   EXPECT_EQ(text + decoder.Flush(), "Hello world");
 }
 
+TEST(TokenizerStreamDecoderBytesTest, ContinuationKeepsItsLeadingSpace) {
+  std::unique_ptr<Tokenizer> tokenizer = Load("ggml-vocab-llama-spm.gguf");
+  ASSERT_NE(tokenizer, nullptr);
+  const std::vector<int32_t> prompt = tokenizer->Encode("The little", true);
+  const std::vector<int32_t> all = tokenizer->Encode("The little dog", true);
+  ASSERT_GT(all.size(), prompt.size());
+  StreamDecoder decoder(*tokenizer);
+  decoder.ContinueSequence();
+  std::string text;
+  for (size_t i = prompt.size(); i < all.size(); ++i) text += decoder.Push(all[i]);
+  EXPECT_EQ(text + decoder.Flush(), " dog");
+}
+
 }  // namespace
 }  // namespace crossreg

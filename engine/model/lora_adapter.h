@@ -1,0 +1,62 @@
+// A LoRA adapter (PEFT format) for the predictive stream: per layer and adapted
+// linear layer, y += scale * (x · Aᵀ) · Bᵀ on predictive rows only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/model/model_config.h"
+
+namespace crossreg {
+
+// The seven linear layers of a Llama block, PEFT target_modules names in comments.
+enum class LoraTarget : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };  // q_proj ... down_proj
+inline constexpr int kNumLoraTargets = 7;
+const char* LoraTargetName(LoraTarget t);  // "q_proj", ...
+
+struct LoraMatrix {
+  int rank = 0;  // 0: this layer is not adapted
+  float scale = 0.0f;  // lora_alpha / r (or alpha / sqrt(r) with use_rslora)
+  std::vector<float> a;  // (rank, in_features), f32
+  std::vector<float> b;  // (out_features, rank), f32
+  bool present() const { return rank > 0; }
+};
+
+struct LoraLayer {
+  std::array<LoraMatrix, kNumLoraTargets> targets;
+  const LoraMatrix& at(LoraTarget t) const { return targets[static_cast<size_t>(t)]; }
+  LoraMatrix& at(LoraTarget t) { return targets[static_cast<size_t>(t)]; }
+};
+
+struct LoraAdapter {
+  std::string source;
+  std::vector<LoraLayer> layers;  // one per base layer
+  // Token that fills predictive-row slots with no draft (crossreg_adapter.json
+  // "placeholder_token_id"; default: the tokenizer's unk id, else 0).
+  int32_t placeholder_token_id = 0;
+  int max_rank = 0;
+};
+
+// Reads adapter_config.json (+ optional rank_pattern / alpha_pattern, use_rslora),
+// adapter_model.safetensors (F32/F16/BF16) and optional crossreg_adapter.json.
+// Validates every name and shape against `base`; errors name file, tensor and shape.
+absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& dir,
+                                                             const ModelConfig& base);
+
+// Random adapter on all seven targets: A, B uniform in ±magnitude/sqrt(fan_in).
+// zero_b gives the identity adapter. Deterministic from the seed.
+struct RandomLoraOptions {
+  int rank = 4;
+  float alpha = 8.0f;
+  float magnitude = 1.0f;
+  bool zero_b = false;
+  uint64_t seed = 1;
+  int32_t placeholder_token_id = 0;
+};
+std::unique_ptr<LoraAdapter> MakeRandomLoraAdapter(const ModelConfig& base, const RandomLoraOptions& options);
+
+}  // namespace crossreg

@@ -1,0 +1,26 @@
+// Small random models and adapters shared by the decoding tests.
+#pragma once
+
+#include <memory>
+
+#include "engine/cpu/cpu_backend.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_config.h"
+#include "engine/model/model_loader.h"
+
+namespace crossreg::testing {
+
+// GQA (6 heads over 2 KV heads), 2 layers, the given vocabulary and context.
+ModelConfig TinyConfig(int vocab, int max_position = 256);
+
+// A backend plus the cache it writes, sized for `tokens` positions in 4-token blocks.
+struct EngineUnderTest {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<PagedKvCache> kv;
+};
+EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024);
+
+// A deep copy of an f32 model whose linear weights are W + scale·B·A.
+std::unique_ptr<Model> MergeLora(const Model& model, const LoraAdapter& adapter);
+
+}  // namespace crossreg::testing

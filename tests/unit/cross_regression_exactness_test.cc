@@ -1,0 +1,203 @@
+// Lossless Cross-Regression and n-gram drafting reproduce AR exactly: token for
+// token at T=0, in distribution when sampling (ALGORITHM.md "Required tests").
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "engine/decoding/generate.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/random_model.h"
+#include "gtest/gtest.h"
+#include "tests/testing/chi_square.h"
+#include "tests/testing/stories_reference.h"
+#include "tests/testing/test_paths.h"
+#include "tests/testing/tiny_models.h"
+
+namespace crossreg {
+namespace {
+
+using testing::MakeEngine;
+using testing::TinyConfig;
+
+std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model, const std::vector<int32_t>& prompt,
+                                 int max_new, DecodingConfig decoding, SamplingParams sampling = {},
+                                 ExactnessFault fault = ExactnessFault::kNone, bool has_adapter = true) {
+  GenerationRequest req;
+  req.prompt_ids = prompt;
+  req.max_new_tokens = max_new;
+  req.decoding = decoding;
+  req.sampling = sampling;
+  req.stop_at_eos = false;
+  req.fault = fault;
+  auto r = Generate(*e.backend, *e.kv, model.config, req, has_adapter);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? r->ids : std::vector<int32_t>{};
+}
+
+DecodingConfig Mode(DecodingMode mode, int gamma, float beta = 0, float tau = 0) {
+  DecodingConfig d;
+  d.mode = mode;
+  d.gamma = gamma;
+  d.beta = beta;
+  d.tau = tau;
+  return d;
+}
+
+TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
+  const std::vector<std::vector<int32_t>> prompts = {{1}, {3, 4, 5, 3, 4}, {7, 7, 7, 7, 2, 9, 11, 30, 1, 0}};
+  for (float adapter_magnitude : {0.5f, 30.0f}) {  // mostly right and mostly wrong drafts
+    for (uint64_t seed : {1, 2}) {
+      auto model = MakeRandomModel(TinyConfig(48), {DType::kF32, seed, 2.0f});
+      RandomLoraOptions lo;
+      lo.magnitude = adapter_magnitude;
+      lo.seed = seed + 10;
+      lo.placeholder_token_id = 47;
+      auto adapter = MakeRandomLoraAdapter(model->config, lo);
+      auto e = MakeEngine(*model, adapter.get());
+      for (const auto& prompt : prompts) {
+        const auto ar = GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kAutoregressive, 1));
+        ASSERT_EQ(ar.size(), 50u);
+        for (int gamma : {1, 4, 16}) {
+          SCOPED_TRACE(::testing::Message() << "magnitude " << adapter_magnitude << " seed " << seed << " gamma " << gamma);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossless, gamma)), ar);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossy, gamma)), ar);  // beta=0, tau=0
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kNgram, gamma)), ar);
+        }
+        EXPECT_EQ(e.kv->Stats().used_blocks, 0);
+      }
+    }
+  }
+}
+
+TEST(CrossRegressionExactnessTest, GreedyIdentityOnStories260KWithRandomAdapter) {
+  auto model = LoadModel(testing::Stories260KGguf());
+  ASSERT_TRUE(model.ok()) << model.status();
+  RandomLoraOptions lo;
+  lo.magnitude = 1.0f;
+  auto adapter = MakeRandomLoraAdapter((*model)->config, lo);
+  auto e = MakeEngine(**model, adapter.get(), 2048);
+  for (const auto& ref : testing::LoadStoriesReference()) {
+    const std::vector<int32_t> prompt(ref.prompt_ids.begin(), ref.prompt_ids.end());
+    const std::vector<int32_t> expected(ref.greedy_ids.begin(), ref.greedy_ids.end());
+    const int n = static_cast<int>(expected.size());
+    for (int gamma : {1, 4, 16}) {
+      SCOPED_TRACE(::testing::Message() << ref.prompt << " gamma " << gamma);
+      EXPECT_EQ(GenerateIds(e, **model, prompt, n, Mode(DecodingMode::kLossless, gamma)), expected);
+      EXPECT_EQ(GenerateIds(e, **model, prompt, n, Mode(DecodingMode::kNgram, gamma), {}, ExactnessFault::kNone,
+                            /*has_adapter=*/false),
+                expected);
+    }
+  }
+}
+
+// Exact probability of every length-`depth` continuation of `prompt` under P.
+std::vector<double> ExactSequenceProbabilities(testing::EngineUnderTest& e, const Model& model,
+                                               const std::vector<int32_t>& prompt, int depth,
+                                               const SamplingParams& sampling) {
+  const int V = model.config.vocab_size;
+  std::vector<double> out;
+  std::vector<float> logits, probs;
+  // Depth-first over the tree of continuations, reusing the KV of the prefix.
+  const SequenceId seq = e.kv->CreateSequence();
+  ForwardBatch b;
+  for (size_t p = 0; p + 1 < prompt.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), prompt[p], false, false});
+  if (!b.rows.empty()) EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  std::function<void(int32_t, int, double)> visit = [&](int32_t last, int level, double mass) {
+    const int64_t len = e.kv->length(seq);
+    ForwardBatch row;
+    row.rows.push_back({seq, static_cast<int32_t>(len), last, true, false});
+    EXPECT_TRUE(e.backend->Forward(row, *e.kv, logits).ok());
+    ProcessedDistribution(logits.data(), V, sampling, probs);
+    const std::vector<float> here = probs;
+    for (int32_t t = 0; t < V; ++t) {
+      if (level + 1 == depth) {
+        out.push_back(mass * here[t]);
+      } else if (here[t] > 0) {
+        visit(t, level + 1, mass * here[t]);
+      } else {
+        for (int64_t i = 0, n = static_cast<int64_t>(std::pow(V, depth - level - 1)); i < n; ++i) out.push_back(0.0);
+      }
+    }
+    EXPECT_TRUE(e.kv->Truncate(seq, len).ok());
+  };
+  visit(prompt.back(), 0, 1.0);
+  e.kv->Free(seq);
+  return out;
+}
+
+testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& adapter, const SamplingParams& base,
+                                       DecodingConfig decoding, ExactnessFault fault, int samples, int depth,
+                                       const char* label) {
+  auto e = MakeEngine(model, &adapter);
+  const std::vector<int32_t> prompt = {2, 5};
+  const auto exact = ExactSequenceProbabilities(e, model, prompt, depth, base);
+  const int V = model.config.vocab_size;
+  std::vector<int64_t> counts(exact.size(), 0);
+  for (int i = 0; i < samples; ++i) {
+    SamplingParams s = base;
+    s.seed = 1000003ull * i + 17;
+    const auto ids = GenerateIds(e, model, prompt, depth, decoding, s, fault);
+    int64_t cell = 0;
+    for (int32_t t : ids) cell = cell * V + t;
+    ++counts[static_cast<size_t>(cell)];
+  }
+  const auto r = testing::ChiSquareTest(counts, exact);
+  std::printf("[%s] %d sequences of %d tokens over V=%d: chi2 %.1f, df %d, p = %.3g, total variation %.4f\n", label,
+              samples, depth, V, r.statistic, r.degrees_of_freedom, r.p_value, r.total_variation);
+  return r;
+}
+
+class DistributionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = MakeRandomModel(TinyConfig(6), {DType::kF32, 21, 4.0f});
+    RandomLoraOptions lo;
+    lo.magnitude = 8.0f;  // q far from p: many rejections, residuals and carried drafts
+    lo.seed = 22;
+    lo.placeholder_token_id = 5;
+    adapter_ = MakeRandomLoraAdapter(model_->config, lo);
+  }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<LoraAdapter> adapter_;
+  static constexpr int kSamples = 20000;
+  static constexpr int kDepth = 4;
+};
+
+TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
+                               kSamples, kDepth, "lossless T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT07TopP09) {
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_p = 0.9f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
+                               kSamples, kDepth, "lossless T=0.7 top-p 0.9");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, NgramMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kNgram, 4), ExactnessFault::kNone, kSamples,
+                               kDepth, "ngram T=1");
+  EXPECT_GT(r.p_value, 0.001);
+}
+
+TEST_F(DistributionTest, HarnessCatchesCarriedDraftsVerifiedWithCurrentQ) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+                               ExactnessFault::kVerifyCarriedDraftsWithCurrentQ, kSamples, kDepth,
+                               "planted bug: carried drafts vs current Q");
+  EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
+}
+
+}  // namespace
+}  // namespace crossreg
