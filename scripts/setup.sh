@@ -12,7 +12,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev prometheus-cpp-dev
-  python3 python3-numpy python3-pytest
+  python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

@@ -36,7 +36,7 @@ struct LoraAdapter {
   std::string source;
   std::vector<LoraLayer> layers;  // one per base layer
   // Token that fills predictive-row slots with no draft (crossreg_adapter.json
-  // "placeholder_token_id"; default: the tokenizer's unk id, else 0).
+  // "placeholder_token_id"; default 0).
   int32_t placeholder_token_id = 0;
   int max_rank = 0;
 };

@@ -137,7 +137,7 @@ TensorNames HfNames() {
 // copy of the embedding (llama2.c exports do this) is treated as tied.
 absl::Status BindGlobals(ModelConfig& c, const TensorNames& names, WeightBinder& bind,
                          ModelWeights& w) {
-  const int64_t hidden = c.hidden_size, inter = c.intermediate_size;
+  const int64_t hidden = c.hidden_size;
   const int64_t vocab = c.vocab_size;
   ASSIGN_OR_RETURN(w.tok_embeddings, bind.View(names.embedding, {vocab, hidden}));
   ASSIGN_OR_RETURN(w.final_norm, bind.F32(names.final_norm, {hidden}));

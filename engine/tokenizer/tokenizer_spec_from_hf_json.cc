@@ -18,7 +18,6 @@
 #include "engine/tokenizer/pretokenizer_regex.h"
 #include "engine/tokenizer/spm_bpe_tokenizer.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "engine/tokenizer/utf8.h"
 #include "nlohmann/json.hpp"
 
 namespace crossreg {

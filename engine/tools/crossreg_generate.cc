@@ -127,7 +127,9 @@ int Run() {
   PagedKvCache kv(options.kv);
 
   const Tokenizer& tok = *model.tokenizer;
+  // The continuation follows the prompt: no start-of-sequence space stripping.
   StreamDecoder stream(tok);
+  stream.ContinueSequence();
   const bool text = format == "text";
   if (text) {
     std::cout << (absl::GetFlag(FLAGS_prompt).empty() ? tok.Decode(request.prompt_ids)
@@ -144,7 +146,7 @@ int Run() {
   const auto& stats = result->stats;
   const double tok_per_s = result->decode_seconds > 0 ? stats.committed / result->decode_seconds : 0.0;
   if (text) {
-    std::cout << stream.Flush() << "\n";
+    std::cout << stream.Flush() << std::endl;
     std::fprintf(stderr,
                  "[crossreg-generate] mode=%s %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
                  "decode %.1f tokens/s, %lld forwards, %.2f tokens/forward (accepted %lld of %lld drafts), "
@@ -159,7 +161,11 @@ int Run() {
     out["prompt"] = absl::GetFlag(FLAGS_prompt);
     out["prompt_ids"] = request.prompt_ids;
     out["ids"] = result->ids;
-    out["text"] = tok.Decode(result->ids);
+    StreamDecoder continuation(tok);
+    continuation.ContinueSequence();
+    std::string text;
+    for (int32_t id : result->ids) text += continuation.Push(id);
+    out["text"] = text + continuation.Flush();
     out["finish_reason"] = FinishReasonName(result->finish_reason);
     out["mode"] = DecodingModeName(request.decoding.mode);
     out["forwards"] = stats.forwards;

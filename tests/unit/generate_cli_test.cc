@@ -1,12 +1,16 @@
 // crossreg-generate reproduces the stories260K reference from the command line.
 #include <array>
+#include <filesystem>
 #include <cstdio>
 #include <memory>
 #include <sys/wait.h>
 #include <string>
 
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/testing/peft_writer.h"
 #include "tests/testing/stories_reference.h"
 #include "tests/testing/test_paths.h"
 
@@ -80,6 +84,81 @@ TEST(GenerateCliTest, TextFormatStreamsPromptAndContinuation) {
   const auto again = RunCommand(testing::BinDir() + "/crossreg-generate --model " + testing::Stories260KGguf() +
                                 " --prompt 'Once upon a time' --max-new-tokens 20 --seed 3 --temperature 0.8");
   EXPECT_EQ(r.output.substr(0, r.output.find("[crossreg")), again.output.substr(0, again.output.find("[crossreg")));
+}
+
+}  // namespace
+}  // namespace crossreg
+
+namespace crossreg {
+namespace {
+
+class GenerateCliDecodingTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = LoadModel(testing::Stories260KGguf());
+    ASSERT_TRUE(model.ok()) << model.status();
+    adapter_dir_ = ::testing::TempDir() + "crossreg_cli_adapter";
+    mismatched_dir_ = ::testing::TempDir() + "crossreg_cli_mismatched_adapter";
+    std::filesystem::create_directories(adapter_dir_);
+    std::filesystem::create_directories(mismatched_dir_);
+    RandomLoraOptions lo;
+    lo.magnitude = 0.5f;
+    auto adapter = MakeRandomLoraAdapter((*model)->config, lo);
+    const auto written = testing::WritePeftAdapter(*adapter, (*model)->config, adapter_dir_, DType::kF32);
+    ASSERT_TRUE(written.ok()) << written;
+    // An adapter for another shape must be refused.
+    ModelConfig other = (*model)->config;
+    other.hidden_size = 32;
+    other.head_dim = 4;
+    auto wrong = MakeRandomLoraAdapter(other, lo);
+    const auto written_wrong = testing::WritePeftAdapter(*wrong, other, mismatched_dir_, DType::kF32);
+    ASSERT_TRUE(written_wrong.ok()) << written_wrong;
+  }
+  static std::string Bin() {
+    return testing::BinDir() + "/crossreg-generate --model " + testing::Stories260KGguf() + " --prompt 'Once upon a time'";
+  }
+  static std::string adapter_dir_;
+  static std::string mismatched_dir_;
+};
+std::string GenerateCliDecodingTest::adapter_dir_;
+std::string GenerateCliDecodingTest::mismatched_dir_;
+
+TEST_F(GenerateCliDecodingTest, SpeculativeModesReproduceTheReference) {
+  const auto ref = testing::LoadStoriesReference().front();
+  for (const std::string mode : {"lossless --gamma 4", "ngram --gamma 8", "lossy --gamma 4"}) {
+    const auto r = RunCommand(Bin() + " --adapter " + adapter_dir_ + " --mode " + mode + " --max-new-tokens " +
+                              std::to_string(ref.greedy_ids.size()) + " --ignore-eos --format jsonl");
+    ASSERT_EQ(r.exit_code, 0) << mode << ": " << r.output;
+    const auto j = nlohmann::json::parse(r.output, nullptr, false);
+    ASSERT_FALSE(j.is_discarded()) << r.output;
+    EXPECT_EQ(j["ids"].get<std::vector<int>>(), ref.greedy_ids) << mode;
+    const auto forwards = j["forwards"].get<int64_t>();
+    EXPECT_GT(forwards, 0);
+    EXPECT_LE(forwards, static_cast<int64_t>(ref.greedy_ids.size()));
+    EXPECT_GE(j["drafted"].get<int64_t>(), j["accepted"].get<int64_t>());
+    EXPECT_NEAR(j["tokens_per_forward"].get<double>(), double(ref.greedy_ids.size()) / forwards, 1e-9);
+  }
+}
+
+TEST_F(GenerateCliDecodingTest, OutOfRangeValuesNameTheFlag) {
+  const std::string with_adapter = Bin() + " --adapter " + adapter_dir_;
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {with_adapter + " --mode lossy --beta 1", "--beta"},
+      {with_adapter + " --mode lossy --beta -0.1", "--beta"},
+      {with_adapter + " --mode lossy --tau 0.5", "--tau"},
+      {with_adapter + " --mode lossless --gamma 0", "--gamma"},
+      {with_adapter + " --mode lossless --gamma 65", "--gamma"},
+      {with_adapter + " --mode lossless --beta 0.3", "--beta"},
+      {with_adapter + " --mode fast", "--mode"},
+      {Bin() + " --mode lossless", "--adapter"},
+      {Bin() + " --adapter " + mismatched_dir_ + " --mode lossless", "--adapter"},
+      {Bin() + " --adapter /nonexistent/adapter --mode lossless", "/nonexistent/adapter"},
+  };
+  for (const auto& [cmd, needle] : cases) {
+    const auto r = RunCommand(cmd);
+    EXPECT_EQ(r.exit_code, 2) << cmd << "\n" << r.output;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << "\n" << r.output;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,207 @@
+// crossreg-bench-xr: Cross-Regression against AR on the CPU backend: per decoding
+// mode tokens/s and tokens per forward, and the cost of the shared draft/verify
+// forward T(1+m+γ rows)/T(1 row) that decides whether speculation pays here.
+//   crossreg-bench-xr --model stories260K.gguf [--adapter DIR] [--random100m]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/decoding/generate.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/random_model.h"
+#include "engine/tools/flag_spelling.h"
+
+ABSL_FLAG(std::vector<std::string>, model, {}, "Models (.gguf or HF directories)");
+ABSL_FLAG(std::string, adapter, "", "PEFT adapter for the models (default: a random rank-32 adapter)");
+ABSL_FLAG(bool, random100m, true, "Also a random ~110M bf16 Llama with a random adapter");
+ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"2", "4", "8", "16"}), "Draft lengths");
+ABSL_FLAG(int, max_new_tokens, 128, "Tokens generated per prompt");
+ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per core");
+
+namespace crossreg {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Engine {
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<PagedKvCache> kv;
+};
+
+Engine MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens) {
+  CpuBackendOptions o;
+  o.num_threads = absl::GetFlag(FLAGS_threads);
+  o.adapter = adapter;
+  o.kv = {16, tokens / 16 + 8};
+  auto backend = CreateCpuBackend(model, o);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(backend.status().message()).c_str());
+    std::exit(1);
+  }
+  return {std::move(*backend), std::make_unique<PagedKvCache>(o.kv)};
+}
+
+// Best-of-5 time of one forward with `control` control rows and `predictive`
+// predictive rows of one sequence at context `context`, rolled back after each.
+double TimeSharedForward(Engine& e, const Model& model, int context, int control, int predictive) {
+  const int V = model.config.vocab_size;
+  const SequenceId seq = e.kv->CreateSequence();
+  ForwardBatch b;
+  std::vector<float> logits;
+  for (int p = 0; p < context; ++p) b.rows.push_back({seq, p, (p * 13 + 1) % V, false, false});
+  if (!e.backend->Forward(b, *e.kv, logits).ok()) std::exit(1);
+  double best = 1e30;
+  for (int rep = 0; rep < 5; ++rep) {
+    b.rows.clear();
+    for (int k = 0; k < control; ++k) b.rows.push_back({seq, context + k, (k * 7 + 3) % V, true, false});
+    for (int k = 0; k < predictive; ++k) b.rows.push_back({seq, context - 1 + k, (k * 5 + 2) % V, true, true});
+    const auto t0 = Clock::now();
+    if (!e.backend->Forward(b, *e.kv, logits).ok()) std::exit(1);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    if (!e.kv->Truncate(seq, context).ok()) std::exit(1);
+  }
+  e.kv->Free(seq);
+  return best;
+}
+
+struct ModeResult {
+  double tokens_per_s = 0;
+  double tpf = 0;
+};
+
+ModeResult RunMode(Engine& e, const Model& model, const std::vector<std::vector<int32_t>>& prompts,
+                   DecodingConfig decoding, int32_t placeholder, bool has_adapter) {
+  int64_t tokens = 0, forwards = 0;
+  double seconds = 0;
+  for (const auto& prompt : prompts) {
+    GenerationRequest req;
+    req.prompt_ids = prompt;
+    req.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+    req.stop_at_eos = false;
+    req.decoding = decoding;
+    req.placeholder_token = placeholder;
+    auto r = Generate(*e.backend, *e.kv, model.config, req, has_adapter);
+    if (!r.ok()) {
+      std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(r.status().message()).c_str());
+      std::exit(1);
+    }
+    tokens += r->stats.committed;
+    forwards += r->stats.forwards;
+    seconds += r->decode_seconds;
+  }
+  return {tokens / seconds, static_cast<double>(tokens) / forwards};
+}
+
+std::vector<int> Gammas() {
+  std::vector<int> out;
+  for (const auto& s : absl::GetFlag(FLAGS_gammas)) {
+    int g;
+    if (absl::SimpleAtoi(s, &g) && g >= 1 && g <= kMaxGamma) out.push_back(g);
+  }
+  return out;
+}
+
+void Bench(const std::string& name, const Model& model, const LoraAdapter& adapter,
+           const std::vector<std::vector<int32_t>>& prompts) {
+  const int max_new = absl::GetFlag(FLAGS_max_new_tokens);
+  Engine e = MakeEngine(model, &adapter, 4 * (max_new + 256));
+  std::printf("\n## %s (adapter: %s, rank %d)\n", name.c_str(), adapter.source.c_str(), adapter.max_rank);
+  const int context = 64;
+  const double t1 = TimeSharedForward(e, model, context, 1, 0);
+  std::printf("\nShared forward cost at context %d (full buffer m = γ−1: γ control + γ predictive rows):\n", context);
+  std::printf("| γ | rows | ms/forward | T(rows)/T(1) |\n|---|---|---|---|\n| - | 1 | %.3f | 1.00 |\n", t1 * 1e3);
+  for (int g : Gammas()) {
+    const double t = TimeSharedForward(e, model, context, g, g);
+    std::printf("| %d | %d | %.3f | %.2f |\n", g, 2 * g, t * 1e3, t / t1);
+  }
+  std::printf("\nDecoding, %zu prompts x %d new tokens, greedy:\n", prompts.size(), max_new);
+  std::printf("| mode | γ | tokens/s | tokens/forward | speedup vs AR |\n|---|---|---|---|---|\n");
+  DecodingConfig ar;
+  const ModeResult base = RunMode(e, model, prompts, ar, adapter.placeholder_token_id, true);
+  std::printf("| ar | - | %.1f | %.2f | 1.00 |\n", base.tokens_per_s, base.tpf);
+  for (int g : Gammas()) {
+    for (DecodingMode mode : {DecodingMode::kLossless, DecodingMode::kNgram, DecodingMode::kLossy}) {
+      DecodingConfig d;
+      d.mode = mode;
+      d.gamma = g;
+      if (mode == DecodingMode::kLossy) {
+        d.beta = 0.5f;
+        d.tau = -2.0f;
+      }
+      const ModeResult r = RunMode(e, model, prompts, d, adapter.placeholder_token_id, true);
+      std::printf("| %s%s | %d | %.1f | %.2f | %.2f |\n", DecodingModeName(mode),
+                  mode == DecodingMode::kLossy ? " (β 0.5, τ −2)" : "", g, r.tokens_per_s, r.tpf,
+                  r.tokens_per_s / base.tokens_per_s);
+    }
+  }
+}
+
+int Run() {
+  std::printf("# crossreg-bench-xr\nCPU backend, SIMD %s\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
+  for (const auto& path : absl::GetFlag(FLAGS_model)) {
+    auto model = LoadModel(path);
+    if (!model.ok()) {
+      std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(model.status().message()).c_str());
+      return 2;
+    }
+    std::unique_ptr<LoraAdapter> adapter;
+    if (!absl::GetFlag(FLAGS_adapter).empty()) {
+      auto loaded = LoadLoraAdapter(absl::GetFlag(FLAGS_adapter), (*model)->config);
+      if (!loaded.ok()) {
+        std::fprintf(stderr, "crossreg-bench-xr: --adapter: %s\n", std::string(loaded.status().message()).c_str());
+        return 2;
+      }
+      adapter = std::move(*loaded);
+    } else {
+      RandomLoraOptions lo;
+      lo.rank = 32;
+      lo.alpha = 32;
+      lo.magnitude = 0.1f;
+      adapter = MakeRandomLoraAdapter((*model)->config, lo);
+      adapter->source = "random";
+    }
+    std::vector<std::vector<int32_t>> prompts;
+    for (const char* text : {"Once upon a time", "Tom had a red ball", "The little dog", "Lily and Ben went to the park"}) {
+      prompts.push_back((*model)->tokenizer->Encode(text, true));
+    }
+    Bench(path, **model, *adapter, prompts);
+  }
+  if (absl::GetFlag(FLAGS_random100m)) {
+    auto model = MakeRandomModel(Llama100MConfig(), {DType::kBF16, 1, 1.0f});
+    RandomLoraOptions lo;
+    lo.rank = 32;
+    lo.alpha = 32;
+    lo.magnitude = 0.1f;
+    auto adapter = MakeRandomLoraAdapter(model->config, lo);
+    adapter->source = "random";
+    std::vector<std::vector<int32_t>> prompts = {{1, 100, 200, 300, 400, 500, 600, 700}};
+    Bench("random Llama ~110M, bf16 weights", *model, *adapter, prompts);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace crossreg
+
+int main(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  usage_config.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "crossreg_bench_xr"); };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage("Cross-Regression vs AR on the CPU backend: tokens/s, tokens per forward, forward cost by rows.");
+  std::vector<std::string> storage;
+  std::vector<char*> args = crossreg::tools::UnderscoreFlagNames(argc, argv, storage);
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  return crossreg::Run();
+}
