@@ -63,7 +63,14 @@ class CpuBackend final : public Backend {
     int64_t group_begin = 0;    // predictive rows: first entry of its group in pred_groups_
     int64_t index_in_group = 0; // predictive rows: how many group rows precede it
   };
-  void Linear(const TensorRef& w, LoraTarget target, int layer, const float* x, int64_t rows, float* y);
+  // Base GEMMs of layers sharing the input x in one parallel region, then the
+  // predictive rows' LoRA deltas.
+  struct TargetOutput {
+    const TensorRef* w;
+    LoraTarget target;
+    float* y;
+  };
+  void Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, int64_t rows);
 
   const Model& model_;
   const LoraAdapter* adapter_;
@@ -160,11 +167,14 @@ absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCa
   return absl::OkStatus();
 }
 
-void CpuBackend::Linear(const TensorRef& w, LoraTarget target, int layer, const float* x,
-                        int64_t rows, float* y) {
-  cpu::Linear(w, x, rows, y, pool_);
-  if (adapter_ != nullptr && !pred_rows_.empty()) {
-    cpu::AddLoraDelta(adapter_->layers[static_cast<size_t>(layer)].at(target), w.cols(), w.rows(), x, y,
+void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, int64_t rows) {
+  cpu::LinearOutput base[3];
+  int n = 0;
+  for (const auto& o : outputs) base[n++] = {o.w, o.y};
+  cpu::LinearShared(base, n, x, rows, pool_);
+  if (adapter_ == nullptr || pred_rows_.empty()) return;
+  for (const auto& o : outputs) {
+    cpu::AddLoraDelta(adapter_->layers[static_cast<size_t>(layer)].at(o.target), o.w->cols(), o.w->rows(), x, o.y,
                       pred_rows_);
   }
 }
@@ -241,9 +251,8 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCac
   for (int64_t r = 0; r < rows; ++r) {
     cpu::RmsNorm(x_.data() + r * hidden, attn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   }
-  Linear(w.wq, LoraTarget::kQ, layer, xn_.data(), rows, q_.data());
-  Linear(w.wk, LoraTarget::kK, layer, xn_.data(), rows, k_.data());
-  Linear(w.wv, LoraTarget::kV, layer, xn_.data(), rows, v_.data());
+  Linear({{&w.wq, LoraTarget::kQ, q_.data()}, {&w.wk, LoraTarget::kK, k_.data()}, {&w.wv, LoraTarget::kV, v_.data()}},
+         layer, xn_.data(), rows);
   const int half = cfg_.head_dim / 2;
   for (int64_t r = 0; r < rows; ++r) {
     if (!w.bq.empty()) {
@@ -261,17 +270,17 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCac
     std::copy_n(v_.data() + r * kvd, kvd, predictive ? pred_v_.data() + r * kvd : ValueAt(layer, plan_[r].slot));
   }
   Attention(layer, batch, kv);
-  Linear(w.wo, LoraTarget::kO, layer, att_.data(), rows, proj_.data());
+  Linear({{&w.wo, LoraTarget::kO, proj_.data()}}, layer, att_.data(), rows);
   cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
 
   // Feed-forward block (SwiGLU).
   for (int64_t r = 0; r < rows; ++r) {
     cpu::RmsNorm(x_.data() + r * hidden, ffn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   }
-  Linear(w.w_gate, LoraTarget::kGate, layer, xn_.data(), rows, gate_.data());
-  Linear(w.w_up, LoraTarget::kUp, layer, xn_.data(), rows, up_.data());
+  Linear({{&w.w_gate, LoraTarget::kGate, gate_.data()}, {&w.w_up, LoraTarget::kUp, up_.data()}}, layer, xn_.data(),
+         rows);
   cpu::SwiGlu(gate_.data(), up_.data(), rows * ffn);
-  Linear(w.w_down, LoraTarget::kDown, layer, gate_.data(), rows, proj_.data());
+  Linear({{&w.w_down, LoraTarget::kDown, proj_.data()}}, layer, gate_.data(), rows);
   cpu::AddInPlace(x_.data(), proj_.data(), rows * hidden);
 }
 
@@ -319,9 +328,7 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
           key = pred_k_.data() + other * kvd + kv_off;
           values[static_cast<size_t>(t)] = pred_v_.data() + other * kvd + kv_off;
         }
-        float dot = 0.0f;
-        for (int d = 0; d < hd; ++d) dot += q[d] * key[d];
-        scores[static_cast<size_t>(t)] = dot * scale;
+        scores[static_cast<size_t>(t)] = cpu::Dot(q, key, hd) * scale;
       }
       cpu::Softmax(scores.data(), n);
       float* out = att_.data() + r * qd + static_cast<int64_t>(h) * hd;

@@ -81,4 +81,24 @@ void Linear(const TensorRef& w, const float* x, int64_t rows, float* y, ThreadPo
   pool.ParallelFor(out, 16, [&](int64_t b, int64_t e) { LinearRange(w, x, rows, y, b, e); });
 }
 
+void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool) {
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) total += outputs[i].w->rows();
+  const int64_t in = outputs[0].w->cols();
+  if (total * in * rows < (1 << 16) || pool.num_threads() == 1) {
+    for (int i = 0; i < count; ++i) LinearRange(*outputs[i].w, x, rows, outputs[i].y, 0, outputs[i].w->rows());
+    return;
+  }
+  // Split the concatenated output features; each chunk maps back onto the layers.
+  pool.ParallelFor(total, 16, [&](int64_t b, int64_t e) {
+    int64_t offset = 0;
+    for (int i = 0; i < count && offset < e; ++i) {
+      const int64_t n = outputs[i].w->rows();
+      const int64_t lo = std::max(b, offset), hi = std::min(e, offset + n);
+      if (lo < hi) LinearRange(*outputs[i].w, x, rows, outputs[i].y, lo - offset, hi - offset);
+      offset += n;
+    }
+  });
+}
+
 }  // namespace crossreg::cpu

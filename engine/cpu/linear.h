@@ -14,6 +14,14 @@ namespace crossreg::cpu {
 // y: (rows, out) f32, row stride `out`. Parallel over output features.
 void Linear(const TensorRef& w, const float* x, int64_t rows, float* y, ThreadPool& pool);
 
+// Several linear layers reading the same x (Q/K/V, gate/up) in one parallel region:
+// one synchronisation instead of one per layer. y_i = x · W_iᵀ.
+struct LinearOutput {
+  const TensorRef* w;
+  float* y;
+};
+void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool);
+
 // The same over outputs [o_begin, o_end) only, on the calling thread.
 void LinearRange(const TensorRef& w, const float* x, int64_t rows, float* y, int64_t o_begin,
                  int64_t o_end);

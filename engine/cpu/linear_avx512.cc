@@ -35,6 +35,8 @@ inline __m512 LoadMasked(const void* base, int64_t idx, __mmask16 m) {
   }
 }
 
+constexpr size_t kPrefetchBytes = 512;
+
 // NO outputs x NR rows; one 16-lane accumulator per (output, row), so every
 // element sees the same sequence of operations whatever NO and NR are.
 template <DType T, int NO, int NR>
@@ -50,7 +52,10 @@ inline void Tile(const void* w, int64_t in, const float* x, float* y, int64_t ou
     __m512 xv[NR];
     for (int r = 0; r < NR; ++r) xv[r] = _mm512_loadu_ps(x + (r0 + r) * in + k);
     for (int o = 0; o < NO; ++o) {
-      const __m512 wv = Load16<T>(wbase + static_cast<size_t>((o0 + o) * in) * esize, k);
+      const char* wrow = wbase + static_cast<size_t>((o0 + o) * in) * esize;
+      // Decode streams weights once: ask for them kPrefetchBytes ahead of use.
+      if constexpr (NR == 1) _mm_prefetch(wrow + k * esize + kPrefetchBytes, _MM_HINT_T0);
+      const __m512 wv = Load16<T>(wrow, k);
       for (int r = 0; r < NR; ++r) acc[o][r] = _mm512_fmadd_ps(wv, xv[r], acc[o][r]);
     }
   }

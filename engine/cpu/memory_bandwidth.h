@@ -8,8 +8,10 @@
 
 namespace crossreg::cpu {
 
-// Best of `repeats` passes reading a `bytes` buffer (far larger than the caches) with
-// every thread of `pool`. Bytes per second.
+// Best of `repeats` passes reading a `bytes` buffer with every thread of `pool`, after
+// one warm-up pass. Bytes per second. A buffer far larger than the caches gives DRAM
+// bandwidth; a buffer the size of a model's weights gives the bandwidth a decode
+// forward can actually reach (on CPUs whose last-level cache holds much of it).
 double MeasureReadBandwidth(ThreadPool& pool, int64_t bytes = int64_t{1} << 30, int repeats = 5);
 
 }  // namespace crossreg::cpu

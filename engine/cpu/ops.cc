@@ -50,6 +50,20 @@ void EmbeddingRow(const TensorRef& table, int32_t token, float* out) {
   ConvertToF32(table.dtype, base, out, static_cast<size_t>(hidden));
 }
 
+float Dot(const float* a, const float* b, int64_t n) {
+  float part[16] = {};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int j = 0; j < 16; ++j) part[j] += a[i + j] * b[i + j];
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  for (int w = 8; w >= 1; w /= 2) {
+    for (int j = 0; j < w; ++j) part[j] += part[j + w];
+  }
+  return part[0] + tail;
+}
+
 void AddInPlace(float* out, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] += x[i];
 }

@@ -23,6 +23,10 @@ void Softmax(float* x, int64_t n);
 // Copies embedding row `token` of `table` (vocab, hidden) to out as f32.
 void EmbeddingRow(const TensorRef& table, int32_t token, float* out);
 
+// Σ a[i]·b[i] with 16 independent partial sums: a single running sum is a serial
+// dependency chain the compiler may not vectorise (float addition does not reassociate).
+float Dot(const float* a, const float* b, int64_t n);
+
 // out[i] += x[i].
 void AddInPlace(float* out, const float* x, int64_t n);
 

@@ -119,7 +119,7 @@ double TimeRows(const Model& model, int rows, int context, int repeats) {
   return best;
 }
 
-void BenchModel(const std::string& name, const Model& model, double bandwidth) {
+void BenchModel(const std::string& name, const Model& model, double dram_bandwidth) {
   const int steps = absl::GetFlag(FLAGS_steps);
   const int context = std::min(absl::GetFlag(FLAGS_context), model.config.max_position - steps - 1);
   const int repeats = absl::GetFlag(FLAGS_repeats);
@@ -130,7 +130,14 @@ void BenchModel(const std::string& name, const Model& model, double bandwidth) {
   std::printf("layers %d, hidden %d, ffn %d, heads %d/%d, vocab %d; weights streamed per forward: %.1f MB\n",
               model.config.num_layers, model.config.hidden_size, model.config.intermediate_size,
               model.config.num_heads, model.config.num_kv_heads, model.config.vocab_size, weight_bytes / 1e6);
-  std::printf("| batch | ms/forward | tokens/s | roofline tokens/s | of roofline |\n|---|---|---|---|---|\n");
+  // The roofline: read bandwidth over a buffer as large as the weights, so cache
+  // residency is the same as the forward's.
+  cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  const double bandwidth = cpu::MeasureReadBandwidth(pool, static_cast<int64_t>(weight_bytes), 10);
+  std::printf("read bandwidth over a %.1f MB buffer: %.2f GB/s (DRAM, 1 GiB buffer: %.2f GB/s)\n",
+              weight_bytes / 1e6, bandwidth / 1e9, dram_bandwidth / 1e9);
+  std::printf("| batch | ms/forward | tokens/s | roofline tokens/s | of roofline | DRAM roofline tokens/s |\n"
+              "|---|---|---|---|---|---|\n");
   for (int batch : ParseInts(absl::GetFlag(FLAGS_batches))) {
     double best = 1e30;
     for (int rep = 0; rep < repeats; ++rep) best = std::min(best, TimeDecode(model, batch, context, steps));
@@ -138,7 +145,8 @@ void BenchModel(const std::string& name, const Model& model, double bandwidth) {
     const double bytes = weight_bytes + batch * kv_bytes_per_token * (context + steps / 2.0);
     const double roof_tps = batch * bandwidth / bytes;
     const double tps = batch / best;
-    std::printf("| %d | %.3f | %.1f | %.1f | %.0f%% |\n", batch, best * 1e3, tps, roof_tps, 100.0 * tps / roof_tps);
+    std::printf("| %d | %.3f | %.1f | %.1f | %.0f%% | %.1f |\n", batch, best * 1e3, tps, roof_tps,
+                100.0 * tps / roof_tps, batch * dram_bandwidth / bytes);
   }
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
   std::printf("| rows | ms/forward | T(rows)/T(1) |\n|---|---|---|\n");
@@ -156,6 +164,7 @@ int Run() {
               cpu::SimdLevelName(cpu::DetectedSimdLevel()));
   const double bw = cpu::MeasureReadBandwidth(pool);
   std::printf("Measured DRAM read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
+  pool.ParallelFor(1, 1, [](int64_t, int64_t) {});  // workers idle from here on
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     auto model = LoadModel(path);
     if (!model.ok()) {
