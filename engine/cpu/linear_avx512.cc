@@ -54,7 +54,7 @@ inline void Tile(const void* w, int64_t in, const float* x, float* y, int64_t ou
     for (int o = 0; o < NO; ++o) {
       const char* wrow = wbase + static_cast<size_t>((o0 + o) * in) * esize;
       // Decode streams weights once: ask for them kPrefetchBytes ahead of use.
-      if constexpr (NR == 1) _mm_prefetch(wrow + k * esize + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(wrow + k * esize + kPrefetchBytes, _MM_HINT_T0);
       const __m512 wv = Load16<T>(wrow, k);
       for (int r = 0; r < NR; ++r) acc[o][r] = _mm512_fmadd_ps(wv, xv[r], acc[o][r]);
     }
@@ -91,11 +91,13 @@ void Range(const TensorRef& w, const float* x, int64_t rows, float* y, int64_t o
   const int64_t in = w.cols();
   const int64_t out = w.rows();
   int64_t o = o_begin;
-  if (rows == 1) {
-    // Eight weight rows in flight keep enough loads outstanding to reach bandwidth.
-    for (; o + 8 <= o_end; o += 8) Tile<T, 8, 1>(w.data, in, x, y, out, o, 0);
-  } else {
-    for (; o + 4 <= o_end; o += 4) RowsForOutputs<T, 4>(w.data, in, x, rows, y, out, o);
+  // Eight weight rows in flight keep enough loads outstanding to reach bandwidth;
+  // with many rows, four outputs x four rows fill the 32 vector registers.
+  switch (rows) {
+    case 1: for (; o + 8 <= o_end; o += 8) Tile<T, 8, 1>(w.data, in, x, y, out, o, 0); break;
+    case 2: for (; o + 8 <= o_end; o += 8) Tile<T, 8, 2>(w.data, in, x, y, out, o, 0); break;
+    case 3: for (; o + 8 <= o_end; o += 8) Tile<T, 8, 3>(w.data, in, x, y, out, o, 0); break;
+    default: for (; o + 4 <= o_end; o += 4) RowsForOutputs<T, 4>(w.data, in, x, rows, y, out, o); break;
   }
   for (; o < o_end; ++o) RowsForOutputs<T, 1>(w.data, in, x, rows, y, out, o);
 }
