@@ -13,6 +13,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev prometheus-cpp-dev
   python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
+  python3-grpcio python3-protobuf
 )
 
 if [ "${SKIP_APT:-0}" != 1 ]; then

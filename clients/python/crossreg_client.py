@@ -1,0 +1,123 @@
+#!/usr/bin/env python3
+"""Example Python client for crossreg-server.
+
+Shows the model (GetModelInfo), then streams one Generate call, printing text as it
+arrives and the Complete message's statistics at the end.
+
+The stubs are generated at build time (CMake target crossreg_python_stubs) into
+<build>/python; put that directory on PYTHONPATH:
+
+    PYTHONPATH=build/python python3 clients/python/crossreg_client.py \
+        --server localhost:50051 --prompt "Once upon a time" --mode ngram
+"""
+
+import argparse
+import sys
+
+try:
+    import grpc
+    from crossreg.v1 import generation_pb2 as pb
+    from crossreg.v1 import generation_pb2_grpc as pb_grpc
+except ImportError as e:  # Say what to do, not just what is missing.
+    sys.exit(
+        f"crossreg_client.py: {e}\n"
+        "  grpc/protobuf: apt-get install python3-grpcio python3-protobuf\n"
+        "  crossreg.v1 stubs: build the crossreg_python_stubs target, then "
+        "PYTHONPATH=<build>/python")
+
+MODES = {
+    "ar": pb.DECODING_MODE_AR,
+    "lossless": pb.DECODING_MODE_LOSSLESS,
+    "lossy": pb.DECODING_MODE_LOSSY,
+    "ngram": pb.DECODING_MODE_NGRAM,
+}
+
+
+def parse_args():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--server", default="localhost:50051", help="host:port of crossreg-server")
+    p.add_argument("--prompt", default="Once upon a time", help="prompt text")
+    p.add_argument("--mode", choices=sorted(MODES), default="ar", help="decoding mode")
+    p.add_argument("--max_tokens", "--max-tokens", type=int, default=64,
+                   help="most tokens to generate; 0 = the server's default")
+    p.add_argument("--ignore_eos", "--ignore-eos", action="store_true", help="generate past EOS")
+    p.add_argument("--request_id", "--request-id", default="", help="id for Abort; empty = server assigns")
+    p.add_argument("--gamma", type=int, default=0, help="draft slots per forward; 0 = server default")
+    p.add_argument("--beta", type=float, default=0.0, help="lossy mode: EMA weight of draft energies")
+    p.add_argument("--tau", type=float, default=0.0, help="lossy mode: acceptance offset in nats (<= 0)")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
+    p.add_argument("--top_k", "--top-k", type=int, default=0)
+    p.add_argument("--top_p", "--top-p", type=float, default=1.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--stop", action="append", default=[], help="text stop sequence (repeatable)")
+    p.add_argument("--timeout_s", "--timeout-s", type=float, default=60.0, help="deadline per call")
+    p.add_argument("--no_model_info", "--no-model-info", action="store_true",
+                   help="skip the GetModelInfo call")
+    return p.parse_args()
+
+
+def show_model_info(stub, timeout):
+    info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=timeout)
+    adapter = f"rank {info.adapter_rank}" if info.has_adapter else "none"
+    print(f"# model {info.model_path} ({info.architecture}): {info.num_layers} layers, "
+          f"vocab {info.vocab_size}, context {info.context_length}, adapter {adapter}, "
+          f"gamma default {info.default_gamma} max {info.max_gamma}", file=sys.stderr)
+
+
+def generate(stub, args):
+    sampling = pb.SamplingParams(
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        stop=args.stop, ignore_eos=args.ignore_eos)
+    # max_tokens is an `optional` field: left unset, the server uses its default.
+    if args.max_tokens:
+        sampling.max_tokens = args.max_tokens
+    request = pb.GenerateRequest(
+        text=args.prompt,
+        request_id=args.request_id,
+        sampling=sampling,
+        decoding=pb.DecodingParams(
+            mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma),
+    )
+    complete = None
+    print(args.prompt, end="", flush=True)
+    # A server-streaming call returns an iterator of GenerateResponse messages.
+    for response in stub.Generate(request, timeout=args.timeout_s):
+        kind = response.WhichOneof("response")
+        if kind == "chunk":
+            print(response.chunk.text, end="", flush=True)
+        elif kind == "complete":
+            complete = response.complete
+        elif kind == "error":
+            # The call's status repeats this and raises below; show it in order.
+            print(f"\n# server error {response.error.code}: {response.error.message}", file=sys.stderr)
+    print()
+    if complete is None:
+        sys.exit("crossreg_client.py: stream ended without a Complete message")
+    spec, t = complete.spec, complete.timings
+    reason = pb.FinishReason.Name(complete.finish_reason).removeprefix("FINISH_REASON_").lower()
+    print(f"# finish={reason} id={complete.request_id} "
+          f"tokens={complete.usage.prompt_tokens}+{complete.usage.completion_tokens} "
+          f"forwards={spec.forwards} tpf={spec.tokens_per_forward:.2f} "
+          f"drafted={spec.drafted} accepted={spec.accepted} "
+          f"per_position={list(spec.accepted_per_position)} "
+          f"queue={t.queue_seconds * 1e3:.1f}ms ttft={t.time_to_first_token_seconds * 1e3:.1f}ms "
+          f"total={t.total_seconds * 1e3:.1f}ms", file=sys.stderr)
+
+
+def main():
+    args = parse_args()
+    with grpc.insecure_channel(args.server) as channel:
+        stub = pb_grpc.GenerationStub(channel)
+        try:
+            if not args.no_model_info:
+                show_model_info(stub, args.timeout_s)
+            generate(stub, args)
+        except grpc.RpcError as e:
+            # RpcError from a call carries the status code and the server's message.
+            print(f"\ncrossreg_client.py: {e.code().name}: {e.details()}", file=sys.stderr)
+            return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+// One request as the scheduler holds it from Submit to its last event. Fields
+// under "guarded" are shared with client threads (Abort) and touched only under the
+// scheduler's mutex; the rest belong to the scheduling thread alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include "absl/status/status.h"
+#include "engine/decoding/sequence_decoder.h"
+#include "engine/paged_kv_cache.h"
+#include "scheduler/scheduler.h"
+
+namespace crossreg {
+
+// queued -> prefilling -> decoding -> finished; any live state -> cancelled (abort,
+// deadline, error). Preemption sends prefilling/decoding back to queued.
+enum class RequestPhase { kQueued, kPrefilling, kDecoding, kFinished, kCancelled };
+
+struct ScheduledRequest {
+  RequestSpec spec;
+  EventHandler on_event;
+  DecoderSetup setup;
+  int64_t prompt_tokens = 0;
+  // KV positions beyond the sequence a decode step may append: 1 + gamma for the
+  // speculative modes, 1 for AR (its gamma is unused).
+  int64_t decode_headroom = 1;
+
+  // Guarded by the scheduler's mutex.
+  std::optional<absl::Status> abort_reason;  // set once by Abort or the deadline
+  bool in_waiting_queue = true;
+
+  // Scheduling thread only.
+  RequestPhase phase = RequestPhase::kQueued;
+  std::unique_ptr<SequenceDecoder> decoder;  // created at first admission, kept across preemption
+  bool holds_kv = false;                     // decoder->sequence() is live in the cache
+  int64_t admit_order = 0;                   // larger = admitted (or resumed) later
+  int64_t last_served_step = -1;             // last step its decode rows ran
+  SteadyTime submitted;
+  std::optional<SteadyTime> admitted;        // first admission
+  std::optional<SteadyTime> first_token;
+  SteadyTime last_commit;                    // previous commit, or submission before any
+};
+
+}  // namespace crossreg

@@ -1,0 +1,523 @@
+#include "scheduler/scheduler.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "engine/decoding/generate.h"
+#include "scheduler/batch_planner.h"
+#include "scheduler/request_state.h"
+
+namespace crossreg {
+namespace {
+
+using RequestPtr = std::shared_ptr<ScheduledRequest>;
+
+double SecondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
+
+bool IsSpeculativeXr(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
+
+// KV positions one decode iteration may append: x_last plus up to gamma drafts.
+int64_t DecodeHeadroom(const DecodingConfig& d) {
+  return 1 + (d.mode == DecodingMode::kAutoregressive ? 0 : d.gamma);
+}
+
+// Rows one decode iteration may add: control rows plus (Cross-Regression) gamma
+// predictive rows.
+int MaxDecodeRows(const DecodingConfig& d) {
+  if (d.mode == DecodingMode::kAutoregressive) return 1;
+  return 1 + d.gamma + (IsSpeculativeXr(d.mode) ? d.gamma : 0);
+}
+
+int64_t BlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
+
+// An event waiting to be delivered once the scheduler's lock is released.
+struct Outgoing {
+  RequestPtr request;
+  RequestEvent event;
+};
+
+RequestEvent ErrorEvent(absl::Status status) {
+  RequestEvent e;
+  e.kind = RequestEvent::Kind::kError;
+  e.error = std::move(status);
+  return e;
+}
+
+}  // namespace
+
+struct Scheduler::Impl {
+  Impl(const SchedulerOptions& o, Backend& b, PagedKvCache& k, const ModelConfig& c, MetricsSink* m)
+      : options(o), backend(b), kv(k), config(c), metrics(m) {
+    // Options come from flags; nonsense values degrade to the smallest working ones.
+    options.max_batch_tokens = std::max(1, options.max_batch_tokens);
+    options.max_running = std::max(1, options.max_running);
+    options.max_queue = std::max(0, options.max_queue);
+  }
+
+  absl::Status Submit(RequestSpec spec, EventHandler on_event);
+  bool Abort(const std::string& request_id, absl::Status reason);
+  void Shutdown(std::chrono::milliseconds timeout);
+  void Loop();
+
+  // Under `mu`, on the scheduling thread (or before it ever started).
+  void DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoing>& out);
+  void Admit(SteadyTime now, std::vector<Outgoing>& out);
+  void Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out);  // by value: r may live in the lists it edits
+  void Publish();
+  // Scheduling thread, without `mu`; takes it where shared state changes.
+  void Step(std::vector<Outgoing>& out);
+  void FreeKv(ScheduledRequest& r);
+  void Dispatch(std::vector<Outgoing>& out);
+  void ReportQueueState();
+
+  SchedulerOptions options;
+  Backend& backend;
+  PagedKvCache& kv;
+  const ModelConfig& config;
+  MetricsSink* metrics;
+
+  mutable std::mutex mu;
+  std::condition_variable wake;  // the loop: work or aborts arrived, or stop
+  std::condition_variable idle;  // Shutdown: the loop went idle
+  // Guarded by mu.
+  std::deque<RequestPtr> waiting;
+  std::unordered_map<std::string, RequestPtr> live;  // queued or running, not yet finalized
+  std::vector<RequestPtr> to_abort;                  // Abort/shutdown requests for the loop
+  bool accepting = true;
+  bool started = false;
+  bool stop = false;
+  bool step_in_progress = false;
+  SchedulerStats published;
+
+  // Scheduling thread only.
+  std::vector<RequestPtr> running;  // admission order
+  int64_t step_count = 0;
+  int64_t admit_counter = 0;
+  int64_t preemptions = 0;
+  int64_t forwards = 0;
+  ForwardBatch batch;
+  std::vector<float> logits;
+  std::vector<int32_t> committed;
+  std::thread thread;
+};
+
+absl::Status Scheduler::Impl::Submit(RequestSpec spec, EventHandler on_event) {
+  if (spec.request_id.empty()) return absl::InvalidArgumentError("request_id: empty");
+  GenerationRequest check;
+  check.prompt_ids = spec.prompt_ids;
+  check.max_new_tokens = spec.max_new_tokens;
+  check.sampling = spec.sampling;
+  check.decoding = spec.decoding;
+  check.placeholder_token = options.placeholder_token;
+  if (auto s = ValidateGenerationRequest(check, config, options.has_adapter); !s.ok()) return s;
+  if (spec.decoding.mode != DecodingMode::kAutoregressive && spec.decoding.gamma > options.max_gamma) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gamma: ", spec.decoding.gamma, " exceeds the server's limit ", options.max_gamma));
+  }
+  const int64_t headroom = DecodeHeadroom(spec.decoding);
+  const int64_t positions = static_cast<int64_t>(spec.prompt_ids.size()) + headroom;
+  const int64_t capacity = int64_t{kv.config().num_blocks} * kv.config().block_size;
+  if (positions > capacity) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "prompt: ", spec.prompt_ids.size(), " tokens plus ", headroom, " decode positions (gamma + 1) need ",
+        positions, " KV positions, the whole KV cache holds ", capacity, " (", kv.config().num_blocks,
+        " blocks of ", kv.config().block_size, ")"));
+  }
+
+  auto r = std::make_shared<ScheduledRequest>();
+  r->setup.model = &config;
+  r->setup.sampling = spec.sampling;
+  r->setup.decoding = spec.decoding;
+  r->setup.max_new_tokens = spec.max_new_tokens;
+  r->setup.stop_at_eos = !spec.ignore_eos;
+  r->setup.stop_ids = spec.stop_ids;
+  r->setup.placeholder_token = options.placeholder_token;
+  r->prompt_tokens = static_cast<int64_t>(spec.prompt_ids.size());
+  r->decode_headroom = headroom;
+  r->on_event = std::move(on_event);
+  r->submitted = r->last_commit = std::chrono::steady_clock::now();
+  r->spec = std::move(spec);
+
+  std::lock_guard<std::mutex> lock(mu);
+  if (!accepting) return absl::FailedPreconditionError("scheduler is shutting down: no new requests");
+  if (live.count(r->spec.request_id) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("request_id \"", r->spec.request_id, "\" is already in flight"));
+  }
+  if (static_cast<int>(waiting.size()) >= options.max_queue) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("request queue full: ", waiting.size(), " waiting (max_queue ", options.max_queue, ")"));
+  }
+  live.emplace(r->spec.request_id, r);
+  waiting.push_back(r);
+  published.waiting = static_cast<int>(waiting.size());
+  wake.notify_one();
+  return absl::OkStatus();
+}
+
+bool Scheduler::Impl::Abort(const std::string& request_id, absl::Status reason) {
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = live.find(request_id);
+  if (it == live.end()) return false;
+  if (!it->second->abort_reason.has_value()) {
+    it->second->abort_reason = std::move(reason);
+    to_abort.push_back(it->second);
+    wake.notify_one();
+  }
+  return true;
+}
+
+void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
+  std::vector<Outgoing> out;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    accepting = false;
+    if (!started) {
+      // No loop will ever run them: cancel here, on the caller's thread.
+      while (!waiting.empty()) Cancel(waiting.front(), absl::CancelledError("scheduler shut down"), out);
+      to_abort.clear();
+      Publish();
+    } else {
+      auto drained = [&] { return live.empty() && !step_in_progress; };
+      idle.wait_for(lock, timeout, drained);
+      for (auto& [id, r] : live) {
+        if (r->abort_reason.has_value()) continue;
+        r->abort_reason = absl::CancelledError("scheduler shut down before the request finished");
+        to_abort.push_back(r);
+      }
+      wake.notify_one();
+      idle.wait(lock, drained);
+    }
+  }
+  Dispatch(out);
+}
+
+void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out) {
+  if (r->in_waiting_queue) {
+    waiting.erase(std::find(waiting.begin(), waiting.end(), r));
+    r->in_waiting_queue = false;
+  } else {
+    running.erase(std::find(running.begin(), running.end(), r));
+  }
+  FreeKv(*r);
+  r->phase = RequestPhase::kCancelled;
+  live.erase(r->spec.request_id);
+  out.push_back({r, ErrorEvent(std::move(status))});
+}
+
+void Scheduler::Impl::FreeKv(ScheduledRequest& r) {
+  if (!r.holds_kv) return;
+  kv.Free(r.decoder->sequence());
+  r.holds_kv = false;
+}
+
+void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoing>& out) {
+  std::vector<RequestPtr> aborts;
+  aborts.swap(to_abort);
+  for (const RequestPtr& r : aborts) {
+    // It may have finished in the step that raced with Abort.
+    if (r->phase == RequestPhase::kFinished || r->phase == RequestPhase::kCancelled) continue;
+    Cancel(r, *r->abort_reason, out);
+  }
+  std::vector<RequestPtr> expired;
+  auto collect_expired = [&](const auto& requests) {
+    for (const RequestPtr& r : requests) {
+      if (r->spec.deadline.has_value() && now >= *r->spec.deadline) expired.push_back(r);
+    }
+  };
+  collect_expired(waiting);
+  collect_expired(running);
+  for (const RequestPtr& r : expired) {
+    r->abort_reason = absl::DeadlineExceededError(
+        absl::StrCat("request \"", r->spec.request_id, "\" passed its deadline after ",
+                     SecondsBetween(r->submitted, now), " s"));
+    Cancel(r, *r->abort_reason, out);
+  }
+}
+
+void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
+  const int block_size = kv.config().block_size;
+  while (!waiting.empty() && static_cast<int>(running.size()) < options.max_running) {
+    const RequestPtr r = waiting.front();
+    const int64_t tokens = r->decoder ? static_cast<int64_t>(r->decoder->tokens().size()) : r->prompt_tokens;
+    const int64_t need = BlocksFor(tokens + r->decode_headroom, block_size);
+    if (need > kv.config().num_blocks) {
+      // Only a request resumed after growing can get here (Submit checked the prompt).
+      Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
+                    "request \"", r->spec.request_id, "\" needs ", tokens + r->decode_headroom,
+                    " KV positions (", need, " blocks) to continue, the whole KV cache has ",
+                    kv.config().num_blocks, " blocks of ", block_size)),
+             out);
+      continue;
+    }
+    // Leave the running sequences the blocks their next steps need.
+    int64_t reserved = 0;
+    for (const RequestPtr& s : running) {
+      const SequenceDecoder& d = *s->decoder;
+      const int64_t appended = d.PendingKvRows() + (d.prefilling() ? s->decode_headroom : 0);
+      reserved += kv.BlocksNeeded(d.sequence(), kv.length(d.sequence()) + appended);
+    }
+    if (need + reserved > kv.free_blocks()) break;  // FIFO: nobody overtakes the head
+
+    waiting.pop_front();
+    r->in_waiting_queue = false;
+    const SequenceId seq = kv.CreateSequence();
+    if (r->decoder) {
+      r->decoder->OnKvDropped(seq);  // resumed after preemption: recompute its KV
+    } else {
+      r->decoder = std::make_unique<SequenceDecoder>(r->setup, seq, r->spec.prompt_ids);
+    }
+    r->holds_kv = true;
+    r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
+    r->admit_order = ++admit_counter;
+    if (!r->admitted.has_value()) r->admitted = now;
+    running.push_back(r);
+  }
+  if (running.empty() && !waiting.empty()) {
+    // Nothing runs that could free blocks, so waiting would spin: the cache is held
+    // by someone else.
+    const RequestPtr r = waiting.front();
+    Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
+                  "request \"", r->spec.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
+                  " free blocks of ", kv.config().num_blocks, " and no running request to wait for")),
+           out);
+  }
+}
+
+void Scheduler::Impl::Publish() {
+  published.running = static_cast<int>(running.size());
+  published.waiting = static_cast<int>(waiting.size());
+  published.kv = kv.Stats();
+  published.preemptions = preemptions;
+  published.forwards = forwards;
+}
+
+void Scheduler::Impl::Dispatch(std::vector<Outgoing>& out) {
+  for (Outgoing& o : out) {
+    if (o.event.kind == RequestEvent::Kind::kFinished && metrics != nullptr) {
+      metrics->OnRequestFinished(o.request->spec.decoding.mode, o.event);
+    }
+    if (o.request->on_event) o.request->on_event(o.event);
+  }
+  out.clear();
+}
+
+void Scheduler::Impl::ReportQueueState() {
+  if (metrics == nullptr) return;
+  int running_now = 0, waiting_now = 0;
+  double usage = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    running_now = published.running;
+    waiting_now = published.waiting;
+    usage = published.kv.usage();
+  }
+  metrics->OnQueueState(running_now, waiting_now, usage);
+}
+
+void Scheduler::Impl::Loop() {
+  std::vector<Outgoing> out;
+  ReportQueueState();
+  std::unique_lock<std::mutex> lock(mu);
+  while (true) {
+    if (running.empty() && waiting.empty() && to_abort.empty()) {
+      step_in_progress = false;
+      idle.notify_all();
+      if (stop) return;
+      wake.wait(lock, [&] { return stop || !waiting.empty() || !to_abort.empty(); });
+      continue;
+    }
+    step_in_progress = true;
+    const SteadyTime now = std::chrono::steady_clock::now();
+    DrainAbortsAndDeadlines(now, out);
+    Admit(now, out);
+    Publish();
+    lock.unlock();
+    Dispatch(out);
+    if (!running.empty()) Step(out);
+    lock.lock();
+    Publish();
+    lock.unlock();
+    Dispatch(out);
+    ReportQueueState();
+    lock.lock();
+  }
+}
+
+void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
+  ++step_count;
+  const int block_size = kv.config().block_size;
+  std::vector<PlannerSequence> sequences;
+  sequences.reserve(running.size());
+  for (size_t i = 0; i < running.size(); ++i) {
+    const ScheduledRequest& r = *running[i];
+    const SequenceDecoder& d = *r.decoder;
+    PlannerSequence s;
+    s.id = static_cast<int>(i);
+    s.admit_order = r.admit_order;
+    s.last_served_step = r.last_served_step;
+    s.prefilling = d.prefilling();
+    s.kv_length = kv.length(d.sequence());
+    s.kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size());
+    s.pending_kv_rows = d.PendingKvRows();
+    s.max_decode_rows = MaxDecodeRows(r.setup.decoding);
+    sequences.push_back(s);
+  }
+  const BatchPlan plan = PlanBatch(std::move(sequences), {options.max_batch_tokens, kv.free_blocks(), block_size});
+
+  // Indices refer to `running` as it was; resolve them before it changes.
+  struct Entry {
+    RequestPtr request;
+    bool prefill = false;
+    int rows = 0;       // prefill chunk
+    int logit_row = 0;  // first logits row of this request
+  };
+  std::vector<Entry> entries;
+  for (const PlannedRows& p : plan.decode) entries.push_back({running[static_cast<size_t>(p.id)], false, p.rows, 0});
+  for (const PlannedRows& p : plan.prefill) entries.push_back({running[static_cast<size_t>(p.id)], true, p.rows, 0});
+  if (!plan.preempt.empty() || plan.fail.has_value()) {
+    std::vector<RequestPtr> victims;
+    for (int id : plan.preempt) victims.push_back(running[static_cast<size_t>(id)]);
+    const RequestPtr failing = plan.fail.has_value() ? running[static_cast<size_t>(*plan.fail)] : nullptr;
+    std::lock_guard<std::mutex> lock(mu);
+    // Most recent first; pushing each to the front leaves them in admission order.
+    for (const RequestPtr& r : victims) {
+      FreeKv(*r);
+      running.erase(std::find(running.begin(), running.end(), r));
+      r->phase = RequestPhase::kQueued;
+      r->in_waiting_queue = true;
+      waiting.push_front(r);
+      ++preemptions;
+    }
+    if (failing != nullptr) {
+      const SequenceDecoder& d = *failing->decoder;
+      const int64_t positions = kv.length(d.sequence()) + (d.prefilling() ? 1 : d.PendingKvRows());
+      Cancel(failing,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "request \"", failing->spec.request_id, "\" needs ", positions, " KV positions (",
+                 BlocksFor(positions, block_size), " blocks) to continue, the whole KV cache has ",
+                 kv.config().num_blocks, " blocks of ", block_size)),
+             out);
+    }
+  }
+  if (entries.empty()) return;
+
+  batch.rows.clear();
+  int logit_rows = 0;
+  for (Entry& e : entries) {
+    const size_t begin = batch.rows.size();
+    e.request->decoder->AddRows(batch, e.prefill ? e.rows : 1);
+    e.logit_row = logit_rows;
+    for (size_t i = begin; i < batch.rows.size(); ++i) logit_rows += batch.rows[i].want_logits ? 1 : 0;
+  }
+  const SteadyTime forward_start = std::chrono::steady_clock::now();
+  const absl::Status forward = backend.Forward(batch, kv, logits);
+  const SteadyTime now = std::chrono::steady_clock::now();
+  if (!forward.ok()) {
+    // Nothing was written; the requests of this batch cannot trust their state.
+    std::lock_guard<std::mutex> lock(mu);
+    for (const Entry& e : entries) {
+      Cancel(e.request, absl::Status(forward.code(), absl::StrCat("forward failed: ", forward.message())), out);
+    }
+    return;
+  }
+  ++forwards;
+  if (metrics != nullptr) metrics->OnForward(static_cast<int>(batch.rows.size()), SecondsBetween(forward_start, now));
+
+  std::vector<RequestPtr> finished;
+  std::vector<std::pair<RequestPtr, absl::Status>> failed;
+  const int64_t vocab = config.vocab_size;
+  for (const Entry& e : entries) {
+    ScheduledRequest& r = *e.request;
+    SequenceDecoder& d = *r.decoder;
+    committed.clear();
+    const float* own_logits = e.prefill ? nullptr : logits.data() + int64_t{e.logit_row} * vocab;
+    if (absl::Status s = d.OnForward(own_logits, kv, committed); !s.ok()) {
+      failed.emplace_back(e.request, std::move(s));
+      continue;
+    }
+    if (!e.prefill) r.last_served_step = step_count;
+    if (!committed.empty()) {
+      if (!r.first_token.has_value()) r.first_token = now;
+      if (metrics != nullptr) {
+        metrics->OnTokensCommitted(r.spec.decoding.mode, static_cast<int>(committed.size()),
+                                   SecondsBetween(r.last_commit, now));
+      }
+      r.last_commit = now;
+      RequestEvent tokens;
+      tokens.kind = RequestEvent::Kind::kTokens;
+      tokens.tokens = committed;
+      out.push_back({e.request, std::move(tokens)});
+    }
+    if (!d.finished()) {
+      r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
+      continue;
+    }
+    FreeKv(r);
+    r.phase = RequestPhase::kFinished;
+    RequestEvent done;
+    done.kind = RequestEvent::Kind::kFinished;
+    done.finish_reason = d.finish_reason();
+    done.stats = d.stats();
+    done.prompt_tokens = r.prompt_tokens;
+    done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
+    done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
+    done.timings.total_seconds = SecondsBetween(r.submitted, now);
+    out.push_back({e.request, std::move(done)});
+    finished.push_back(e.request);
+  }
+  if (finished.empty() && failed.empty()) return;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const RequestPtr& r : finished) {
+    running.erase(std::find(running.begin(), running.end(), r));
+    live.erase(r->spec.request_id);
+  }
+  for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
+}
+
+// ---- Scheduler ----------------------------------------------------------------
+
+Scheduler::Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv,
+                     const ModelConfig& config, MetricsSink* metrics)
+    : impl_(std::make_unique<Impl>(options, backend, kv, config, metrics)) {}
+
+Scheduler::~Scheduler() {
+  impl_->Shutdown(std::chrono::milliseconds(0));
+  {
+    std::lock_guard<std::mutex> lock(impl_->mu);
+    impl_->stop = true;
+  }
+  impl_->wake.notify_all();
+  if (impl_->thread.joinable()) impl_->thread.join();
+}
+
+void Scheduler::Start() {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  if (impl_->started || !impl_->accepting) return;  // once, and never after Shutdown
+  impl_->started = true;
+  impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
+}
+
+absl::Status Scheduler::Submit(RequestSpec spec, EventHandler on_event) {
+  return impl_->Submit(std::move(spec), std::move(on_event));
+}
+
+bool Scheduler::Abort(const std::string& request_id, absl::Status reason) {
+  return impl_->Abort(request_id, std::move(reason));
+}
+
+void Scheduler::Shutdown(std::chrono::milliseconds timeout) { impl_->Shutdown(timeout); }
+
+SchedulerStats Scheduler::Stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  SchedulerStats stats = impl_->published;
+  stats.waiting = static_cast<int>(impl_->waiting.size());
+  return stats;
+}
+
+}  // namespace crossreg

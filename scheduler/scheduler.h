@@ -1,0 +1,117 @@
+// The continuous-batching scheduler: owns time. It queues requests, admits them on
+// free KV blocks, builds one ragged batch per step across every running sequence
+// (prefill chunks under a token budget + decode/verify rows), runs the engine, and
+// turns results into per-request events. It knows nothing of gRPC or Prometheus:
+// callbacks carry events out, a MetricsSink carries measurements out.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/backend.h"
+#include "engine/decoding/decoding_config.h"
+#include "engine/decoding/sequence_decoder.h"
+#include "engine/model/model_config.h"
+#include "engine/paged_kv_cache.h"
+#include "engine/sampler.h"
+
+namespace crossreg {
+
+using SteadyTime = std::chrono::steady_clock::time_point;
+
+struct SchedulerOptions {
+  int max_batch_tokens = 512;   // rows per forward (prefill chunks + decode/verify rows)
+  int max_running = 64;         // sequences decoding at once
+  int max_queue = 256;          // waiting requests; more -> RESOURCE_EXHAUSTED
+  int max_gamma = kMaxGamma;    // per-request gamma limit
+  int32_t placeholder_token = 0;  // from the adapter
+  bool has_adapter = false;
+};
+
+// What a client asked for, validated by the caller (server) before Submit.
+struct RequestSpec {
+  std::string request_id;
+  std::vector<int32_t> prompt_ids;
+  SamplingParams sampling;
+  DecodingConfig decoding;
+  int max_new_tokens = 128;
+  bool ignore_eos = false;
+  std::vector<int32_t> stop_ids;
+  std::optional<SteadyTime> deadline;  // cancelled with DEADLINE_EXCEEDED after it
+};
+
+struct RequestTimings {
+  double queue_seconds = 0;            // submit -> admitted
+  double time_to_first_token = 0;      // submit -> first token committed
+  double total_seconds = 0;            // submit -> finished
+};
+
+// Events of one request, in order: zero or more kTokens, then exactly one of
+// kFinished or kError. Delivered on the scheduler thread: handlers must not block.
+struct RequestEvent {
+  enum class Kind { kTokens, kFinished, kError };
+  Kind kind = Kind::kTokens;
+  std::vector<int32_t> tokens;          // kTokens: committed by one forward
+  FinishReason finish_reason = FinishReason::kNone;  // kFinished
+  SpeculativeStats stats;               // kFinished
+  RequestTimings timings;               // kFinished
+  int64_t prompt_tokens = 0;            // kFinished
+  absl::Status error;                   // kError: CANCELLED, DEADLINE_EXCEEDED, INTERNAL...
+};
+using EventHandler = std::function<void(const RequestEvent&)>;
+
+// Measurements leave through this interface (the server implements it with
+// Prometheus); all calls come from the scheduler thread.
+class MetricsSink {
+ public:
+  virtual ~MetricsSink() = default;
+  virtual void OnForward(int rows, double seconds) = 0;
+  virtual void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) = 0;
+  virtual void OnRequestFinished(DecodingMode mode, const RequestEvent& finished) = 0;
+  virtual void OnQueueState(int running, int waiting, double kv_usage) = 0;
+};
+
+struct SchedulerStats {
+  int running = 0;
+  int waiting = 0;
+  KvCacheStats kv;
+  int64_t preemptions = 0;
+  int64_t forwards = 0;
+};
+
+class Scheduler {
+ public:
+  // `backend` and `kv` (its paged cache) and `config` must outlive the scheduler.
+  Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv, const ModelConfig& config,
+            MetricsSink* metrics = nullptr);
+  ~Scheduler();  // stops the loop, failing what is left with CANCELLED
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Starts the scheduling thread.
+  void Start();
+  // Queues a request. RESOURCE_EXHAUSTED when the queue is full, ALREADY_EXISTS for
+  // a live request_id, FAILED_PRECONDITION after Shutdown, INVALID_ARGUMENT when the
+  // prompt plus gamma cannot ever fit in the KV cache.
+  absl::Status Submit(RequestSpec spec, EventHandler on_event);
+  // Cancels a queued or running request: its KV is freed before the next step and
+  // it gets a kError event with `reason`. Returns false if the id is unknown.
+  bool Abort(const std::string& request_id, absl::Status reason = absl::CancelledError("aborted"));
+  // Refuses new requests; waits up to `timeout` for running and queued ones to
+  // finish, then aborts the rest with CANCELLED. Returns when the loop is idle.
+  void Shutdown(std::chrono::milliseconds timeout);
+
+  SchedulerStats Stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace crossreg

@@ -1,0 +1,267 @@
+#include "server/generate_reactor.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "server/grpc_status.h"
+#include "spdlog/spdlog.h"
+
+namespace crossreg::server {
+namespace {
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+// The client's deadline on the scheduler's clock; none for "infinite".
+std::optional<SteadyTime> SteadyDeadline(const grpc::CallbackServerContext& call) {
+  const auto deadline = call.deadline();
+  const auto now = std::chrono::system_clock::now();
+  if (deadline >= now + std::chrono::hours(24 * 365)) return std::nullopt;
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline - now);
+}
+
+v1::FinishReason ToProtoFinishReason(FinishReason reason, bool eos) {
+  switch (reason) {
+    case FinishReason::kStop:
+      // The engine ends at EOS or a stop token id; the API exposes only EOS ids and
+      // text stop sequences, so kStop is EOS unless the last token is not one.
+      return eos ? v1::FINISH_REASON_EOS : v1::FINISH_REASON_STOP;
+    case FinishReason::kLength:
+      return v1::FINISH_REASON_LENGTH;
+    case FinishReason::kContext:
+      return v1::FINISH_REASON_CONTEXT;
+    case FinishReason::kNone:
+      break;
+  }
+  return v1::FINISH_REASON_UNSPECIFIED;
+}
+
+}  // namespace
+
+GenerateReactor::GenerateReactor(const GenerateContext& context) : context_(context) {}
+
+GenerateReactor* GenerateReactor::Start(const GenerateContext& context, grpc::CallbackServerContext* call,
+                                        const v1::GenerateRequest& request) {
+  std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(context));
+  reactor->self_ = reactor;
+  GenerateReactor* raw = reactor.get();
+  raw->Begin(call, request);
+  return raw;
+}
+
+void GenerateReactor::Begin(grpc::CallbackServerContext* call, const v1::GenerateRequest& request) {
+  auto refuse = [this](const absl::Status& status) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      final_status_ = ToGrpcStatus(status);
+    }
+    Pump();
+  };
+  if (context_.draining->load()) {
+    refuse(absl::UnavailableError("server is shutting down; retry on another replica"));
+    return;
+  }
+  auto validated = ValidateGenerateRequest(request, context_.limits);
+  if (!validated.ok()) {
+    refuse(validated.status());
+    return;
+  }
+  RequestSpec spec = std::move(validated->spec);
+  if (spec.request_id.empty()) {
+    spec.request_id = absl::StrCat("req-", context_.next_request_number->fetch_add(1));
+  }
+  spec.deadline = SteadyDeadline(*call);
+  request_id_ = spec.request_id;
+  mode_ = spec.decoding.mode;
+  prompt_tokens_ = static_cast<int64_t>(spec.prompt_ids.size());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    text_.emplace(*context_.limits.tokenizer, std::move(validated->stop_strings));
+    submitted_ = true;
+  }
+  std::shared_ptr<GenerateReactor> self = self_;
+  absl::Status submitted =
+      context_.scheduler->Submit(std::move(spec), [self](const RequestEvent& event) { self->OnSchedulerEvent(event); });
+  if (!submitted.ok()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      submitted_ = false;
+    }
+    // After Shutdown the scheduler says FAILED_PRECONDITION; to a client that is "go elsewhere".
+    if (submitted.code() == absl::StatusCode::kFailedPrecondition && context_.draining->load()) {
+      submitted = absl::UnavailableError("server is shutting down; retry on another replica");
+    }
+    refuse(submitted);
+  }
+}
+
+void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished) {
+  complete.set_request_id(request_id_);
+  complete.mutable_usage()->set_prompt_tokens(prompt_tokens_);
+  complete.mutable_usage()->set_completion_tokens(completion_tokens_);
+  v1::SpeculativeStats& spec = *complete.mutable_spec();
+  v1::Timings& timings = *complete.mutable_timings();
+  if (finished != nullptr) {
+    const SpeculativeStats& s = finished->stats;
+    spec.set_forwards(s.forwards);
+    spec.set_drafted(s.drafted);
+    spec.set_accepted(s.accepted);
+    for (int64_t a : s.accepted_per_position) spec.add_accepted_per_position(a);
+    spec.set_tokens_per_forward(s.tokens_per_forward());
+    timings.set_queue_seconds(finished->timings.queue_seconds);
+    timings.set_time_to_first_token_seconds(finished->timings.time_to_first_token);
+    timings.set_total_seconds(finished->timings.total_seconds);
+  } else {
+    // Ended here by a text stop sequence: the scheduler's counters are not final, so
+    // only what this call observed (one token event per forward) is reported.
+    spec.set_forwards(token_events_);
+    spec.set_tokens_per_forward(token_events_ ? static_cast<double>(completion_tokens_) / token_events_ : 0.0);
+    timings.set_time_to_first_token_seconds(first_token_seconds_);
+    timings.set_total_seconds(SecondsSince(arrival_));
+  }
+  bool eos = false;
+  for (int id : context_.limits.model->eos_token_ids) eos |= id == last_token_;
+  complete.set_finish_reason(finished != nullptr ? ToProtoFinishReason(reason, eos) : v1::FINISH_REASON_STOP);
+}
+
+void GenerateReactor::LogFinishedLocked(const v1::Complete& c) const {
+  spdlog::info("request {} finished: mode={} finish={} prompt_tokens={} completion_tokens={} tpf={:.2f} "
+               "queue={:.3f}s ttft={:.3f}s total={:.3f}s",
+               request_id_, DecodingModeName(mode_), v1::FinishReason_Name(c.finish_reason()),
+               c.usage().prompt_tokens(), c.usage().completion_tokens(), c.spec().tokens_per_forward(),
+               c.timings().queue_seconds(), c.timings().time_to_first_token_seconds(), c.timings().total_seconds());
+}
+
+void GenerateReactor::EndLocked(grpc::Status status) {
+  if (!final_status_) final_status_ = std::move(status);
+}
+
+void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    const bool terminal = event.kind != RequestEvent::Kind::kTokens;
+    if (terminal) scheduler_ended_ = true;
+    if (done_ || final_status_) return;  // ended here already (stop text, failed write)
+    switch (event.kind) {
+      case RequestEvent::Kind::kTokens: {
+        if (event.tokens.empty()) break;
+        if (completion_tokens_ == 0) first_token_seconds_ = SecondsSince(arrival_);
+        ++token_events_;
+        last_token_ = event.tokens.back();
+        size_t used = 0;
+        std::string text = text_->Push(event.tokens, &used);
+        completion_tokens_ += static_cast<int64_t>(used);
+        v1::GenerateResponse response;
+        v1::Chunk& chunk = *response.mutable_chunk();
+        chunk.mutable_token_ids()->Add(event.tokens.begin(), event.tokens.begin() + used);
+        chunk.set_text(std::move(text));
+        pending_.push_back(std::move(response));
+        if (text_->stopped()) {
+          v1::GenerateResponse done;
+          FillCompleteLocked(*done.mutable_complete(), FinishReason::kStop, nullptr);
+          LogFinishedLocked(done.complete());
+          pending_.push_back(std::move(done));
+          abort_scheduler_ = true;
+          EndLocked(grpc::Status::OK);
+        }
+        break;
+      }
+      case RequestEvent::Kind::kFinished: {
+        std::string tail = text_->Finish();
+        if (!tail.empty()) {
+          v1::GenerateResponse response;
+          response.mutable_chunk()->set_text(std::move(tail));
+          pending_.push_back(std::move(response));
+        }
+        v1::GenerateResponse done;
+        FillCompleteLocked(*done.mutable_complete(), event.finish_reason, &event);
+        if (text_->stopped()) done.mutable_complete()->set_finish_reason(v1::FINISH_REASON_STOP);
+        LogFinishedLocked(done.complete());
+        pending_.push_back(std::move(done));
+        EndLocked(grpc::Status::OK);
+        break;
+      }
+      case RequestEvent::Kind::kError: {
+        v1::GenerateResponse response;
+        response.mutable_error()->set_code(static_cast<int>(event.error.code()));
+        response.mutable_error()->set_message(std::string(event.error.message()));
+        pending_.push_back(std::move(response));
+        spdlog::info("request {} failed: mode={} {}", request_id_, DecodingModeName(mode_), event.error.ToString());
+        EndLocked(ToGrpcStatus(event.error));
+        break;
+      }
+    }
+  }
+  Pump();
+}
+
+void GenerateReactor::Pump() {
+  bool write = false;
+  grpc::Status status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (write_in_flight_ || finish_called_ || done_) return;
+    if (!pending_.empty()) {
+      in_flight_message_ = std::move(pending_.front());
+      pending_.pop_front();
+      write_in_flight_ = true;
+      write = true;
+    } else if (final_status_) {
+      finish_called_ = true;
+      status = *final_status_;
+    } else {
+      return;
+    }
+  }
+  if (write) {
+    StartWrite(&in_flight_message_);
+  } else {
+    Finish(status);
+  }
+}
+
+void GenerateReactor::OnWriteDone(bool ok) {
+  bool abort = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    write_in_flight_ = false;
+    if (!ok) {
+      // The client is gone: drop what is queued and stop generating for it.
+      pending_.clear();
+      EndLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed"));
+      abort = submitted_ && !scheduler_ended_;
+    }
+    if (abort_scheduler_) {
+      abort_scheduler_ = false;
+      abort = submitted_ && !scheduler_ended_;
+    }
+  }
+  // Abort from here, not from the scheduler's event callback (its own thread).
+  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("ended by the server"));
+  Pump();
+}
+
+void GenerateReactor::OnCancel() {
+  bool abort = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort = submitted_ && !scheduler_ended_;
+  }
+  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("the client cancelled the call"));
+}
+
+void GenerateReactor::OnDone() {
+  bool abort = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    abort = submitted_ && !scheduler_ended_;
+  }
+  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("the call ended"));
+  // The scheduler's handler may still hold a reference; it sees done_ and ignores
+  // events. Otherwise `keep` deletes this reactor on return.
+  std::shared_ptr<GenerateReactor> keep = std::move(self_);
+}
+
+}  // namespace crossreg::server

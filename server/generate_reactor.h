@@ -1,0 +1,77 @@
+// One Generate call: a gRPC server-streaming reactor that never blocks. Scheduler
+// events (on the scheduler thread) become response messages in a queue; exactly one
+// write is in flight at a time and the next starts from OnWriteDone. A cancelled
+// call, a failed write or a finished call aborts the scheduler request, so its KV
+// blocks are freed at once.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "crossreg/v1/generation.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "scheduler/scheduler.h"
+#include "server/request_validation.h"
+#include "server/stop_text_stream.h"
+
+namespace crossreg::server {
+
+// What every Generate call shares; owned by the service.
+struct GenerateContext {
+  Scheduler* scheduler = nullptr;
+  RequestLimits limits;
+  std::atomic<bool>* draining = nullptr;  // true: refuse new calls with UNAVAILABLE
+  std::atomic<uint64_t>* next_request_number = nullptr;
+};
+
+class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+ public:
+  // Validates and submits the request; a refused one finishes at once with its status.
+  static GenerateReactor* Start(const GenerateContext& context, grpc::CallbackServerContext* call,
+                                const v1::GenerateRequest& request);
+
+  void OnWriteDone(bool ok) override;
+  void OnCancel() override;
+  void OnDone() override;
+
+ private:
+  explicit GenerateReactor(const GenerateContext& context);
+  void Begin(grpc::CallbackServerContext* call, const v1::GenerateRequest& request);
+  void OnSchedulerEvent(const RequestEvent& event);  // scheduler thread
+  // Starts the next write, or Finish once the queue is empty and the status known.
+  void Pump();
+  // Under mu_: queue the final message(s) and status.
+  void EndLocked(grpc::Status status);
+  void FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished);
+  void LogFinishedLocked(const v1::Complete& complete) const;
+
+  const GenerateContext context_;
+  std::shared_ptr<GenerateReactor> self_;  // keeps this alive until OnDone
+  std::string request_id_;
+  DecodingMode mode_ = DecodingMode::kAutoregressive;
+  int64_t prompt_tokens_ = 0;
+  const std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
+
+  std::mutex mu_;
+  std::optional<StopTextStream> text_;
+  std::deque<v1::GenerateResponse> pending_;
+  v1::GenerateResponse in_flight_message_;  // must live until OnWriteDone
+  bool write_in_flight_ = false;
+  std::optional<grpc::Status> final_status_;  // set: nothing more will be queued
+  bool finish_called_ = false;
+  bool done_ = false;
+  bool submitted_ = false;
+  bool scheduler_ended_ = false;  // its kFinished/kError arrived
+  bool abort_scheduler_ = false;  // stop text seen: abort from a gRPC thread
+  int64_t completion_tokens_ = 0;
+  int64_t token_events_ = 0;
+  int32_t last_token_ = -1;
+  double first_token_seconds_ = 0;
+};
+
+}  // namespace crossreg::server

@@ -1,0 +1,112 @@
+#include "server/server_options.h"
+
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "engine/decoding/decoding_config.h"
+#include "engine/tools/flag_spelling.h"
+
+// Defaults come from ServerOptions so that the struct is the one place they live.
+namespace {
+const crossreg::server::ServerOptions kDefaults;
+}
+
+ABSL_FLAG(std::string, model, kDefaults.model,
+          "Model: a .gguf file or a Hugging Face directory (default: the embedded default model)");
+ABSL_FLAG(std::string, adapter, kDefaults.adapter,
+          "Cross-Regression adapter (PEFT LoRA directory); without it lossless/lossy requests fail");
+ABSL_FLAG(std::string, host, kDefaults.host,
+          "Address to listen on (0.0.0.0: all interfaces, as containers need; 127.0.0.1: local only)");
+ABSL_FLAG(int, port, kDefaults.port, "gRPC port");
+ABSL_FLAG(int, metrics_port, kDefaults.metrics_port, "Prometheus /metrics port; 0 = no metrics endpoint");
+ABSL_FLAG(int, threads, kDefaults.threads, "CPU compute threads; 0 = one per core");
+ABSL_FLAG(int64_t, kv_memory_mb, kDefaults.kv_memory_mb, "KV cache memory in MiB (used when --kv_blocks is 0)");
+ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache size in blocks; overrides --kv_memory_mb when > 0");
+ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache block");
+ABSL_FLAG(int, max_batch_tokens, kDefaults.max_batch_tokens, "Most rows (prefill + decode/verify) per forward");
+ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at once");
+ABSL_FLAG(int, max_queue, kDefaults.max_queue, "Most waiting requests; beyond it Generate fails RESOURCE_EXHAUSTED");
+ABSL_FLAG(int, max_gamma, kDefaults.max_gamma, "Largest gamma (draft slots per forward) a request may ask for");
+ABSL_FLAG(int, default_gamma, kDefaults.default_gamma, "Gamma for requests that leave it 0");
+ABSL_FLAG(int, default_max_tokens, kDefaults.default_max_tokens, "max_tokens for requests that leave it unset");
+ABSL_FLAG(double, drain_timeout_s, kDefaults.drain_timeout_s,
+          "On SIGTERM/SIGINT: seconds in-flight requests may run before they are cancelled");
+ABSL_FLAG(std::string, log_level, kDefaults.log_level, "trace, debug, info, warn, error or off");
+
+namespace crossreg::server {
+
+absl::Status ServerOptions::Validate() const {
+  auto range = [](const char* flag, int64_t value, int64_t lo, int64_t hi) -> absl::Status {
+    if (value < lo || value > hi) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in [", lo, ", ", hi, "], got ", value));
+    }
+    return absl::OkStatus();
+  };
+  for (auto s : {range("port", port, 0, 65535), range("metrics_port", metrics_port, 0, 65535),
+                 range("threads", threads, 0, 4096), range("kv_memory_mb", kv_memory_mb, 1, int64_t{1} << 30),
+                 range("kv_blocks", kv_blocks, 0, 1 << 30), range("kv_block_size", kv_block_size, 1, 4096),
+                 range("max_batch_tokens", max_batch_tokens, 1, 1 << 20), range("max_running", max_running, 1, 1 << 16),
+                 range("max_queue", max_queue, 0, 1 << 20), range("max_gamma", max_gamma, 1, kMaxGamma),
+                 range("default_gamma", default_gamma, 1, max_gamma),
+                 range("default_max_tokens", default_max_tokens, 1, 1 << 24)}) {
+    if (!s.ok()) return s;
+  }
+  if (!(drain_timeout_s >= 0)) return absl::InvalidArgumentError("--drain_timeout_s must be >= 0");
+  if (host.empty()) return absl::InvalidArgumentError("--host must not be empty");
+  static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
+  bool known_level = false;
+  for (const char* level : kLevels) known_level |= log_level == level;
+  if (!known_level) return absl::InvalidArgumentError("--log_level must be trace, debug, info, warn, error or off");
+  return absl::OkStatus();
+}
+
+std::string ServerOptions::GrpcAddress() const {
+  // IPv6 literals need brackets in a host:port address.
+  const bool ipv6 = absl::StrContains(host, ':') && host.front() != '[';
+  return ipv6 ? absl::StrCat("[", host, "]:", port) : absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
+  absl::FlagsUsageConfig usage_config;
+  // --help lists this program's flags (those defined in server/), not Abseil's own.
+  usage_config.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "server/"); };
+  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage_config);
+  absl::SetProgramUsageMessage(
+      "The crossreg gRPC inference server (crossreg.v1.Generation, health, reflection, /metrics).\n"
+      "  crossreg-server --model PATH [--adapter DIR] [--port 50051] [--metrics_port 9090]\n"
+      "Flags may be written with dashes or underscores (--kv-blocks).");
+  std::vector<std::string> storage;
+  std::vector<char*> args = tools::UnderscoreFlagNames(argc, argv, storage);
+  std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  if (positional.size() > 1) {
+    return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (flags start with --)"));
+  }
+  ServerOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.adapter = absl::GetFlag(FLAGS_adapter);
+  o.host = absl::GetFlag(FLAGS_host);
+  o.port = absl::GetFlag(FLAGS_port);
+  o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.threads = absl::GetFlag(FLAGS_threads);
+  o.kv_memory_mb = absl::GetFlag(FLAGS_kv_memory_mb);
+  o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
+  o.kv_block_size = absl::GetFlag(FLAGS_kv_block_size);
+  o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
+  o.max_running = absl::GetFlag(FLAGS_max_running);
+  o.max_queue = absl::GetFlag(FLAGS_max_queue);
+  o.max_gamma = absl::GetFlag(FLAGS_max_gamma);
+  o.default_gamma = absl::GetFlag(FLAGS_default_gamma);
+  o.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
+  o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
+  o.log_level = absl::GetFlag(FLAGS_log_level);
+  if (auto s = o.Validate(); !s.ok()) return s;
+  return o;
+}
+
+}  // namespace crossreg::server

@@ -1,0 +1,40 @@
+// The server's settings as one typed struct, read once from command-line flags.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace crossreg::server {
+
+struct ServerOptions {
+  std::string model;             // .gguf or HF directory; empty: FindDefaultModel()
+  std::string adapter;           // PEFT directory; empty: lossless/lossy refused
+  std::string host = "0.0.0.0";  // all interfaces: the server runs in containers
+  int port = 50051;              // gRPC
+  int metrics_port = 9090;       // Prometheus /metrics; 0 = off
+  int threads = 0;               // CPU backend threads; 0 = one per core
+  int64_t kv_memory_mb = 512;    // K/V memory when kv_blocks is 0
+  int kv_blocks = 0;             // exact block count; overrides kv_memory_mb
+  int kv_block_size = 16;        // token slots per KV block
+  int max_batch_tokens = 512;    // rows per forward
+  int max_running = 64;          // sequences decoding at once
+  int max_queue = 256;           // waiting requests; more -> RESOURCE_EXHAUSTED
+  int max_gamma = 16;            // largest gamma a request may ask for
+  int default_gamma = 8;         // gamma when a request leaves it 0
+  int default_max_tokens = 128;  // max_tokens when a request leaves it unset
+  double drain_timeout_s = 30;   // on SIGTERM: how long in-flight calls may run on
+  std::string log_level = "info";
+
+  // Ranges and combinations; the message names the flag.
+  absl::Status Validate() const;
+  // "host:port" for the gRPC listener.
+  std::string GrpcAddress() const;
+};
+
+// Parses argv (dashes or underscores in flag names); prints --help and exits like
+// any Abseil program. Errors name the flag.
+absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv);
+
+}  // namespace crossreg::server

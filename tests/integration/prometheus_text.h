@@ -1,0 +1,21 @@
+// A blocking HTTP GET for /metrics and a strict parser of the Prometheus text
+// format: every non-comment line must be `name{labels} value`.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace crossreg::testing {
+
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+
+// Series key: the name plus its labels as written ("a_total{position=\"1\"}").
+// INVALID_ARGUMENT naming the first malformed line.
+absl::StatusOr<std::map<std::string, double>> ParsePrometheusText(const std::string& body);
+
+// Scrapes 127.0.0.1:port/metrics and parses it.
+absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port);
+
+}  // namespace crossreg::testing

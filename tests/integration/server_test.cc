@@ -1,0 +1,392 @@
+// The real crossreg-server on loopback, driven over gRPC with the generated stubs.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <thread>
+
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "gtest/gtest.h"
+#include "tests/integration/generation_client.h"
+#include "tests/integration/prometheus_text.h"
+#include "tests/integration/server_process.h"
+#include "tests/testing/peft_writer.h"
+#include "tests/testing/test_paths.h"
+
+namespace crossreg::testing {
+namespace {
+
+using v1::DecodingMode;
+
+const std::vector<std::string> kPrompts = {"Once upon a time", "The little dog", "Lily wanted to"};
+
+struct ModeCase {
+  DecodingMode mode;
+  const char* cli_name;
+};
+const ModeCase kModes[] = {{v1::DECODING_MODE_AR, "ar"},
+                           {v1::DECODING_MODE_LOSSLESS, "lossless"},
+                           {v1::DECODING_MODE_LOSSY, "lossy"},  // beta=0, tau=0
+                           {v1::DECODING_MODE_NGRAM, "ngram"}};
+
+// Polls /metrics until crossreg_kv_cache_usage_perc is 0.
+bool KvReturnsToZero(int metrics_port, double timeout_s = 15) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    auto m = ScrapeMetrics(metrics_port);
+    if (m.ok() && m->count("crossreg_kv_cache_usage_perc") && m->at("crossreg_kv_cache_usage_perc") == 0.0) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto model = LoadModel(Stories260KGguf());
+    ASSERT_TRUE(model.ok()) << model.status();
+    adapter_dir_ = new std::string(std::filesystem::temp_directory_path() /
+                                   ("crossreg_it_adapter_" + std::to_string(getpid())));
+    std::filesystem::create_directories(*adapter_dir_);
+    RandomLoraOptions options;
+    options.rank = 4;
+    options.magnitude = 0.5f;
+    options.seed = 7;
+    auto adapter = MakeRandomLoraAdapter((*model)->config, options);
+    ASSERT_TRUE(WritePeftAdapter(*adapter, (*model)->config, *adapter_dir_).ok());
+    server_ = new ServerProcess({"--adapter=" + *adapter_dir_, "--max_gamma=16"});
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    if (server_ != nullptr) EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
+    delete server_;
+    server_ = nullptr;
+    if (adapter_dir_ != nullptr) std::filesystem::remove_all(*adapter_dir_);
+    delete adapter_dir_;
+  }
+  static ServerProcess* server_;
+  static std::string* adapter_dir_;
+};
+ServerProcess* ServerTest::server_ = nullptr;
+std::string* ServerTest::adapter_dir_ = nullptr;
+
+TEST_F(ServerTest, GreedyStreamsEqualTheCliInEveryMode) {
+  auto stub = server_->NewStub();
+  for (const auto& m : kModes) {
+    for (const auto& prompt : kPrompts) {
+      SCOPED_TRACE(std::string(m.cli_name) + " / " + prompt);
+      CliResult cli = RunCli(Stories260KGguf(), *adapter_dir_, prompt, m.cli_name, 48);
+      ASSERT_TRUE(cli.ok) << cli.error;
+      StreamResult r = RunGenerate(*stub, GreedyRequest(prompt, m.mode, 48));
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+      ASSERT_TRUE(r.has_complete);
+      EXPECT_EQ(r.ids, cli.ids);
+      EXPECT_EQ(r.text, cli.text);
+      EXPECT_EQ(r.complete.usage().completion_tokens(), static_cast<int64_t>(r.ids.size()));
+      EXPECT_GT(r.complete.usage().prompt_tokens(), 0);
+      EXPECT_GE(r.complete.spec().forwards(), 1);
+      EXPECT_LE(r.complete.spec().forwards(), static_cast<int64_t>(r.ids.size()));
+    }
+  }
+}
+
+TEST_F(ServerTest, ConcurrentMixedModeStreamsEqualTheirSequentialResults) {
+  auto stub = server_->NewStub();
+  std::map<std::pair<int, int>, std::vector<int32_t>> sequential;
+  for (int m = 0; m < 4; ++m) {
+    for (int p = 0; p < static_cast<int>(kPrompts.size()); ++p) {
+      StreamResult r = RunGenerate(*stub, GreedyRequest(kPrompts[p], kModes[m].mode, 40));
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+      sequential[{m, p}] = r.ids;
+    }
+  }
+  constexpr int kStreams = 32;
+  std::vector<StreamResult> results(kStreams);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kStreams; ++i) {
+    threads.emplace_back([&, i] {
+      auto own_stub = server_->NewStub();
+      results[i] = RunGenerate(*own_stub, GreedyRequest(kPrompts[i % 3], kModes[i % 4].mode, 40));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kStreams; ++i) {
+    SCOPED_TRACE("stream " + std::to_string(i));
+    ASSERT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+    EXPECT_TRUE(results[i].has_complete);
+    EXPECT_EQ(results[i].ids, (sequential[{i % 4, i % 3}]));
+  }
+}
+
+v1::GenerateRequest LongRequest(const std::string& id) {
+  v1::GenerateRequest request = GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 1500);
+  request.set_request_id(id);
+  request.mutable_sampling()->set_ignore_eos(true);
+  return request;
+}
+
+TEST_F(ServerTest, ClientCancelFreesTheKvCache) {
+  auto stub = server_->NewStub();
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, LongRequest("cancel-me"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  context.TryCancel();
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(KvReturnsToZero(server_->metrics_port()));
+}
+
+TEST_F(ServerTest, AbortRpcEndsTheStreamAndFreesTheKvCache) {
+  auto stub = server_->NewStub();
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, LongRequest("abort-me"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  grpc::ClientContext abort_context;
+  v1::AbortRequest abort;
+  abort.set_request_id("abort-me");
+  v1::AbortResponse abort_response;
+  ASSERT_TRUE(stub->Abort(&abort_context, abort, &abort_response).ok());
+  EXPECT_TRUE(abort_response.found());
+  while (reader->Read(&response)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(KvReturnsToZero(server_->metrics_port()));
+
+  grpc::ClientContext again;
+  ASSERT_TRUE(stub->Abort(&again, abort, &abort_response).ok());
+  EXPECT_FALSE(abort_response.found());
+}
+
+TEST_F(ServerTest, ShortDeadlineExpiresAndFreesTheKvCache) {
+  auto stub = server_->NewStub();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(300));
+  StreamResult r = RunGenerate(*stub, LongRequest("deadline"), &context);
+  EXPECT_EQ(r.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  EXPECT_TRUE(KvReturnsToZero(server_->metrics_port()));
+}
+
+TEST_F(ServerTest, TextStopSequenceTruncatesAndStops) {
+  auto stub = server_->NewStub();
+  StreamResult full = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_LOSSLESS, 60));
+  ASSERT_TRUE(full.status.ok());
+  ASSERT_GT(full.text.size(), 30u);
+  const std::string stop = full.text.substr(20, 5);
+  const std::string expected = full.text.substr(0, full.text.find(stop));
+  v1::GenerateRequest request = GreedyRequest("Once upon a time", v1::DECODING_MODE_LOSSLESS, 60);
+  request.mutable_sampling()->add_stop(stop);
+  StreamResult r = RunGenerate(*stub, request);
+  ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+  EXPECT_EQ(r.text, expected);
+  EXPECT_EQ(r.complete.finish_reason(), v1::FINISH_REASON_STOP);
+  EXPECT_TRUE(KvReturnsToZero(server_->metrics_port()));
+}
+
+TEST_F(ServerTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
+  auto stub = server_->NewStub();
+  struct Case {
+    const char* name;
+    std::function<void(v1::GenerateRequest&)> edit;
+    const char* field;
+  };
+  const std::vector<Case> cases = {
+      {"empty prompt", [](v1::GenerateRequest& r) { r.set_text(""); }, "prompt"},
+      {"no prompt", [](v1::GenerateRequest& r) { r.clear_prompt(); }, "prompt"},
+      {"unknown mode", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_mode(static_cast<DecodingMode>(42)); },
+       "decoding.mode"},
+      {"beta=1", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_LOSSY);
+         r.mutable_decoding()->set_beta(1.0f);
+       }, "decoding.beta"},
+      {"tau=0.5", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_LOSSY);
+         r.mutable_decoding()->set_tau(0.5f);
+       }, "decoding.tau"},
+      {"beta with lossless", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_LOSSLESS);
+         r.mutable_decoding()->set_beta(0.5f);
+       }, "decoding.beta"},
+      {"gamma=-1", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_gamma(-1); }, "decoding.gamma"},
+      {"gamma>max", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_gamma(17); }, "decoding.gamma"},
+      {"temperature=-1", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_temperature(-1); },
+       "sampling.temperature"},
+      {"top_p=1.5", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_top_p(1.5f); }, "sampling.top_p"},
+      {"top_k=-1", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_top_k(-1); }, "sampling.top_k"},
+      {"max_tokens=0", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_max_tokens(0); }, "sampling.max_tokens"},
+      {"token id out of vocab", [](v1::GenerateRequest& r) { r.mutable_token_ids()->add_ids(100000); },
+       "prompt.token_ids"},
+      {"prompt over the context", [](v1::GenerateRequest& r) {
+         for (int i = 0; i < 2100; ++i) r.mutable_token_ids()->add_ids(100);
+       }, "prompt"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    v1::GenerateRequest request = GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 8);
+    c.edit(request);
+    StreamResult r = RunGenerate(*stub, request);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << r.status.error_message();
+    EXPECT_NE(r.status.error_message().find(c.field), std::string::npos) << r.status.error_message();
+  }
+  EXPECT_EQ(CheckHealth(server_->channel()), "SERVING");
+}
+
+TEST_F(ServerTest, GetModelInfoDescribesTheModel) {
+  auto stub = server_->NewStub();
+  grpc::ClientContext context;
+  v1::ModelInfo info;
+  ASSERT_TRUE(stub->GetModelInfo(&context, v1::GetModelInfoRequest(), &info).ok());
+  EXPECT_EQ(info.vocab_size(), 512);
+  EXPECT_EQ(info.num_layers(), 5);
+  EXPECT_TRUE(info.has_adapter());
+  EXPECT_EQ(info.adapter_rank(), 4);
+  EXPECT_EQ(info.max_gamma(), 16);
+  EXPECT_GT(info.context_length(), 0);
+}
+
+TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
+  // A fresh server, so that the counters start at zero.
+  ServerProcess server({"--adapter=" + *adapter_dir_});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto stub = server.NewStub();
+  int64_t forwards = 0, drafted = 0, accepted = 0;
+  std::map<int, int64_t> per_position;
+  for (const auto& m : kModes) {
+    for (const auto& prompt : kPrompts) {
+      StreamResult r = RunGenerate(*stub, GreedyRequest(prompt, m.mode, 32));
+      ASSERT_TRUE(r.status.ok());
+      if (m.mode == v1::DECODING_MODE_AR) continue;
+      forwards += r.complete.spec().forwards();
+      drafted += r.complete.spec().drafted();
+      accepted += r.complete.spec().accepted();
+      for (int k = 0; k < r.complete.spec().accepted_per_position_size(); ++k) {
+        per_position[k + 1] += r.complete.spec().accepted_per_position(k);
+      }
+    }
+  }
+  auto metrics = ScrapeMetrics(server.metrics_port());
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  auto& m = *metrics;
+  EXPECT_EQ(m["crossreg_spec_decode_num_drafts_total"], forwards);
+  EXPECT_EQ(m["crossreg_spec_decode_num_draft_tokens_total"], drafted);
+  EXPECT_EQ(m["crossreg_spec_decode_num_accepted_tokens_total"], accepted);
+  for (const auto& [position, count] : per_position) {
+    if (count == 0) continue;
+    const std::string key = "crossreg_spec_decode_num_accepted_tokens_per_pos_total{position=\"" +
+                            std::to_string(position) + "\"}";
+    EXPECT_EQ(m[key], count) << key;
+  }
+  for (const char* name : {"crossreg_time_to_first_token_seconds_count", "crossreg_e2e_request_latency_seconds_count",
+                           "crossreg_request_queue_time_seconds_count"}) {
+    EXPECT_EQ(m[name], 12) << name;
+  }
+  EXPECT_GT(m["crossreg_generation_tokens_total"], 0);
+  EXPECT_GT(m["crossreg_prompt_tokens_total"], 0);
+  EXPECT_EQ(m.count("crossreg_num_requests_running"), 1u);
+  EXPECT_EQ(m.count("crossreg_num_requests_waiting"), 1u);
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServerProcessTest, TinyKvCacheServesSixteenConcurrentRequests) {
+  // 12 blocks x 16 tokens: a fraction of what 16 requests of ~70 tokens need at once.
+  ServerProcess server({"--kv_blocks=12", "--kv_block_size=16"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto stub = server.NewStub();
+  std::vector<std::vector<int32_t>> expected;
+  for (int p = 0; p < 3; ++p) {
+    CliResult cli = RunCli(Stories260KGguf(), "", kPrompts[p], p % 2 ? "ngram" : "ar", 60);
+    ASSERT_TRUE(cli.ok) << cli.error;
+    expected.push_back(cli.ids);
+  }
+  std::vector<StreamResult> results(16);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 16; ++i) {
+    threads.emplace_back([&, i] {
+      auto own = server.NewStub();
+      const int p = i % 3;
+      results[i] = RunGenerate(*own, GreedyRequest(kPrompts[p], p % 2 ? v1::DECODING_MODE_NGRAM : v1::DECODING_MODE_AR, 60));
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < 16; ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    ASSERT_TRUE(results[i].status.ok()) << results[i].status.error_message();
+    EXPECT_EQ(results[i].ids, expected[i % 3]);
+  }
+  EXPECT_TRUE(KvReturnsToZero(server.metrics_port()));
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondition) {
+  ServerProcess server({"--max_queue=1", "--max_running=1"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto stub = server.NewStub();
+  {
+    StreamResult r = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_LOSSLESS, 8));
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << r.status.error_message();
+  }
+  constexpr int kCalls = 5;
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<StreamResult> results(kCalls);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kCalls; ++i) contexts.push_back(std::make_unique<grpc::ClientContext>());
+  for (int i = 0; i < kCalls; ++i) {
+    threads.emplace_back([&, i] {
+      auto own = server.NewStub();
+      results[i] = RunGenerate(*own, LongRequest("q" + std::to_string(i)), contexts[i].get());
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Those refused are done already; cancel the one running and the one queued.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  for (auto& c : contexts) c->TryCancel();
+  for (auto& t : threads) t.join();
+  int exhausted = 0;
+  for (const auto& r : results) exhausted += r.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+  EXPECT_GE(exhausted, kCalls - 2);
+  EXPECT_EQ(CheckHealth(server.channel()), "SERVING");
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
+TEST(ServerProcessTest, SigtermDrainsRefusesNewCallsAndExitsZero) {
+  ServerProcess server({"--drain_timeout_s=1"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto stub = server.NewStub();
+  grpc::ClientContext context;
+  auto reader = stub->Generate(&context, LongRequest("in-flight"));
+  v1::GenerateResponse response;
+  ASSERT_TRUE(reader->Read(&response));
+  server.SendSignal(SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  StreamResult refused = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 8));
+  EXPECT_TRUE(refused.status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              refused.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.status.error_code() << " " << refused.status.error_message();
+  bool complete = false;
+  while (reader->Read(&response)) complete |= response.has_complete();
+  const grpc::Status status = reader->Finish();
+  EXPECT_TRUE((status.ok() && complete) || status.error_code() == grpc::StatusCode::CANCELLED)
+      << status.error_code() << " " << status.error_message();
+  EXPECT_EQ(server.Terminate(20), 0) << server.Log();
+}
+
+TEST(ServerProcessTest, CorruptModelFileExitsNonZeroWithAClearError) {
+  const std::string path = std::filesystem::temp_directory_path() / ("crossreg_bad_" + std::to_string(getpid()) + ".gguf");
+  { std::ofstream(path) << "GGUF this is not a model"; }
+  ServerProcess server({}, path);
+  EXPECT_FALSE(server.Start(10));
+  EXPECT_NE(server.Terminate(10), 0);
+  EXPECT_NE(server.Log().find("cannot load model"), std::string::npos) << server.Log();
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace crossreg::testing

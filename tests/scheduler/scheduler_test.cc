@@ -1,0 +1,366 @@
+// Scheduling behaviour over the fake engine: admission order, queue limits,
+// cancellation, deadlines, shutdown, metrics. Outputs are checked against the
+// fake's closed-form greedy continuation.
+#include "scheduler/scheduler.h"
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/scheduler/event_recorder.h"
+#include "tests/scheduler/fake_backend.h"
+
+namespace crossreg {
+namespace {
+
+using testing::EventRecorder;
+using testing::FakeBackend;
+using testing::FakeGreedyContinuation;
+using testing::FakeModelConfig;
+using std::chrono::milliseconds;
+
+constexpr int kVocab = 32;
+
+RequestSpec Spec(const std::string& id, std::vector<int32_t> prompt, int max_new,
+                 DecodingMode mode = DecodingMode::kAutoregressive, int gamma = 4) {
+  RequestSpec s;
+  s.request_id = id;
+  s.prompt_ids = std::move(prompt);
+  s.max_new_tokens = max_new;
+  s.decoding.mode = mode;
+  s.decoding.gamma = gamma;
+  s.ignore_eos = true;
+  return s;
+}
+
+// The fake engine plus a scheduler over it.
+struct FakeRig {
+  explicit FakeRig(SchedulerOptions options = {}, KvCacheConfig kv_config = {4, 256}, MetricsSink* metrics = nullptr)
+      : config(FakeModelConfig(kVocab)), backend(config), kv(kv_config) {
+    options.has_adapter = true;
+    scheduler = std::make_unique<Scheduler>(options, backend, kv, config, metrics);
+  }
+  ModelConfig config;
+  FakeBackend backend;
+  PagedKvCache kv;
+  std::unique_ptr<Scheduler> scheduler;
+};
+
+TEST(SchedulerTest, CompletesARequestWithTheExpectedTokensAndEvents) {
+  FakeRig rig;
+  EventRecorder rec;
+  rig.scheduler->Start();
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("a", {1, 2, 3, 4, 5}, 12), rec.HandlerFor("a")).ok());
+  ASSERT_TRUE(rec.WaitForFinal("a"));
+  const auto r = rec.Get("a");
+  ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
+  EXPECT_EQ(r.tokens, FakeGreedyContinuation({1, 2, 3, 4, 5}, 12, kVocab));
+  EXPECT_EQ(r.token_events, 12);  // AR: one token per forward
+  EXPECT_EQ(r.final_event->finish_reason, FinishReason::kLength);
+  EXPECT_EQ(r.final_event->prompt_tokens, 5);
+  EXPECT_EQ(r.final_event->stats.committed, 12);
+  EXPECT_GE(r.final_event->timings.total_seconds, r.final_event->timings.time_to_first_token);
+  EXPECT_GE(r.final_event->timings.time_to_first_token, r.final_event->timings.queue_seconds);
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_EQ(r.events_after_final, 0);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+  EXPECT_EQ(rig.scheduler->Stats().forwards, rig.backend.forwards());
+}
+
+TEST(SchedulerTest, AdmitsInFifoOrder) {
+  SchedulerOptions options;
+  options.max_running = 1;
+  FakeRig rig(options);
+  EventRecorder rec;
+  const std::vector<std::string> ids = {"r0", "r1", "r2", "r3", "r4"};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_TRUE(rig.scheduler->Submit(Spec(ids[i], {static_cast<int32_t>(i + 1), 3}, 4), rec.HandlerFor(ids[i])).ok());
+  }
+  rig.scheduler->Start();
+  ASSERT_TRUE(rec.WaitForFinals(ids.size()));
+  EXPECT_EQ(rec.first_token_order(), ids);
+  EXPECT_EQ(rec.completion_order(), ids);
+}
+
+TEST(SchedulerTest, SubmitRefusals) {
+  SchedulerOptions options;
+  options.max_queue = 2;
+  FakeRig rig(options, {4, 8});  // 32 KV positions
+  EventRecorder rec;
+  // Not started: requests stay queued.
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("a", {1}, 4), rec.HandlerFor("a")).ok());
+  EXPECT_EQ(rig.scheduler->Submit(Spec("a", {1}, 4), rec.HandlerFor("a")).code(), absl::StatusCode::kAlreadyExists);
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("b", {1}, 4), rec.HandlerFor("b")).ok());
+  const absl::Status full = rig.scheduler->Submit(Spec("c", {1}, 4), rec.HandlerFor("c"));
+  EXPECT_EQ(full.code(), absl::StatusCode::kResourceExhausted) << full;
+  EXPECT_EQ(rig.scheduler->Stats().waiting, 2);
+
+  // 28 prompt tokens + gamma 4 + 1 > 32 positions.
+  const absl::Status too_big = rig.scheduler->Submit(
+      Spec("d", std::vector<int32_t>(28, 1), 4, DecodingMode::kLossless, 4), rec.HandlerFor("d"));
+  EXPECT_EQ(too_big.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(too_big.message().find("32"), std::string::npos) << too_big;
+  EXPECT_EQ(rig.scheduler->Submit(Spec("e", {}, 4), nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.scheduler->Submit(Spec("f", {kVocab}, 4), nullptr).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.scheduler->Submit(Spec("", {1}, 4), nullptr).code(), absl::StatusCode::kInvalidArgument);
+
+  // Shutdown before Start cancels what is queued and refuses the rest.
+  rig.scheduler->Shutdown(milliseconds(0));
+  EXPECT_EQ(rec.Get("a").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rec.Get("b").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rig.scheduler->Submit(Spec("g", {1}, 4), nullptr).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(SchedulerTest, AbortOfQueuedAndRunningRequestsFreesTheirKv) {
+  SchedulerOptions options;
+  options.max_running = 2;
+  FakeRig rig(options);
+  EventRecorder rec;
+  rig.backend.CloseGate();
+  rig.scheduler->Start();
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("run0", {1, 2, 3, 4, 5, 6, 7, 8, 9}, 50), rec.HandlerFor("run0")).ok());
+  // run1's final event closes the gate again, so run0 is still running when aborted.
+  auto record_run1 = rec.HandlerFor("run1");
+  ASSERT_TRUE(rig.scheduler
+                  ->Submit(Spec("run1", {1, 2, 3, 4, 5, 6, 7, 8, 9}, 50),
+                           [&](const RequestEvent& e) {
+                             if (e.kind == RequestEvent::Kind::kError) rig.backend.CloseGate();
+                             record_run1(e);
+                           })
+                  .ok());
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("queued", {1, 2, 3}, 50), rec.HandlerFor("queued")).ok());
+  rig.backend.WaitForForwardsStarted(1);  // run0 and run1 are running, "queued" waits
+  EXPECT_TRUE(rig.scheduler->Abort("queued"));
+  EXPECT_TRUE(rig.scheduler->Abort("run1", absl::CancelledError("client went away")));
+  EXPECT_FALSE(rig.scheduler->Abort("nobody"));
+  rig.backend.OpenGate();
+  ASSERT_TRUE(rec.WaitForFinal("run1"));
+  ASSERT_TRUE(rec.WaitForFinal("queued"));
+  EXPECT_EQ(rec.Get("queued").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_TRUE(rec.Get("queued").tokens.empty());
+  EXPECT_EQ(rec.Get("run1").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rec.Get("run1").final_event->error.message(), "client went away");
+  EXPECT_TRUE(rig.scheduler->Abort("run0"));
+  rig.backend.OpenGate();
+  ASSERT_TRUE(rec.WaitForFinal("run0"));
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_EQ(rec.Get("run0").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+  EXPECT_EQ(rig.kv.Stats().num_sequences, 0);
+  EXPECT_FALSE(rig.scheduler->Abort("run0"));  // finished ids are unknown
+}
+
+TEST(SchedulerTest, AHandlerMayAbortItsOwnRequest) {
+  FakeRig rig;
+  EventRecorder rec;
+  auto record = rec.HandlerFor("self");
+  Scheduler* scheduler = rig.scheduler.get();
+  rig.scheduler->Start();
+  ASSERT_TRUE(rig.scheduler
+                  ->Submit(Spec("self", {1, 2}, 100),
+                           [&, scheduler](const RequestEvent& e) {
+                             record(e);
+                             if (e.kind == RequestEvent::Kind::kTokens) scheduler->Abort("self");
+                           })
+                  .ok());
+  ASSERT_TRUE(rec.WaitForFinal("self"));
+  const auto r = rec.Get("self");
+  EXPECT_EQ(r.final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_LT(r.tokens.size(), 100u);
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, DeadlineCancelsQueuedAndRunningRequests) {
+  SchedulerOptions options;
+  options.max_running = 1;
+  FakeRig rig(options);
+  EventRecorder rec;
+  rig.backend.CloseGate();
+  rig.scheduler->Start();
+  const auto deadline = std::chrono::steady_clock::now() + milliseconds(50);
+  RequestSpec running = Spec("running", {1, 2, 3, 4, 5, 6}, 50);
+  running.deadline = deadline;
+  RequestSpec queued = Spec("queued", {1, 2, 3}, 50);
+  queued.deadline = deadline;
+  ASSERT_TRUE(rig.scheduler->Submit(running, rec.HandlerFor("running")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(queued, rec.HandlerFor("queued")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("free", {4, 5}, 3), rec.HandlerFor("free")).ok());
+  rig.backend.WaitForForwardsStarted(1);
+  std::this_thread::sleep_until(deadline + milliseconds(10));
+  rig.backend.OpenGate();
+  ASSERT_TRUE(rec.WaitForFinals(3));
+  EXPECT_EQ(rec.Get("running").final_event->error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(rec.Get("queued").final_event->error.code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_EQ(rec.Get("free").final_event->kind, RequestEvent::Kind::kFinished);
+  EXPECT_EQ(rec.Get("free").tokens, FakeGreedyContinuation({4, 5}, 3, kVocab));
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, ShutdownDrainsInFlightRequestsAndRefusesNewOnes) {
+  FakeRig rig;
+  EventRecorder rec;
+  rig.scheduler->Start();
+  for (int i = 0; i < 6; ++i) {
+    const std::string id = "d" + std::to_string(i);
+    ASSERT_TRUE(rig.scheduler->Submit(Spec(id, {static_cast<int32_t>(i), 1, 2}, 20), rec.HandlerFor(id)).ok());
+  }
+  rig.scheduler->Shutdown(std::chrono::seconds(60));
+  EXPECT_EQ(rec.completion_order().size(), 6u);  // Shutdown returned after the drain
+  for (int i = 0; i < 6; ++i) {
+    const auto r = rec.Get("d" + std::to_string(i));
+    ASSERT_TRUE(r.final_event.has_value());
+    EXPECT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
+    EXPECT_EQ(r.tokens, FakeGreedyContinuation({i, 1, 2}, 20, kVocab));
+  }
+  EXPECT_EQ(rig.scheduler->Submit(Spec("late", {1}, 4), nullptr).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, ShutdownTimeoutCancelsWhatIsLeft) {
+  SchedulerOptions options;
+  options.max_running = 1;
+  FakeRig rig(options);
+  EventRecorder rec;
+  rig.backend.CloseGate();
+  rig.scheduler->Start();
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("a", {1, 2}, 30), rec.HandlerFor("a")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("b", {1, 2}, 30), rec.HandlerFor("b")).ok());
+  rig.backend.WaitForForwardsStarted(1);
+  std::thread opener([&] {
+    std::this_thread::sleep_for(milliseconds(100));
+    rig.backend.OpenGate();
+  });
+  rig.scheduler->Shutdown(milliseconds(20));
+  opener.join();
+  ASSERT_EQ(rec.completion_order().size(), 2u);
+  EXPECT_EQ(rec.Get("a").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rec.Get("b").final_event->error.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, RequestThatOutgrowsTheWholeCacheFailsInsteadOfLooping) {
+  FakeRig rig({}, {4, 4});  // 16 positions
+  EventRecorder rec;
+  rig.scheduler->Start();
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("big", {1, 2, 3}, 40), rec.HandlerFor("big")).ok());
+  ASSERT_TRUE(rec.WaitForFinal("big"));
+  const auto r = rec.Get("big");
+  EXPECT_EQ(r.final_event->error.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(r.final_event->error.message().find("4 blocks of 4"), std::string::npos) << r.final_event->error;
+  EXPECT_FALSE(r.tokens.empty());  // it ran until the cache was full
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, BatchesStayWithinTheTokenBudget) {
+  SchedulerOptions options;
+  options.max_batch_tokens = 24;
+  FakeRig rig(options);
+  EventRecorder rec;
+  for (int i = 0; i < 5; ++i) {
+    const std::string id = "b" + std::to_string(i);
+    ASSERT_TRUE(rig.scheduler->Submit(Spec(id, std::vector<int32_t>(40, i + 1), 8), rec.HandlerFor(id)).ok());
+  }
+  rig.scheduler->Start();
+  ASSERT_TRUE(rec.WaitForFinals(5));
+  bool mixed = false;
+  for (const auto& s : rig.backend.shapes()) {
+    EXPECT_LE(s.rows, 24);
+    EXPECT_GE(s.rows, 1);
+    mixed |= s.logit_rows > 0 && s.rows > s.logit_rows;  // decode rows with a prefill chunk
+  }
+  EXPECT_TRUE(mixed);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(rec.Get("b" + std::to_string(i)).tokens, FakeGreedyContinuation(std::vector<int32_t>(40, i + 1), 8, kVocab));
+  }
+}
+
+TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
+  SchedulerOptions options;
+  FakeRig rig(options, {4, 12});  // 48 positions: about two requests at once
+  EventRecorder rec;
+  const DecodingMode modes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kLossy,
+                                DecodingMode::kNgram};
+  rig.scheduler->Start();
+  for (int i = 0; i < 16; ++i) {
+    const std::string id = "t" + std::to_string(i);
+    std::vector<int32_t> prompt = {static_cast<int32_t>(i % kVocab), 3, 5, 7, 3, 5};
+    ASSERT_TRUE(rig.scheduler->Submit(Spec(id, prompt, 16, modes[i % 4], 3), rec.HandlerFor(id)).ok());
+  }
+  ASSERT_TRUE(rec.WaitForFinals(16));
+  for (int i = 0; i < 16; ++i) {
+    const auto r = rec.Get("t" + std::to_string(i));
+    ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
+    EXPECT_EQ(r.tokens, FakeGreedyContinuation({i % kVocab, 3, 5, 7, 3, 5}, 16, kVocab)) << "request " << i;
+  }
+  rig.scheduler->Shutdown(milliseconds(1000));
+  EXPECT_GT(rig.scheduler->Stats().preemptions, 0);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+// Sums what the sink hears; checked against the requests' own stats.
+class CountingSink final : public MetricsSink {
+ public:
+  void OnForward(int rows, double seconds) override {
+    ++forwards;
+    this->rows += rows;
+    EXPECT_GE(seconds, 0);
+  }
+  void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) override {
+    committed[mode] += tokens;
+    EXPECT_GT(tokens, 0);
+    EXPECT_GE(seconds_since_last, 0);
+  }
+  void OnRequestFinished(DecodingMode mode, const RequestEvent& finished) override {
+    ++finished_requests[mode];
+    finished_committed[mode] += finished.stats.committed;
+  }
+  void OnQueueState(int running, int waiting, double kv_usage) override {
+    ++queue_reports;
+    EXPECT_GE(running, 0);
+    EXPECT_GE(waiting, 0);
+    EXPECT_GE(kv_usage, 0);
+    EXPECT_LE(kv_usage, 1);
+  }
+  // Only the scheduler thread writes; read after Shutdown.
+  int64_t forwards = 0, rows = 0, queue_reports = 0;
+  std::map<DecodingMode, int64_t> committed, finished_requests, finished_committed;
+};
+
+TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
+  CountingSink sink;
+  FakeRig rig({}, {4, 256}, &sink);
+  EventRecorder rec;
+  const DecodingMode modes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kNgram};
+  rig.scheduler->Start();
+  for (int i = 0; i < 9; ++i) {
+    const std::string id = "m" + std::to_string(i);
+    ASSERT_TRUE(rig.scheduler->Submit(Spec(id, {static_cast<int32_t>(i), 2, 4}, 10 + i, modes[i % 3]), rec.HandlerFor(id)).ok());
+  }
+  ASSERT_TRUE(rec.WaitForFinals(9));
+  rig.scheduler->Shutdown(milliseconds(1000));
+  std::map<DecodingMode, int64_t> committed, count;
+  for (int i = 0; i < 9; ++i) {
+    const auto r = rec.Get("m" + std::to_string(i));
+    committed[modes[i % 3]] += r.final_event->stats.committed;
+    count[modes[i % 3]] += 1;
+    EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), r.final_event->stats.committed);
+  }
+  EXPECT_EQ(sink.committed, committed);
+  EXPECT_EQ(sink.finished_committed, committed);
+  EXPECT_EQ(sink.finished_requests, count);
+  EXPECT_EQ(sink.forwards, rig.scheduler->Stats().forwards);
+  EXPECT_EQ(sink.forwards, rig.backend.forwards());
+  int64_t rows = 0;
+  for (const auto& s : rig.backend.shapes()) rows += s.rows;
+  EXPECT_EQ(sink.rows, rows);
+  EXPECT_GT(sink.queue_reports, 0);
+}
+
+}  // namespace
+}  // namespace crossreg
