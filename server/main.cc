@@ -22,6 +22,7 @@
 #include "server/generation_service.h"
 #include "server/prometheus_metrics.h"
 #include "server/server_options.h"
+#include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
 
 namespace crossreg::server {
@@ -29,9 +30,9 @@ namespace {
 
 constexpr char kServiceName[] = "crossreg.v1.Generation";
 
+// Logs go to stderr (see main), so one critical line is the whole report.
 int Fail(const std::string& message) {
   spdlog::critical("{}", message);
-  std::fprintf(stderr, "crossreg-server: %s\n", message.c_str());
   return 1;
 }
 
@@ -47,8 +48,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   if (model_path.empty()) {
     auto found = FindDefaultModel();
     if (!found.ok()) {
-      return Fail(absl::StrCat("no --model given and no default model found: ", found.status().message(),
-                               " (pass --model PATH to a .gguf file or a Hugging Face directory)"));
+      return Fail(absl::StrCat("no --model given: ", found.status().message()));
     }
     model_path = *found;
   }
@@ -151,6 +151,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "crossreg-server: %s\n", std::string(options.status().message()).c_str());
     return 2;
   }
+  // Logs on stderr, as container runtimes and process supervisors expect.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("crossreg"));
   spdlog::set_level(spdlog::level::from_str(options->log_level));
   // Every thread started from here inherits the mask, so only sigwait sees them.
   sigset_t stop_signals;
