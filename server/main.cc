@@ -45,22 +45,25 @@ void SetHealth(grpc::Server& server, bool serving) {
 
 int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   std::string model_path = options.model;
+  std::string adapter_path = options.adapter;
   if (model_path.empty()) {
     auto found = FindDefaultModel();
     if (!found.ok()) {
       return Fail(absl::StrCat("no --model given: ", found.status().message()));
     }
     model_path = *found;
+    // The default model brings its own Cross-Regression adapter.
+    if (adapter_path.empty()) adapter_path = BundledAdapter(model_path);
   }
   auto model_or = LoadModel(model_path);
   if (!model_or.ok()) return Fail(absl::StrCat("cannot load model ", model_path, ": ", model_or.status().message()));
   const Model& model = **model_or;
 
   std::unique_ptr<LoraAdapter> adapter;
-  if (!options.adapter.empty()) {
-    auto loaded = LoadLoraAdapter(options.adapter, model.config);
+  if (!adapter_path.empty()) {
+    auto loaded = LoadLoraAdapter(adapter_path, model.config);
     if (!loaded.ok()) {
-      return Fail(absl::StrCat("cannot load adapter ", options.adapter, ": ", loaded.status().message()));
+      return Fail(absl::StrCat("cannot load adapter ", adapter_path, ": ", loaded.status().message()));
     }
     adapter = std::move(*loaded);
   }
@@ -125,7 +128,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
                options.host, bound_port,
                options.metrics_port > 0 ? absl::StrCat(options.host, ":", options.metrics_port, "/metrics") : "off",
                model_path, c.num_layers, c.hidden_size, c.vocab_size, c.max_position,
-               adapter ? absl::StrCat(options.adapter, " (rank ", adapter->max_rank, ")") : "none", blocks,
+               adapter ? absl::StrCat(adapter_path, " (rank ", adapter->max_rank, ")") : "none", blocks,
                options.kv_block_size, options.max_running, options.max_queue, options.max_batch_tokens,
                options.default_gamma, options.max_gamma);
 

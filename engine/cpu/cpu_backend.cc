@@ -175,7 +175,7 @@ void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, 
   if (adapter_ == nullptr || pred_rows_.empty()) return;
   for (const auto& o : outputs) {
     cpu::AddLoraDelta(adapter_->layers[static_cast<size_t>(layer)].at(o.target), o.w->cols(), o.w->rows(), x, o.y,
-                      pred_rows_);
+                      pred_rows_, pool_);
   }
 }
 
@@ -298,8 +298,10 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
   const int bs = kv_cfg_.block_size;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int64_t work = rows * heads;
-  const int64_t cost_per_task = static_cast<int64_t>(hd) * (batch.rows.back().position + 1);
-  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(cost_per_task, 1));
+  int64_t total_cost = 0;  // multiply-adds, roughly: 2 · head_dim per attended position
+  for (const BatchRow& row : batch.rows) total_cost += 2 * static_cast<int64_t>(hd) * heads * (row.position + 1);
+  // Below ~64K multiply-adds a second thread costs more in synchronisation than it saves.
+  const int64_t grain = total_cost < (1 << 16) ? work : 1;
   pool_.ParallelFor(work, grain, [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
     thread_local std::vector<const float*> values;

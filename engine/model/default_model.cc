@@ -32,4 +32,11 @@ absl::StatusOr<std::string> FindDefaultModel() {
                              "); pass --model PATH (a .gguf file or a Hugging Face directory)");
 }
 
+std::string BundledAdapter(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path dir = fs::path(model_dir) / "adapter";
+  return fs::exists(dir / "adapter_config.json", ec) ? dir.string() : std::string();
+}
+
 }  // namespace crossreg

@@ -12,4 +12,9 @@ namespace crossreg {
 // none holds a config.json.
 absl::StatusOr<std::string> FindDefaultModel();
 
+// The Cross-Regression adapter shipped inside a model directory (`<dir>/adapter` with an
+// adapter_config.json), or "" when there is none. Used when the default model is served
+// without an explicit --adapter.
+std::string BundledAdapter(const std::string& model_dir);
+
 }  // namespace crossreg

@@ -67,10 +67,13 @@ int Run() {
     return Fail("give either --prompt or --prompt_ids, not both");
   }
   std::string model_path = absl::GetFlag(FLAGS_model);
+  std::string adapter_path = absl::GetFlag(FLAGS_adapter);
   if (model_path.empty()) {
     auto found = FindDefaultModel();
     if (!found.ok()) return Fail(std::string(found.status().message()));
     model_path = *found;
+    // The default model brings its own Cross-Regression adapter.
+    if (adapter_path.empty()) adapter_path = BundledAdapter(model_path);
   }
   auto t_load = std::chrono::steady_clock::now();
   auto model_or = LoadModel(model_path);
@@ -80,8 +83,8 @@ int Run() {
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
 
   std::unique_ptr<LoraAdapter> adapter;
-  if (!absl::GetFlag(FLAGS_adapter).empty()) {
-    auto loaded = LoadLoraAdapter(absl::GetFlag(FLAGS_adapter), model.config);
+  if (!adapter_path.empty()) {
+    auto loaded = LoadLoraAdapter(adapter_path, model.config);
     if (!loaded.ok()) return Fail("--adapter: " + std::string(loaded.status().message()));
     adapter = std::move(*loaded);
   }
