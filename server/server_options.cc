@@ -72,18 +72,12 @@ std::string ServerOptions::GrpcAddress() const {
 }
 
 absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
   // --help lists this program's flags (those defined in server/), not Abseil's own.
-  usage_config.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "server/"); };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
+  const std::vector<std::string> positional = tools::ParseFlags(
+      argc, argv, "server/",
       "The crossreg gRPC inference server (crossreg.v1.Generation, health, reflection, /metrics).\n"
       "  crossreg-server --model PATH [--adapter DIR] [--port 50051] [--metrics_port 9090]\n"
       "Flags may be written with dashes or underscores (--kv-blocks).");
-  std::vector<std::string> storage;
-  std::vector<char*> args = tools::UnderscoreFlagNames(argc, argv, storage);
-  std::vector<char*> positional = absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   if (positional.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (flags start with --)"));
   }

@@ -16,15 +16,8 @@
 namespace crossreg::clients {
 
 void ParseClientCommandLine(int argc, char** argv, const char* usage) {
-  absl::FlagsUsageConfig usage_config;
-  // Without this, --help would also list flags of linked libraries (gRPC has none,
-  // but Abseil's own are noise); only ours are useful.
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "clients/");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(usage);
+  // Only our flags in --help (Abseil's own are noise).
+  tools::ConfigureFlagHelp("clients/", usage);
 
   std::vector<std::string> storage;
   tools::UnderscoreFlagNames(argc, argv, storage);

@@ -8,9 +8,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
@@ -184,15 +181,7 @@ int Run() {
 }  // namespace crossreg
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "crossreg_bench_decode");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage("AR decode tokens/s on the CPU backend against the memory-bandwidth roofline.");
-  std::vector<std::string> storage;
-  std::vector<char*> args = crossreg::tools::UnderscoreFlagNames(argc, argv, storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  crossreg::tools::ParseFlags(argc, argv, "crossreg_bench_decode",
+                              "AR decode tokens/s on the CPU backend against the memory-bandwidth roofline.");
   return crossreg::Run();
 }

@@ -9,9 +9,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "engine/cpu/cpu_backend.h"
@@ -195,13 +192,7 @@ int Run() {
 }  // namespace crossreg
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) { return absl::StrContains(path, "crossreg_bench_xr"); };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage("Cross-Regression vs AR on the CPU backend: tokens/s, tokens per forward, forward cost by rows.");
-  std::vector<std::string> storage;
-  std::vector<char*> args = crossreg::tools::UnderscoreFlagNames(argc, argv, storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  crossreg::tools::ParseFlags(argc, argv, "crossreg_bench_xr",
+                              "Cross-Regression vs AR on the CPU backend: tokens/s, tokens per forward, forward cost by rows.");
   return crossreg::Run();
 }

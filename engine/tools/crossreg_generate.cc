@@ -7,9 +7,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
-#include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
@@ -190,18 +187,9 @@ int Run() {
 }  // namespace crossreg
 
 int main(int argc, char** argv) {
-  absl::FlagsUsageConfig usage_config;
-  usage_config.contains_help_flags = [](absl::string_view path) {
-    return absl::StrContains(path, "crossreg_generate");
-  };
-  usage_config.contains_helpshort_flags = usage_config.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage_config);
-  absl::SetProgramUsageMessage(
-      "Generate text from a Llama-family model on the CPU.\n"
+  crossreg::tools::ParseFlags(argc, argv, "crossreg_generate",
+                              "Generate text from a Llama-family model on the CPU.\n"
       "  crossreg-generate --model PATH --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
       "Flags may be written with dashes or underscores (--max-new-tokens).");
-  std::vector<std::string> storage;
-  std::vector<char*> args = crossreg::tools::UnderscoreFlagNames(argc, argv, storage);
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
   return crossreg::Run();
 }

@@ -9,22 +9,12 @@
 #include "engine/sampler.h"
 #include "gtest/gtest.h"
 #include "tests/testing/test_paths.h"
+#include "tests/testing/tiny_models.h"
 
 namespace crossreg {
 namespace {
 
-ModelConfig TinyGqaConfig() {
-  ModelConfig c;
-  c.vocab_size = 97;
-  c.hidden_size = 48;
-  c.intermediate_size = 80;
-  c.num_layers = 2;
-  c.num_heads = 6;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.max_position = 256;
-  return c;
-}
+ModelConfig TinyGqaConfig() { return testing::TinyConfig(97); }
 
 float MaxAbsDiff(const float* a, const float* b, size_t n) {
   float m = 0;
