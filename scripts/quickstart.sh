@@ -1,14 +1,41 @@
 #!/usr/bin/env bash
-# The main job on a fresh machine: set up, build, and generate text with the engine.
-# Uses the embedded default model when it exists, else the stories260K model that
-# sits beside the checkout in ../shared.
+# The main job on a fresh Debian 12 machine: install packages, build, start
+# crossreg-server on the embedded default model (models/default, with its
+# Cross-Regression adapter), stream one request through it, and keep serving until
+# Ctrl-C. Without the default model it serves the stories260K model from ../shared.
+#   scripts/quickstart.sh                 # gRPC on :50051, metrics on :9090
+#   PORT=50052 METRICS_PORT=9091 scripts/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
-MODEL_ARGS=()
-if [ ! -f models/default/config.json ]; then
-  MODEL_ARGS=(--model ../shared/models/stories260K/stories260K.gguf)
+
+PORT=${PORT:-50051}
+METRICS_PORT=${METRICS_PORT:-9090}
+SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT")
+if [ -f models/default/config.json ]; then
+  PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
+  MODE=${MODE:-lossless}
+  TRY="--prompt 'import os' --mode lossy --beta 0.5 --tau -1"
+else
+  SERVER_ARGS+=(--model ../shared/models/stories260K/stories260K.gguf)
+  PROMPT=${PROMPT:-Once upon a time}
+  MODE=${MODE:-ngram}
+  TRY="--prompt 'Tom had a red ball' --mode ar --temperature 0.8"
 fi
-PROMPT=${PROMPT:-Once upon a time}
-echo "[quickstart] build/bin/crossreg-generate ${MODEL_ARGS[*]} --prompt \"$PROMPT\""
-build/bin/crossreg-generate "${MODEL_ARGS[@]}" --prompt "$PROMPT" --max-new-tokens "${MAX_NEW_TOKENS:-200}" "$@"
+
+echo "[quickstart] build/bin/crossreg-server ${SERVER_ARGS[*]}"
+build/bin/crossreg-server "${SERVER_ARGS[@]}" &
+SERVER=$!
+trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER' INT TERM
+for _ in $(seq 1 100); do
+  build/bin/crossreg --server "127.0.0.1:$PORT" --model_info >/dev/null 2>&1 && break
+  kill -0 $SERVER 2>/dev/null || { echo "[quickstart] the server exited"; exit 1; }
+  sleep 0.2
+done
+
+echo "[quickstart] build/bin/crossreg --mode $MODE --prompt ..."
+build/bin/crossreg --server "127.0.0.1:$PORT" --prompt "$PROMPT" --mode "$MODE" --max_tokens "${MAX_TOKENS:-128}" --echo "$@"
+echo
+echo "[quickstart] serving on 127.0.0.1:$PORT (metrics: http://127.0.0.1:$METRICS_PORT/metrics); Ctrl-C stops it."
+echo "[quickstart] try: build/bin/crossreg --server 127.0.0.1:$PORT $TRY"
+wait $SERVER

@@ -1,8 +1,23 @@
 #!/usr/bin/env bash
-# The whole test suite: installs packages, builds, runs every CTest test (unit and
-# integration; GPU tests skip with a message on machines without one).
+# The whole test suite: installs packages, builds, runs every CTest test (unit,
+# scheduler, integration against a real server, the trainer's pytest suite). Where
+# the CUDA toolkit is installed it also builds the CUDA backend (-DCROSSREG_CUDA=ON)
+# and runs its GPU tests, which skip with a message on a machine without a GPU.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "[test] ctest"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900
+
+NVCC=$(command -v nvcc || true)
+[ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
+if [ -n "$NVCC" ] && [ "${SKIP_CUDA:-0}" != 1 ]; then
+  echo "[test] CUDA backend build with $NVCC (sm_80, sm_90)"
+  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_CUDA=ON \
+    -DCROSSREG_BUILD_SERVER=OFF -DCMAKE_CUDA_COMPILER="$NVCC" >/dev/null
+  cmake --build build-cuda --target crossreg_cuda crossreg_gpu_tests crossreg-bench-gpu -j "$(nproc)"
+  echo "[test] ctest -L gpu"
+  ctest --test-dir build-cuda -L gpu --output-on-failure
+else
+  echo "[test] no nvcc found: CUDA backend not built"
+fi

@@ -1,0 +1,42 @@
+// The CUDA backend: bf16 weights and cuBLAS GEMMs (f32 accumulate) over all rows of
+// a step at once, f32 activations and f32 paged K/V storage on the device, the
+// predictive rows' LoRA delta as two small f32 GEMMs on the gathered rows.
+// Same contract as the CPU backend (engine/backend.h, engine/forward_batch.h).
+// No CUDA types here: callers need only this header and the crossreg_cuda library.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "engine/paged_kv_cache.h"
+
+namespace crossreg {
+
+struct CudaBackendOptions {
+  int device = 0;    // CUDA device ordinal
+  KvCacheConfig kv;  // must match the PagedKvCache used with this backend
+  // Predictive rows add this adapter's low-rank delta; null: they use the base weights.
+  const LoraAdapter* adapter = nullptr;
+};
+
+// True when the CUDA runtime sees at least one device.
+bool CudaDeviceAvailable();
+
+// Uploads `model` (and the adapter) to the device; both may be freed afterwards.
+// FailedPrecondition when no CUDA device is present.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model, const CudaBackendOptions& options);
+
+// A backend over random weights made on the device (benchmarks at real shapes
+// without a 16 GB host copy). The adapter, if any, is uploaded from the host.
+absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendWithRandomWeights(const ModelConfig& config,
+                                                                            const CudaBackendOptions& options,
+                                                                            uint64_t seed);
+
+// Bytes of the backend's f32 K/V storage per token (all layers, K and V).
+int64_t CudaKvBytesPerToken(const ModelConfig& config);
+
+}  // namespace crossreg

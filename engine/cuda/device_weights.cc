@@ -1,0 +1,157 @@
+#include "engine/cuda/device_weights.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+#include "engine/dtype.h"
+
+namespace crossreg::cuda {
+namespace {
+
+// Host conversion goes through a bounded staging buffer: a 1 GB embedding must not
+// need a second 1 GB host copy.
+constexpr int64_t kStagingElements = int64_t{1} << 22;
+
+absl::Status CopyAsBf16(const TensorRef& t, Bf16* dst) {
+  const int64_t n = t.numel();
+  if (t.dtype == DType::kBF16) {
+    CROSSREG_CUDA_RETURN_IF_ERROR(cudaMemcpy(dst, t.data, static_cast<size_t>(n) * 2, cudaMemcpyHostToDevice),
+                                  "cudaMemcpy (bf16 weights)");
+    return absl::OkStatus();
+  }
+  std::vector<float> f32(static_cast<size_t>(std::min(n, kStagingElements)));
+  std::vector<uint16_t> bf16(f32.size());
+  const char* src = static_cast<const char*>(t.data);
+  for (int64_t begin = 0; begin < n; begin += kStagingElements) {
+    const int64_t count = std::min(kStagingElements, n - begin);
+    ConvertToF32(t.dtype, src + static_cast<size_t>(begin) * DTypeSize(t.dtype), f32.data(), static_cast<size_t>(count));
+    for (int64_t i = 0; i < count; ++i) bf16[static_cast<size_t>(i)] = F32ToBf16(f32[static_cast<size_t>(i)]);
+    CROSSREG_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(dst + begin, bf16.data(), static_cast<size_t>(count) * 2, cudaMemcpyHostToDevice),
+        "cudaMemcpy (converted weights)");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UploadBf16(const std::vector<const TensorRef*>& parts, DeviceBuffer<Bf16>& dst) {
+  int64_t total = 0;
+  for (const TensorRef* t : parts) total += t->numel();
+  if (absl::Status s = dst.Allocate(static_cast<size_t>(total)); !s.ok()) return s;
+  int64_t offset = 0;
+  for (const TensorRef* t : parts) {
+    if (absl::Status s = CopyAsBf16(*t, dst.data() + offset); !s.ok()) return s;
+    offset += t->numel();
+  }
+  return absl::OkStatus();
+}
+
+// Norms and biases are f32 on the host already (model_weights.h).
+absl::Status UploadF32(const std::vector<const TensorRef*>& parts, DeviceBuffer<float>& dst) {
+  int64_t total = 0;
+  for (const TensorRef* t : parts) total += t->numel();
+  if (absl::Status s = dst.Allocate(static_cast<size_t>(total)); !s.ok()) return s;
+  int64_t offset = 0;
+  std::vector<float> f32;
+  for (const TensorRef* t : parts) {
+    f32.resize(static_cast<size_t>(t->numel()));
+    ConvertToF32(t->dtype, t->data, f32.data(), f32.size());
+    CROSSREG_CUDA_RETURN_IF_ERROR(
+        cudaMemcpy(dst.data() + offset, f32.data(), f32.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "cudaMemcpy (f32 weights)");
+    offset += t->numel();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UploadInvFreq(const ModelConfig& config, DeviceBuffer<float>& dst) {
+  const std::vector<float> inv_freq = config.RopeInverseFrequencies();
+  if (absl::Status s = dst.Allocate(inv_freq.size()); !s.ok()) return s;
+  CROSSREG_CUDA_RETURN_IF_ERROR(
+      cudaMemcpy(dst.data(), inv_freq.data(), inv_freq.size() * sizeof(float), cudaMemcpyHostToDevice),
+      "cudaMemcpy (RoPE frequencies)");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int64_t DeviceModelWeights::LinearBytesPerForward() const {
+  int64_t bytes = static_cast<int64_t>(tied ? tok_embeddings.bytes() : untied_output.bytes());
+  for (const auto& l : layers) {
+    bytes += static_cast<int64_t>(l.wqkv.bytes() + l.wo.bytes() + l.w_gate_up.bytes() + l.w_down.bytes());
+  }
+  return bytes;
+}
+
+absl::StatusOr<DeviceModelWeights> UploadModelWeights(const CudaContext& ctx, const Model& model) {
+  if (absl::Status s = ctx.Activate(); !s.ok()) return s;
+  const ModelWeights& w = model.weights;
+  DeviceModelWeights d;
+  d.tied = model.config.tied_embeddings || w.output.data == w.tok_embeddings.data;
+  if (absl::Status s = UploadBf16({&w.tok_embeddings}, d.tok_embeddings); !s.ok()) return s;
+  if (!d.tied) {
+    if (absl::Status s = UploadBf16({&w.output}, d.untied_output); !s.ok()) return s;
+  }
+  if (absl::Status s = UploadF32({&w.final_norm}, d.final_norm); !s.ok()) return s;
+  if (absl::Status s = UploadInvFreq(model.config, d.rope_inv_freq); !s.ok()) return s;
+  d.layers.resize(w.layers.size());
+  for (size_t i = 0; i < w.layers.size(); ++i) {
+    const LayerWeights& src = w.layers[i];
+    DeviceLayerWeights& dst = d.layers[i];
+    absl::Status s = UploadF32({&src.attn_norm}, dst.attn_norm);
+    if (s.ok()) s = UploadBf16({&src.wq, &src.wk, &src.wv}, dst.wqkv);
+    if (s.ok() && !src.bq.empty()) s = UploadF32({&src.bq, &src.bk, &src.bv}, dst.bqkv);
+    if (s.ok()) s = UploadBf16({&src.wo}, dst.wo);
+    if (s.ok()) s = UploadF32({&src.ffn_norm}, dst.ffn_norm);
+    if (s.ok()) s = UploadBf16({&src.w_gate, &src.w_up}, dst.w_gate_up);
+    if (s.ok()) s = UploadBf16({&src.w_down}, dst.w_down);
+    if (!s.ok()) return absl::Status(s.code(), absl::StrCat("uploading layer ", i, ": ", s.message()));
+  }
+  // Pageable cudaMemcpy may return before its DMA lands; the backend's stream is
+  // non-blocking, so wait here rather than race the first forward.
+  CROSSREG_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "cudaDeviceSynchronize (weight upload)");
+  return d;
+}
+
+absl::StatusOr<DeviceModelWeights> MakeRandomDeviceWeights(const CudaContext& ctx, const ModelConfig& config,
+                                                           uint64_t seed) {
+  if (absl::Status s = ctx.Activate(); !s.ok()) return s;
+  const int64_t hidden = config.hidden_size, ffn = config.intermediate_size;
+  const int64_t qkv = config.q_dim() + 2 * int64_t{config.kv_dim()};
+  uint64_t stream_seed = seed * 1000003u;
+  auto linear = [&](DeviceBuffer<Bf16>& buf, int64_t out, int64_t in) -> absl::Status {
+    if (absl::Status s = buf.Allocate(static_cast<size_t>(out * in)); !s.ok()) return s;
+    const float bound = 1.0f / std::sqrt(static_cast<float>(in));
+    CROSSREG_CUDA_RETURN_IF_ERROR(LaunchFillUniformBf16(buf.data(), out * in, 0.0f, bound, ++stream_seed, ctx.stream()),
+                                  "random bf16 fill");
+    return absl::OkStatus();
+  };
+  auto norm = [&](DeviceBuffer<float>& buf, int64_t n) -> absl::Status {
+    if (absl::Status s = buf.Allocate(static_cast<size_t>(n)); !s.ok()) return s;
+    CROSSREG_CUDA_RETURN_IF_ERROR(LaunchFillUniformF32(buf.data(), n, 1.0f, 0.1f, ++stream_seed, ctx.stream()),
+                                  "random f32 fill");
+    return absl::OkStatus();
+  };
+  DeviceModelWeights d;
+  d.tied = config.tied_embeddings;
+  absl::Status s = linear(d.tok_embeddings, config.vocab_size, hidden);
+  if (s.ok() && !d.tied) s = linear(d.untied_output, config.vocab_size, hidden);
+  if (s.ok()) s = norm(d.final_norm, hidden);
+  if (s.ok()) s = UploadInvFreq(config, d.rope_inv_freq);
+  d.layers.resize(static_cast<size_t>(config.num_layers));
+  for (auto& l : d.layers) {
+    if (s.ok()) s = norm(l.attn_norm, hidden);
+    if (s.ok()) s = linear(l.wqkv, qkv, hidden);
+    if (s.ok() && config.qkv_bias) s = norm(l.bqkv, qkv);
+    if (s.ok()) s = linear(l.wo, hidden, config.q_dim());
+    if (s.ok()) s = norm(l.ffn_norm, hidden);
+    if (s.ok()) s = linear(l.w_gate_up, 2 * ffn, hidden);
+    if (s.ok()) s = linear(l.w_down, hidden, ffn);
+  }
+  if (!s.ok()) return s;
+  CROSSREG_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "cudaDeviceSynchronize (random weights)");
+  return d;
+}
+
+}  // namespace crossreg::cuda

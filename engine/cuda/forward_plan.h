@@ -1,0 +1,46 @@
+// Host-side planning of one CUDA forward: validates a ForwardBatch against the
+// cache, reserves the control rows' blocks, and lays out the per-row integers the
+// kernels read (slots, attended counts, block tables, predictive groups).
+//
+// The validation rules are the CPU backend's (engine/cpu/cpu_backend.cc,
+// ValidateAndReserve), duplicated here rather than shared so engine/cpu stays
+// untouched; the two must agree, and the GPU parity tests run the same batches
+// through both.
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/forward_batch.h"
+#include "engine/model/model_config.h"
+#include "engine/paged_kv_cache.h"
+
+namespace crossreg::cuda {
+
+struct ForwardPlan {
+  int rows = 0;
+  // Per row.
+  std::vector<int32_t> tokens;
+  std::vector<int32_t> positions;
+  std::vector<int32_t> slots;         // control rows: KV slot written; predictive rows: -1
+  std::vector<int32_t> num_cached;    // cache positions attended: position + 1, or the group's P0
+  std::vector<int32_t> num_own;       // predictive rows: group rows attended (itself included)
+  std::vector<int32_t> group_begin;   // predictive rows: first entry of its group in group_rows
+  std::vector<int32_t> table_offset;  // start of its sequence's table in block_tables
+  // Shared.
+  std::vector<int32_t> block_tables;     // each sequence of the batch once, after reservation
+  std::vector<int32_t> group_rows;       // predictive row indices, grouped by sequence
+  std::vector<int32_t> predictive_rows;  // predictive row indices in batch order
+  std::vector<int32_t> logit_rows;       // want_logits row indices in batch order
+  // Control rows per sequence: the positions Forward commits with Advance.
+  std::vector<std::pair<SequenceId, int64_t>> appended;
+};
+
+// Validates every row before touching `kv`; on success the control rows' blocks are
+// reserved (all or nothing). `storage` is the backend's K/V layout, which must match.
+absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
+                                        const KvCacheConfig& storage);
+
+}  // namespace crossreg::cuda

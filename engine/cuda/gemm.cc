@@ -1,0 +1,45 @@
+#include "engine/cuda/gemm.h"
+
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+#include "engine/cuda/cuda_status.h"
+
+namespace crossreg::cuda {
+namespace {
+absl::Status CheckDims(int64_t rows, int64_t in, int64_t out, int64_t ldy) {
+  if (rows > INT_MAX || in > INT_MAX || out > INT_MAX || ldy > INT_MAX || ldy < out) {
+    return absl::InvalidArgumentError(absl::StrCat("GEMM: dimensions rows ", rows, " in ", in, " out ", out,
+                                                   " ldy ", ldy, " outside cuBLAS's 32-bit range"));
+  }
+  return absl::OkStatus();
+}
+}  // namespace
+
+absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64_t in, const Bf16* w, int64_t out,
+                      float* y, int64_t ldy, float beta) {
+  if (rows == 0) return absl::OkStatus();
+  if (absl::Status s = CheckDims(rows, in, out, ldy); !s.ok()) return s;
+  const float alpha = 1.0f;
+  CROSSREG_CUBLAS_RETURN_IF_ERROR(
+      cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
+                   static_cast<int>(in), &alpha, w, CUDA_R_16BF, static_cast<int>(in), x, CUDA_R_16BF,
+                   static_cast<int>(in), &beta, y, CUDA_R_32F, static_cast<int>(ldy), CUBLAS_COMPUTE_32F,
+                   CUBLAS_GEMM_DEFAULT),
+      "cublasGemmEx (bf16 x bf16 -> f32)");
+  return absl::OkStatus();
+}
+
+absl::Status GemmF32(const CudaContext& ctx, const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
+                     float* y, int64_t ldy, float alpha, float beta) {
+  if (rows == 0) return absl::OkStatus();
+  if (absl::Status s = CheckDims(rows, in, out, ldy); !s.ok()) return s;
+  CROSSREG_CUBLAS_RETURN_IF_ERROR(
+      cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
+                  static_cast<int>(in), &alpha, w, static_cast<int>(in), x, static_cast<int>(in), &beta, y,
+                  static_cast<int>(ldy)),
+      "cublasSgemm");
+  return absl::OkStatus();
+}
+
+}  // namespace crossreg::cuda

@@ -1,0 +1,25 @@
+// The GEMMs of a forward, row-major in the engine's convention y = x · Wᵀ with W
+// stored (out, in) as a PyTorch linear weight. cuBLAS is column-major, so each call
+// computes yᵀ = W · xᵀ: W's row-major (out, in) buffer is the column-major (in, out)
+// matrix taken transposed, and x / y need no transposition.
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "engine/cuda/cuda_context.h"
+#include "engine/cuda/kernels.h"
+
+namespace crossreg::cuda {
+
+// y (rows, out; row stride ldy, f32) = beta·y + x (rows, in; bf16) · w (out, in; bf16)ᵀ,
+// accumulated in f32.
+absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64_t in, const Bf16* w, int64_t out,
+                      float* y, int64_t ldy, float beta = 0.0f);
+
+// y (rows, out; row stride ldy) = beta·y + alpha · x (rows, in) · w (out, in)ᵀ, all f32
+// (the LoRA path: tiny, kept in full precision).
+absl::Status GemmF32(const CudaContext& ctx, const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
+                     float* y, int64_t ldy, float alpha = 1.0f, float beta = 0.0f);
+
+}  // namespace crossreg::cuda

@@ -1,0 +1,197 @@
+// crossreg-bench-gpu: the CUDA backend at Llama-3-8B shapes with random bf16 weights
+// made on the device. Per batch size: AR ms/forward against the HBM roofline
+// ((weight + K/V bytes) / measured device-to-device copy bandwidth), and the cost of
+// a Cross-Regression forward (1 + m control rows and γ predictive rows per
+// sequence) relative to the AR forward.
+//   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "engine/cuda/cuda_backend.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_config.h"
+
+ABSL_FLAG(int, layers, 32, "Decoder layers (Llama-3-8B has 32; fewer for a quick run)");
+ABSL_FLAG(int, context, 512, "Cached tokens per sequence before the timed forwards");
+ABSL_FLAG(std::vector<std::string>, batches, std::vector<std::string>({"1", "8", "32"}), "Sequences per forward");
+ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"4", "8", "16"}), "Predictive rows per sequence");
+ABSL_FLAG(int, accepted, 2, "m: drafts accepted last step, fed as extra control rows (1 + m control rows)");
+ABSL_FLAG(int, rank, 16, "LoRA rank of the random predictive-stream adapter");
+ABSL_FLAG(int, iters, 20, "Timed forwards per figure (after 3 warm-up forwards)");
+ABSL_FLAG(bool, xr_logits, true, "XR rows return logits to the host (as the decoder needs); false isolates compute");
+ABSL_FLAG(int, device, 0, "CUDA device ordinal");
+
+namespace crossreg {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+ModelConfig Llama3_8BConfig(int layers) {
+  ModelConfig c;
+  c.vocab_size = 128256;
+  c.hidden_size = 4096;
+  c.intermediate_size = 14336;
+  c.num_layers = layers;
+  c.num_heads = 32;
+  c.num_kv_heads = 8;
+  c.head_dim = 128;
+  c.max_position = 8192;
+  c.rms_norm_eps = 1e-5f;
+  c.rope_theta = 500000.0f;
+  return c;
+}
+
+// Bytes per second of a large device-to-device copy, counting the read and the write.
+double MeasureCopyBandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a = nullptr, *b = nullptr;
+  if (cudaMalloc(&a, bytes) != cudaSuccess || cudaMalloc(&b, bytes) != cudaSuccess) return 0;
+  cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);  // warm-up
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  const int reps = 10;
+  cudaEventRecord(start);
+  for (int i = 0; i < reps; ++i) cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice);
+  cudaEventRecord(stop);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes * reps / (ms * 1e-3);
+}
+
+std::vector<int> ParseInts(const std::vector<std::string>& items) {
+  std::vector<int> out;
+  for (const auto& s : items) out.push_back(std::stoi(s));
+  return out;
+}
+
+// Mean wall-clock ms of one forward of `batch`; afterwards every sequence is rolled
+// back to `context`, so each repetition sees the same cache.
+absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const ForwardBatch& batch,
+                                   const std::vector<SequenceId>& seqs, int context, int iters) {
+  std::vector<float> logits;
+  double total_ms = 0;
+  for (int i = 0; i < iters + 3; ++i) {
+    const auto t0 = Clock::now();
+    if (absl::Status s = backend.Forward(batch, kv, logits); !s.ok()) return s;
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    if (i >= 3) total_ms += ms;
+    for (SequenceId seq : seqs) {
+      if (absl::Status s = kv.Truncate(seq, context); !s.ok()) return s;
+    }
+  }
+  return total_ms / iters;
+}
+
+int Run() {
+  if (!CudaDeviceAvailable()) {
+    std::fprintf(stderr,
+                 "crossreg-bench-gpu: no CUDA device is available (cudaGetDeviceCount found none).\n"
+                 "Run it on a machine with an NVIDIA GPU; see docs/cuda.md.\n");
+    return 2;
+  }
+  const ModelConfig config = Llama3_8BConfig(absl::GetFlag(FLAGS_layers));
+  const int context = absl::GetFlag(FLAGS_context);
+  const int accepted = absl::GetFlag(FLAGS_accepted);
+  const int iters = absl::GetFlag(FLAGS_iters);
+  const std::vector<int> batches = ParseInts(absl::GetFlag(FLAGS_batches));
+  const std::vector<int> gammas = ParseInts(absl::GetFlag(FLAGS_gammas));
+  const int max_batch = *std::max_element(batches.begin(), batches.end());
+  const int max_gamma = *std::max_element(gammas.begin(), gammas.end());
+
+  cudaSetDevice(absl::GetFlag(FLAGS_device));
+  const double bandwidth = MeasureCopyBandwidth();
+  std::printf("device-to-device copy bandwidth: %.0f GB/s\n", bandwidth / 1e9);
+
+  RandomLoraOptions lora;
+  lora.rank = absl::GetFlag(FLAGS_rank);
+  lora.alpha = 2.0f * lora.rank;
+  auto adapter = MakeRandomLoraAdapter(config, lora);
+
+  const int block_size = 16;
+  const int per_seq = context + 1 + accepted + max_gamma + block_size;
+  CudaBackendOptions options;
+  options.device = absl::GetFlag(FLAGS_device);
+  options.adapter = adapter.get();
+  options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
+  auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
+  if (!backend.ok()) {
+    std::fprintf(stderr, "crossreg-bench-gpu: %s\n", std::string(backend.status().message()).c_str());
+    return 1;
+  }
+  PagedKvCache kv(options.kv);
+  const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
+  const double kv_bytes_per_token = static_cast<double>(CudaKvBytesPerToken(config));
+  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, f32 K/V, context %d, m = %d, LoRA rank %d\n",
+              config.num_layers, weight_bytes / 1e9, context, accepted, lora.rank);
+  std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
+  for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
+  std::printf("\n");
+
+  for (int batch_size : batches) {
+    std::vector<SequenceId> seqs;
+    for (int s = 0; s < batch_size; ++s) {
+      const SequenceId seq = kv.CreateSequence();
+      seqs.push_back(seq);
+      // Prefill the context in chunks (no logits): the cache the decode forwards read.
+      for (int begin = 0; begin < context; begin += 512) {
+        ForwardBatch prefill;
+        for (int p = begin; p < std::min(context, begin + 512); ++p) prefill.rows.push_back({seq, p, (p * 31 + s) % 1000, false, false});
+        std::vector<float> unused;
+        if (absl::Status st = (*backend)->Forward(prefill, kv, unused); !st.ok()) {
+          std::fprintf(stderr, "prefill: %s\n", std::string(st.message()).c_str());
+          return 1;
+        }
+      }
+    }
+    ForwardBatch ar;
+    for (SequenceId seq : seqs) ar.rows.push_back({seq, context, 7, true, false});
+    auto ar_ms = TimeForward(**backend, kv, ar, seqs, context, iters);
+    if (!ar_ms.ok()) {
+      std::fprintf(stderr, "AR forward: %s\n", std::string(ar_ms.status().message()).c_str());
+      return 1;
+    }
+    // One AR forward streams every weight once and reads each sequence's cache.
+    const double roofline_ms = (weight_bytes + batch_size * (context + 1) * kv_bytes_per_token) / bandwidth * 1e3;
+    std::printf("%6d %10.3f %12.3f %8.0f%%", batch_size, *ar_ms, roofline_ms, 100.0 * roofline_ms / *ar_ms);
+    for (int gamma : gammas) {
+      ForwardBatch xr;
+      const bool logits = absl::GetFlag(FLAGS_xr_logits);
+      for (SequenceId seq : seqs) {
+        for (int i = 0; i <= accepted; ++i) xr.rows.push_back({seq, context + i, 7, logits, false});
+        for (int i = 0; i < gamma; ++i) xr.rows.push_back({seq, context + i, 0, logits, true});
+      }
+      auto xr_ms = TimeForward(**backend, kv, xr, seqs, context, iters);
+      if (!xr_ms.ok()) {
+        std::fprintf(stderr, "XR forward: %s\n", std::string(xr_ms.status().message()).c_str());
+        return 1;
+      }
+      std::printf("   %14.2f", *xr_ms / *ar_ms);
+    }
+    std::printf("\n");
+    for (SequenceId seq : seqs) kv.Free(seq);
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace crossreg
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("CUDA backend decode benchmark at Llama-3-8B shapes (random bf16 weights)");
+  absl::ParseCommandLine(argc, argv);
+  return crossreg::Run();
+}

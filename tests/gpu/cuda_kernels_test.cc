@@ -1,0 +1,296 @@
+// Each CUDA kernel against its CPU reference on fresh random inputs.
+// Tolerances: elementwise f32 ops 1e-3 relative (|x| floored at 1: GPU libm and
+// summation order differ from the CPU's in the last bits); bf16 GEMM 1e-4 against
+// a reference on the same bf16-rounded inputs (only the f32 summation order differs)
+// and 1e-2 relative L2 against unrounded f32 inputs (bf16's 8-bit mantissa);
+// attention 1e-4 relative (online vs two-pass softmax).
+#include <cstring>
+#include <numeric>
+
+#include "engine/cpu/linear.h"
+#include "engine/cpu/ops.h"
+#include "engine/cuda/gemm.h"
+#include "engine/cuda/kernels.h"
+#include "engine/cuda/paged_attention_reference.h"
+#include "engine/dtype.h"
+#include "tests/gpu/gpu_test_support.h"
+
+namespace crossreg {
+namespace {
+
+using cuda::Bf16;
+using testing::MaxRelativeError;
+using testing::RandomVector;
+using testing::RelativeL2Error;
+using testing::ToDevice;
+using testing::ToHost;
+
+class CudaKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    auto ctx = cuda::CudaContext::Create(0);
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    ctx_ = std::move(*ctx);
+  }
+  cudaStream_t stream() const { return ctx_->stream(); }
+  std::unique_ptr<cuda::CudaContext> ctx_;
+};
+
+std::vector<uint16_t> RoundToBf16(const std::vector<float>& x) {
+  std::vector<uint16_t> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = F32ToBf16(x[i]);
+  return out;
+}
+std::vector<float> Bf16ToFloat(const std::vector<uint16_t>& x) {
+  std::vector<float> out(x.size());
+  for (size_t i = 0; i < x.size(); ++i) out[i] = Bf16ToF32(x[i]);
+  return out;
+}
+cuda::DeviceBuffer<Bf16> Bf16ToDevice(const std::vector<uint16_t>& bits) {
+  cuda::DeviceBuffer<Bf16> d;
+  EXPECT_TRUE(d.Allocate(bits.size()).ok());
+  EXPECT_EQ(cudaMemcpy(d.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
+}
+
+TEST_F(CudaKernelTest, EmbeddingGatherMatchesCpu) {
+  const int vocab = 50, hidden = 72;
+  const auto table_bits = RoundToBf16(RandomVector(vocab * hidden, 1));
+  const std::vector<int32_t> tokens = {3, 0, 49, 3, 17};
+  auto table = Bf16ToDevice(table_bits);
+  auto tok = ToDevice(tokens);
+  cuda::DeviceBuffer<float> out;
+  ASSERT_TRUE(out.Allocate(tokens.size() * hidden).ok());
+  ASSERT_EQ(cuda::LaunchEmbeddingGather(table.data(), hidden, tok.data(), 5, out.data(), stream()), cudaSuccess);
+  const TensorRef ref_table{DType::kBF16, {vocab, hidden}, table_bits.data()};
+  std::vector<float> expected(tokens.size() * hidden);
+  for (size_t r = 0; r < tokens.size(); ++r) cpu::EmbeddingRow(ref_table, tokens[r], expected.data() + r * hidden);
+  EXPECT_EQ(ToHost(out, expected.size()), expected);  // a conversion: exact
+}
+
+TEST_F(CudaKernelTest, RmsNormMatchesCpu) {
+  const int rows = 7, n = 333;
+  const auto x = RandomVector(rows * n, 2, -3, 3);
+  const auto w = RandomVector(n, 3, 0.5f, 1.5f);
+  auto dx = ToDevice(x), dw = ToDevice(w);
+  cuda::DeviceBuffer<float> out;
+  ASSERT_TRUE(out.Allocate(x.size()).ok());
+  ASSERT_EQ(cuda::LaunchRmsNorm(dx.data(), dw.data(), rows, n, 1e-5f, out.data(), stream()), cudaSuccess);
+  std::vector<float> expected(x.size());
+  for (int r = 0; r < rows; ++r) cpu::RmsNorm(x.data() + r * n, w.data(), n, 1e-5f, expected.data() + r * n);
+  EXPECT_LT(MaxRelativeError(ToHost(out, x.size()), expected), 1e-3);
+}
+
+TEST_F(CudaKernelTest, RopeMatchesCpuOnStridedRows) {
+  const int rows = 5, heads = 3, hd = 16, stride = heads * hd + 10;
+  auto x = RandomVector(rows * stride, 4);
+  const std::vector<int32_t> positions = {0, 1, 7, 100, 4095};
+  ModelConfig c;
+  c.head_dim = hd;
+  c.rope_theta = 500000.0f;
+  const auto inv_freq = c.RopeInverseFrequencies();
+  auto dx = ToDevice(x), dfreq = ToDevice(inv_freq);
+  auto dpos = ToDevice(positions);
+  ASSERT_EQ(cuda::LaunchRope(dx.data(), rows, stride, heads, hd, dpos.data(), dfreq.data(), stream()), cudaSuccess);
+  std::vector<float> cos(hd / 2), sin(hd / 2);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < hd / 2; ++i) {
+      const float angle = static_cast<float>(positions[r]) * inv_freq[i];
+      cos[i] = std::cos(angle);
+      sin[i] = std::sin(angle);
+    }
+    cpu::ApplyRope(x.data() + r * stride, heads, hd, cos.data(), sin.data());
+  }
+  EXPECT_LT(MaxRelativeError(ToHost(dx, x.size()), x), 1e-3);
+}
+
+TEST_F(CudaKernelTest, SwiGluMatchesCpu) {
+  const int rows = 4, width = 300;
+  const auto gate_up = RandomVector(rows * 2 * width, 5, -6, 6);
+  auto d = ToDevice(gate_up);
+  cuda::DeviceBuffer<float> out;
+  ASSERT_TRUE(out.Allocate(rows * width).ok());
+  ASSERT_EQ(cuda::LaunchSwiGlu(d.data(), rows, width, out.data(), stream()), cudaSuccess);
+  std::vector<float> expected(rows * width);
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> gate(gate_up.begin() + r * 2 * width, gate_up.begin() + r * 2 * width + width);
+    cpu::SwiGlu(gate.data(), gate_up.data() + r * 2 * width + width, width);
+    std::copy(gate.begin(), gate.end(), expected.begin() + r * width);
+  }
+  EXPECT_LT(MaxRelativeError(ToHost(out, expected.size()), expected), 1e-3);
+}
+
+TEST_F(CudaKernelTest, ResidualAddAndBiasMatchCpu) {
+  const int rows = 3, width = 40, stride = 50;
+  auto y = RandomVector(rows * stride, 6);
+  const auto x = RandomVector(rows * stride, 7);
+  const auto bias = RandomVector(width, 8);
+  auto dy = ToDevice(y), dx = ToDevice(x), db = ToDevice(bias);
+  ASSERT_EQ(cuda::LaunchAddInPlace(dy.data(), dx.data(), rows * stride, stream()), cudaSuccess);
+  ASSERT_EQ(cuda::LaunchAddBias(dy.data(), rows, width, stride, db.data(), stream()), cudaSuccess);
+  cpu::AddInPlace(y.data(), x.data(), rows * stride);
+  for (int r = 0; r < rows; ++r) cpu::AddInPlace(y.data() + r * stride, bias.data(), width);
+  EXPECT_LT(MaxRelativeError(ToHost(dy, y.size()), y), 1e-6);
+}
+
+TEST_F(CudaKernelTest, CastToBf16RoundsLikeHost) {
+  auto x = RandomVector(1000, 9, -100, 100);
+  x.push_back(0.0f);
+  x.push_back(1e-40f);  // subnormal
+  auto dx = ToDevice(x);
+  cuda::DeviceBuffer<Bf16> out;
+  ASSERT_TRUE(out.Allocate(x.size()).ok());
+  ASSERT_EQ(cuda::LaunchCastToBf16(dx.data(), out.data(), static_cast<int64_t>(x.size()), stream()), cudaSuccess);
+  std::vector<uint16_t> got(x.size());
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(got.data(), out.data(), got.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, RoundToBf16(x));  // both round to nearest even: bit-exact
+}
+
+TEST_F(CudaKernelTest, GatherAndScatterAddRows) {
+  const int src_rows = 6, width = 20, stride = 25;
+  const auto src = RandomVector(src_rows * stride, 10);
+  const std::vector<int32_t> which = {4, 1, 5};
+  auto dsrc = ToDevice(src);
+  auto dwhich = ToDevice(which);
+  cuda::DeviceBuffer<float> gathered;
+  ASSERT_TRUE(gathered.Allocate(which.size() * width).ok());
+  ASSERT_EQ(cuda::LaunchGatherRows(dsrc.data(), stride, width, dwhich.data(), 3, gathered.data(), stream()),
+            cudaSuccess);
+  // Scatter the gathered rows back onto the source: those rows double.
+  ASSERT_EQ(cuda::LaunchScatterAddRows(gathered.data(), width, dwhich.data(), 3, dsrc.data(), stride, stream()),
+            cudaSuccess);
+  auto expected = src;
+  for (int32_t r : which) {
+    for (int i = 0; i < width; ++i) expected[r * stride + i] *= 2;
+  }
+  EXPECT_EQ(ToHost(dsrc, src.size()), expected);
+}
+
+TEST_F(CudaKernelTest, StoreKvWritesCacheSlotsAndPredictiveScratch) {
+  const int rows = 3, kv_dim = 12, width = 8 + 2 * kv_dim, slots_total = 10;
+  const auto qkv = RandomVector(rows * width, 11);
+  const std::vector<int32_t> slots = {7, -1, 2};  // row 1 is predictive
+  auto dqkv = ToDevice(qkv);
+  auto dslots = ToDevice(slots);
+  auto k = ToDevice(std::vector<float>(slots_total * kv_dim, 0.0f)), v = ToDevice(std::vector<float>(slots_total * kv_dim, 0.0f));
+  auto pk = ToDevice(std::vector<float>(rows * kv_dim, 0.0f)), pv = ToDevice(std::vector<float>(rows * kv_dim, 0.0f));
+  ASSERT_EQ(cuda::LaunchStoreKv(dqkv.data(), rows, width, 8, 8 + kv_dim, kv_dim, dslots.data(), k.data(), v.data(),
+                                pk.data(), pv.data(), stream()),
+            cudaSuccess);
+  const auto hk = ToHost(k, slots_total * kv_dim), hv = ToHost(v, slots_total * kv_dim);
+  const auto hpk = ToHost(pk, rows * kv_dim), hpv = ToHost(pv, rows * kv_dim);
+  for (int r = 0; r < rows; ++r) {
+    for (int i = 0; i < kv_dim; ++i) {
+      const float ek = qkv[r * width + 8 + i], ev = qkv[r * width + 8 + kv_dim + i];
+      if (slots[r] >= 0) {
+        EXPECT_EQ(hk[slots[r] * kv_dim + i], ek);
+        EXPECT_EQ(hv[slots[r] * kv_dim + i], ev);
+      } else {
+        EXPECT_EQ(hpk[r * kv_dim + i], ek);
+        EXPECT_EQ(hpv[r * kv_dim + i], ev);
+      }
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, GemmBf16MatchesCpuLinear) {
+  for (int rows : {1, 5, 33}) {
+    const int in = 200, out = 130, ldy = 140;
+    const auto x = RandomVector(rows * in, 12 + rows);
+    const auto w = RandomVector(out * in, 13);
+    const auto x_bits = RoundToBf16(x), w_bits = RoundToBf16(w);
+    auto dx = Bf16ToDevice(x_bits), dw = Bf16ToDevice(w_bits);
+    cuda::DeviceBuffer<float> y;
+    ASSERT_TRUE(y.Allocate(rows * ldy).ok());
+    ASSERT_TRUE(cuda::GemmBf16(*ctx_, dx.data(), rows, in, dw.data(), out, y.data(), ldy).ok());
+    const auto got_strided = ToHost(y, rows * ldy);
+    std::vector<float> got(rows * out);
+    for (int r = 0; r < rows; ++r) std::copy_n(got_strided.begin() + r * ldy, out, got.begin() + r * out);
+    // Same bf16 inputs: only the summation order differs.
+    const auto xr = Bf16ToFloat(x_bits), wr = Bf16ToFloat(w_bits);
+    std::vector<float> same_inputs(rows * out), unrounded(rows * out);
+    cpu::LinearReference(TensorRef{DType::kF32, {out, in}, wr.data()}, xr.data(), rows, same_inputs.data());
+    cpu::LinearReference(TensorRef{DType::kF32, {out, in}, w.data()}, x.data(), rows, unrounded.data());
+    EXPECT_LT(RelativeL2Error(got, same_inputs), 1e-4) << "rows " << rows;
+    EXPECT_LT(RelativeL2Error(got, unrounded), 1e-2) << "rows " << rows;
+  }
+}
+
+TEST_F(CudaKernelTest, GemmF32MatchesCpuLinear) {
+  const int rows = 6, in = 64, out = 9;
+  const auto x = RandomVector(rows * in, 14), w = RandomVector(out * in, 15);
+  auto dx = ToDevice(x), dw = ToDevice(w);
+  cuda::DeviceBuffer<float> y;
+  ASSERT_TRUE(y.Allocate(rows * out).ok());
+  ASSERT_TRUE(cuda::GemmF32(*ctx_, dx.data(), rows, in, dw.data(), out, y.data(), out, 0.5f).ok());
+  std::vector<float> expected(rows * out);
+  cpu::LinearReference(TensorRef{DType::kF32, {out, in}, w.data()}, x.data(), rows, expected.data());
+  for (auto& e : expected) e *= 0.5f;
+  EXPECT_LT(RelativeL2Error(ToHost(y, expected.size()), expected), 1e-5);
+}
+
+// Two sequences over shuffled blocks: control rows (one a multi-row prefill chunk)
+// and a predictive group that attends a cached prefix plus its own rows.
+TEST_F(CudaKernelTest, PagedAttentionMatchesReferenceOnRaggedRows) {
+  for (int head_dim : {8, 64, 128, 256}) {
+    cuda::PagedAttentionHostInputs in;
+    in.num_heads = 8;
+    in.num_kv_heads = 2;
+    in.head_dim = head_dim;
+    in.block_size = 4;
+    in.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    const int kv_dim = in.num_kv_heads * head_dim, num_blocks = 16;
+    in.block_tables = {9, 2, 14, 5, 0, 11, 3, 7, 12};  // seq A: blocks 0..4, seq B: 5..8
+    // Rows: A control at positions 15, 16, 17 (prefill chunk); B control at 9;
+    // B predictive rows at P0 = 6, 7, 8.
+    in.rows = 7;
+    in.table_offset = {0, 0, 0, 5, 5, 5, 5};
+    in.num_cached = {16, 17, 18, 10, 6, 6, 6};
+    in.num_own = {0, 0, 0, 0, 1, 2, 3};
+    in.group_begin = {0, 0, 0, 0, 0, 0, 0};
+    in.group_rows = {4, 5, 6};
+    in.q_stride = in.num_heads * head_dim + 3;
+    in.q = RandomVector(in.rows * in.q_stride, 16 + head_dim, -2, 2);
+    in.k_cache = RandomVector(num_blocks * in.block_size * kv_dim, 17, -2, 2);
+    in.v_cache = RandomVector(num_blocks * in.block_size * kv_dim, 18);
+    in.pred_k = RandomVector(in.rows * kv_dim, 19, -2, 2);
+    in.pred_v = RandomVector(in.rows * kv_dim, 20);
+    const auto expected = cuda::PagedAttentionReference(in);
+
+    auto q = ToDevice(in.q), kc = ToDevice(in.k_cache), vc = ToDevice(in.v_cache);
+    auto pk = ToDevice(in.pred_k), pv = ToDevice(in.pred_v);
+    auto bt = ToDevice(in.block_tables), to = ToDevice(in.table_offset), nc = ToDevice(in.num_cached);
+    auto no = ToDevice(in.num_own), gb = ToDevice(in.group_begin), gr = ToDevice(in.group_rows);
+    const int qd = in.num_heads * head_dim;
+    cuda::DeviceBuffer<float> out;
+    ASSERT_TRUE(out.Allocate(in.rows * qd).ok());
+    cuda::PagedAttentionParams p;
+    p.q = q.data();
+    p.q_stride = in.q_stride;
+    p.k_cache = kc.data();
+    p.v_cache = vc.data();
+    p.pred_k = pk.data();
+    p.pred_v = pv.data();
+    p.block_tables = bt.data();
+    p.table_offset = to.data();
+    p.num_cached = nc.data();
+    p.num_own = no.data();
+    p.group_begin = gb.data();
+    p.group_rows = gr.data();
+    p.out = out.data();
+    p.out_stride = qd;
+    p.rows = in.rows;
+    p.num_heads = in.num_heads;
+    p.num_kv_heads = in.num_kv_heads;
+    p.head_dim = head_dim;
+    p.block_size = in.block_size;
+    p.scale = in.scale;
+    ASSERT_EQ(cuda::LaunchPagedAttention(p, stream()), cudaSuccess);
+    EXPECT_LT(MaxRelativeError(ToHost(out, expected.size()), expected), 1e-4) << "head_dim " << head_dim;
+  }
+}
+
+}  // namespace
+}  // namespace crossreg
