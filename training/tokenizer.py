@@ -222,8 +222,7 @@ class ByteBPETokenizer:
             "normalizer": None,
             "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False,
                               "trim_offsets": True, "use_regex": True},
-            "post_processor": {"type": "ByteLevel", "add_prefix_space": True,
-                               "trim_offsets": False, "use_regex": True},
+            "post_processor": self._post_processor(),
             "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True,
                         "use_regex": True},
             "model": {"type": "BPE", "dropout": None, "unk_token": None,
@@ -232,6 +231,22 @@ class ByteBPETokenizer:
                       "vocab": dict(sorted(vocab.items(), key=lambda kv: kv[1])),
                       "merges": [f"{a} {b}" for a, b in self.merges]},
         }
+
+    def _post_processor(self) -> dict:
+        """Every corpus file starts with <|bos|>, so encoding with special tokens must add it:
+        a TemplateProcessing post-processor declares that (HF tokenizers and the engine both
+        read it). Without a <|bos|> special token, only the byte-level offsets processor."""
+        byte_level = {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": False, "use_regex": True}
+        bos = "<|bos|>"
+        if bos not in self.specials:
+            return byte_level
+        bid = self.specials[bos]
+        template = {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                    "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                             {"Sequence": {"id": "B", "type_id": 1}}],
+                    "special_tokens": {bos: {"id": bos, "ids": [bid], "tokens": [bos]}}}
+        return {"type": "Sequence", "processors": [byte_level, template]}
 
     def save(self, path: str) -> None:
         with open(path, "w", encoding="utf-8") as f:
