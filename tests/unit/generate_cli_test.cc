@@ -163,3 +163,26 @@ TEST_F(GenerateCliDecodingTest, OutOfRangeValuesNameTheFlag) {
 
 }  // namespace
 }  // namespace crossreg
+
+namespace crossreg {
+namespace {
+
+// With no --model the CLI serves the embedded default model and its adapter.
+TEST(GenerateCliDefaultModelTest, NoModelFlagUsesTheDefaultModelAndItsAdapter) {
+  const auto r = RunCommand(testing::BinDir() + "/crossreg-generate --prompt 'def add(a, b):' --max-new-tokens 24 " +
+                            "--mode lossless --gamma 4 --ignore-eos --format jsonl");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const auto j = nlohmann::json::parse(r.output, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_NE(j["model"].get<std::string>().find("models/default"), std::string::npos) << j["model"];
+  EXPECT_EQ(j["ids"].size(), 24u);
+  EXPECT_GT(j["drafted"].get<int64_t>(), 0);  // lossless ran, so the bundled adapter loaded
+  // Lossless greedy equals AR greedy on the default model too.
+  const auto ar = RunCommand(testing::BinDir() + "/crossreg-generate --prompt 'def add(a, b):' --max-new-tokens 24 " +
+                             "--ignore-eos --format jsonl");
+  ASSERT_EQ(ar.exit_code, 0) << ar.output;
+  EXPECT_EQ(nlohmann::json::parse(ar.output)["ids"], j["ids"]);
+}
+
+}  // namespace
+}  // namespace crossreg
