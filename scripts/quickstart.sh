@@ -14,8 +14,10 @@ METRICS_PORT=${METRICS_PORT:-9090}
 SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT")
 if [ -f models/default/config.json ]; then
   PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
-  MODE=${MODE:-lossless}
-  TRY="--prompt 'import os' --mode lossy --beta 0.5 --tau -1"
+  # n-gram drafting is the default model's fastest exact mode (models/default/README.md:
+  # its small adapter's drafts are rarely accepted); lossless/lossy use the adapter.
+  MODE=${MODE:-ngram}
+  TRY="--prompt 'import os' --mode lossless --gamma 4"
 else
   SERVER_ARGS+=(--model ../shared/models/stories260K/stories260K.gguf)
   PROMPT=${PROMPT:-Once upon a time}
