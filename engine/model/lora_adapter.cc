@@ -39,24 +39,6 @@ std::optional<LoraTarget> TargetFromName(std::string_view name) {
   return std::nullopt;
 }
 
-int64_t InFeatures(const ModelConfig& base, LoraTarget t) {
-  if (t == LoraTarget::kO) return base.q_dim();
-  if (t == LoraTarget::kDown) return base.intermediate_size;
-  return base.hidden_size;
-}
-
-int64_t OutFeatures(const ModelConfig& base, LoraTarget t) {
-  switch (t) {
-    case LoraTarget::kQ: return base.q_dim();
-    case LoraTarget::kK:
-    case LoraTarget::kV: return base.kv_dim();
-    case LoraTarget::kGate:
-    case LoraTarget::kUp: return base.intermediate_size;
-    case LoraTarget::kO:
-    case LoraTarget::kDown: return base.hidden_size;
-  }
-  return 0;
-}
 
 // The PEFT module path of one adapted linear layer, as it appears in tensor names.
 std::string ModulePath(int layer, LoraTarget t) {
@@ -323,8 +305,8 @@ std::optional<LoraTensorName> ParseLoraTensorName(std::string_view s) {
 absl::Status LoadLoraTensor(const std::string& path, const std::string& name,
                             const TensorRef& ref, const LoraTensorName& parsed, int rank,
                             const ModelConfig& base, LoraMatrix& m) {
-  const int64_t in = InFeatures(base, parsed.target);
-  const int64_t out = OutFeatures(base, parsed.target);
+  const int64_t in = LoraInFeatures(base, parsed.target);
+  const int64_t out = LoraOutFeatures(base, parsed.target);
   const std::vector<int64_t> expected =
       parsed.is_a ? std::vector<int64_t>{rank, in} : std::vector<int64_t>{out, rank};
   if (ref.shape != expected) {
@@ -411,6 +393,25 @@ absl::Status ReadCrossregExtras(const std::string& path, const ModelConfig& base
 
 }  // namespace
 
+int64_t LoraInFeatures(const ModelConfig& base, LoraTarget t) {
+  if (t == LoraTarget::kO) return base.q_dim();
+  if (t == LoraTarget::kDown) return base.intermediate_size;
+  return base.hidden_size;
+}
+
+int64_t LoraOutFeatures(const ModelConfig& base, LoraTarget t) {
+  switch (t) {
+    case LoraTarget::kQ: return base.q_dim();
+    case LoraTarget::kK:
+    case LoraTarget::kV: return base.kv_dim();
+    case LoraTarget::kGate:
+    case LoraTarget::kUp: return base.intermediate_size;
+    case LoraTarget::kO:
+    case LoraTarget::kDown: return base.hidden_size;
+  }
+  return 0;
+}
+
 const char* LoraTargetName(LoraTarget t) {
   switch (t) {
     case LoraTarget::kQ: return "q_proj";
@@ -468,8 +469,8 @@ std::unique_ptr<LoraAdapter> MakeRandomLoraAdapter(const ModelConfig& base,
   const int rank = options.rank;
   for (LoraLayer& layer : adapter->layers) {
     for (LoraTarget t : kAllTargets) {
-      const int64_t in = InFeatures(base, t);
-      const int64_t out = OutFeatures(base, t);
+      const int64_t in = LoraInFeatures(base, t);
+      const int64_t out = LoraOutFeatures(base, t);
       LoraMatrix& m = layer.at(t);
       m.rank = rank;
       m.scale = options.alpha / static_cast<float>(rank);

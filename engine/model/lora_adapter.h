@@ -18,6 +18,10 @@ enum class LoraTarget : int { kQ = 0, kK, kV, kO, kGate, kUp, kDown };  // q_pro
 inline constexpr int kNumLoraTargets = 7;
 const char* LoraTargetName(LoraTarget t);  // "q_proj", ...
 
+// Shapes of a target's base weight: A is (rank, in), B is (out, rank).
+int64_t LoraInFeatures(const ModelConfig& base, LoraTarget t);
+int64_t LoraOutFeatures(const ModelConfig& base, LoraTarget t);
+
 struct LoraMatrix {
   int rank = 0;  // 0: this layer is not adapted
   float scale = 0.0f;  // lora_alpha / r (or alpha / sqrt(r) with use_rslora)

@@ -20,22 +20,6 @@ constexpr LoraTarget kTargets[kNumLoraTargets] = {
 
 bool IsAttention(LoraTarget t) { return static_cast<int>(t) <= static_cast<int>(LoraTarget::kO); }
 
-int64_t InFeatures(const ModelConfig& base, LoraTarget t) {
-  if (t == LoraTarget::kO) return base.q_dim();
-  if (t == LoraTarget::kDown) return base.intermediate_size;
-  return base.hidden_size;
-}
-
-int64_t OutFeatures(const ModelConfig& base, LoraTarget t) {
-  switch (t) {
-    case LoraTarget::kQ: return base.q_dim();
-    case LoraTarget::kK:
-    case LoraTarget::kV: return base.kv_dim();
-    case LoraTarget::kGate:
-    case LoraTarget::kUp: return base.intermediate_size;
-    default: return base.hidden_size;
-  }
-}
 
 SafetensorsEntry Encode(const std::string& name, std::vector<int64_t> shape,
                         const std::vector<float>& values, DType dtype) {
@@ -102,7 +86,7 @@ absl::Status WritePeftAdapter(const LoraAdapter& adapter, const ModelConfig& bas
         return absl::InvalidArgumentError(absl::StrCat(
             path, " is not adapted; PEFT cannot express this (layer, target) subset"));
       }
-      const int64_t in = InFeatures(base, t), out = OutFeatures(base, t);
+      const int64_t in = LoraInFeatures(base, t), out = LoraOutFeatures(base, t);
       if (m.a.size() != static_cast<size_t>(m.rank * in) ||
           m.b.size() != static_cast<size_t>(out * m.rank)) {
         return absl::InvalidArgumentError(absl::StrCat(path, ": A/B sizes do not match the base"));
