@@ -15,15 +15,22 @@ struct BatchRow {
   bool want_logits = false;  // return this row's logits
   // Predictive stream: base + LoRA weights, K/V kept only for this forward.
   bool predictive = false;
+  // Predictive rows only: which chain of its sequence this row belongs to. Each
+  // (sequence, branch) is a separate group with its own start position, so a decoder
+  // can run several draft chains (e.g. one per acceptance outcome) in one forward.
+  int32_t branch = 0;
 };
 
 // Control rows (the base model) of one sequence append consecutive positions
 // starting at the sequence's current KV length; each attends every earlier position
 // of its sequence, cached or in this batch, so the batch is causal per sequence.
-// Predictive rows of one sequence take consecutive positions starting at some P0 no
-// greater than the KV length before the forward; each attends the cached positions
-// [0, P0) and the predictive rows of its sequence up to itself, never control rows
-// of this batch. Their K/V is dropped after the forward.
+// Predictive rows of one (sequence, branch) group take consecutive positions starting
+// at some P0 no greater than the KV length before the forward; each attends the
+// cached positions [0, P0) and the rows of its group up to itself, never control rows
+// or other branches of this batch. A branch b >= 1 may instead start above the KV
+// length, inside branch 0's positions: it then forks from branch 0, attending branch
+// 0's rows below its start as a shared prefix (tree attention without recomputing
+// them). Predictive K/V is dropped after the forward.
 struct ForwardBatch {
   std::vector<BatchRow> rows;
   int num_logit_rows() const {

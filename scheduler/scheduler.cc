@@ -20,19 +20,12 @@ using RequestPtr = std::shared_ptr<ScheduledRequest>;
 
 double SecondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
-bool IsSpeculativeXr(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
 
 // KV positions one decode iteration may append: x_last plus up to gamma drafts.
 int64_t DecodeHeadroom(const DecodingConfig& d) {
   return 1 + (d.mode == DecodingMode::kAutoregressive ? 0 : d.gamma);
 }
 
-// Rows one decode iteration may add: control rows plus (Cross-Regression) gamma
-// predictive rows.
-int MaxDecodeRows(const DecodingConfig& d) {
-  if (d.mode == DecodingMode::kAutoregressive) return 1;
-  return 1 + d.gamma + (IsSpeculativeXr(d.mode) ? d.gamma : 0);
-}
 
 int64_t BlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
 

@@ -71,6 +71,10 @@ def run_config(binary, model, adapter, prompts, cfg, max_new, threads):
             cmd += ["--gamma", str(cfg["gamma"])]
         if cfg["mode"] == "lossy":
             cmd += ["--beta", str(cfg["beta"]), "--tau", str(cfg["tau"])]
+        if cfg.get("fork_outcomes"):
+            cmd += ["--fork-outcomes", str(cfg["fork_outcomes"]), "--fork-depth", str(cfg.get("fork_depth", 0))]
+        if cfg.get("ngram_assist"):
+            cmd += ["--ngram-assist"]
         if cfg.get("adapter", True) and adapter:
             cmd += ["--adapter", cfg.get("adapter_dir", adapter)]
         out = subprocess.run(cmd, capture_output=True, text=True)

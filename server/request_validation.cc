@@ -98,6 +98,9 @@ absl::StatusOr<DecodingConfig> Decoding(const v1::DecodingParams& in, const Requ
   out.beta = in.beta();
   out.tau = in.tau();
   out.gamma = in.gamma() == 0 ? limits.default_gamma : in.gamma();
+  out.fork_outcomes = in.fork_outcomes();
+  out.fork_depth = in.fork_depth();
+  out.ngram_assist = in.ngram_assist();
   if ((out.mode == DecodingMode::kLossless || out.mode == DecodingMode::kLossy) && !limits.has_adapter) {
     return absl::FailedPreconditionError(absl::StrCat("decoding.mode: ", DecodingModeName(out.mode),
                                                       " needs a Cross-Regression adapter; this server has none "

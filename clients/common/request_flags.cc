@@ -18,6 +18,10 @@ ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the model's EOS token")
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
 ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more negative accepts more)");
 ABSL_FLAG(int, gamma, 0, "Draft slots per forward, 1..max_gamma; 0 = the server's default");
+ABSL_FLAG(int, fork_outcomes, 0,
+          "Lossless/lossy: acceptance counts below this get their own placeholder draft chain (0 = off)");
+ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(bool, ngram_assist, false, "Lossless/lossy: prompt-lookup drafts take the first slots where text repeats");
 ABSL_FLAG(double, timeout_s, 0.0, "Deadline per Generate call in seconds; 0 = none");
 
 namespace crossreg::clients {
@@ -59,6 +63,9 @@ crossreg::v1::GenerateRequest RequestTemplateFromFlags() {
   decoding->set_beta(static_cast<float>(absl::GetFlag(FLAGS_beta)));
   decoding->set_tau(static_cast<float>(absl::GetFlag(FLAGS_tau)));
   decoding->set_gamma(absl::GetFlag(FLAGS_gamma));
+  decoding->set_fork_outcomes(absl::GetFlag(FLAGS_fork_outcomes));
+  decoding->set_fork_depth(absl::GetFlag(FLAGS_fork_depth));
+  decoding->set_ngram_assist(absl::GetFlag(FLAGS_ngram_assist));
   return request;
 }
 

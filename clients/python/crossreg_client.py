@@ -43,6 +43,11 @@ def parse_args():
     p.add_argument("--ignore_eos", "--ignore-eos", action="store_true", help="generate past EOS")
     p.add_argument("--request_id", "--request-id", default="", help="id for Abort; empty = server assigns")
     p.add_argument("--gamma", type=int, default=0, help="draft slots per forward; 0 = server default")
+    p.add_argument("--fork-outcomes", type=int, default=0,
+                   help="lossless/lossy forked refill: outcomes with their own draft chain (0 = off)")
+    p.add_argument("--fork-depth", type=int, default=0, help="drafts per forked chain (0 = gamma)")
+    p.add_argument("--ngram-assist", action="store_true",
+                   help="lossless/lossy: prompt-lookup drafts take the first slots where text repeats")
     p.add_argument("--beta", type=float, default=0.0, help="lossy mode: EMA weight of draft energies")
     p.add_argument("--tau", type=float, default=0.0, help="lossy mode: acceptance offset in nats (<= 0)")
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
@@ -76,7 +81,8 @@ def generate(stub, args):
         request_id=args.request_id,
         sampling=sampling,
         decoding=pb.DecodingParams(
-            mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma),
+            mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma,
+            fork_outcomes=args.fork_outcomes, fork_depth=args.fork_depth, ngram_assist=args.ngram_assist),
     )
     complete = None
     print(args.prompt, end="", flush=True)

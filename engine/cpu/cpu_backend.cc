@@ -9,6 +9,7 @@
 #include "engine/cpu/lora_delta.h"
 #include "engine/cpu/ops.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/forward_plan.h"
 
 namespace crossreg {
 namespace {
@@ -56,13 +57,6 @@ class CpuBackend final : public Backend {
                               static_cast<size_t>(slot)) * cfg_.kv_dim();
   }
 
-  // Row bookkeeping for one forward.
-  struct RowPlan {
-    int64_t slot = -1;          // control rows: KV slot written
-    int64_t prefix = 0;         // predictive rows: cached positions attended, [0, prefix)
-    int64_t group_begin = 0;    // predictive rows: first entry of its group in pred_groups_
-    int64_t index_in_group = 0; // predictive rows: how many group rows precede it
-  };
   // Base GEMMs of layers sharing the input x in one parallel region, then the
   // predictive rows' LoRA deltas.
   struct TargetOutput {
@@ -84,86 +78,16 @@ class CpuBackend final : public Backend {
   // Per-forward scratch, rows x width.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<float> cos_, sin_;  // rows x head_dim/2
-  std::vector<RowPlan> plan_;          // per row
-  std::vector<int64_t> pred_rows_;     // indices of predictive rows
-  std::vector<int64_t> pred_groups_;   // predictive row indices grouped by sequence
+  ForwardPlan plan_;                   // this forward's validated layout (engine/forward_plan.h)
+  std::vector<int64_t> pred_rows_;     // indices of predictive rows (for the LoRA delta)
   std::vector<float> pred_k_, pred_v_; // rows x kv_dim: this layer's predictive K/V
 };
 
 absl::Status CpuBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv) {
-  if (batch.rows.empty()) return absl::InvalidArgumentError("forward: empty batch");
-  if (kv.config().num_blocks != kv_cfg_.num_blocks ||
-      kv.config().block_size != kv_cfg_.block_size) {
-    return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
-  }
-  // Next expected position of each sequence's control rows and predictive rows.
-  std::unordered_map<SequenceId, int64_t> next_control;
-  std::unordered_map<SequenceId, int64_t> next_predictive;
-  std::unordered_map<SequenceId, std::vector<int64_t>> groups;
-  plan_.assign(batch.rows.size(), RowPlan{});
-  pred_rows_.clear();
-  for (size_t i = 0; i < batch.rows.size(); ++i) {
-    const BatchRow& row = batch.rows[i];
-    if (!kv.IsLive(row.seq)) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": unknown sequence ", row.seq));
-    }
-    if (row.token < 0 || row.token >= cfg_.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": token ", row.token,
-                                                     " outside the vocabulary [0, ", cfg_.vocab_size, ")"));
-    }
-    if (row.position < 0 || row.position >= cfg_.max_position) {
-      return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
-                                                " outside the context length ", cfg_.max_position));
-    }
-    const int64_t cached = kv.length(row.seq);
-    if (row.predictive) {
-      auto [it, first] = next_predictive.try_emplace(row.seq, row.position);
-      if (first && row.position > cached) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "forward: row ", i, ": predictive rows of sequence ", row.seq, " start at position ",
-            row.position, " but only ", cached, " positions are cached"));
-      }
-      if (row.position != it->second) {
-        return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": predictive rows of sequence ",
-                                                       row.seq, " must take consecutive positions"));
-      }
-      ++it->second;
-      auto& group = groups[row.seq];
-      plan_[i].prefix = row.position - static_cast<int64_t>(group.size());
-      plan_[i].index_in_group = static_cast<int64_t>(group.size());
-      group.push_back(static_cast<int64_t>(i));
-      pred_rows_.push_back(static_cast<int64_t>(i));
-      continue;
-    }
-    auto [it, inserted] = next_control.try_emplace(row.seq, cached);
-    if (row.position != it->second) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "forward: row ", i, ": sequence ", row.seq, " expects position ", it->second, ", got ",
-          row.position, " (rows of a sequence must append consecutive positions)"));
-    }
-    ++it->second;
-  }
-  // Lay the predictive groups out contiguously for attention.
-  pred_groups_.clear();
-  for (auto& [seq, group] : groups) {
-    const int64_t begin = static_cast<int64_t>(pred_groups_.size());
-    for (int64_t r : group) {
-      plan_[static_cast<size_t>(r)].group_begin = begin;
-      pred_groups_.push_back(r);
-    }
-  }
-  int64_t blocks_needed = 0;
-  for (const auto& [seq, end] : next_control) blocks_needed += kv.BlocksNeeded(seq, end);
-  if (blocks_needed > kv.free_blocks()) {
-    return absl::ResourceExhaustedError(absl::StrCat("forward: KV cache full: batch needs ",
-                                                     blocks_needed, " blocks, ", kv.free_blocks(), " free"));
-  }
-  for (const auto& [seq, end] : next_control) {
-    if (auto s = kv.Reserve(seq, end); !s.ok()) return s;
-  }
-  for (size_t i = 0; i < batch.rows.size(); ++i) {
-    if (!batch.rows[i].predictive) plan_[i].slot = kv.SlotOf(batch.rows[i].seq, batch.rows[i].position);
-  }
+  absl::StatusOr<ForwardPlan> planned = PlanForward(batch, kv, cfg_, kv_cfg_);
+  if (!planned.ok()) return planned.status();
+  plan_ = *std::move(planned);
+  pred_rows_.assign(plan_.predictive_rows.begin(), plan_.predictive_rows.end());
   return absl::OkStatus();
 }
 
@@ -227,11 +151,7 @@ absl::Status CpuBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv,
   }
 
   // Commit: the control rows' K/V are now valid cache entries.
-  std::unordered_map<SequenceId, int64_t> appended;
-  for (const BatchRow& row : batch.rows) {
-    if (!row.predictive) ++appended[row.seq];
-  }
-  for (const auto& [seq, count] : appended) {
+  for (const auto& [seq, count] : plan_.appended) {
     if (auto s = kv.Advance(seq, count); !s.ok()) return s;
   }
   return absl::OkStatus();
@@ -266,8 +186,8 @@ void CpuBackend::RunLayer(int layer, const ForwardBatch& batch, const PagedKvCac
                    sin_.data() + r * half);
     // Control rows append to the cache; predictive rows keep K/V for this layer only.
     const bool predictive = batch.rows[r].predictive;
-    std::copy_n(k_.data() + r * kvd, kvd, predictive ? pred_k_.data() + r * kvd : KeyAt(layer, plan_[r].slot));
-    std::copy_n(v_.data() + r * kvd, kvd, predictive ? pred_v_.data() + r * kvd : ValueAt(layer, plan_[r].slot));
+    std::copy_n(k_.data() + r * kvd, kvd, predictive ? pred_k_.data() + r * kvd : KeyAt(layer, plan_.slots[static_cast<size_t>(r)]));
+    std::copy_n(v_.data() + r * kvd, kvd, predictive ? pred_v_.data() + r * kvd : ValueAt(layer, plan_.slots[static_cast<size_t>(r)]));
   }
   Attention(layer, batch, kv);
   Linear({{&w.wo, LoraTarget::kO, proj_.data()}}, layer, att_.data(), rows);
@@ -309,12 +229,12 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
       const int64_t r = task / heads;
       const int h = static_cast<int>(task % heads);
       const BatchRow& row = batch.rows[r];
-      const RowPlan& plan = plan_[r];
       const int64_t kv_off = static_cast<int64_t>(h / group) * hd;
       const float* q = q_.data() + r * qd + static_cast<int64_t>(h) * hd;
       // Cached positions [0, n_cached), then (predictive only) the group's rows.
-      const int64_t n_cached = row.predictive ? plan.prefix : row.position + 1;
-      const int64_t n_own = row.predictive ? plan.index_in_group + 1 : 0;
+      const int64_t n_cached = plan_.num_cached[static_cast<size_t>(r)];
+      const int64_t n_own = plan_.num_own[static_cast<size_t>(r)];
+      const int64_t group_begin = plan_.group_begin[static_cast<size_t>(r)];
       const int64_t n = n_cached + n_own;
       scores.resize(static_cast<size_t>(n));
       values.resize(static_cast<size_t>(n));
@@ -326,7 +246,7 @@ void CpuBackend::Attention(int layer, const ForwardBatch& batch, const PagedKvCa
           key = KeyAt(layer, slot) + kv_off;
           values[static_cast<size_t>(t)] = ValueAt(layer, slot) + kv_off;
         } else {
-          const int64_t other = pred_groups_[static_cast<size_t>(plan.group_begin + (t - n_cached))];
+          const int64_t other = plan_.group_rows[static_cast<size_t>(group_begin + (t - n_cached))];
           key = pred_k_.data() + other * kvd + kv_off;
           values[static_cast<size_t>(t)] = pred_v_.data() + other * kvd + kv_off;
         }

@@ -11,7 +11,7 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_lora.h"
 #include "engine/cuda/device_weights.h"
-#include "engine/cuda/forward_plan.h"
+#include "engine/forward_plan.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 #include "engine/status_macros.h"
@@ -52,8 +52,8 @@ class CudaBackend final : public Backend {
 
  private:
   absl::Status EnsureWorkspace(int rows, int predictive_rows, int logit_rows);
-  PlanOffsets PackPlan(const cuda::ForwardPlan& plan);
-  absl::Status RunLayer(int layer, const cuda::ForwardPlan& plan, const PlanOffsets& at);
+  PlanOffsets PackPlan(const ForwardPlan& plan);
+  absl::Status RunLayer(int layer, const ForwardPlan& plan, const PlanOffsets& at);
   // y[:, col, col + out) of the predictive rows += scale · (x_p · Aᵀ) · Bᵀ, where x_p
   // (already gathered in lora_in_) holds their inputs.
   absl::Status AddLoraDelta(int layer, LoraTarget target, int64_t in, int64_t out, float* y, int64_t ldy,
@@ -112,7 +112,7 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
 }
 
 // One host-to-device copy per forward for every integer the kernels read.
-PlanOffsets CudaBackend::PackPlan(const cuda::ForwardPlan& plan) {
+PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   host_ints_.clear();
   auto append = [&](const std::vector<int32_t>& v) {
     const size_t offset = host_ints_.size();
@@ -136,9 +136,9 @@ PlanOffsets CudaBackend::PackPlan(const cuda::ForwardPlan& plan) {
 }
 
 absl::Status CudaBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) {
-  absl::StatusOr<cuda::ForwardPlan> planned = cuda::PlanForward(batch, kv, cfg_, kv_cfg_);
+  absl::StatusOr<ForwardPlan> planned = PlanForward(batch, kv, cfg_, kv_cfg_);
   if (!planned.ok()) return planned.status();
-  const cuda::ForwardPlan& plan = *planned;
+  const ForwardPlan& plan = *planned;
   const int rows = plan.rows;
   const int n_out = static_cast<int>(plan.logit_rows.size());
   const cudaStream_t stream = ctx_->stream();
@@ -201,7 +201,7 @@ absl::Status CudaBackend::AddLoraDelta(int layer, LoraTarget target, int64_t in,
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::RunLayer(int layer, const cuda::ForwardPlan& plan, const PlanOffsets& at) {
+absl::Status CudaBackend::RunLayer(int layer, const ForwardPlan& plan, const PlanOffsets& at) {
   const cuda::DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const cudaStream_t stream = ctx_->stream();
   const int rows = plan.rows;

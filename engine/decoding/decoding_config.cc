@@ -1,5 +1,6 @@
 #include "engine/decoding/decoding_config.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
@@ -25,12 +26,36 @@ absl::StatusOr<DecodingMode> ParseDecodingMode(const std::string& name) {
       absl::StrCat("mode: unknown decoding mode '", name, "' (ar, lossless, lossy or ngram)"));
 }
 
+int MaxDecodeRows(const DecodingConfig& d) {
+  switch (d.mode) {
+    case DecodingMode::kAutoregressive: return 1;
+    case DecodingMode::kNgram: return 1 + d.gamma;
+    case DecodingMode::kLossless:
+    case DecodingMode::kLossy:
+      break;
+  }
+  if (!d.forked()) return 1 + 2 * d.gamma;  // m + 1 <= gamma control rows, gamma predictive
+  const int f = d.ForkDepth();
+  // Control [x_last, d_1..d_gamma], main chain plus its tail, one fork per outcome n < R.
+  return (d.gamma + 1) + (d.gamma + 1 + f) + std::min(d.fork_outcomes, d.gamma) * f;
+}
+
 absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool has_adapter) {
   if (!std::isfinite(c.beta) || c.beta < 0.0f || c.beta >= 1.0f) {
     return absl::InvalidArgumentError(absl::StrCat("beta must be in [0, 1), got ", c.beta));
   }
   if (!std::isfinite(c.tau) || c.tau > 0.0f) {
     return absl::InvalidArgumentError(absl::StrCat("tau must be <= 0 (nats), got ", c.tau));
+  }
+  const bool xr = c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy;
+  if (!xr && (c.fork_outcomes != 0 || c.fork_depth != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("fork_outcomes/fork_depth apply to lossless and lossy modes; mode ",
+                                                   DecodingModeName(c.mode), " needs 0"));
+  }
+  if (!xr && c.ngram_assist) {
+    return absl::InvalidArgumentError(absl::StrCat("ngram_assist applies to lossless and lossy modes, not ",
+                                                   DecodingModeName(c.mode),
+                                                   c.mode == DecodingMode::kNgram ? " (it already drafts by n-gram)" : ""));
   }
   const bool lossy_values = c.beta != 0.0f || c.tau != 0.0f;
   switch (c.mode) {
@@ -52,6 +77,13 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
   }
   if (c.mode == DecodingMode::kNgram && c.ngram_max < 1) {
     return absl::InvalidArgumentError(absl::StrCat("ngram_max must be >= 1, got ", c.ngram_max));
+  }
+  if (c.fork_outcomes < 0 || c.fork_outcomes > c.gamma) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("fork_outcomes must be in [0, gamma = ", c.gamma, "], got ", c.fork_outcomes));
+  }
+  if (c.fork_depth < 0 || c.fork_depth > max_gamma) {
+    return absl::InvalidArgumentError(absl::StrCat("fork_depth must be in [0, ", max_gamma, "], got ", c.fork_depth));
   }
   if ((c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy) && !has_adapter) {
     return absl::FailedPreconditionError(absl::StrCat("mode ", DecodingModeName(c.mode),

@@ -19,7 +19,24 @@ struct DecodingConfig {
   float beta = 0.0f;   // EMA weight of earlier energies, [0, 1); lossy only
   float tau = 0.0f;    // acceptance offset in nats, <= 0; lossy only
   int ngram_max = 3;   // n-gram mode: longest suffix matched
+  // Forked refill (docs/algorithm.md): 0 keeps ALGORITHM.md's carry-and-refill rule.
+  // R > 0: every acceptance count n < R gets a chain of placeholder rows forked from
+  // the predictive chain after d_n, and the main chain gets a placeholder tail; the
+  // outcome n picks which one refills the buffer, so drafts never rest on a rejected
+  // token for those outcomes. Costs R·depth + depth extra predictive rows.
+  int fork_outcomes = 0;
+  int fork_depth = 0;  // drafts per fork and tail; 0 = gamma
+  // Cross-Regression modes: where the committed text repeats (prompt lookup finds an
+  // n-gram match), those drafts replace the buffer's first slots. The choice rests on
+  // committed tokens only, so it stays exact (docs/algorithm.md).
+  bool ngram_assist = false;
+  bool forked() const { return fork_outcomes > 0; }
+  int ForkDepth() const { return fork_depth > 0 ? fork_depth : gamma; }
 };
+
+// Most rows one decode iteration of a sequence adds to a forward (control rows,
+// predictive chains and forks); the decoder never exceeds it.
+int MaxDecodeRows(const DecodingConfig& config);
 
 // The engine's limit on gamma (draft slots per sequence and forward).
 inline constexpr int kMaxGamma = 64;

@@ -74,8 +74,16 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
     case DecodingMode::kLossless:
     case DecodingMode::kLossy: {
       // Limits depend on counts and positions only, never on drawn values.
+      const int64_t cap = setup_.decoding.forked() ? gamma : std::max(gamma - 1, 1);
+      if (setup_.decoding.ngram_assist) {
+        // Prompt-lookup drafts, a function of the committed tokens alone, take the
+        // first slots (one-hot q); the adapter's proposals keep the slots after them.
+        const auto found = NgramDrafts(tokens_, setup_.decoding.ngram_max, static_cast<int>(cap));
+        if (buffer_.size() < found.size()) buffer_.resize(found.size());
+        for (size_t i = 0; i < found.size(); ++i) buffer_[i] = Draft{found[i], {}, false};
+      }
       const int64_t keep = std::max<int64_t>(
-          0, std::min<int64_t>({static_cast<int64_t>(buffer_.size()), remaining - 1, room}));
+          0, std::min<int64_t>({static_cast<int64_t>(buffer_.size()), cap, remaining - 1, room}));
       buffer_.resize(static_cast<size_t>(keep));
       m = static_cast<int>(keep);
       g = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
@@ -88,13 +96,39 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
     const int32_t token = k == 0 ? x_last : buffer_[static_cast<size_t>(k - 1)].token;
     batch.rows.push_back({seq_, base + k, token, true, false});
   }
-  for (int k = 0; k < g; ++k) {
-    const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
-    batch.rows.push_back({seq_, base + k, token, true, true});
+  fork_sizes_.clear();
+  if (speculative_xr() && setup_.decoding.forked()) {
+    // Main chain [x_last, d_1..d_m, placeholder tail] (branch 0), then for each
+    // outcome n < R a placeholder chain forked after d_n (branch n+1). A chain's
+    // length depends on n, m, the room left and the tokens still wanted, never on
+    // drawn values; each row of it proposes one draft for the buffer after outcome n.
+    const int f = setup_.decoding.ForkDepth();
+    auto useful = [&](int n) {  // drafts worth proposing for the buffer after outcome n
+      return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({f, room - n, remaining - n - 2})));
+    };
+    const int tail = useful(m);
+    g = m + 1 + tail;
+    for (int k = 0; k < g; ++k) {
+      const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
+      batch.rows.push_back({seq_, base + k, token, true, true, 0});
+    }
+    for (int n = 0; n < std::min(setup_.decoding.fork_outcomes, m); ++n) {
+      const int size = useful(n);
+      fork_sizes_.push_back(size);
+      for (int j = 0; j < size; ++j) {
+        batch.rows.push_back({seq_, base + n + 1 + j, setup_.placeholder_token, true, true, n + 1});
+      }
+    }
+  } else {
+    for (int k = 0; k < g; ++k) {
+      const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
+      batch.rows.push_back({seq_, base + k, token, true, true});
+    }
   }
   last_drafts_ = m;
   last_predictive_ = g;
   last_rows_ = m + 1 + g;
+  for (int size : fork_sizes_) last_rows_ += size;
   return last_rows_;
 }
 
@@ -194,17 +228,13 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
   cached_ = L + n;
 
   // Refill: old slot j+c becomes slot j. Untested drafts carry with their cached q;
-  // empty slots take fresh samples from this forward's Q at their old slot.
+  // empty slots take fresh samples from this forward's Q at their old slot. Forked
+  // refill: outcomes with their own chain (n = m, and n < R) take that chain's
+  // proposals instead. Which rows refill depends on n and m only.
   if (speculative_xr()) {
     const int c = n + 1;
     std::vector<Draft> refilled;
-    for (int s = c + 1; s <= m; ++s) {
-      Draft carried = std::move(buffer_[static_cast<size_t>(s - 1)]);
-      carried.carried = true;
-      refilled.push_back(std::move(carried));
-    }
-    for (int s = std::max(m, c) + 1; s <= g; ++s) {
-      const float* qs = pred + (s - 1) * V;
+    auto propose = [&](const float* qs) {
       Draft fresh;
       if (greedy) {
         fresh.token = Argmax(qs, vocab_);
@@ -213,6 +243,21 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
         fresh.token = SampleFrom(fresh.q);
       }
       refilled.push_back(std::move(fresh));
+    };
+    const bool forked = setup_.decoding.forked();
+    if (forked && n == m) {
+      for (int k = m + 1; k < g; ++k) propose(pred + k * V);  // the main chain's placeholder tail
+    } else if (forked && n < static_cast<int>(fork_sizes_.size())) {
+      const float* fork = pred + g * V;
+      for (int b = 0; b < n; ++b) fork += fork_sizes_[static_cast<size_t>(b)] * V;
+      for (int j = 0; j < fork_sizes_[static_cast<size_t>(n)]; ++j) propose(fork + j * V);
+    } else {
+      for (int s = c + 1; s <= m; ++s) {
+        Draft carried = std::move(buffer_[static_cast<size_t>(s - 1)]);
+        carried.carried = true;
+        refilled.push_back(std::move(carried));
+      }
+      for (int s = std::max(m, c) + 1; s <= g; ++s) propose(pred + (s - 1) * V);
     }
     buffer_ = std::move(refilled);
   } else {

@@ -110,7 +110,8 @@ class SequenceDecoder {
   bool last_was_prefill_ = false;
   int last_rows_ = 0;
   int last_drafts_ = 0;      // m
-  int last_predictive_ = 0;  // γ for this forward
+  int last_predictive_ = 0;  // main predictive chain rows of this forward
+  std::vector<int> fork_sizes_;  // forked refill: rows of the chain for outcome n = 0, 1, ..
   // Scratch distributions.
   std::vector<float> p_, q_now_, residual_;
 };

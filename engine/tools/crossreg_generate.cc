@@ -36,6 +36,12 @@ ABSL_FLAG(std::string, mode, "ar", "Decoding: ar, lossless (Cross-Regression, ex
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
 ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more negative accepts more)");
 ABSL_FLAG(int, gamma, 8, "Draft slots (predictive rows) per forward, 1..64");
+ABSL_FLAG(int, fork_outcomes, 0,
+          "Cross-Regression forked refill: acceptance counts n below this get their own placeholder draft chain "
+          "(0 = ALGORITHM.md's carry-and-refill; see docs/algorithm.md)");
+ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(bool, ngram_assist, false,
+          "Cross-Regression: prompt-lookup drafts take the first draft slots where the text repeats (exact)");
 
 namespace crossreg {
 namespace {
@@ -92,6 +98,9 @@ int Run() {
   request.decoding.beta = static_cast<float>(absl::GetFlag(FLAGS_beta));
   request.decoding.tau = static_cast<float>(absl::GetFlag(FLAGS_tau));
   request.decoding.gamma = absl::GetFlag(FLAGS_gamma);
+  request.decoding.fork_outcomes = absl::GetFlag(FLAGS_fork_outcomes);
+  request.decoding.fork_depth = absl::GetFlag(FLAGS_fork_depth);
+  request.decoding.ngram_assist = absl::GetFlag(FLAGS_ngram_assist);
   if (adapter) request.placeholder_token = adapter->placeholder_token_id;
   if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
     auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));

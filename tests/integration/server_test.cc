@@ -217,6 +217,13 @@ TEST_F(ServerTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
        }, "decoding.beta"},
       {"gamma=-1", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_gamma(-1); }, "decoding.gamma"},
       {"gamma>max", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_gamma(17); }, "decoding.gamma"},
+      {"fork_outcomes>gamma", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_LOSSLESS);
+         r.mutable_decoding()->set_gamma(4);
+         r.mutable_decoding()->set_fork_outcomes(5);
+       }, "fork_outcomes"},
+      {"ngram_assist with ar", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_ngram_assist(true); },
+       "ngram_assist"},
       {"temperature=-1", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_temperature(-1); },
        "sampling.temperature"},
       {"top_p=1.5", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_top_p(1.5f); }, "sampling.top_p"},

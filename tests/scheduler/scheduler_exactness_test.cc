@@ -2,6 +2,7 @@
 // backend with a tiny random model and adapter, every request served among many
 // others (mixed modes, chunked prefill, preemption and recomputation in a tiny
 // cache) produces exactly what Generate() produces for it alone.
+#include <algorithm>
 #include <memory>
 #include <string>
 
@@ -68,6 +69,11 @@ RequestSpec MakeSpec(int i) {
   s.decoding.mode = kModes[i % 4];
   s.decoding.gamma = 1 + i % 5;
   if (s.decoding.mode == DecodingMode::kLossy && i % 8 == 2) s.decoding.tau = -1.0f;  // a truly lossy one
+  if (s.decoding.mode == DecodingMode::kLossless && i % 3 != 0) {  // forked refill, some with n-gram assist
+    s.decoding.fork_outcomes = std::min(s.decoding.gamma, 1 + i % 3);
+    s.decoding.fork_depth = i % 2 == 0 ? 0 : 2;
+    s.decoding.ngram_assist = i % 3 == 2;
+  }
   if (i % 6 == 5) {  // a few sampled requests: their RNG streams must not notice batching either
     s.sampling.temperature = 0.8f;
     s.sampling.seed = 100 + static_cast<uint64_t>(i);

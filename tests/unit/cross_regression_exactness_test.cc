@@ -1,5 +1,6 @@
 // Lossless Cross-Regression and n-gram drafting reproduce AR exactly: token for
 // token at T=0, in distribution when sampling (ALGORITHM.md "Required tests").
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -43,6 +44,15 @@ DecodingConfig Mode(DecodingMode mode, int gamma, float beta = 0, float tau = 0)
   return d;
 }
 
+// Lossless with the forked refill (and optionally prompt-lookup assist).
+DecodingConfig Forked(int gamma, int outcomes, int depth, bool assist = false) {
+  DecodingConfig d = Mode(DecodingMode::kLossless, gamma);
+  d.fork_outcomes = outcomes;
+  d.fork_depth = depth;
+  d.ngram_assist = assist;
+  return d;
+}
+
 TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
   const std::vector<std::vector<int32_t>> prompts = {{1}, {3, 4, 5, 3, 4}, {7, 7, 7, 7, 2, 9, 11, 30, 1, 0}};
   for (float adapter_magnitude : {0.5f, 30.0f}) {  // mostly right and mostly wrong drafts
@@ -62,6 +72,11 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossless, gamma)), ar);
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossy, gamma)), ar);  // beta=0, tau=0
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kNgram, gamma)), ar);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Forked(gamma, 1, 0)), ar);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Forked(gamma, std::min(gamma, 3), 2, /*assist=*/true)), ar);
+          DecodingConfig assist = Mode(DecodingMode::kLossless, gamma);
+          assist.ngram_assist = true;
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, assist), ar);
         }
         EXPECT_EQ(e.kv->Stats().used_blocks, 0);
       }
@@ -83,6 +98,7 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnStories260KWithRandomAdapter)
     for (int gamma : {1, 4, 16}) {
       SCOPED_TRACE(::testing::Message() << ref.prompt << " gamma " << gamma);
       EXPECT_EQ(GenerateIds(e, **model, prompt, n, Mode(DecodingMode::kLossless, gamma)), expected);
+      EXPECT_EQ(GenerateIds(e, **model, prompt, n, Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true)), expected);
       EXPECT_EQ(GenerateIds(e, **model, prompt, n, Mode(DecodingMode::kNgram, gamma), {}, ExactnessFault::kNone,
                             /*has_adapter=*/false),
                 expected);
@@ -178,6 +194,25 @@ TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT07TopP09) {
   s.top_p = 0.9f;
   const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
                                kSamples, kDepth, "lossless T=0.7 top-p 0.9");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, ForkedRefillMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Forked(3, 2, 2), ExactnessFault::kNone, kSamples, kDepth,
+                               "lossless forked refill T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, ForkedRefillWithNgramAssistMatchesExactProbabilitiesAtT07TopP09) {
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_p = 0.9f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Forked(3, 1, 2, /*assist=*/true), ExactnessFault::kNone,
+                               kSamples, kDepth, "lossless forked + n-gram assist T=0.7 top-p 0.9");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
 }

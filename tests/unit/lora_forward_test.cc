@@ -103,6 +103,98 @@ TEST(LoraForwardTest, PredictiveRowsNeverChangeOtherSequencesControlLogits) {
   EXPECT_EQ(e.kv->length(b), base + static_cast<int64_t>(kRows.size()));
 }
 
+// Two predictive branches of one sequence in one forward are independent chains:
+// each equals the same rows run alone on the prefix below its first position.
+TEST(LoraForwardTest, PredictiveBranchesAreIndependentChains) {
+  auto model = MakeRandomModel(TinyConfig(64), {DType::kF32, 6, 1.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 2.0f;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto e = MakeEngine(*model, adapter.get());
+  const std::vector<int32_t> side = {3, 4, 5};  // branch 1, starting at position 5
+  const auto main_alone = RunOnPrefix(e, kPrefix, kRows, true);
+  const auto side_alone = RunOnPrefix(e, std::vector<int32_t>(kPrefix.begin(), kPrefix.begin() + 5), side, true);
+
+  const SequenceId seq = e.kv->CreateSequence();
+  ForwardBatch b;
+  for (size_t p = 0; p < kPrefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), kPrefix[p], false, false});
+  std::vector<float> logits;
+  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  b.rows.clear();
+  // Interleave the branches: grouping is by (sequence, branch), not by batch order.
+  const int32_t p0 = static_cast<int32_t>(kPrefix.size());
+  for (size_t i = 0; i < kRows.size(); ++i) {
+    b.rows.push_back({seq, p0 + static_cast<int32_t>(i), kRows[i], true, true, 0});
+    if (i < side.size()) b.rows.push_back({seq, 5 + static_cast<int32_t>(i), side[i], true, true, 1});
+  }
+  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  const size_t V = 64;
+  size_t main_i = 0, side_i = 0;
+  for (size_t r = 0; r < b.rows.size(); ++r) {
+    const float* got = logits.data() + r * V;
+    if (b.rows[r].branch == 0) {
+      EXPECT_LE(MaxAbsDiff(got, main_alone.data() + V * main_i++, V), 1e-5f) << "main row " << r;
+    } else {
+      EXPECT_LE(MaxAbsDiff(got, side_alone.data() + V * side_i++, V), 1e-5f) << "side row " << r;
+    }
+  }
+  EXPECT_EQ(e.kv->length(seq), p0);  // predictive rows keep no KV
+
+  // Malformed branches are refused with the row named.
+  b.rows = {{seq, p0, 1, true, false, 2}};
+  auto s = e.backend->Forward(b, *e.kv, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("control row cannot name a branch"), std::string::npos) << s.message();
+  b.rows = {{seq, p0, 1, true, true, -1}};
+  s = e.backend->Forward(b, *e.kv, logits);
+  EXPECT_NE(s.message().find("negative predictive branch"), std::string::npos) << s.message();
+  b.rows = {{seq, 2, 1, true, true, 3}, {seq, 4, 1, true, true, 3}};
+  s = e.backend->Forward(b, *e.kv, logits);
+  EXPECT_NE(s.message().find("(branch 3) must take consecutive positions"), std::string::npos) << s.message();
+  e.kv->Free(seq);
+}
+
+// A branch that starts inside branch 0 forks from it: it sees branch 0's rows below
+// its start as a shared prefix, exactly as if they were its own first rows.
+TEST(LoraForwardTest, ForkedBranchSharesTheMainChainPrefix) {
+  auto model = MakeRandomModel(TinyConfig(64), {DType::kF32, 7, 1.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 2.0f;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto e = MakeEngine(*model, adapter.get());
+  const std::vector<int32_t> fork = {8, 9};  // after kRows[0], kRows[1]
+  std::vector<int32_t> forked_chain = {kRows[0], kRows[1]};
+  forked_chain.insert(forked_chain.end(), fork.begin(), fork.end());
+  const auto main_alone = RunOnPrefix(e, kPrefix, kRows, true);
+  const auto fork_alone = RunOnPrefix(e, kPrefix, forked_chain, true);
+
+  const SequenceId seq = e.kv->CreateSequence();
+  ForwardBatch b;
+  for (size_t p = 0; p < kPrefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), kPrefix[p], false, false});
+  std::vector<float> logits;
+  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  b.rows.clear();
+  const int32_t p0 = static_cast<int32_t>(kPrefix.size());
+  for (size_t i = 0; i < fork.size(); ++i) b.rows.push_back({seq, p0 + 2 + static_cast<int32_t>(i), fork[i], true, true, 1});
+  for (size_t i = 0; i < kRows.size(); ++i) b.rows.push_back({seq, p0 + static_cast<int32_t>(i), kRows[i], true, true, 0});
+  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  const size_t V = 64;
+  for (size_t i = 0; i < fork.size(); ++i) {
+    EXPECT_LE(MaxAbsDiff(logits.data() + i * V, fork_alone.data() + (2 + i) * V, V), 1e-5f) << "fork row " << i;
+  }
+  EXPECT_LE(MaxAbsDiff(logits.data() + fork.size() * V, main_alone.data(), main_alone.size()), 1e-5f);
+
+  // A fork past the end of branch 0, or with no branch 0, is refused.
+  b.rows = {{seq, p0, 1, true, true, 0}, {seq, p0 + 2, 1, true, true, 1}};
+  auto s = e.backend->Forward(b, *e.kv, logits);
+  EXPECT_NE(s.message().find("no branch-0 rows of the sequence reach that position"), std::string::npos)
+      << s.message();
+  b.rows = {{seq, p0 + 1, 1, true, true, 1}};
+  s = e.backend->Forward(b, *e.kv, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.message();
+  e.kv->Free(seq);
+}
+
 // After many Cross-Regression iterations with rejections, the cache must hold what
 // AR decoding of the committed tokens would: a fresh continuation row agrees.
 TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {

@@ -1,10 +1,11 @@
-#include "engine/cuda/forward_plan.h"
+#include "engine/forward_plan.h"
 
+#include <map>
 #include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 
-namespace crossreg::cuda {
+namespace crossreg {
 
 absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
                                         const KvCacheConfig& storage) {
@@ -26,8 +27,11 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
   // Sequences in order of first appearance, so the layout is deterministic.
   std::vector<SequenceId> sequences;
   std::unordered_map<SequenceId, int64_t> next_control;      // next expected control position
-  std::unordered_map<SequenceId, int64_t> next_predictive;   // next expected predictive position
-  std::unordered_map<SequenceId, std::vector<int32_t>> groups;
+  // Predictive groups are keyed by (sequence, branch): each branch is its own chain.
+  using GroupKey = std::pair<SequenceId, int32_t>;
+  std::map<GroupKey, int64_t> next_predictive;  // next expected position of each group
+  std::map<GroupKey, std::vector<int32_t>> groups;
+  std::unordered_map<SequenceId, bool> has_predictive;
   std::unordered_map<SequenceId, int64_t> control_count;
   for (int i = 0; i < rows; ++i) {
     const BatchRow& row = batch.rows[static_cast<size_t>(i)];
@@ -42,31 +46,30 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
       return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
                                                 " outside the context length ", config.max_position));
     }
-    if (!next_control.contains(row.seq) && !next_predictive.contains(row.seq)) sequences.push_back(row.seq);
+    if (row.branch < 0) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": negative predictive branch ", row.branch));
+    }
+    if (!row.predictive && row.branch != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a control row cannot name a branch"));
+    }
+    if (!next_control.contains(row.seq) && !has_predictive.contains(row.seq)) sequences.push_back(row.seq);
     plan.tokens[i] = row.token;
     plan.positions[i] = row.position;
     if (row.want_logits) plan.logit_rows.push_back(i);
-    const int64_t cached = kv.length(row.seq);
     if (row.predictive) {
-      auto [it, first] = next_predictive.try_emplace(row.seq, row.position);
-      if (first && row.position > cached) {
-        return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": predictive rows of sequence ", row.seq,
-                                                       " start at position ", row.position, " but only ", cached,
-                                                       " positions are cached"));
-      }
+      has_predictive[row.seq] = true;
+      const GroupKey key{row.seq, row.branch};
+      auto [it, first] = next_predictive.try_emplace(key, row.position);
       if (row.position != it->second) {
         return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": predictive rows of sequence ", row.seq,
-                                                       " must take consecutive positions"));
+                                                       " (branch ", row.branch, ") must take consecutive positions"));
       }
       ++it->second;
-      auto& group = groups[row.seq];
-      plan.num_cached[i] = row.position - static_cast<int32_t>(group.size());
-      plan.num_own[i] = static_cast<int32_t>(group.size()) + 1;
-      group.push_back(i);
+      groups[key].push_back(i);
       plan.predictive_rows.push_back(i);
       continue;
     }
-    auto [it, inserted] = next_control.try_emplace(row.seq, cached);
+    auto [it, inserted] = next_control.try_emplace(row.seq, kv.length(row.seq));
     if (row.position != it->second) {
       return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": sequence ", row.seq, " expects position ",
                                                      it->second, ", got ", row.position,
@@ -75,6 +78,39 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
     ++it->second;
     ++control_count[row.seq];
     plan.num_cached[i] = row.position + 1;
+  }
+
+  // Where each group's attention starts. A group starting at or below the cached
+  // length attends the cache below its start. A branch b >= 1 that starts above it
+  // forks from branch 0: it attends the cache below branch 0's start, then branch
+  // 0's rows up to its own start (shared, not recomputed), then its own rows.
+  struct GroupLayout {
+    int64_t cache_part = 0;
+    std::vector<int32_t> shared;  // branch-0 rows attended before the group's own rows
+  };
+  std::map<GroupKey, GroupLayout> layouts;
+  for (const auto& [key, members] : groups) {
+    const auto& [seq, branch] = key;
+    const int64_t cached = kv.length(seq);
+    const int64_t p0 = batch.rows[static_cast<size_t>(members.front())].position;
+    GroupLayout layout;
+    if (p0 <= cached) {
+      layout.cache_part = p0;
+    } else {
+      const auto main = groups.find(GroupKey{seq, 0});
+      const int64_t s0 = main == groups.end() || branch == 0
+                             ? -1
+                             : batch.rows[static_cast<size_t>(main->second.front())].position;
+      if (s0 < 0 || s0 > cached || s0 + static_cast<int64_t>(main->second.size()) < p0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "forward: row ", members.front(), ": predictive rows of sequence ", seq, " (branch ", branch,
+            ") start at position ", p0, " but only ", cached,
+            " positions are cached and no branch-0 rows of the sequence reach that position"));
+      }
+      layout.cache_part = s0;
+      layout.shared.assign(main->second.begin(), main->second.begin() + (p0 - s0));
+    }
+    layouts.emplace(key, std::move(layout));
   }
 
   int64_t blocks_needed = 0;
@@ -92,10 +128,18 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
     table_offset_of[seq] = static_cast<int32_t>(plan.block_tables.size());
     const auto& table = kv.block_table(seq);
     plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.end());
-    if (auto g = groups.find(seq); g != groups.end()) {
+    for (auto g = groups.lower_bound(GroupKey{seq, 0}); g != groups.end() && g->first.first == seq; ++g) {
+      const GroupLayout& layout = layouts.at(g->first);
       const auto begin = static_cast<int32_t>(plan.group_rows.size());
-      for (int32_t r : g->second) plan.group_begin[r] = begin;
+      const auto shared = static_cast<int32_t>(layout.shared.size());
+      plan.group_rows.insert(plan.group_rows.end(), layout.shared.begin(), layout.shared.end());
       plan.group_rows.insert(plan.group_rows.end(), g->second.begin(), g->second.end());
+      for (size_t k = 0; k < g->second.size(); ++k) {
+        const int32_t r = g->second[k];
+        plan.group_begin[r] = begin;
+        plan.num_cached[r] = static_cast<int32_t>(layout.cache_part);
+        plan.num_own[r] = shared + static_cast<int32_t>(k) + 1;
+      }
     }
     if (auto c = control_count.find(seq); c != control_count.end()) plan.appended.emplace_back(seq, c->second);
   }
@@ -110,4 +154,4 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
   return plan;
 }
 
-}  // namespace crossreg::cuda
+}  // namespace crossreg

@@ -1,11 +1,8 @@
-// Host-side planning of one CUDA forward: validates a ForwardBatch against the
-// cache, reserves the control rows' blocks, and lays out the per-row integers the
-// kernels read (slots, attended counts, block tables, predictive groups).
-//
-// The validation rules are the CPU backend's (engine/cpu/cpu_backend.cc,
-// ValidateAndReserve), duplicated here rather than shared so engine/cpu stays
-// untouched; the two must agree, and the GPU parity tests run the same batches
-// through both.
+// Host-side planning of one forward, shared by every backend: validates a
+// ForwardBatch against the cache, reserves the control rows' blocks, and lays out
+// the per-row integers attention needs (KV slots, attended counts, block tables,
+// predictive groups). One planner means the CPU and CUDA backends accept and refuse
+// exactly the same batches.
 #pragma once
 
 #include <cstdint>
@@ -17,7 +14,7 @@
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
 
-namespace crossreg::cuda {
+namespace crossreg {
 
 struct ForwardPlan {
   int rows = 0;
@@ -31,7 +28,7 @@ struct ForwardPlan {
   std::vector<int32_t> table_offset;  // start of its sequence's table in block_tables
   // Shared.
   std::vector<int32_t> block_tables;     // each sequence of the batch once, after reservation
-  std::vector<int32_t> group_rows;       // predictive row indices, grouped by sequence
+  std::vector<int32_t> group_rows;       // predictive row indices, grouped by (sequence, branch)
   std::vector<int32_t> predictive_rows;  // predictive row indices in batch order
   std::vector<int32_t> logit_rows;       // want_logits row indices in batch order
   // Control rows per sequence: the positions Forward commits with Advance.
@@ -43,4 +40,4 @@ struct ForwardPlan {
 absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
                                         const KvCacheConfig& storage);
 
-}  // namespace crossreg::cuda
+}  // namespace crossreg
