@@ -402,9 +402,14 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
 
   batch.rows.clear();
   int logit_rows = 0;
+  // Adaptive draft lengths share the forward's fixed cost among the decoding
+  // sequences: under load each one's draft rows must pay for themselves.
+  DraftCost cost{options.cost_curve, 0};
+  for (const Entry& e : entries) cost.batch_sequences += e.prefill ? 0 : 1;
+  cost.batch_sequences = std::max(1, cost.batch_sequences);
   for (Entry& e : entries) {
     const size_t begin = batch.rows.size();
-    e.request->decoder->AddRows(batch, e.prefill ? e.rows : 1);
+    e.request->decoder->AddRows(batch, e.prefill ? e.rows : 1, &cost);
     e.logit_row = logit_rows;
     for (size_t i = begin; i < batch.rows.size(); ++i) logit_rows += batch.rows[i].want_logits ? 1 : 0;
   }

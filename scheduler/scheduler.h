@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "engine/backend.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
@@ -32,6 +33,8 @@ struct SchedulerOptions {
   int max_gamma = kMaxGamma;    // per-request gamma limit
   int32_t placeholder_token = 0;  // from the adapter
   bool has_adapter = false;
+  // Measured forward cost (requests with decoding.adaptive_gamma); not owned.
+  const ForwardCostCurve* cost_curve = nullptr;
 };
 
 // What a client asked for, validated by the caller (server) before Submit.

@@ -2,15 +2,19 @@
 // the continuous-batching scheduler on the CPU backend and serves
 // crossreg.v1.Generation, grpc.health.v1.Health and server reflection over gRPC, with
 // Prometheus metrics on their own port. SIGTERM/SIGINT drain and exit 0.
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <pthread.h>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/decoding/forward_cost_curve.h"
 #include "engine/model/default_model.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
@@ -88,6 +92,26 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
     if (auto s = metrics->Serve(address); !s.ok()) return Fail(std::string(s.message()));
   }
 
+  // The cost curve behind adaptive draft lengths: timed once, before serving.
+  std::optional<ForwardCostCurve> cost_curve;
+  if (options.adaptive_gamma) {
+    DecodingConfig widest;
+    widest.mode = DecodingMode::kLossless;
+    widest.gamma = options.max_gamma;
+    const int rows = std::min({MaxDecodeRows(widest), 64, options.max_batch_tokens});
+    const int context = std::max(1, std::min(64, model.config.max_position - rows));
+    auto measured = ForwardCostCurve::Measure(**backend, kv, model.config, rows, context);
+    if (!measured.ok()) {
+      return Fail(absl::StrCat("--adaptive_gamma: measuring the forward cost curve: ", measured.status().message()));
+    }
+    cost_curve = *std::move(measured);
+    std::string points;
+    for (const auto& [r, seconds] : cost_curve->points()) {
+      absl::StrAppend(&points, points.empty() ? "" : ", ", r, " rows ", absl::StrFormat("%.3f", seconds * 1e3), " ms");
+    }
+    spdlog::info("forward cost curve (adaptive gamma): {}", points);
+  }
+
   SchedulerOptions scheduler_options;
   scheduler_options.max_batch_tokens = options.max_batch_tokens;
   scheduler_options.max_running = options.max_running;
@@ -95,6 +119,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   scheduler_options.max_gamma = options.max_gamma;
   scheduler_options.has_adapter = adapter != nullptr;
   scheduler_options.placeholder_token = adapter ? adapter->placeholder_token_id : 0;
+  scheduler_options.cost_curve = cost_curve ? &*cost_curve : nullptr;
   Scheduler scheduler(scheduler_options, **backend, kv, model.config, metrics.get());
   scheduler.Start();
 
@@ -106,6 +131,8 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   service_options.limits.max_gamma = options.max_gamma;
   service_options.limits.default_gamma = options.default_gamma;
   service_options.limits.default_max_tokens = options.default_max_tokens;
+  service_options.limits.can_adapt_gamma = cost_curve.has_value();
+  service_options.limits.default_adaptive_gamma = options.adaptive_gamma;
   service_options.model_path = model_path;
   service_options.adapter_rank = adapter ? adapter->max_rank : 0;
   service_options.kv_capacity_tokens = blocks * options.kv_block_size;

@@ -101,6 +101,12 @@ absl::StatusOr<DecodingConfig> Decoding(const v1::DecodingParams& in, const Requ
   out.fork_outcomes = in.fork_outcomes();
   out.fork_depth = in.fork_depth();
   out.ngram_assist = in.ngram_assist();
+  out.adaptive_gamma = in.has_adaptive_gamma() ? in.adaptive_gamma()
+                                               : limits.default_adaptive_gamma && out.mode != DecodingMode::kAutoregressive;
+  if (out.adaptive_gamma && !limits.can_adapt_gamma) {
+    return absl::FailedPreconditionError(
+        "decoding.adaptive_gamma: this server has no forward cost curve (start it with --adaptive_gamma)");
+  }
   if ((out.mode == DecodingMode::kLossless || out.mode == DecodingMode::kLossy) && !limits.has_adapter) {
     return absl::FailedPreconditionError(absl::StrCat("decoding.mode: ", DecodingModeName(out.mode),
                                                       " needs a Cross-Regression adapter; this server has none "

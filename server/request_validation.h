@@ -24,6 +24,8 @@ struct RequestLimits {
   int max_gamma = kMaxGamma;
   int default_gamma = 8;
   int default_max_tokens = 128;
+  bool can_adapt_gamma = false;     // the server measured its forward cost curve
+  bool default_adaptive_gamma = false;
 };
 
 struct ValidatedRequest {

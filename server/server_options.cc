@@ -33,6 +33,9 @@ ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at o
 ABSL_FLAG(int, max_queue, kDefaults.max_queue, "Most waiting requests; beyond it Generate fails RESOURCE_EXHAUSTED");
 ABSL_FLAG(int, max_gamma, kDefaults.max_gamma, "Largest gamma (draft slots per forward) a request may ask for");
 ABSL_FLAG(int, default_gamma, kDefaults.default_gamma, "Gamma for requests that leave it 0");
+ABSL_FLAG(bool, adaptive_gamma, kDefaults.adaptive_gamma,
+          "Measure the forward cost curve at start; speculative requests then pick each forward's draft length "
+          "(0 = AR) for the most tokens per second unless they set decoding.adaptive_gamma = false");
 ABSL_FLAG(int, default_max_tokens, kDefaults.default_max_tokens, "max_tokens for requests that leave it unset");
 ABSL_FLAG(double, drain_timeout_s, kDefaults.drain_timeout_s,
           "On SIGTERM/SIGINT: seconds in-flight requests may run before they are cancelled");
@@ -96,6 +99,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.max_queue = absl::GetFlag(FLAGS_max_queue);
   o.max_gamma = absl::GetFlag(FLAGS_max_gamma);
   o.default_gamma = absl::GetFlag(FLAGS_default_gamma);
+  o.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
   o.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
   o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   o.log_level = absl::GetFlag(FLAGS_log_level);

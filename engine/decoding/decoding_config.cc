@@ -57,6 +57,9 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
                                                    DecodingModeName(c.mode),
                                                    c.mode == DecodingMode::kNgram ? " (it already drafts by n-gram)" : ""));
   }
+  if (c.adaptive_gamma && c.mode == DecodingMode::kAutoregressive) {
+    return absl::InvalidArgumentError("adaptive_gamma applies to speculative modes (lossless, lossy, ngram), not ar");
+  }
   const bool lossy_values = c.beta != 0.0f || c.tau != 0.0f;
   switch (c.mode) {
     case DecodingMode::kAutoregressive:

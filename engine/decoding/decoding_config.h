@@ -30,6 +30,11 @@ struct DecodingConfig {
   // n-gram match), those drafts replace the buffer's first slots. The choice rests on
   // committed tokens only, so it stays exact (docs/algorithm.md).
   bool ngram_assist = false;
+  // Speculative modes: before each forward pick the draft length γ' ∈ [0, gamma] that
+  // maximises expected tokens per second from recent acceptance and the measured
+  // forward cost curve (0 = a plain AR forward); gamma is the ceiling. Needs a cost
+  // curve from the caller (draft_length_policy.h); ignored without one.
+  bool adaptive_gamma = false;
   bool forked() const { return fork_outcomes > 0; }
   int ForkDepth() const { return fork_depth > 0 ? fork_depth : gamma; }
 };

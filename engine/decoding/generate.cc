@@ -71,7 +71,8 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   while (!decoder.finished()) {
     const bool prefill = decoder.prefilling();
     batch.rows.clear();
-    decoder.AddRows(batch, request.prefill_chunk);
+    const DraftCost cost{request.cost_curve, 1};
+    decoder.AddRows(batch, request.prefill_chunk, &cost);
     if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
     committed.clear();
     if (auto s = decoder.OnForward(logits.data(), kv, committed); !s.ok()) return s;

@@ -10,6 +10,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
@@ -27,6 +28,8 @@ struct GenerationRequest {
   int prefill_chunk = 512;         // rows per prefill forward
   int32_t placeholder_token = 0;   // predictive slots with no draft (from the adapter)
   ExactnessFault fault = ExactnessFault::kNone;  // tests only
+  // Measured forward cost (needed by decoding.adaptive_gamma); not owned.
+  const ForwardCostCurve* cost_curve = nullptr;
 };
 
 struct GenerationResult {

@@ -24,7 +24,9 @@ SequenceDecoder::SequenceDecoder(const DecoderSetup& setup, SequenceId seq, std:
       seq_(seq),
       tokens_(std::move(prompt)),
       rng_(setup.sampling.seed),
-      acceptor_(setup.decoding.beta, setup.decoding.tau, std::max(1, setup.decoding.gamma)) {
+      acceptor_(setup.decoding.beta, setup.decoding.tau, std::max(1, setup.decoding.gamma)),
+      acceptance_(std::max(1, setup.decoding.gamma)),
+      iter_(setup.decoding) {
   const size_t depth = static_cast<size_t>(std::max(1, setup.decoding.gamma));
   stats_.drafted_per_position.assign(depth, 0);
   stats_.accepted_per_position.assign(depth, 0);
@@ -40,7 +42,28 @@ int64_t SequenceDecoder::PendingKvRows() const {
   return 1 + static_cast<int64_t>(setup_.decoding.mode == DecodingMode::kAutoregressive ? 0 : setup_.decoding.gamma);
 }
 
-int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
+int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
+  const int full = setup_.decoding.gamma;
+  if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
+    --probe_forwards_;
+    return full;
+  }
+  const int chosen = ChooseGamma(setup_.decoding, acceptance_, cost);
+  if (chosen > 0) {
+    ar_streak_ = 0;
+    probe_interval_ = kFirstProbeInterval;
+    return chosen;
+  }
+  // Plain AR forwards learn nothing about acceptance: after a run of them, probe at
+  // full γ (a count-based choice), backing off exponentially while probes fail.
+  if (++ar_streak_ < probe_interval_) return 0;
+  ar_streak_ = 0;
+  probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+  probe_forwards_ = IsCrossRegression(setup_.decoding.mode) ? 1 : 0;
+  return full;
+}
+
+int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows, const DraftCost* cost) {
   const int64_t L = static_cast<int64_t>(tokens_.size());
   if (prefilling()) {
     // Every committed token but the newest goes into the cache without logits.
@@ -53,19 +76,25 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
     return last_rows_;
   }
   last_was_prefill_ = false;
+  iter_ = setup_.decoding;
+  if (setup_.decoding.adaptive_gamma && cost != nullptr && cost->curve != nullptr &&
+      setup_.decoding.mode != DecodingMode::kAutoregressive) {
+    iter_ = WithGamma(setup_.decoding, AdaptiveGamma(*cost));
+  }
+  const DecodingConfig& it = iter_;
   const int64_t remaining = setup_.max_new_tokens - stats_.committed;
   const int64_t room = setup_.model->max_position - L;  // drafts whose rows still fit
-  const int gamma = setup_.decoding.gamma;
+  const int gamma = it.gamma;
   int m = 0;
   int g = 0;
-  switch (setup_.decoding.mode) {
+  switch (it.mode) {
     case DecodingMode::kAutoregressive:
       buffer_.clear();
       break;
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
       buffer_.clear();
-      for (int32_t t : NgramDrafts(tokens_, setup_.decoding.ngram_max, static_cast<int>(want))) {
+      for (int32_t t : NgramDrafts(tokens_, it.ngram_max, static_cast<int>(want))) {
         buffer_.push_back(Draft{t, {}, false});
       }
       m = static_cast<int>(buffer_.size());
@@ -74,11 +103,11 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
     case DecodingMode::kLossless:
     case DecodingMode::kLossy: {
       // Limits depend on counts and positions only, never on drawn values.
-      const int64_t cap = setup_.decoding.forked() ? gamma : std::max(gamma - 1, 1);
-      if (setup_.decoding.ngram_assist) {
+      const int64_t cap = it.forked() ? gamma : std::max(gamma - 1, 1);
+      if (it.ngram_assist) {
         // Prompt-lookup drafts, a function of the committed tokens alone, take the
         // first slots (one-hot q); the adapter's proposals keep the slots after them.
-        const auto found = NgramDrafts(tokens_, setup_.decoding.ngram_max, static_cast<int>(cap));
+        const auto found = NgramDrafts(tokens_, it.ngram_max, static_cast<int>(cap));
         if (buffer_.size() < found.size()) buffer_.resize(found.size());
         for (size_t i = 0; i < found.size(); ++i) buffer_[i] = Draft{found[i], {}, false};
       }
@@ -97,12 +126,12 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
     batch.rows.push_back({seq_, base + k, token, true, false});
   }
   fork_sizes_.clear();
-  if (speculative_xr() && setup_.decoding.forked()) {
+  if (IsCrossRegression(it.mode) && it.forked()) {
     // Main chain [x_last, d_1..d_m, placeholder tail] (branch 0), then for each
     // outcome n < R a placeholder chain forked after d_n (branch n+1). A chain's
     // length depends on n, m, the room left and the tokens still wanted, never on
     // drawn values; each row of it proposes one draft for the buffer after outcome n.
-    const int f = setup_.decoding.ForkDepth();
+    const int f = it.ForkDepth();
     auto useful = [&](int n) {  // drafts worth proposing for the buffer after outcome n
       return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({f, room - n, remaining - n - 2})));
     };
@@ -112,7 +141,7 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows) {
       const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
       batch.rows.push_back({seq_, base + k, token, true, true, 0});
     }
-    for (int n = 0; n < std::min(setup_.decoding.fork_outcomes, m); ++n) {
+    for (int n = 0; n < std::min(it.fork_outcomes, m); ++n) {
       const int size = useful(n);
       fork_sizes_.push_back(size);
       for (int j = 0; j < size; ++j) {
@@ -153,7 +182,7 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
   const float* ctrl = logits;                // P_1 .. P_{m+1}
   const float* pred = logits + (m + 1) * V;  // Q_1 .. Q_g
   const bool greedy = setup_.sampling.greedy();
-  const bool lossy = setup_.decoding.mode == DecodingMode::kLossy;
+  const bool lossy = iter_.mode == DecodingMode::kLossy;
   const int64_t L = static_cast<int64_t>(tokens_.size());
   if (stats_.forwards == 0) first_logits_.assign(ctrl, ctrl + V);
 
@@ -203,6 +232,7 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
         }
       }
     }
+    acceptance_.Record(k, accepted);
     if (!accepted) break;
     ++n;
     ++stats_.accepted_per_position[static_cast<size_t>(k - 1)];
@@ -220,6 +250,9 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
   }
   out.push_back(next);
   ++stats_.forwards;
+  if (iter_.mode == DecodingMode::kAutoregressive && setup_.decoding.mode != DecodingMode::kAutoregressive) {
+    ++stats_.ar_forwards;
+  }
   stats_.drafted += m;
   stats_.accepted += n;
 
@@ -231,7 +264,7 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
   // empty slots take fresh samples from this forward's Q at their old slot. Forked
   // refill: outcomes with their own chain (n = m, and n < R) take that chain's
   // proposals instead. Which rows refill depends on n and m only.
-  if (speculative_xr()) {
+  if (IsCrossRegression(iter_.mode)) {
     const int c = n + 1;
     std::vector<Draft> refilled;
     auto propose = [&](const float* qs) {
@@ -244,7 +277,7 @@ absl::Status SequenceDecoder::OnDecodeForward(const float* logits, PagedKvCache&
       }
       refilled.push_back(std::move(fresh));
     };
-    const bool forked = setup_.decoding.forked();
+    const bool forked = iter_.forked();
     if (forked && n == m) {
       for (int k = m + 1; k < g; ++k) propose(pred + k * V);  // the main chain's placeholder tail
     } else if (forked && n < static_cast<int>(fork_sizes_.size())) {

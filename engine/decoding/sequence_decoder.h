@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/energy_acceptor.h"
 #include "engine/forward_batch.h"
 #include "engine/model/model_config.h"
@@ -32,6 +33,7 @@ struct SpeculativeStats {
   int64_t drafted = 0;    // draft tokens verified
   int64_t accepted = 0;   // draft tokens accepted
   int64_t committed = 0;  // tokens generated
+  int64_t ar_forwards = 0;  // speculative requests: forwards the adaptive γ ran as plain AR
   std::vector<int64_t> drafted_per_position;   // [k-1]: drafts verified at depth k
   std::vector<int64_t> accepted_per_position;  // [k-1]: drafts accepted at depth k
   double tokens_per_forward() const { return forwards ? static_cast<double>(committed) / forwards : 0.0; }
@@ -61,7 +63,8 @@ class SequenceDecoder {
 
   // Appends the rows of the next forward: a prefill chunk of at most
   // `max_prefill_rows` rows, or one decode iteration. Returns the rows added.
-  int AddRows(ForwardBatch& batch, int max_prefill_rows);
+  // `cost` (adaptive_gamma requests): what rows cost, to pick this forward's γ'.
+  int AddRows(ForwardBatch& batch, int max_prefill_rows, const DraftCost* cost = nullptr);
   // Logits of this decoder's rows with want_logits, in the order it added them.
   // Appends the tokens committed by this forward to `committed`.
   absl::Status OnForward(const float* logits, PagedKvCache& kv, std::vector<int32_t>& committed);
@@ -87,9 +90,11 @@ class SequenceDecoder {
     std::vector<float> q;  // the processed distribution it was drawn from; empty = one-hot
     bool carried = false;  // survived an earlier verification untested
   };
-  bool speculative_xr() const {
-    return setup_.decoding.mode == DecodingMode::kLossless || setup_.decoding.mode == DecodingMode::kLossy;
-  }
+  static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
+  // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
+  int AdaptiveGamma(const DraftCost& cost);
+  static constexpr int kFirstProbeInterval = 8;
+  static constexpr int kMaxProbeInterval = 128;
   absl::Status OnDecodeForward(const float* logits, PagedKvCache& kv, std::vector<int32_t>& committed);
   int32_t SampleFrom(const std::vector<float>& probs);
   void Commit(const std::vector<int32_t>& tokens, std::vector<int32_t>& committed);
@@ -103,6 +108,11 @@ class SequenceDecoder {
   std::vector<Draft> buffer_;
   Rng rng_;
   EnergyAcceptor acceptor_;
+  AcceptanceTracker acceptance_;  // recent per-depth acceptance (adaptive γ)
+  DecodingConfig iter_;           // this forward's decoding (γ' when adaptive)
+  int ar_streak_ = 0;             // adaptive: consecutive AR forwards since the last probe
+  int probe_interval_ = kFirstProbeInterval;
+  int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe
   SpeculativeStats stats_;
   FinishReason finish_ = FinishReason::kNone;
   std::vector<float> first_logits_;

@@ -3,14 +3,17 @@
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/default_model.h"
@@ -40,6 +43,9 @@ ABSL_FLAG(int, fork_outcomes, 0,
           "Cross-Regression forked refill: acceptance counts n below this get their own placeholder draft chain "
           "(0 = ALGORITHM.md's carry-and-refill; see docs/algorithm.md)");
 ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(bool, adaptive_gamma, false,
+          "Speculative modes: measure this machine's forward cost curve at start, then pick each forward's draft "
+          "length (0 = AR) for the most tokens per second; --gamma is the ceiling");
 ABSL_FLAG(bool, ngram_assist, false,
           "Cross-Regression: prompt-lookup drafts take the first draft slots where the text repeats (exact)");
 
@@ -101,6 +107,7 @@ int Run() {
   request.decoding.fork_outcomes = absl::GetFlag(FLAGS_fork_outcomes);
   request.decoding.fork_depth = absl::GetFlag(FLAGS_fork_depth);
   request.decoding.ngram_assist = absl::GetFlag(FLAGS_ngram_assist);
+  request.decoding.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
   if (adapter) request.placeholder_token = adapter->placeholder_token_id;
   if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
     auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));
@@ -130,10 +137,27 @@ int Run() {
   // Verification appends up to gamma draft rows past the committed tokens.
   const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens +
                          request.decoding.gamma + 1;
-  options.kv.num_blocks = static_cast<int>((tokens + options.kv.block_size - 1) / options.kv.block_size);
+  // Calibrating the cost curve needs a scratch context plus the widest forward.
+  const int widest = MaxDecodeRows(request.decoding);
+  const int calibration_context = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, model.config.max_position - widest)));
+  const int64_t positions = std::max<int64_t>(tokens, calibration_context + widest);
+  options.kv.num_blocks = static_cast<int>((positions + options.kv.block_size - 1) / options.kv.block_size);
   auto backend = CreateCpuBackend(model, options);
   if (!backend.ok()) return Fail(std::string(backend.status().message()));
   PagedKvCache kv(options.kv);
+  std::optional<ForwardCostCurve> curve;
+  if (request.decoding.adaptive_gamma) {
+    auto measured = ForwardCostCurve::Measure(**backend, kv, model.config, widest, calibration_context);
+    if (!measured.ok()) return Fail("--adaptive_gamma: measuring the forward cost curve: " +
+                                    std::string(measured.status().message()));
+    curve = *std::move(measured);
+    request.cost_curve = &*curve;
+    std::string points;
+    for (const auto& [rows, seconds] : curve->points()) {
+      absl::StrAppend(&points, points.empty() ? "" : ", ", rows, " rows ", absl::SixDigits(seconds * 1e3), " ms");
+    }
+    std::fprintf(stderr, "[crossreg-generate] forward cost curve: %s\n", points.c_str());
+  }
 
   const Tokenizer& tok = *model.tokenizer;
   // The continuation follows the prompt: no start-of-sequence space stripping.
@@ -178,6 +202,7 @@ int Run() {
     out["finish_reason"] = FinishReasonName(result->finish_reason);
     out["mode"] = DecodingModeName(request.decoding.mode);
     out["forwards"] = stats.forwards;
+    out["ar_forwards"] = stats.ar_forwards;
     out["prefill_forwards"] = result->prefill_forwards;
     out["drafted"] = stats.drafted;
     out["accepted"] = stats.accepted;

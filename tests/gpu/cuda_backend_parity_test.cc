@@ -112,6 +112,16 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     Predict(b, ids[1], {tok(44), tok(45)}, 6);  // P0 <= the 6 positions cached before
     ExpectSameForward(e, b, vocab, tolerance, "after rollback");
   }
+  {  // Forked refill: branch 0 plus forks that share its first rows (tree attention).
+    ForwardBatch b;
+    const int32_t p0 = static_cast<int32_t>(e.cpu_kv->length(ids[0]));
+    Prefill(b, ids[0], {tok(50), tok(51), tok(52)}, p0);
+    Predict(b, ids[0], {tok(50), tok(51), tok(52), tok(53), tok(54)}, p0);
+    for (int32_t n = 0; n < 2; ++n) {
+      for (int32_t j = 0; j < 2; ++j) b.rows.push_back({ids[0], p0 + n + 1 + j, tok(60 + j), true, true, n + 1});
+    }
+    ExpectSameForward(e, b, vocab, tolerance, "forked branches");
+  }
 }
 
 TEST(CudaBackendParityTest, RaggedBatchesMatchCpuOnRandomBf16Model) {

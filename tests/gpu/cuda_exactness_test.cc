@@ -3,6 +3,8 @@
 // Caveat this test would expose: cuBLAS may pick a different reduction order for a
 // 1-row and a (1+m+γ)-row GEMM, so a near-tie in the logits could flip an argmax;
 // the random models' scale keeps ties rare, as in the CPU test.
+#include <algorithm>
+
 #include "engine/cuda/cuda_backend.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/model_loader.h"
@@ -33,12 +35,13 @@ GpuEngine MakeGpuEngine(const Model& model, const LoraAdapter* adapter, int toke
 }
 
 std::vector<int32_t> GreedyIds(GpuEngine& e, const Model& model, const std::vector<int32_t>& prompt, int max_new,
-                               DecodingMode mode, int gamma) {
+                               DecodingMode mode, int gamma, int fork_outcomes = 0) {
   GenerationRequest req;
   req.prompt_ids = prompt;
   req.max_new_tokens = max_new;
   req.decoding.mode = mode;
   req.decoding.gamma = gamma;
+  req.decoding.fork_outcomes = fork_outcomes;
   req.stop_at_eos = false;
   auto r = Generate(*e.backend, *e.kv, model.config, req, /*has_adapter=*/true);
   EXPECT_TRUE(r.ok()) << r.status();
@@ -63,6 +66,8 @@ TEST(CudaExactnessTest, GreedyLosslessEqualsGreedyArOnRandomModels) {
       for (int gamma : {1, 4, 16}) {
         SCOPED_TRACE(::testing::Message() << "magnitude " << adapter_magnitude << " gamma " << gamma);
         EXPECT_EQ(GreedyIds(e, *model, prompt, 50, DecodingMode::kLossless, gamma), ar);
+        EXPECT_EQ(GreedyIds(e, *model, prompt, 50, DecodingMode::kLossless, gamma, /*fork_outcomes=*/std::min(gamma, 2)),
+                  ar);
       }
       EXPECT_EQ(e.kv->Stats().used_blocks, 0);
     }

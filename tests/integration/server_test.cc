@@ -302,6 +302,26 @@ TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
   EXPECT_EQ(server.Terminate(), 0);
 }
 
+TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) {
+  ServerProcess server({"--adaptive_gamma"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  EXPECT_NE(server.Log().find("forward cost curve (adaptive gamma): 1 rows"), std::string::npos) << server.Log();
+  auto stub = server.NewStub();
+  for (int p = 0; p < 2; ++p) {
+    CliResult cli = RunCli(Stories260KGguf(), "", kPrompts[p], "ngram", 48);
+    ASSERT_TRUE(cli.ok) << cli.error;
+    for (bool adaptive : {true, false}) {
+      SCOPED_TRACE(std::string(kPrompts[p]) + (adaptive ? " adaptive" : " fixed gamma"));
+      v1::GenerateRequest request = GreedyRequest(kPrompts[p], v1::DECODING_MODE_NGRAM, 48);
+      if (!adaptive) request.mutable_decoding()->set_adaptive_gamma(false);  // unset = the server's default (on)
+      StreamResult r = RunGenerate(*stub, request);
+      ASSERT_TRUE(r.status.ok()) << r.status.error_message();
+      EXPECT_EQ(r.ids, cli.ids);
+    }
+  }
+  EXPECT_EQ(server.Terminate(), 0);
+}
+
 TEST(ServerProcessTest, TinyKvCacheServesSixteenConcurrentRequests) {
   // 12 blocks x 16 tokens: a fraction of what 16 requests of ~70 tokens need at once.
   ServerProcess server({"--kv_blocks=12", "--kv_block_size=16"});
@@ -339,6 +359,13 @@ TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondi
   {
     StreamResult r = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_LOSSLESS, 8));
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << r.status.error_message();
+  }
+  {  // Adaptive gamma needs the cost curve that --adaptive_gamma measures.
+    v1::GenerateRequest request = GreedyRequest("Once upon a time", v1::DECODING_MODE_NGRAM, 8);
+    request.mutable_decoding()->set_adaptive_gamma(true);
+    StreamResult r = RunGenerate(*stub, request);
+    EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << r.status.error_message();
+    EXPECT_NE(r.status.error_message().find("adaptive_gamma"), std::string::npos) << r.status.error_message();
   }
   constexpr int kCalls = 5;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;

@@ -81,12 +81,19 @@ RequestSpec MakeSpec(int i) {
   return s;
 }
 
-std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapter) {
+// `adaptive_curve`: every request greedy, speculative ones with adaptive_gamma
+// against that cost curve (their γ' then depends on the batch, their output must not).
+std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapter,
+                            const ForwardCostCurve* adaptive_curve = nullptr) {
   CpuEngine alone = MakeCpuEngine(model, adapter, {4, 256});
   std::vector<Case> cases;
   for (int i = 0; i < n; ++i) {
     Case c;
     c.spec = MakeSpec(i);
+    if (adaptive_curve != nullptr) {
+      c.spec.sampling = SamplingParams{};
+      c.spec.decoding.adaptive_gamma = c.spec.decoding.mode != DecodingMode::kAutoregressive;
+    }
     GenerationRequest g;
     g.prompt_ids = c.spec.prompt_ids;
     g.max_new_tokens = c.spec.max_new_tokens;
@@ -94,6 +101,7 @@ std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapte
     g.decoding = c.spec.decoding;
     g.stop_at_eos = false;
     g.placeholder_token = kPlaceholder;
+    g.cost_curve = adaptive_curve;
     auto r = Generate(*alone.backend, *alone.kv, model.config, g, /*has_adapter=*/true);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) c.alone = r->ids;
@@ -104,7 +112,7 @@ std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapte
 
 // Runs every case through one scheduler at once; returns its final stats.
 SchedulerStats RunAll(const std::vector<Case>& cases, const Model& model, const LoraAdapter& adapter,
-                      KvCacheConfig kv_config, SchedulerOptions options) {
+                      KvCacheConfig kv_config, SchedulerOptions options, SpeculativeStats* totals = nullptr) {
   CpuEngine engine = MakeCpuEngine(model, adapter, kv_config);
   options.has_adapter = true;
   options.placeholder_token = kPlaceholder;
@@ -124,6 +132,10 @@ SchedulerStats RunAll(const std::vector<Case>& cases, const Model& model, const 
       continue;
     }
     EXPECT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
+    if (totals != nullptr && c.spec.decoding.mode != DecodingMode::kAutoregressive) {
+      totals->forwards += r.final_event->stats.forwards;
+      totals->ar_forwards += r.final_event->stats.ar_forwards;
+    }
     EXPECT_EQ(r.tokens, c.alone);
     EXPECT_EQ(r.events_after_final, 0);
   }
@@ -152,6 +164,21 @@ TEST_F(SchedulerExactnessTest, ManyConcurrentMixedModeRequestsEqualRunningAlone)
   const SchedulerStats stats = RunAll(cases, *model_, *adapter_, {4, 512}, options);
   EXPECT_EQ(stats.preemptions, 0);
   EXPECT_GT(stats.forwards, 0);
+}
+
+TEST_F(SchedulerExactnessTest, AdaptiveGammaUnderLoadKeepsGreedyOutputs) {
+  // A CPU-like curve: rows cost, so γ' shrinks (often to AR) as the batch grows.
+  auto curve = ForwardCostCurve::FromPoints({{1, 1e-3}, {8, 3e-3}, {64, 2e-2}});
+  ASSERT_TRUE(curve.ok());
+  const auto cases = MakeCases(24, *model_, *adapter_, &*curve);
+  SchedulerOptions options;
+  options.cost_curve = &*curve;
+  SpeculativeStats speculative;
+  const SchedulerStats stats = RunAll(cases, *model_, *adapter_, {4, 512}, options, &speculative);
+  EXPECT_GT(stats.forwards, 0);
+  // Speculative requests ran some forwards as AR and speculated in others.
+  EXPECT_GT(speculative.ar_forwards, 0);
+  EXPECT_LT(speculative.ar_forwards, speculative.forwards);
 }
 
 TEST_F(SchedulerExactnessTest, TinyCachePreemptsAndRecomputesWithoutChangingOutputs) {

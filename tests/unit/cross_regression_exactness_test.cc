@@ -22,8 +22,10 @@ using testing::TinyConfig;
 
 std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model, const std::vector<int32_t>& prompt,
                                  int max_new, DecodingConfig decoding, SamplingParams sampling = {},
-                                 ExactnessFault fault = ExactnessFault::kNone, bool has_adapter = true) {
+                                 ExactnessFault fault = ExactnessFault::kNone, bool has_adapter = true,
+                                 const ForwardCostCurve* curve = nullptr) {
   GenerationRequest req;
+  req.cost_curve = curve;
   req.prompt_ids = prompt;
   req.max_new_tokens = max_new;
   req.decoding = decoding;
@@ -41,6 +43,18 @@ DecodingConfig Mode(DecodingMode mode, int gamma, float beta = 0, float tau = 0)
   d.gamma = gamma;
   d.beta = beta;
   d.tau = tau;
+  return d;
+}
+
+// A CPU-like cost curve: an adaptive γ' moves between AR and speculation as
+// acceptance changes.
+const ForwardCostCurve& SteepCurve() {
+  static const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {2, 1.3e-3}, {16, 4e-3}, {64, 20e-3}});
+  return curve;
+}
+
+DecodingConfig Adaptive(DecodingConfig d) {
+  d.adaptive_gamma = true;
   return d;
 }
 
@@ -77,6 +91,11 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
           DecodingConfig assist = Mode(DecodingMode::kLossless, gamma);
           assist.ngram_assist = true;
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, assist), ar);
+          for (const DecodingConfig& adaptive :
+               {Adaptive(Mode(DecodingMode::kLossless, gamma)), Adaptive(Mode(DecodingMode::kNgram, gamma)),
+                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true))}) {
+            EXPECT_EQ(GenerateIds(e, *model, prompt, 50, adaptive, {}, ExactnessFault::kNone, true, &SteepCurve()), ar);
+          }
         }
         EXPECT_EQ(e.kv->Stats().used_blocks, 0);
       }
@@ -215,6 +234,46 @@ TEST_F(DistributionTest, ForkedRefillWithNgramAssistMatchesExactProbabilitiesAtT
                                kSamples, kDepth, "lossless forked + n-gram assist T=0.7 top-p 0.9");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, AdaptiveGammaMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  auto e = MakeEngine(*model_, adapter_.get());
+  const std::vector<int32_t> prompt = {2, 5};
+  const auto exact = ExactSequenceProbabilities(e, *model_, prompt, kDepth, s);
+  // Depth 4 leaves the policy little history, so use a curve on which the choice
+  // hinges on it: γ' = 1 at the prior (α = 1/2) or after an acceptance, AR after a
+  // rejection (α = 1/3). Drafts then exist in some forwards and not in others.
+  const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 2.28e-3}});
+  std::vector<int64_t> counts(exact.size(), 0);
+  int64_t ar_forwards = 0, forwards = 0;
+  for (int i = 0; i < kSamples; ++i) {
+    GenerationRequest req;
+    req.prompt_ids = prompt;
+    req.max_new_tokens = kDepth;
+    req.decoding = Adaptive(Forked(3, 2, 0));
+    req.sampling = s;
+    req.sampling.seed = 1000003ull * i + 17;
+    req.stop_at_eos = false;
+    req.cost_curve = &curve;
+    auto r = Generate(*e.backend, *e.kv, model_->config, req, true);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int64_t cell = 0;
+    for (int32_t t : r->ids) cell = cell * model_->config.vocab_size + t;
+    ++counts[static_cast<size_t>(cell)];
+    ar_forwards += r->stats.ar_forwards;
+    forwards += r->stats.forwards;
+  }
+  const auto r = testing::ChiSquareTest(counts, exact);
+  std::printf("[adaptive gamma T=1] %d sequences: chi2 %.1f, df %d, p = %.3g, total variation %.4f; "
+              "%lld of %lld forwards ran as AR\n",
+              kSamples, r.statistic, r.degrees_of_freedom, r.p_value, r.total_variation,
+              static_cast<long long>(ar_forwards), static_cast<long long>(forwards));
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+  EXPECT_GT(ar_forwards, 0);              // the policy did fall back to AR
+  EXPECT_LT(ar_forwards, forwards);       // and did speculate
 }
 
 TEST_F(DistributionTest, NgramMatchesExactProbabilitiesAtT1) {

@@ -1,0 +1,72 @@
+#include "engine/decoding/draft_length_policy.h"
+
+#include <algorithm>
+
+namespace crossreg {
+
+AcceptanceTracker::AcceptanceTracker(int max_depth, double decay)
+    : decay_(decay), reached_(static_cast<size_t>(std::max(1, max_depth)), 0.0),
+      accepted_(static_cast<size_t>(std::max(1, max_depth)), 0.0) {}
+
+void AcceptanceTracker::Record(int depth, bool accepted) {
+  if (depth < 1 || depth > static_cast<int>(reached_.size())) return;
+  const size_t k = static_cast<size_t>(depth - 1);
+  reached_[k] = decay_ * reached_[k] + 1.0;
+  accepted_[k] = decay_ * accepted_[k] + (accepted ? 1.0 : 0.0);
+}
+
+double AcceptanceTracker::Rate(int depth) const {
+  const size_t k = static_cast<size_t>(std::clamp(depth, 1, static_cast<int>(reached_.size())) - 1);
+  return (accepted_[k] + 1.0) / (reached_[k] + 2.0);
+}
+
+double AcceptanceTracker::ExpectedTokens(int drafts) const {
+  double expected = 1.0, reach = 1.0;
+  for (int k = 1; k <= drafts; ++k) {
+    reach *= Rate(k);
+    expected += reach;
+  }
+  return expected;
+}
+
+int DraftCapacity(const DecodingConfig& config, int gamma_prime) {
+  if (gamma_prime <= 0 || config.mode == DecodingMode::kAutoregressive) return 0;
+  if (config.mode == DecodingMode::kNgram || config.forked()) return gamma_prime;
+  return gamma_prime - 1;  // ALGORITHM.md's rows [x_last, d_1..d_{γ-1}]
+}
+
+DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
+  DecodingConfig d = config;
+  if (gamma_prime <= 0) {
+    d.mode = DecodingMode::kAutoregressive;
+    d.fork_outcomes = 0;
+    d.fork_depth = 0;
+    return d;
+  }
+  d.gamma = gamma_prime;
+  if (d.forked()) {
+    d.fork_depth = std::min(config.ForkDepth(), gamma_prime);
+    d.fork_outcomes = std::min(config.fork_outcomes, gamma_prime);
+  }
+  return d;
+}
+
+int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
+  if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
+  const double one = cost.curve->Seconds(1);
+  const double fixed_share = one / std::max(1, cost.batch_sequences);
+  int best = 0;
+  double best_rate = 1.0 / fixed_share;  // AR: one token for this sequence's share of one row
+  for (int g = 1; g <= config.gamma; ++g) {
+    const int rows = MaxDecodeRows(WithGamma(config, g));
+    const double seconds = fixed_share + std::max(0.0, cost.curve->Seconds(rows) - one);
+    const double rate = acceptance.ExpectedTokens(DraftCapacity(config, g)) / seconds;
+    if (rate > best_rate * 1.0001) {  // ties go to the cheaper choice
+      best = g;
+      best_rate = rate;
+    }
+  }
+  return best;
+}
+
+}  // namespace crossreg

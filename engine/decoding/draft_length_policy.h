@@ -1,0 +1,46 @@
+// Adaptive draft length (ALGORITHM.md, PERFORMANCE: "γ must adapt to the measured
+// cost curve (smaller γ, or AR) instead of being fixed"). Before each decode forward a
+// sequence picks γ' ∈ [0, γ] maximising its steady-state tokens per second:
+//     E[tokens | γ'] / cost(rows(γ')),
+// E from its own recent per-depth acceptance, cost from the measured curve with the
+// forward's fixed part shared by the sequences batched together. γ' = 0 is a plain AR
+// forward. Exactness is untouched: γ' depends only on counts and timings measured
+// before the forward, never on the drafts about to be verified.
+#pragma once
+
+#include <vector>
+
+#include "engine/decoding/decoding_config.h"
+#include "engine/decoding/forward_cost_curve.h"
+
+namespace crossreg {
+
+// What the next forward's rows cost this sequence.
+struct DraftCost {
+  const ForwardCostCurve* curve = nullptr;
+  int batch_sequences = 1;  // decoding sequences sharing the forward's fixed cost
+};
+
+// Per-depth acceptance with exponential forgetting, so a sequence that moves from
+// boilerplate to novel text backs off within tens of forwards. Depth k counts the
+// drafts verified at k (all earlier ones accepted): α_k = P(accept k | reached k).
+class AcceptanceTracker {
+ public:
+  explicit AcceptanceTracker(int max_depth, double decay = 0.95);
+  void Record(int depth, bool accepted);
+  double Rate(int depth) const;          // α_k with a Beta(1, 1) prior
+  double ExpectedTokens(int drafts) const;  // 1 + Σ_{k ≤ drafts} Π_{j ≤ k} α_j
+
+ private:
+  double decay_;
+  std::vector<double> reached_, accepted_;
+};
+
+// Drafts the next forward verifies, at most, when it runs with draft length γ'.
+int DraftCapacity(const DecodingConfig& config, int gamma_prime);
+// `config` with γ' in place of γ (forks and their depth capped by γ').
+DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime);
+// The γ' ∈ [0, config.gamma] with the best expected tokens per second.
+int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost);
+
+}  // namespace crossreg

@@ -1,0 +1,116 @@
+// Adaptive draft length: the cost curve's interpolation and measurement, the
+// acceptance tracker, and the choice of γ' (ALGORITHM.md, PERFORMANCE).
+#include "engine/decoding/draft_length_policy.h"
+
+#include "engine/model/random_model.h"
+#include "gtest/gtest.h"
+#include "tests/testing/tiny_models.h"
+
+namespace crossreg {
+namespace {
+
+ForwardCostCurve Curve(std::vector<std::pair<int, double>> points) {
+  auto c = ForwardCostCurve::FromPoints(std::move(points));
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+DecodingConfig Lossless(int gamma) {
+  DecodingConfig d;
+  d.mode = DecodingMode::kLossless;
+  d.gamma = gamma;
+  d.adaptive_gamma = true;
+  return d;
+}
+
+TEST(ForwardCostCurveTest, InterpolatesAndExtrapolatesLinearly) {
+  const ForwardCostCurve c = Curve({{4, 3.0}, {1, 1.0}, {8, 5.0}});
+  EXPECT_DOUBLE_EQ(c.Seconds(1), 1.0);
+  EXPECT_DOUBLE_EQ(c.Seconds(2), 1.0 + 2.0 / 3.0);
+  EXPECT_DOUBLE_EQ(c.Seconds(6), 4.0);
+  EXPECT_DOUBLE_EQ(c.Seconds(16), 9.0);  // slope of the last two points
+  EXPECT_DOUBLE_EQ(Curve({{2, 7.0}}).Seconds(40), 7.0);
+}
+
+TEST(ForwardCostCurveTest, RefusesBadPoints) {
+  EXPECT_FALSE(ForwardCostCurve::FromPoints({}).ok());
+  EXPECT_FALSE(ForwardCostCurve::FromPoints({{0, 1.0}}).ok());
+  EXPECT_FALSE(ForwardCostCurve::FromPoints({{1, 0.0}}).ok());
+  const auto twice = ForwardCostCurve::FromPoints({{2, 1.0}, {2, 2.0}});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("two points for 2 rows"), std::string::npos);
+}
+
+TEST(ForwardCostCurveTest, MeasuresANonDecreasingCurveAndFreesItsSequence) {
+  auto model = MakeRandomModel(testing::TinyConfig(64), {DType::kF32, 1, 1.0f});
+  auto e = testing::MakeEngine(*model, nullptr, 256);
+  auto c = ForwardCostCurve::Measure(*e.backend, *e.kv, model->config, 20, 32, 2);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<int> rows;
+  for (const auto& [r, t] : c->points()) rows.push_back(r);
+  EXPECT_EQ(rows, (std::vector<int>{1, 2, 4, 8, 16, 20}));
+  for (size_t i = 1; i < c->points().size(); ++i) EXPECT_GE(c->points()[i].second, c->points()[i - 1].second);
+  EXPECT_EQ(e.kv->Stats().used_blocks, 0);
+  EXPECT_FALSE(ForwardCostCurve::Measure(*e.backend, *e.kv, model->config, 20, model->config.max_position).ok());
+}
+
+TEST(AcceptanceTrackerTest, ExpectedTokensFollowPerDepthRates) {
+  AcceptanceTracker t(4, 1.0);  // no forgetting: plain counts
+  EXPECT_DOUBLE_EQ(t.Rate(1), 0.5);  // Beta(1, 1) prior
+  for (int i = 0; i < 8; ++i) t.Record(1, i < 6);  // 6 of 8 accepted at depth 1
+  for (int i = 0; i < 6; ++i) t.Record(2, i < 2);  // 2 of 6 at depth 2
+  EXPECT_DOUBLE_EQ(t.Rate(1), 0.7);
+  EXPECT_DOUBLE_EQ(t.Rate(2), 0.375);
+  EXPECT_DOUBLE_EQ(t.ExpectedTokens(0), 1.0);
+  EXPECT_DOUBLE_EQ(t.ExpectedTokens(2), 1.0 + 0.7 + 0.7 * 0.375);
+}
+
+TEST(DraftLengthPolicyTest, FlatCurveSpeculatesFullyAndSteepCurveFallsBackToAr) {
+  AcceptanceTracker good(8), bad(8);
+  for (int i = 0; i < 50; ++i) {
+    for (int k = 1; k <= 8; ++k) good.Record(k, i % 10 != 0);
+    bad.Record(1, i % 20 == 0);
+  }
+  const ForwardCostCurve flat = Curve({{1, 1e-3}, {64, 1.05e-3}});        // GPU at batch 1
+  const ForwardCostCurve steep = Curve({{1, 1e-3}, {2, 1.1e-3}, {64, 12e-3}});  // two CPU cores, small model
+  EXPECT_EQ(ChooseGamma(Lossless(8), good, {&flat, 1}), 8);
+  EXPECT_EQ(ChooseGamma(Lossless(8), bad, {&steep, 1}), 0);
+  EXPECT_EQ(ChooseGamma(Lossless(8), good, {nullptr, 1}), 8);  // no curve: γ as asked
+  // Good drafts on the steep curve: something in between.
+  const int mid = ChooseGamma(Lossless(8), good, {&steep, 1});
+  EXPECT_GT(mid, 0);
+  EXPECT_LT(mid, 8);
+}
+
+TEST(DraftLengthPolicyTest, LoadShrinksTheDraftLength) {
+  AcceptanceTracker fair(8);
+  for (int i = 0; i < 50; ++i) {
+    for (int k = 1; k <= 8; ++k) fair.Record(k, i % 3 != 0);
+  }
+  const ForwardCostCurve curve = Curve({{1, 10e-3}, {64, 14e-3}, {512, 80e-3}});  // memory-bound, then not
+  int previous = 9;
+  for (int sequences : {1, 8, 64, 256}) {
+    const int g = ChooseGamma(Lossless(8), fair, {&curve, sequences});
+    EXPECT_LE(g, previous) << sequences << " sequences";
+    previous = g;
+  }
+  EXPECT_EQ(ChooseGamma(Lossless(8), fair, {&curve, 1}), 8);
+  EXPECT_LT(previous, 8);
+}
+
+TEST(DraftLengthPolicyTest, WithGammaCapsForksAndZeroMeansAr) {
+  DecodingConfig d = Lossless(8);
+  d.fork_outcomes = 4;
+  d.fork_depth = 6;
+  const DecodingConfig three = WithGamma(d, 3);
+  EXPECT_EQ(three.gamma, 3);
+  EXPECT_EQ(three.fork_outcomes, 3);
+  EXPECT_EQ(three.fork_depth, 3);
+  EXPECT_EQ(DraftCapacity(d, 3), 3);
+  EXPECT_EQ(DraftCapacity(Lossless(8), 3), 2);  // ALGORITHM.md rows verify gamma - 1 drafts
+  EXPECT_EQ(WithGamma(d, 0).mode, DecodingMode::kAutoregressive);
+  EXPECT_EQ(MaxDecodeRows(WithGamma(d, 0)), 1);
+}
+
+}  // namespace
+}  // namespace crossreg
