@@ -109,6 +109,7 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason re
     spec.set_accepted(s.accepted);
     for (int64_t a : s.accepted_per_position) spec.add_accepted_per_position(a);
     spec.set_tokens_per_forward(s.tokens_per_forward());
+    spec.set_ar_forwards(s.ar_forwards);
     timings.set_queue_seconds(finished->timings.queue_seconds);
     timings.set_time_to_first_token_seconds(finished->timings.time_to_first_token);
     timings.set_total_seconds(finished->timings.total_seconds);

@@ -2,6 +2,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <string>
+#include <iostream>
+#include <cstdlib>
 
 #include "absl/flags/flag.h"
 #include "clients/common/repeated_flag.h"
@@ -21,6 +24,9 @@ ABSL_FLAG(int, gamma, 0, "Draft slots per forward, 1..max_gamma; 0 = the server'
 ABSL_FLAG(int, fork_outcomes, 0,
           "Lossless/lossy: acceptance counts below this get their own placeholder draft chain (0 = off)");
 ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(std::string, adaptive_gamma, "",
+          "Speculative modes: true/false sets decoding.adaptive_gamma (adapt each forward's draft length to "
+          "acceptance and cost; needs a server started with --adaptive_gamma); empty = the server's default");
 ABSL_FLAG(bool, ngram_assist, false, "Lossless/lossy: prompt-lookup drafts take the first slots where text repeats");
 ABSL_FLAG(double, timeout_s, 0.0, "Deadline per Generate call in seconds; 0 = none");
 
@@ -66,6 +72,14 @@ crossreg::v1::GenerateRequest RequestTemplateFromFlags() {
   decoding->set_fork_outcomes(absl::GetFlag(FLAGS_fork_outcomes));
   decoding->set_fork_depth(absl::GetFlag(FLAGS_fork_depth));
   decoding->set_ngram_assist(absl::GetFlag(FLAGS_ngram_assist));
+  // adaptive_gamma has presence: only an explicit value overrides the server's default.
+  const std::string adaptive = absl::GetFlag(FLAGS_adaptive_gamma);
+  if (adaptive == "true" || adaptive == "false") {
+    decoding->set_adaptive_gamma(adaptive == "true");
+  } else if (!adaptive.empty()) {
+    std::cerr << "--adaptive_gamma must be true, false or empty (the server's default), got '" << adaptive << "'\n";
+    std::exit(2);
+  }
   return request;
 }
 

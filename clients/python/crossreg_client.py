@@ -46,6 +46,9 @@ def parse_args():
     p.add_argument("--fork-outcomes", type=int, default=0,
                    help="lossless/lossy forked refill: outcomes with their own draft chain (0 = off)")
     p.add_argument("--fork-depth", type=int, default=0, help="drafts per forked chain (0 = gamma)")
+    p.add_argument("--adaptive-gamma", choices=["true", "false"], default=None,
+                   help="adapt each forward's draft length (needs a server with --adaptive_gamma); "
+                        "omitted = the server's default")
     p.add_argument("--ngram-assist", action="store_true",
                    help="lossless/lossy: prompt-lookup drafts take the first slots where text repeats")
     p.add_argument("--beta", type=float, default=0.0, help="lossy mode: EMA weight of draft energies")
@@ -76,13 +79,16 @@ def generate(stub, args):
     # max_tokens is an `optional` field: left unset, the server uses its default.
     if args.max_tokens:
         sampling.max_tokens = args.max_tokens
+    decoding = pb.DecodingParams(
+        mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma,
+        fork_outcomes=args.fork_outcomes, fork_depth=args.fork_depth, ngram_assist=args.ngram_assist)
+    if args.adaptive_gamma is not None:  # a field with presence: unset = server default
+        decoding.adaptive_gamma = args.adaptive_gamma == "true"
     request = pb.GenerateRequest(
         text=args.prompt,
         request_id=args.request_id,
         sampling=sampling,
-        decoding=pb.DecodingParams(
-            mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma,
-            fork_outcomes=args.fork_outcomes, fork_depth=args.fork_depth, ngram_assist=args.ngram_assist),
+        decoding=decoding,
     )
     complete = None
     print(args.prompt, end="", flush=True)
@@ -105,7 +111,7 @@ def generate(stub, args):
           f"tokens={complete.usage.prompt_tokens}+{complete.usage.completion_tokens} "
           f"forwards={spec.forwards} tpf={spec.tokens_per_forward:.2f} "
           f"drafted={spec.drafted} accepted={spec.accepted} "
-          f"per_position={list(spec.accepted_per_position)} "
+          f"per_position={list(spec.accepted_per_position)} ar_forwards={spec.ar_forwards} "
           f"queue={t.queue_seconds * 1e3:.1f}ms ttft={t.time_to_first_token_seconds * 1e3:.1f}ms "
           f"total={t.total_seconds * 1e3:.1f}ms", file=sys.stderr)
 
