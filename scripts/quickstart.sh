@@ -11,13 +11,15 @@ scripts/setup.sh
 
 PORT=${PORT:-50051}
 METRICS_PORT=${METRICS_PORT:-9090}
-SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT")
+# --adaptive_gamma: the server times its forward cost curve at start and speculative
+# requests pick each forward's draft length (or plain AR) for the most tokens/s.
+SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT" --adaptive_gamma)
 if [ -f models/default/config.json ]; then
   PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
-  # n-gram drafting is the default model's fastest exact mode (models/default/README.md:
-  # its small adapter's drafts are rarely accepted); lossless/lossy use the adapter.
+  # n-gram drafting is the default model's fastest exact mode on a CPU (docs/acceptance.md);
+  # lossless/lossy use the adapter, best with the forked refill and n-gram assist.
   MODE=${MODE:-ngram}
-  TRY="--prompt 'import os' --mode lossless --gamma 4"
+  TRY="--prompt 'import os' --mode lossless --gamma 8 --fork_outcomes 2 --fork_depth 3 --ngram_assist"
 else
   SERVER_ARGS+=(--model ../shared/models/stories260K/stories260K.gguf)
   PROMPT=${PROMPT:-Once upon a time}

@@ -65,6 +65,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(else a uniform random token)")
     p.add_argument("--placeholder-prob", type=float, default=0.5,
                    help="probability that an example gets a random-length placeholder suffix")
+    p.add_argument("--fork-frac", type=float, default=0.0,
+                   help="fraction of examples in the forked-refill layout: clean rows up to a random "
+                        "point, then placeholders (the engine's forks and placeholder tails)")
+    p.add_argument("--placeholder-weight", type=float, default=1.0,
+                   help="loss weight of placeholder rows (other rows weigh s_t + 1)")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
                    help="base weight dtype on the device (LoRA stays float32)")
@@ -167,10 +172,17 @@ def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
     col = torch.arange(w)[None]
     ph = has_ph[:, None] & (col >= (w - u)[:, None])
     noisy = torch.where(ph, torch.full_like(noisy, placeholder), noisy)
+    # Forked-refill layout: the accepted drafts are the clean continuation up to some
+    # j >= 0, every slot after them is a placeholder.
+    fork = torch.rand(B, generator=gen) < a.fork_frac
+    j = torch.randint(0, w - 1, (B,), generator=gen)
+    fork_rows = torch.where(col <= j[:, None], clean.cpu(), torch.full_like(noisy, placeholder))
+    noisy = torch.where(fork[:, None], fork_rows, noisy)
     return noisy.to(clean.device)
 
 
-def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None):
+def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeholder=None,
+                  placeholder_weight=1.0):
     ids, valid, pos, clean, row_pos = batch_tensors(data, idx, device)
     with torch.no_grad(), autocast():
         _, kv = base_prefix_kv(model, ids, valid, pos)            # control prefix K/V
@@ -180,7 +192,11 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None):
     with autocast():
         q_logits, _ = stream_rows_forward(model, kv, valid, rows, row_pos, use_lora=True)
     s = match_run_lengths(rows, clean)
-    return weighted_distill_loss(q_logits, p, s), q_logits, p, rows, clean
+    weights = None
+    if placeholder is not None and placeholder_weight != 1.0:
+        weights = torch.where(rows == placeholder, torch.full_like(s, 0, dtype=torch.float) + placeholder_weight,
+                              (s + 1).float())
+    return weighted_distill_loss(q_logits, p, s, weights), q_logits, p, rows, clean
 
 
 @torch.no_grad()
@@ -283,7 +299,8 @@ def main(argv=None) -> int:
         for g in opt.param_groups:
             g["lr"] = lr
         noisy_fn = lambda clean: add_noise(clean, idx, replay, has_replay, a, V, placeholder, gen)
-        loss, q, _, _, _ = forward_batch(model, data["train"], idx, device, noisy_fn, autocast)
+        loss, q, _, _, _ = forward_batch(model, data["train"], idx, device, noisy_fn, autocast, placeholder,
+                                         a.placeholder_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lora, 1.0)

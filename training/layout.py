@@ -134,10 +134,11 @@ def match_run_lengths(noisy: torch.Tensor, clean: torch.Tensor) -> torch.Tensor:
     return s
 
 
-def weighted_distill_loss(logits_q: torch.Tensor, p: torch.Tensor, s: torch.Tensor
-                          ) -> torch.Tensor:
+def weighted_distill_loss(logits_q: torch.Tensor, p: torch.Tensor, s: torch.Tensor,
+                          weights: Optional[torch.Tensor] = None) -> torch.Tensor:
     """L = -sum_t (s_t+1) p_t . log q_t / sum_t (s_t+1), per sequence, averaged over the batch.
-    logits_q: [B, w, V]; p: [B, w, V] probabilities; s: [B, w]."""
-    w = (s + 1).float()
+    logits_q: [B, w, V]; p: [B, w, V] probabilities; s: [B, w]. `weights` [B, w] replaces
+    (s_t+1) when given (e.g. heavier placeholder rows)."""
+    w = (s + 1).float() if weights is None else weights.float()
     ce = -(p * torch.log_softmax(logits_q.float(), -1)).sum(-1)
     return ((w * ce).sum(1) / w.sum(1)).mean()

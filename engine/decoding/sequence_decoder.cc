@@ -43,10 +43,12 @@ int64_t SequenceDecoder::PendingKvRows() const {
 }
 
 int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
-  const int full = setup_.decoding.gamma;
+  // Probes use the cheapest draft length that still verifies one draft: they measure
+  // depth-1 acceptance, and deeper drafts follow once that pays.
+  const int probe = std::min(setup_.decoding.gamma, DraftCapacity(setup_.decoding, 1) > 0 ? 1 : 2);
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     --probe_forwards_;
-    return full;
+    return probe;
   }
   const int chosen = ChooseGamma(setup_.decoding, acceptance_, cost);
   if (chosen > 0) {
@@ -54,13 +56,13 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
     probe_interval_ = kFirstProbeInterval;
     return chosen;
   }
-  // Plain AR forwards learn nothing about acceptance: after a run of them, probe at
-  // full γ (a count-based choice), backing off exponentially while probes fail.
+  // Plain AR forwards learn nothing about acceptance: after a run of them, probe (a
+  // count-based choice), backing off exponentially while probes fail.
   if (++ar_streak_ < probe_interval_) return 0;
   ar_streak_ = 0;
   probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
   probe_forwards_ = IsCrossRegression(setup_.decoding.mode) ? 1 : 0;
-  return full;
+  return probe;
 }
 
 int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows, const DraftCost* cost) {

@@ -160,25 +160,50 @@ std::vector<double> ExactSequenceProbabilities(testing::EngineUnderTest& e, cons
   return out;
 }
 
+// Forwards of all samples, and those an adaptive draft length ran as plain AR.
+struct ForwardCounts {
+  int64_t forwards = 0;
+  int64_t ar_forwards = 0;
+};
+
 testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& adapter, const SamplingParams& base,
                                        DecodingConfig decoding, ExactnessFault fault, int samples, int depth,
-                                       const char* label) {
+                                       const char* label, const ForwardCostCurve* curve = nullptr,
+                                       ForwardCounts* counted = nullptr) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
   const auto exact = ExactSequenceProbabilities(e, model, prompt, depth, base);
   const int V = model.config.vocab_size;
   std::vector<int64_t> counts(exact.size(), 0);
+  ForwardCounts forwards;
   for (int i = 0; i < samples; ++i) {
-    SamplingParams s = base;
-    s.seed = 1000003ull * i + 17;
-    const auto ids = GenerateIds(e, model, prompt, depth, decoding, s, fault);
+    GenerationRequest req;
+    req.prompt_ids = prompt;
+    req.max_new_tokens = depth;
+    req.decoding = decoding;
+    req.sampling = base;
+    req.sampling.seed = 1000003ull * i + 17;
+    req.stop_at_eos = false;
+    req.fault = fault;
+    req.cost_curve = curve;
+    auto r = Generate(*e.backend, *e.kv, model.config, req, /*has_adapter=*/true);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (!r.ok()) break;
     int64_t cell = 0;
-    for (int32_t t : ids) cell = cell * V + t;
+    for (int32_t t : r->ids) cell = cell * V + t;
     ++counts[static_cast<size_t>(cell)];
+    forwards.forwards += r->stats.forwards;
+    forwards.ar_forwards += r->stats.ar_forwards;
   }
   const auto r = testing::ChiSquareTest(counts, exact);
-  std::printf("[%s] %d sequences of %d tokens over V=%d: chi2 %.1f, df %d, p = %.3g, total variation %.4f\n", label,
+  std::printf("[%s] %d sequences of %d tokens over V=%d: chi2 %.1f, df %d, p = %.3g, total variation %.4f", label,
               samples, depth, V, r.statistic, r.degrees_of_freedom, r.p_value, r.total_variation);
+  if (curve != nullptr) {
+    std::printf("; %lld of %lld forwards ran as AR", static_cast<long long>(forwards.ar_forwards),
+                static_cast<long long>(forwards.forwards));
+  }
+  std::printf("\n");
+  if (counted != nullptr) *counted = forwards;
   return r;
 }
 
@@ -239,41 +264,17 @@ TEST_F(DistributionTest, ForkedRefillWithNgramAssistMatchesExactProbabilitiesAtT
 TEST_F(DistributionTest, AdaptiveGammaMatchesExactProbabilitiesAtT1) {
   SamplingParams s;
   s.temperature = 1.0f;
-  auto e = MakeEngine(*model_, adapter_.get());
-  const std::vector<int32_t> prompt = {2, 5};
-  const auto exact = ExactSequenceProbabilities(e, *model_, prompt, kDepth, s);
   // Depth 4 leaves the policy little history, so use a curve on which the choice
   // hinges on it: γ' = 1 at the prior (α = 1/2) or after an acceptance, AR after a
   // rejection (α = 1/3). Drafts then exist in some forwards and not in others.
   const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 2.28e-3}});
-  std::vector<int64_t> counts(exact.size(), 0);
-  int64_t ar_forwards = 0, forwards = 0;
-  for (int i = 0; i < kSamples; ++i) {
-    GenerationRequest req;
-    req.prompt_ids = prompt;
-    req.max_new_tokens = kDepth;
-    req.decoding = Adaptive(Forked(3, 2, 0));
-    req.sampling = s;
-    req.sampling.seed = 1000003ull * i + 17;
-    req.stop_at_eos = false;
-    req.cost_curve = &curve;
-    auto r = Generate(*e.backend, *e.kv, model_->config, req, true);
-    ASSERT_TRUE(r.ok()) << r.status();
-    int64_t cell = 0;
-    for (int32_t t : r->ids) cell = cell * model_->config.vocab_size + t;
-    ++counts[static_cast<size_t>(cell)];
-    ar_forwards += r->stats.ar_forwards;
-    forwards += r->stats.forwards;
-  }
-  const auto r = testing::ChiSquareTest(counts, exact);
-  std::printf("[adaptive gamma T=1] %d sequences: chi2 %.1f, df %d, p = %.3g, total variation %.4f; "
-              "%lld of %lld forwards ran as AR\n",
-              kSamples, r.statistic, r.degrees_of_freedom, r.p_value, r.total_variation,
-              static_cast<long long>(ar_forwards), static_cast<long long>(forwards));
+  ForwardCounts counted;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Adaptive(Forked(3, 2, 0)), ExactnessFault::kNone, kSamples,
+                               kDepth, "adaptive gamma, forked, T=1", &curve, &counted);
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
-  EXPECT_GT(ar_forwards, 0);              // the policy did fall back to AR
-  EXPECT_LT(ar_forwards, forwards);       // and did speculate
+  EXPECT_GT(counted.ar_forwards, 0);                 // the policy did fall back to AR
+  EXPECT_LT(counted.ar_forwards, counted.forwards);  // and did speculate
 }
 
 TEST_F(DistributionTest, NgramMatchesExactProbabilitiesAtT1) {

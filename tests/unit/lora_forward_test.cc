@@ -19,16 +19,23 @@ float MaxAbsDiff(const float* a, const float* b, size_t n) {
   return m;
 }
 
-// Prefills `prefix` into a new sequence, then runs `rows` (control or predictive)
-// on top and returns their logits.
-std::vector<float> RunOnPrefix(testing::EngineUnderTest& e, const std::vector<int32_t>& prefix,
-                               const std::vector<int32_t>& tokens, bool predictive) {
+// A new sequence with `prefix` in the cache.
+SequenceId CachedSequence(testing::EngineUnderTest& e, const std::vector<int32_t>& prefix) {
   const SequenceId seq = e.kv->CreateSequence();
   ForwardBatch b;
   for (size_t p = 0; p < prefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), prefix[p], false, false});
   std::vector<float> logits;
   if (!b.rows.empty()) EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
-  b.rows.clear();
+  return seq;
+}
+
+// Prefills `prefix` into a new sequence, then runs `rows` (control or predictive)
+// on top and returns their logits.
+std::vector<float> RunOnPrefix(testing::EngineUnderTest& e, const std::vector<int32_t>& prefix,
+                               const std::vector<int32_t>& tokens, bool predictive) {
+  const SequenceId seq = CachedSequence(e, prefix);
+  ForwardBatch b;
+  std::vector<float> logits;
   for (size_t i = 0; i < tokens.size(); ++i) {
     b.rows.push_back({seq, static_cast<int32_t>(prefix.size() + i), tokens[i], true, predictive});
   }
@@ -115,12 +122,9 @@ TEST(LoraForwardTest, PredictiveBranchesAreIndependentChains) {
   const auto main_alone = RunOnPrefix(e, kPrefix, kRows, true);
   const auto side_alone = RunOnPrefix(e, std::vector<int32_t>(kPrefix.begin(), kPrefix.begin() + 5), side, true);
 
-  const SequenceId seq = e.kv->CreateSequence();
+  const SequenceId seq = CachedSequence(e, kPrefix);
   ForwardBatch b;
-  for (size_t p = 0; p < kPrefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), kPrefix[p], false, false});
   std::vector<float> logits;
-  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
-  b.rows.clear();
   // Interleave the branches: grouping is by (sequence, branch), not by batch order.
   const int32_t p0 = static_cast<int32_t>(kPrefix.size());
   for (size_t i = 0; i < kRows.size(); ++i) {
@@ -168,12 +172,9 @@ TEST(LoraForwardTest, ForkedBranchSharesTheMainChainPrefix) {
   const auto main_alone = RunOnPrefix(e, kPrefix, kRows, true);
   const auto fork_alone = RunOnPrefix(e, kPrefix, forked_chain, true);
 
-  const SequenceId seq = e.kv->CreateSequence();
+  const SequenceId seq = CachedSequence(e, kPrefix);
   ForwardBatch b;
-  for (size_t p = 0; p < kPrefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), kPrefix[p], false, false});
   std::vector<float> logits;
-  ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
-  b.rows.clear();
   const int32_t p0 = static_cast<int32_t>(kPrefix.size());
   for (size_t i = 0; i < fork.size(); ++i) b.rows.push_back({seq, p0 + 2 + static_cast<int32_t>(i), fork[i], true, true, 1});
   for (size_t i = 0; i < kRows.size(); ++i) b.rows.push_back({seq, p0 + static_cast<int32_t>(i), kRows[i], true, true, 0});

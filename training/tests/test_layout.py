@@ -57,3 +57,31 @@ def test_loss_weighting_hand_made_example():
     want = ((torch.tensor([1., 2, 1, 2, 3, 1]) * ce).sum() / 10).item()
     got = weighted_distill_loss(q, p, s).item()
     assert abs(got - want) < 1e-6
+
+
+def test_explicit_weights_replace_run_lengths():
+    V = 4
+    p = torch.zeros(1, 3, V)
+    p[0, :, 0] = 1.0
+    q = torch.zeros(1, 3, V)
+    q[0, 0, 0] = 5.0
+    ce = -torch.log_softmax(q, -1)[0, :, 0]
+    w = torch.tensor([[1.0, 4.0, 4.0]])
+    got = weighted_distill_loss(q, p, torch.zeros(1, 3, dtype=torch.long), w).item()
+    assert abs(got - ((w[0] * ce).sum() / w.sum()).item()) < 1e-6
+
+
+def test_fork_layout_noise_is_a_clean_prefix_then_placeholders():
+    import argparse
+    from training.distill import add_noise
+    PH, B, w = 99, 64, 8
+    clean = torch.arange(B * w).reshape(B, w) % 50
+    a = argparse.Namespace(noise_max=0.5, replay_frac=0.75, placeholder_prob=0.5, fork_frac=1.0)
+    noisy = add_noise(clean, torch.arange(B), torch.zeros(B, w, dtype=torch.long),
+                      torch.zeros(B, dtype=torch.bool), a, 50, PH, torch.Generator().manual_seed(3))
+    for b in range(B):
+        row = noisy[b].tolist()
+        j = max(t for t in range(w) if row[t] != PH)  # last clean row
+        assert row[:j + 1] == clean[b, :j + 1].tolist()
+        assert all(t == PH for t in row[j + 1:])
+    assert (noisy == PH).any(1).all()  # every window has at least one placeholder row
