@@ -53,6 +53,13 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
                            .Help("Draft tokens tested by verification, summed over finished requests.")
                            .Register(r)
                            .Add({});
+  ar_fallback_forwards_ = &BuildCounter()
+                              .Name("crossreg_spec_decode_ar_fallback_forwards_total")
+                              .Help("Decode forwards of speculative requests that the adaptive draft length "
+                                    "(decoding.adaptive_gamma) ran as plain AR because drafting did not pay on the "
+                                    "measured cost curve; part of num_drafts.")
+                              .Register(r)
+                              .Add({});
   num_accepted_tokens_ = &BuildCounter()
                               .Name("crossreg_spec_decode_num_accepted_tokens_total")
                               .Help("Draft tokens accepted by verification, summed over finished requests. "
@@ -167,6 +174,7 @@ void PrometheusMetrics::OnRequestFinished(DecodingMode mode, const RequestEvent&
     num_drafts_->Increment(static_cast<double>(s.forwards));
     num_draft_tokens_->Increment(static_cast<double>(s.drafted));
     num_accepted_tokens_->Increment(static_cast<double>(s.accepted));
+    ar_fallback_forwards_->Increment(static_cast<double>(s.ar_forwards));
     for (size_t k = 0; k < s.accepted_per_position.size(); ++k) {
       if (s.accepted_per_position[k] == 0) continue;
       accepted_per_pos_->Add({{"position", absl::StrCat(k + 1)}}).Increment(static_cast<double>(s.accepted_per_position[k]));

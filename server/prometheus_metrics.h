@@ -49,6 +49,7 @@ class PrometheusMetrics final : public MetricsSink {
   prometheus::Counter* num_drafts_ = nullptr;
   prometheus::Counter* num_draft_tokens_ = nullptr;
   prometheus::Counter* num_accepted_tokens_ = nullptr;
+  prometheus::Counter* ar_fallback_forwards_ = nullptr;
   prometheus::Family<prometheus::Counter>* accepted_per_pos_ = nullptr;
   prometheus::Family<prometheus::Histogram>* tokens_per_forward_ = nullptr;
   prometheus::Histogram* time_to_first_token_ = nullptr;

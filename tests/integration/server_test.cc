@@ -307,6 +307,7 @@ TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) 
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_NE(server.Log().find("forward cost curve (adaptive gamma): 1 rows"), std::string::npos) << server.Log();
   auto stub = server.NewStub();
+  int64_t ar_forwards = 0;
   for (int p = 0; p < 2; ++p) {
     CliResult cli = RunCli(Stories260KGguf(), "", kPrompts[p], "ngram", 48);
     ASSERT_TRUE(cli.ok) << cli.error;
@@ -317,8 +318,13 @@ TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) 
       StreamResult r = RunGenerate(*stub, request);
       ASSERT_TRUE(r.status.ok()) << r.status.error_message();
       EXPECT_EQ(r.ids, cli.ids);
+      if (!adaptive) EXPECT_EQ(r.complete.spec().ar_forwards(), 0);
+      ar_forwards += r.complete.spec().ar_forwards();
     }
   }
+  auto m = ScrapeMetrics(server.metrics_port());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ((*m)["crossreg_spec_decode_ar_fallback_forwards_total"], static_cast<double>(ar_forwards));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
