@@ -20,12 +20,10 @@ using RequestPtr = std::shared_ptr<ScheduledRequest>;
 
 double SecondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
-
 // KV positions one decode iteration may append: x_last plus up to gamma drafts.
 int64_t DecodeHeadroom(const DecodingConfig& d) {
   return 1 + (d.mode == DecodingMode::kAutoregressive ? 0 : d.gamma);
 }
-
 
 int64_t BlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
 

@@ -127,33 +127,27 @@ int SequenceDecoder::AddRows(ForwardBatch& batch, int max_prefill_rows, const Dr
     const int32_t token = k == 0 ? x_last : buffer_[static_cast<size_t>(k - 1)].token;
     batch.rows.push_back({seq_, base + k, token, true, false});
   }
+  // Main predictive chain (branch 0): [x_last, d_1..d_m, placeholders]. Forked
+  // refill gives it a placeholder tail for the outcome n = m, and adds for each outcome
+  // n < R a placeholder chain forked after d_n (branch n+1). A chain's length depends
+  // on n, m, the room left and the tokens still wanted, never on drawn values; each
+  // placeholder row proposes one draft for the buffer after its outcome.
   fork_sizes_.clear();
-  if (IsCrossRegression(it.mode) && it.forked()) {
-    // Main chain [x_last, d_1..d_m, placeholder tail] (branch 0), then for each
-    // outcome n < R a placeholder chain forked after d_n (branch n+1). A chain's
-    // length depends on n, m, the room left and the tokens still wanted, never on
-    // drawn values; each row of it proposes one draft for the buffer after outcome n.
-    const int f = it.ForkDepth();
-    auto useful = [&](int n) {  // drafts worth proposing for the buffer after outcome n
-      return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({f, room - n, remaining - n - 2})));
-    };
-    const int tail = useful(m);
-    g = m + 1 + tail;
-    for (int k = 0; k < g; ++k) {
-      const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
-      batch.rows.push_back({seq_, base + k, token, true, true, 0});
-    }
-    for (int n = 0; n < std::min(it.fork_outcomes, m); ++n) {
-      const int size = useful(n);
-      fork_sizes_.push_back(size);
-      for (int j = 0; j < size; ++j) {
-        batch.rows.push_back({seq_, base + n + 1 + j, setup_.placeholder_token, true, true, n + 1});
-      }
-    }
-  } else {
-    for (int k = 0; k < g; ++k) {
-      const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
-      batch.rows.push_back({seq_, base + k, token, true, true});
+  const bool forked = IsCrossRegression(it.mode) && it.forked();
+  const int f = it.ForkDepth();
+  auto useful = [&](int n) {  // drafts worth proposing for the buffer after outcome n
+    return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({f, room - n, remaining - n - 2})));
+  };
+  if (forked) g = m + 1 + useful(m);
+  for (int k = 0; k < g; ++k) {
+    const int32_t token = k == 0 ? x_last : (k <= m ? buffer_[static_cast<size_t>(k - 1)].token : setup_.placeholder_token);
+    batch.rows.push_back({seq_, base + k, token, true, true, 0});
+  }
+  for (int n = 0; forked && n < std::min(it.fork_outcomes, m); ++n) {
+    const int size = useful(n);
+    fork_sizes_.push_back(size);
+    for (int j = 0; j < size; ++j) {
+      batch.rows.push_back({seq_, base + n + 1 + j, setup_.placeholder_token, true, true, n + 1});
     }
   }
   last_drafts_ = m;
