@@ -1,12 +1,22 @@
 // The compute backend interface (CPU, CUDA): one ragged forward over the model.
+//
+// Forward is the same for every backend and is the only way in: PlanForward
+// (engine/forward_plan.h) validates the batch and reserves the control rows' blocks,
+// the backend's Compute runs the planned rows, then the control rows' positions are
+// committed with PagedKvCache::Advance. A backend therefore computes only; it never
+// touches the cache's bookkeeping, and all backends accept, refuse and commit exactly
+// the same batches.
 #pragma once
 
-#include <memory>
+#include <cstdint>
+#include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "engine/forward_batch.h"
+#include "engine/forward_plan.h"
+#include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
 
 namespace crossreg {
@@ -14,18 +24,40 @@ namespace crossreg {
 class Backend {
  public:
   virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // "cpu", "cuda" (or "fake" in scheduler tests).
   virtual std::string_view name() const = 0;
-
-  // Runs every row of `batch` through the model. Writes each row's K/V into the
-  // backend's paged storage at the slots `kv` assigns (reserving blocks as needed)
-  // and advances the sequences' lengths. `logits` is resized to
-  // (num_logit_rows x vocab), rows in batch order.
-  // All validation happens before any compute: on error nothing is written.
-  virtual absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv,
-                               std::vector<float>& logits) = 0;
-
+  // What it runs on, for logs and GetModelInfo: "AMD EPYC, 2 threads, AVX-512 BF16",
+  // "NVIDIA H100 80GB HBM3 (sm_90, device 0)".
+  virtual std::string device() const = 0;
   // Bytes of weights one forward streams (for roofline accounting).
   virtual int64_t WeightBytesPerForward() const = 0;
+
+  const ModelConfig& model_config() const { return config_; }
+  // The K/V storage layout; the PagedKvCache used with this backend must match it.
+  const KvCacheConfig& kv_storage() const { return storage_; }
+
+  // Runs every row of `batch` through the model: each control row's K/V lands in the
+  // slot the cache assigns (blocks reserved as needed) and the sequences advance by
+  // their control rows. `logits` is resized to (num_logit_rows x vocab), rows in batch
+  // order. An invalid batch is refused before anything is reserved or computed; a
+  // failed computation releases what was reserved. Either way the cache is left as it
+  // was.
+  absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits);
+
+ protected:
+  Backend(const ModelConfig& config, const KvCacheConfig& storage) : config_(config), storage_(storage) {}
+
+  // Computes the planned rows: writes each control row's K/V at plan.slots[row] of
+  // the backend's storage and the logits of plan.logit_rows, in that order. Must not
+  // change the cache's bookkeeping (Forward does).
+  virtual absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) = 0;
+
+ private:
+  const ModelConfig config_;
+  const KvCacheConfig storage_;
 };
 
 }  // namespace crossreg

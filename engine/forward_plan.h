@@ -33,6 +33,8 @@ struct ForwardPlan {
   std::vector<int32_t> logit_rows;       // want_logits row indices in batch order
   // Control rows per sequence: the positions Forward commits with Advance.
   std::vector<std::pair<SequenceId, int64_t>> appended;
+
+  bool predictive(int row) const { return slots[static_cast<size_t>(row)] < 0; }
 };
 
 // Validates every row before touching `kv`; on success the control rows' blocks are

@@ -10,11 +10,11 @@ namespace crossreg {
 
 absl::Status SamplingParams::Validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
-    return absl::InvalidArgumentError(absl::StrCat("temperature must be >= 0, got ", temperature));
+    return absl::InvalidArgumentError(absl::StrCat("sampling.temperature: must be >= 0, got ", temperature));
   }
-  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("top_k must be >= 0, got ", top_k));
+  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("sampling.top_k: must be >= 0, got ", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("top_p must be in (0, 1], got ", top_p));
+    return absl::InvalidArgumentError(absl::StrCat("sampling.top_p: must be in (0, 1], got ", top_p));
   }
   return absl::OkStatus();
 }

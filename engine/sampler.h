@@ -16,7 +16,8 @@ struct SamplingParams {
   float top_p = 1.0f;        // 1: no nucleus cut
   uint64_t seed = 0;         // same seed, same output
   bool greedy() const { return temperature == 0.0f; }
-  // Ranges: temperature >= 0, top_k >= 0, 0 < top_p <= 1. Names the field.
+  // Ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1. The message
+  // starts with the field ("sampling.top_p: ...").
   absl::Status Validate() const;
 };
 

@@ -19,9 +19,8 @@ namespace crossreg {
 enum class RequestPhase { kQueued, kPrefilling, kDecoding, kFinished, kCancelled };
 
 struct ScheduledRequest {
-  RequestSpec spec;
+  GenerationRequest request;  // as submitted; the decoder keeps its own copy once admitted
   EventHandler on_event;
-  DecoderSetup setup;
   int64_t prompt_tokens = 0;
   // KV positions beyond the sequence a decode step may append: 1 + gamma for the
   // speculative modes, 1 for AR (its gamma is unused).

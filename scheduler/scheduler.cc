@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "engine/decoding/generate.h"
+#include "absl/types/span.h"
 #include "scheduler/batch_planner.h"
 #include "scheduler/request_state.h"
 
@@ -19,11 +19,6 @@ namespace {
 using RequestPtr = std::shared_ptr<ScheduledRequest>;
 
 double SecondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
-
-// KV positions one decode iteration may append: x_last plus up to gamma drafts.
-int64_t DecodeHeadroom(const DecodingConfig& d) {
-  return 1 + (d.mode == DecodingMode::kAutoregressive ? 0 : d.gamma);
-}
 
 int64_t BlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
 
@@ -43,15 +38,16 @@ RequestEvent ErrorEvent(absl::Status status) {
 }  // namespace
 
 struct Scheduler::Impl {
-  Impl(const SchedulerOptions& o, Backend& b, PagedKvCache& k, const ModelConfig& c, MetricsSink* m)
-      : options(o), backend(b), kv(k), config(c), metrics(m) {
+  Impl(const SchedulerOptions& o, Backend& b, PagedKvCache& k, MetricsSink* m)
+      : options(o), backend(b), kv(k), config(b.model_config()), metrics(m) {
     // Options come from flags; nonsense values degrade to the smallest working ones.
     options.max_batch_tokens = std::max(1, options.max_batch_tokens);
     options.max_running = std::max(1, options.max_running);
     options.max_queue = std::max(0, options.max_queue);
+    if (options.decoding.model == nullptr) options.decoding.model = &config;
   }
 
-  absl::Status Submit(RequestSpec spec, EventHandler on_event);
+  absl::Status Submit(GenerationRequest request, EventHandler on_event);
   bool Abort(const std::string& request_id, absl::Status reason);
   void Shutdown(std::chrono::milliseconds timeout);
   void Loop();
@@ -98,53 +94,36 @@ struct Scheduler::Impl {
   std::thread thread;
 };
 
-absl::Status Scheduler::Impl::Submit(RequestSpec spec, EventHandler on_event) {
-  if (spec.request_id.empty()) return absl::InvalidArgumentError("request_id: empty");
-  GenerationRequest check;
-  check.prompt_ids = spec.prompt_ids;
-  check.max_new_tokens = spec.max_new_tokens;
-  check.sampling = spec.sampling;
-  check.decoding = spec.decoding;
-  check.placeholder_token = options.placeholder_token;
-  if (auto s = ValidateGenerationRequest(check, config, options.has_adapter); !s.ok()) return s;
-  if (spec.decoding.mode != DecodingMode::kAutoregressive && spec.decoding.gamma > options.max_gamma) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("gamma: ", spec.decoding.gamma, " exceeds the server's limit ", options.max_gamma));
-  }
-  const int64_t headroom = DecodeHeadroom(spec.decoding);
-  const int64_t positions = static_cast<int64_t>(spec.prompt_ids.size()) + headroom;
+absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_event) {
+  if (request.request_id.empty()) return absl::InvalidArgumentError("request_id: empty");
+  if (auto s = ValidateGenerationRequest(request, options.decoding); !s.ok()) return s;
+  const int64_t headroom = DecodeHeadroom(request.decoding);
+  const int64_t positions = static_cast<int64_t>(request.prompt_ids.size()) + headroom;
   const int64_t capacity = int64_t{kv.config().num_blocks} * kv.config().block_size;
   if (positions > capacity) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "prompt: ", spec.prompt_ids.size(), " tokens plus ", headroom, " decode positions (gamma + 1) need ",
+        "prompt_ids: ", request.prompt_ids.size(), " tokens plus ", headroom, " decode positions (gamma + 1) need ",
         positions, " KV positions, the whole KV cache holds ", capacity, " (", kv.config().num_blocks,
         " blocks of ", kv.config().block_size, ")"));
   }
 
   auto r = std::make_shared<ScheduledRequest>();
-  r->setup.model = &config;
-  r->setup.sampling = spec.sampling;
-  r->setup.decoding = spec.decoding;
-  r->setup.max_new_tokens = spec.max_new_tokens;
-  r->setup.stop_at_eos = !spec.ignore_eos;
-  r->setup.stop_ids = spec.stop_ids;
-  r->setup.placeholder_token = options.placeholder_token;
-  r->prompt_tokens = static_cast<int64_t>(spec.prompt_ids.size());
+  r->prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   r->decode_headroom = headroom;
   r->on_event = std::move(on_event);
   r->submitted = r->last_commit = std::chrono::steady_clock::now();
-  r->spec = std::move(spec);
+  r->request = std::move(request);
 
   std::lock_guard<std::mutex> lock(mu);
   if (!accepting) return absl::FailedPreconditionError("scheduler is shutting down: no new requests");
-  if (live.count(r->spec.request_id) > 0) {
-    return absl::AlreadyExistsError(absl::StrCat("request_id \"", r->spec.request_id, "\" is already in flight"));
+  if (live.count(r->request.request_id) > 0) {
+    return absl::AlreadyExistsError(absl::StrCat("request_id \"", r->request.request_id, "\" is already in flight"));
   }
   if (static_cast<int>(waiting.size()) >= options.max_queue) {
     return absl::ResourceExhaustedError(
         absl::StrCat("request queue full: ", waiting.size(), " waiting (max_queue ", options.max_queue, ")"));
   }
-  live.emplace(r->spec.request_id, r);
+  live.emplace(r->request.request_id, r);
   waiting.push_back(r);
   published.waiting = static_cast<int>(waiting.size());
   wake.notify_one();
@@ -197,7 +176,7 @@ void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outg
   }
   FreeKv(*r);
   r->phase = RequestPhase::kCancelled;
-  live.erase(r->spec.request_id);
+  live.erase(r->request.request_id);
   out.push_back({r, ErrorEvent(std::move(status))});
 }
 
@@ -218,14 +197,14 @@ void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoi
   std::vector<RequestPtr> expired;
   auto collect_expired = [&](const auto& requests) {
     for (const RequestPtr& r : requests) {
-      if (r->spec.deadline.has_value() && now >= *r->spec.deadline) expired.push_back(r);
+      if (r->request.deadline.has_value() && now >= *r->request.deadline) expired.push_back(r);
     }
   };
   collect_expired(waiting);
   collect_expired(running);
   for (const RequestPtr& r : expired) {
     r->abort_reason = absl::DeadlineExceededError(
-        absl::StrCat("request \"", r->spec.request_id, "\" passed its deadline after ",
+        absl::StrCat("request \"", r->request.request_id, "\" passed its deadline after ",
                      SecondsBetween(r->submitted, now), " s"));
     Cancel(r, *r->abort_reason, out);
   }
@@ -240,7 +219,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     if (need > kv.config().num_blocks) {
       // Only a request resumed after growing can get here (Submit checked the prompt).
       Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
-                    "request \"", r->spec.request_id, "\" needs ", tokens + r->decode_headroom,
+                    "request \"", r->request.request_id, "\" needs ", tokens + r->decode_headroom,
                     " KV positions (", need, " blocks) to continue, the whole KV cache has ",
                     kv.config().num_blocks, " blocks of ", block_size)),
              out);
@@ -261,7 +240,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     if (r->decoder) {
       r->decoder->OnKvDropped(seq);  // resumed after preemption: recompute its KV
     } else {
-      r->decoder = std::make_unique<SequenceDecoder>(r->setup, seq, r->spec.prompt_ids);
+      r->decoder = std::make_unique<SequenceDecoder>(r->request, options.decoding, seq);
     }
     r->holds_kv = true;
     r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
@@ -274,7 +253,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     // by someone else.
     const RequestPtr r = waiting.front();
     Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
-                  "request \"", r->spec.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
+                  "request \"", r->request.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
                   " free blocks of ", kv.config().num_blocks, " and no running request to wait for")),
            out);
   }
@@ -291,7 +270,7 @@ void Scheduler::Impl::Publish() {
 void Scheduler::Impl::Dispatch(std::vector<Outgoing>& out) {
   for (Outgoing& o : out) {
     if (o.event.kind == RequestEvent::Kind::kFinished && metrics != nullptr) {
-      metrics->OnRequestFinished(o.request->spec.decoding.mode, o.event);
+      metrics->OnRequestFinished(o.request->request.decoding.mode, o.event);
     }
     if (o.request->on_event) o.request->on_event(o.event);
   }
@@ -356,7 +335,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     s.kv_length = kv.length(d.sequence());
     s.kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size());
     s.pending_kv_rows = d.PendingKvRows();
-    s.max_decode_rows = MaxDecodeRows(r.setup.decoding);
+    s.max_decode_rows = MaxDecodeRows(r.request.decoding);
     sequences.push_back(s);
   }
   const BatchPlan plan = PlanBatch(std::move(sequences), {options.max_batch_tokens, kv.free_blocks(), block_size});
@@ -365,12 +344,13 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   struct Entry {
     RequestPtr request;
     bool prefill = false;
-    int rows = 0;       // prefill chunk
-    int logit_row = 0;  // first logits row of this request
+    int rows = 0;        // prefill chunk
+    StepPlan step;       // what its decoder planned for this forward
+    int logit_row = 0;   // first logits row of this request
   };
   std::vector<Entry> entries;
-  for (const PlannedRows& p : plan.decode) entries.push_back({running[static_cast<size_t>(p.id)], false, p.rows, 0});
-  for (const PlannedRows& p : plan.prefill) entries.push_back({running[static_cast<size_t>(p.id)], true, p.rows, 0});
+  for (const PlannedRows& p : plan.decode) entries.push_back({running[static_cast<size_t>(p.id)], false, p.rows});
+  for (const PlannedRows& p : plan.prefill) entries.push_back({running[static_cast<size_t>(p.id)], true, p.rows});
   if (!plan.preempt.empty() || plan.fail.has_value()) {
     std::vector<RequestPtr> victims;
     for (int id : plan.preempt) victims.push_back(running[static_cast<size_t>(id)]);
@@ -390,7 +370,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
       const int64_t positions = kv.length(d.sequence()) + (d.prefilling() ? 1 : d.PendingKvRows());
       Cancel(failing,
              absl::ResourceExhaustedError(absl::StrCat(
-                 "request \"", failing->spec.request_id, "\" needs ", positions, " KV positions (",
+                 "request \"", failing->request.request_id, "\" needs ", positions, " KV positions (",
                  BlocksFor(positions, block_size), " blocks) to continue, the whole KV cache has ",
                  kv.config().num_blocks, " blocks of ", block_size)),
              out);
@@ -402,14 +382,14 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   int logit_rows = 0;
   // Adaptive draft lengths share the forward's fixed cost among the decoding
   // sequences: under load each one's draft rows must pay for themselves.
-  DraftCost cost{options.cost_curve, 0};
+  DraftCost cost{options.decoding.cost_curve, 0};
   for (const Entry& e : entries) cost.batch_sequences += e.prefill ? 0 : 1;
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   for (Entry& e : entries) {
-    const size_t begin = batch.rows.size();
-    e.request->decoder->AddRows(batch, e.prefill ? e.rows : 1, &cost);
+    e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost);
+    batch.rows.insert(batch.rows.end(), e.step.rows.begin(), e.step.rows.end());
     e.logit_row = logit_rows;
-    for (size_t i = begin; i < batch.rows.size(); ++i) logit_rows += batch.rows[i].want_logits ? 1 : 0;
+    logit_rows += e.step.logit_rows();
   }
   const SteadyTime forward_start = std::chrono::steady_clock::now();
   const absl::Status forward = backend.Forward(batch, kv, logits);
@@ -432,8 +412,10 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     ScheduledRequest& r = *e.request;
     SequenceDecoder& d = *r.decoder;
     committed.clear();
-    const float* own_logits = e.prefill ? nullptr : logits.data() + int64_t{e.logit_row} * vocab;
-    if (absl::Status s = d.OnForward(own_logits, kv, committed); !s.ok()) {
+    const absl::Span<const float> own_logits =
+        absl::MakeConstSpan(logits).subspan(static_cast<size_t>(e.logit_row) * vocab,
+                                            static_cast<size_t>(e.step.logit_rows()) * vocab);
+    if (absl::Status s = d.OnForward(e.step, own_logits, kv, committed); !s.ok()) {
       failed.emplace_back(e.request, std::move(s));
       continue;
     }
@@ -441,7 +423,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     if (!committed.empty()) {
       if (!r.first_token.has_value()) r.first_token = now;
       if (metrics != nullptr) {
-        metrics->OnTokensCommitted(r.spec.decoding.mode, static_cast<int>(committed.size()),
+        metrics->OnTokensCommitted(r.request.decoding.mode, static_cast<int>(committed.size()),
                                    SecondsBetween(r.last_commit, now));
       }
       r.last_commit = now;
@@ -471,16 +453,15 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   std::lock_guard<std::mutex> lock(mu);
   for (const RequestPtr& r : finished) {
     running.erase(std::find(running.begin(), running.end(), r));
-    live.erase(r->spec.request_id);
+    live.erase(r->request.request_id);
   }
   for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
 }
 
 // ---- Scheduler ----------------------------------------------------------------
 
-Scheduler::Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv,
-                     const ModelConfig& config, MetricsSink* metrics)
-    : impl_(std::make_unique<Impl>(options, backend, kv, config, metrics)) {}
+Scheduler::Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv, MetricsSink* metrics)
+    : impl_(std::make_unique<Impl>(options, backend, kv, metrics)) {}
 
 Scheduler::~Scheduler() {
   impl_->Shutdown(std::chrono::milliseconds(0));
@@ -499,8 +480,8 @@ void Scheduler::Start() {
   impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
 }
 
-absl::Status Scheduler::Submit(RequestSpec spec, EventHandler on_event) {
-  return impl_->Submit(std::move(spec), std::move(on_event));
+absl::Status Scheduler::Submit(GenerationRequest request, EventHandler on_event) {
+  return impl_->Submit(std::move(request), std::move(on_event));
 }
 
 bool Scheduler::Abort(const std::string& request_id, absl::Status reason) {

@@ -16,11 +16,10 @@
 #include "absl/status/status.h"
 #include "engine/backend.h"
 #include "engine/decoding/decoding_config.h"
-#include "engine/decoding/forward_cost_curve.h"
+#include "engine/decoding/generation_request.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
-#include "engine/sampler.h"
 
 namespace crossreg {
 
@@ -30,23 +29,9 @@ struct SchedulerOptions {
   int max_batch_tokens = 512;   // rows per forward (prefill chunks + decode/verify rows)
   int max_running = 64;         // sequences decoding at once
   int max_queue = 256;          // waiting requests; more -> RESOURCE_EXHAUSTED
-  int max_gamma = kMaxGamma;    // per-request gamma limit
-  int32_t placeholder_token = 0;  // from the adapter
-  bool has_adapter = false;
-  // Measured forward cost (requests with decoding.adaptive_gamma); not owned.
-  const ForwardCostCurve* cost_curve = nullptr;
-};
-
-// What a client asked for, validated by the caller (server) before Submit.
-struct RequestSpec {
-  std::string request_id;
-  std::vector<int32_t> prompt_ids;
-  SamplingParams sampling;
-  DecodingConfig decoding;
-  int max_new_tokens = 128;
-  bool ignore_eos = false;
-  std::vector<int32_t> stop_ids;
-  std::optional<SteadyTime> deadline;  // cancelled with DEADLINE_EXCEEDED after it
+  // What requests may do on the engine (adapter, gamma limit, cost curve for adaptive
+  // gamma). Its `model` may be left null: the backend's model is used.
+  DecodingEnvironment decoding;
 };
 
 struct RequestTimings {
@@ -90,19 +75,19 @@ struct SchedulerStats {
 
 class Scheduler {
  public:
-  // `backend` and `kv` (its paged cache) and `config` must outlive the scheduler.
-  Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv, const ModelConfig& config,
-            MetricsSink* metrics = nullptr);
+  // `backend` and `kv` (its paged cache) must outlive the scheduler.
+  Scheduler(const SchedulerOptions& options, Backend& backend, PagedKvCache& kv, MetricsSink* metrics = nullptr);
   ~Scheduler();  // stops the loop, failing what is left with CANCELLED
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Starts the scheduling thread.
   void Start();
-  // Queues a request. RESOURCE_EXHAUSTED when the queue is full, ALREADY_EXISTS for
-  // a live request_id, FAILED_PRECONDITION after Shutdown, INVALID_ARGUMENT when the
-  // prompt plus gamma cannot ever fit in the KV cache.
-  absl::Status Submit(RequestSpec spec, EventHandler on_event);
+  // Queues a request after ValidateGenerationRequest. RESOURCE_EXHAUSTED when the
+  // queue is full, ALREADY_EXISTS for a live request_id, FAILED_PRECONDITION after
+  // Shutdown, INVALID_ARGUMENT when the prompt plus gamma cannot ever fit in the KV
+  // cache (and for whatever validation refuses).
+  absl::Status Submit(GenerationRequest request, EventHandler on_event);
   // Cancels a queued or running request: its KV is freed before the next step and
   // it gets a kError event with `reason`. Returns false if the id is unknown.
   bool Abort(const std::string& request_id, absl::Status reason = absl::CancelledError("aborted"));

@@ -62,12 +62,12 @@ void GenerateReactor::Begin(grpc::CallbackServerContext* call, const v1::Generat
     refuse(absl::UnavailableError("server is shutting down; retry on another replica"));
     return;
   }
-  auto validated = ValidateGenerateRequest(request, context_.limits);
+  auto validated = RequestFromProto(request, context_.env, context_.defaults);
   if (!validated.ok()) {
     refuse(validated.status());
     return;
   }
-  RequestSpec spec = std::move(validated->spec);
+  GenerationRequest spec = std::move(validated->request);
   if (spec.request_id.empty()) {
     spec.request_id = absl::StrCat("req-", context_.next_request_number->fetch_add(1));
   }
@@ -77,7 +77,7 @@ void GenerateReactor::Begin(grpc::CallbackServerContext* call, const v1::Generat
   prompt_tokens_ = static_cast<int64_t>(spec.prompt_ids.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    text_.emplace(*context_.limits.tokenizer, std::move(validated->stop_strings));
+    text_.emplace(*context_.defaults.tokenizer, std::move(validated->stop_strings));
     submitted_ = true;
   }
   std::shared_ptr<GenerateReactor> self = self_;
@@ -122,7 +122,7 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason re
     timings.set_total_seconds(SecondsSince(arrival_));
   }
   bool eos = false;
-  for (int id : context_.limits.model->eos_token_ids) eos |= id == last_token_;
+  for (int id : context_.env.model->eos_token_ids) eos |= id == last_token_;
   complete.set_finish_reason(finished != nullptr ? ToProtoFinishReason(reason, eos) : v1::FINISH_REASON_STOP);
 }
 

@@ -16,7 +16,7 @@
 #include "crossreg/v1/generation.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "scheduler/scheduler.h"
-#include "server/request_validation.h"
+#include "server/request_from_proto.h"
 #include "server/stop_text_stream.h"
 
 namespace crossreg::server {
@@ -24,7 +24,8 @@ namespace crossreg::server {
 // What every Generate call shares; owned by the service.
 struct GenerateContext {
   Scheduler* scheduler = nullptr;
-  RequestLimits limits;
+  DecodingEnvironment env;   // what the engine can do (env.model: the model's config)
+  RequestDefaults defaults;  // the server's values for unset fields
   std::atomic<bool>* draining = nullptr;  // true: refuse new calls with UNAVAILABLE
   std::atomic<uint64_t>* next_request_number = nullptr;
 };

@@ -10,15 +10,18 @@
 #include "engine/model/model_loader.h"
 #include "scheduler/scheduler.h"
 #include "server/generate_reactor.h"
-#include "server/request_validation.h"
+#include "server/request_from_proto.h"
 
 namespace crossreg::server {
 
 struct GenerationServiceOptions {
-  RequestLimits limits;
+  DecodingEnvironment env;   // env.model: the loaded model's config
+  RequestDefaults defaults;
   std::string model_path;
   int adapter_rank = 0;
   int64_t kv_capacity_tokens = 0;
+  std::string backend;         // "cpu", "cuda"
+  std::string backend_device;  // what it runs on
 };
 
 class GenerationService final : public v1::Generation::CallbackService {

@@ -9,7 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/decoding_config.h"
-#include "engine/tools/flag_spelling.h"
+#include "common/flags/flag_spelling.h"
 
 // Defaults come from ServerOptions so that the struct is the one place they live.
 namespace {
@@ -24,7 +24,12 @@ ABSL_FLAG(std::string, host, kDefaults.host,
           "Address to listen on (0.0.0.0: all interfaces, as containers need; 127.0.0.1: local only)");
 ABSL_FLAG(int, port, kDefaults.port, "gRPC port");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port, "Prometheus /metrics port; 0 = no metrics endpoint");
-ABSL_FLAG(int, threads, kDefaults.threads, "CPU compute threads; 0 = one per core");
+ABSL_FLAG(std::string, backend, crossreg::BackendChoiceName(kDefaults.backend),
+          "Compute backend: cpu, cuda (fails when no CUDA device is available) or auto (CUDA when this build has it "
+          "and a device is visible, else CPU)");
+ABSL_FLAG(int, cuda_device, kDefaults.cuda_device, "CUDA backend: device ordinal");
+ABSL_FLAG(int, threads, kDefaults.threads,
+          "CPU compute threads; 0 = one per usable core (the affinity mask, capped by the cgroup CPU limit)");
 ABSL_FLAG(int64_t, kv_memory_mb, kDefaults.kv_memory_mb, "KV cache memory in MiB (used when --kv_blocks is 0)");
 ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache size in blocks; overrides --kv_memory_mb when > 0");
 ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache block");
@@ -51,7 +56,7 @@ absl::Status ServerOptions::Validate() const {
     return absl::OkStatus();
   };
   for (auto s : {range("port", port, 0, 65535), range("metrics_port", metrics_port, 0, 65535),
-                 range("threads", threads, 0, 4096), range("kv_memory_mb", kv_memory_mb, 1, int64_t{1} << 30),
+                 range("threads", threads, 0, 4096), range("cuda_device", cuda_device, 0, 1024), range("kv_memory_mb", kv_memory_mb, 1, int64_t{1} << 30),
                  range("kv_blocks", kv_blocks, 0, 1 << 30), range("kv_block_size", kv_block_size, 1, 4096),
                  range("max_batch_tokens", max_batch_tokens, 1, 1 << 20), range("max_running", max_running, 1, 1 << 16),
                  range("max_queue", max_queue, 0, 1 << 20), range("max_gamma", max_gamma, 1, kMaxGamma),
@@ -90,6 +95,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  auto backend = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
+  if (!backend.ok()) return backend.status();
+  o.backend = *backend;
+  o.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   o.threads = absl::GetFlag(FLAGS_threads);
   o.kv_memory_mb = absl::GetFlag(FLAGS_kv_memory_mb);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);

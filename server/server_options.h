@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "engine/runtime/open_engine.h"
 
 namespace crossreg::server {
 
@@ -14,7 +15,9 @@ struct ServerOptions {
   std::string host = "0.0.0.0";  // all interfaces: the server runs in containers
   int port = 50051;              // gRPC
   int metrics_port = 9090;       // Prometheus /metrics; 0 = off
-  int threads = 0;               // CPU backend threads; 0 = one per core
+  BackendChoice backend = BackendChoice::kAuto;  // cpu, cuda, or auto (CUDA when a device is visible)
+  int cuda_device = 0;           // CUDA backend: device ordinal
+  int threads = 0;               // CPU backend threads; 0 = one per usable core (cgroup CPU limit)
   int64_t kv_memory_mb = 512;    // K/V memory when kv_blocks is 0
   int kv_blocks = 0;             // exact block count; overrides kv_memory_mb
   int kv_block_size = 16;        // token slots per KV block

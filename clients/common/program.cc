@@ -11,7 +11,7 @@
 #include "absl/strings/match.h"
 #include "clients/common/repeated_flag.h"
 #include "clients/common/request_flags.h"
-#include "engine/tools/flag_spelling.h"
+#include "common/flags/flag_spelling.h"
 
 namespace crossreg::clients {
 

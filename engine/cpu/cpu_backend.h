@@ -12,7 +12,7 @@
 namespace crossreg {
 
 struct CpuBackendOptions {
-  int num_threads = 0;  // 0: one per hardware thread
+  int num_threads = 0;  // 0: one per usable core (engine/cpu/thread_pool.h)
   KvCacheConfig kv;     // must match the PagedKvCache used with this backend
   // Predictive rows add this adapter's low-rank delta; null: they use the base weights.
   const LoraAdapter* adapter = nullptr;
@@ -21,10 +21,5 @@ struct CpuBackendOptions {
 // `model` (and the adapter) must outlive the backend.
 absl::StatusOr<std::unique_ptr<Backend>> CreateCpuBackend(const Model& model,
                                                           const CpuBackendOptions& options);
-
-// Blocks that fit in `bytes` of K/V memory for this model.
-int64_t KvBlocksForBytes(const ModelConfig& config, int block_size, int64_t bytes);
-// Bytes of f32 K/V storage one token takes (all layers, K and V).
-int64_t KvBytesPerToken(const ModelConfig& config);
 
 }  // namespace crossreg

@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 namespace crossreg::cpu {
 namespace {
@@ -41,6 +42,19 @@ const char* SimdLevelName(SimdLevel level) {
     case SimdLevel::kAvx512: return "avx512";
   }
   return "?";
+}
+
+std::string CpuModelName() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) != 0) continue;
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) break;
+    const size_t start = line.find_first_not_of(" \t", colon + 1);
+    return start == std::string::npos ? "unknown CPU" : line.substr(start);
+  }
+  return "unknown CPU";
 }
 
 }  // namespace crossreg::cpu

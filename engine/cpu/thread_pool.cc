@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/cpu/usable_cores.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define CROSSREG_CPU_RELAX() _mm_pause()
@@ -21,7 +23,7 @@ constexpr int kCallerSpinIterations = 200;
 
 ThreadPool::ThreadPool(int num_threads) {
   if (num_threads <= 0) {
-    num_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    num_threads = UsableCores();
   }
   num_threads_ = num_threads;
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });

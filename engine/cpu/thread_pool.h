@@ -16,7 +16,8 @@ namespace crossreg::cpu {
 
 class ThreadPool {
  public:
-  // num_threads <= 0: one per hardware thread.
+  // num_threads <= 0: one per usable core (affinity mask and cgroup CPU limit,
+  // engine/cpu/usable_cores.h).
   explicit ThreadPool(int num_threads);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;

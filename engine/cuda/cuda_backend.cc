@@ -11,7 +11,6 @@
 #include "engine/cuda/device_buffer.h"
 #include "engine/cuda/device_lora.h"
 #include "engine/cuda/device_weights.h"
-#include "engine/forward_plan.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
 #include "engine/status_macros.h"
@@ -35,7 +34,12 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const KvCacheConfig& kv, std::unique_ptr<CudaContext> ctx,
               cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter)
-      : cfg_(config), kv_cfg_(kv), ctx_(std::move(ctx)), weights_(std::move(weights)), adapter_(std::move(adapter)) {}
+      : Backend(config, kv),
+        cfg_(config),
+        kv_cfg_(kv),
+        ctx_(std::move(ctx)),
+        weights_(std::move(weights)),
+        adapter_(std::move(adapter)) {}
 
   // Allocates the paged K/V storage: num_blocks · block_size slots per layer.
   absl::Status AllocateKvStorage() {
@@ -46,9 +50,15 @@ class CudaBackend final : public Backend {
   }
 
   std::string_view name() const override { return "cuda"; }
+  std::string device() const override {
+    const cudaDeviceProp& p = ctx_->properties();
+    return absl::StrCat(p.name, " (sm_", p.major, p.minor, ", device ", ctx_->device(), ", ",
+                        p.totalGlobalMem >> 20, " MiB)");
+  }
   int64_t WeightBytesPerForward() const override { return weights_.LinearBytesPerForward(); }
 
-  absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) override;
+ protected:
+  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
 
  private:
   absl::Status EnsureWorkspace(int rows, int predictive_rows, int logit_rows);
@@ -135,10 +145,7 @@ PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   return at;
 }
 
-absl::Status CudaBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) {
-  absl::StatusOr<ForwardPlan> planned = PlanForward(batch, kv, cfg_, kv_cfg_);
-  if (!planned.ok()) return planned.status();
-  const ForwardPlan& plan = *planned;
+absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
   const int rows = plan.rows;
   const int n_out = static_cast<int>(plan.logit_rows.size());
   const cudaStream_t stream = ctx_->stream();
@@ -172,11 +179,7 @@ absl::Status CudaBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv, s
                            stream),
            "cudaMemcpyAsync (logits)");
   }
-  RETURN_IF_ERROR(ctx_->Synchronize());
-
-  // Commit: the control rows' K/V are now valid cache entries.
-  for (const auto& [seq, count] : plan.appended) RETURN_IF_ERROR(kv.Advance(seq, count));
-  return absl::OkStatus();
+  return ctx_->Synchronize();
 }
 
 absl::Status CudaBackend::GatherLoraInput(const float* x, int64_t width, int predictive,
@@ -341,10 +344,6 @@ absl::StatusOr<std::unique_ptr<Backend>> Finish(const ModelConfig& config, const
 bool CudaDeviceAvailable() {
   int count = 0;
   return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-int64_t CudaKvBytesPerToken(const ModelConfig& config) {
-  return int64_t{config.num_layers} * 2 * config.kv_dim() * static_cast<int64_t>(sizeof(float));
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model, const CudaBackendOptions& options) {

@@ -36,7 +36,4 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendWithRandomWeights(cons
                                                                             const CudaBackendOptions& options,
                                                                             uint64_t seed);
 
-// Bytes of the backend's f32 K/V storage per token (all layers, K and V).
-int64_t CudaKvBytesPerToken(const ModelConfig& config);
-
 }  // namespace crossreg

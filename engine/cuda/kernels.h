@@ -63,7 +63,7 @@ cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_
 // paged cache (block_tables + table_offset[r]), then num_own[r] rows of its
 // predictive group (group_rows + group_begin[r], scratch K/V rows). Control rows:
 // num_cached = position + 1, num_own = 0. GQA: head h reads KV head h / (H / H_kv).
-// CPU: PagedAttentionReference (paged_attention_reference.h).
+// CPU: cpu::PagedAttention (engine/cpu/paged_attention.h), the CPU backend's own attention.
 struct PagedAttentionParams {
   const float* q = nullptr;  // (rows, q_stride); head h at column h * head_dim
   int64_t q_stride = 0;

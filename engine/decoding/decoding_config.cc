@@ -40,57 +40,44 @@ int MaxDecodeRows(const DecodingConfig& d) {
   return (d.gamma + 1) + (d.gamma + 1 + f) + std::min(d.fork_outcomes, d.gamma) * f;
 }
 
-absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool has_adapter) {
-  if (!std::isfinite(c.beta) || c.beta < 0.0f || c.beta >= 1.0f) {
-    return absl::InvalidArgumentError(absl::StrCat("beta must be in [0, 1), got ", c.beta));
-  }
-  if (!std::isfinite(c.tau) || c.tau > 0.0f) {
-    return absl::InvalidArgumentError(absl::StrCat("tau must be <= 0 (nats), got ", c.tau));
-  }
+absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool has_adapter, bool has_cost_curve) {
+  auto invalid = [](absl::string_view field, auto&&... what) {
+    return absl::InvalidArgumentError(absl::StrCat("decoding.", field, ": ", what...));
+  };
+  const char* mode = DecodingModeName(c.mode);
   const bool xr = c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy;
-  if (!xr && (c.fork_outcomes != 0 || c.fork_depth != 0)) {
-    return absl::InvalidArgumentError(absl::StrCat("fork_outcomes/fork_depth apply to lossless and lossy modes; mode ",
-                                                   DecodingModeName(c.mode), " needs 0"));
+  if (!std::isfinite(c.beta) || c.beta < 0.0f || c.beta >= 1.0f) return invalid("beta", "must be in [0, 1), got ", c.beta);
+  if (!std::isfinite(c.tau) || c.tau > 0.0f) return invalid("tau", "must be <= 0 (nats), got ", c.tau);
+  if (c.mode != DecodingMode::kLossy) {
+    if (c.beta != 0.0f) return invalid("beta", "is a lossy setting; mode ", mode, " needs 0");
+    if (c.tau != 0.0f) return invalid("tau", "is a lossy setting; mode ", mode, " needs 0");
   }
+  // AR ignores gamma, but a value no mode could use is still a mistake worth naming.
+  if (c.gamma < 1 || c.gamma > max_gamma) return invalid("gamma", "must be in [1, ", max_gamma, "], got ", c.gamma);
+  if (c.mode == DecodingMode::kAutoregressive && c.adaptive_gamma) {
+    return invalid("adaptive_gamma", "applies to speculative modes (lossless, lossy, ngram), not ar");
+  }
+  if (!xr && c.fork_outcomes != 0) return invalid("fork_outcomes", "applies to lossless and lossy modes; mode ", mode, " needs 0");
+  if (!xr && c.fork_depth != 0) return invalid("fork_depth", "applies to lossless and lossy modes; mode ", mode, " needs 0");
   if (!xr && c.ngram_assist) {
-    return absl::InvalidArgumentError(absl::StrCat("ngram_assist applies to lossless and lossy modes, not ",
-                                                   DecodingModeName(c.mode),
-                                                   c.mode == DecodingMode::kNgram ? " (it already drafts by n-gram)" : ""));
+    return invalid("ngram_assist", "applies to lossless and lossy modes, not ", mode,
+                   c.mode == DecodingMode::kNgram ? " (it already drafts by n-gram)" : "");
   }
-  if (c.adaptive_gamma && c.mode == DecodingMode::kAutoregressive) {
-    return absl::InvalidArgumentError("adaptive_gamma applies to speculative modes (lossless, lossy, ngram), not ar");
+  if (c.mode == DecodingMode::kNgram && c.ngram_max < 1) return invalid("ngram_max", "must be >= 1, got ", c.ngram_max);
+  if (xr && (c.fork_outcomes < 0 || c.fork_outcomes > c.gamma)) {
+    return invalid("fork_outcomes", "must be in [0, gamma = ", c.gamma, "], got ", c.fork_outcomes);
   }
-  const bool lossy_values = c.beta != 0.0f || c.tau != 0.0f;
-  switch (c.mode) {
-    case DecodingMode::kAutoregressive:
-      if (lossy_values) return absl::InvalidArgumentError("beta/tau are lossy settings: use mode lossy, not ar");
-      return absl::OkStatus();
-    case DecodingMode::kLossless:
-    case DecodingMode::kNgram:
-      if (lossy_values) {
-        return absl::InvalidArgumentError(absl::StrCat("beta/tau are lossy settings: mode ",
-                                                       DecodingModeName(c.mode), " must keep beta = 0 and tau = 0"));
-      }
-      break;
-    case DecodingMode::kLossy:
-      break;
+  if (xr && (c.fork_depth < 0 || c.fork_depth > max_gamma)) {
+    return invalid("fork_depth", "must be in [0, ", max_gamma, "], got ", c.fork_depth);
   }
-  if (c.gamma < 1 || c.gamma > max_gamma) {
-    return absl::InvalidArgumentError(absl::StrCat("gamma must be in [1, ", max_gamma, "], got ", c.gamma));
+  if (xr && !has_adapter) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "decoding.mode: ", mode, " needs a Cross-Regression adapter, and none is loaded (start with --adapter DIR)"));
   }
-  if (c.mode == DecodingMode::kNgram && c.ngram_max < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("ngram_max must be >= 1, got ", c.ngram_max));
-  }
-  if (c.fork_outcomes < 0 || c.fork_outcomes > c.gamma) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("fork_outcomes must be in [0, gamma = ", c.gamma, "], got ", c.fork_outcomes));
-  }
-  if (c.fork_depth < 0 || c.fork_depth > max_gamma) {
-    return absl::InvalidArgumentError(absl::StrCat("fork_depth must be in [0, ", max_gamma, "], got ", c.fork_depth));
-  }
-  if ((c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy) && !has_adapter) {
-    return absl::FailedPreconditionError(absl::StrCat("mode ", DecodingModeName(c.mode),
-                                                      " needs a Cross-Regression adapter (--adapter DIR)"));
+  if (c.adaptive_gamma && !has_cost_curve) {
+    return absl::FailedPreconditionError(
+        "decoding.adaptive_gamma: needs a measured forward cost curve, and none was measured (start with "
+        "--adaptive_gamma)");
   }
   return absl::OkStatus();
 }

@@ -46,8 +46,11 @@ int MaxDecodeRows(const DecodingConfig& config);
 // The engine's limit on gamma (draft slots per sequence and forward).
 inline constexpr int kMaxGamma = 64;
 
-// Ranges and combinations; messages name the field (beta, tau, gamma, mode).
-// `has_adapter`: Cross-Regression modes need a predictive-stream adapter.
-absl::Status ValidateDecodingConfig(const DecodingConfig& config, int max_gamma, bool has_adapter);
+// Ranges and combinations; each message starts with its field ("decoding.beta: ...").
+// `has_adapter`: Cross-Regression modes need a predictive-stream adapter;
+// `has_cost_curve`: adaptive_gamma needs a measured forward cost curve. Both are
+// FAILED_PRECONDITION when missing (the request is fine, the engine cannot run it).
+absl::Status ValidateDecodingConfig(const DecodingConfig& config, int max_gamma, bool has_adapter,
+                                    bool has_cost_curve);
 
 }  // namespace crossreg

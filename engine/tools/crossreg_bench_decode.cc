@@ -11,13 +11,15 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
-#include "engine/cpu/cpu_backend.h"
+#include "common/flags/flag_spelling.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/memory_bandwidth.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/kv_storage.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
+#include "engine/runtime/open_engine.h"
 #include "engine/sampler.h"
-#include "engine/tools/flag_spelling.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {}, "Models to benchmark (.gguf or HF directories)");
 ABSL_FLAG(bool, random100m, true, "Also benchmark a random ~110M-parameter bf16 Llama (12 x 768, vocab 32000)");
@@ -26,7 +28,7 @@ ABSL_FLAG(std::vector<std::string>, rows, std::vector<std::string>({"1", "2", "4
           "Rows of one sequence per forward for the cost-curve table");
 ABSL_FLAG(int, steps, 64, "Decode steps timed per measurement");
 ABSL_FLAG(int, context, 64, "Prompt tokens before decoding starts");
-ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per core");
+ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
 ABSL_FLAG(int, repeats, 3, "Measurements per figure; the best is reported");
 
 namespace crossreg {
@@ -43,85 +45,95 @@ std::vector<int> ParseInts(const std::vector<std::string>& items) {
   return out;
 }
 
-struct BenchSetup {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-
-BenchSetup MakeSetup(const Model& model, int sequences, int tokens_each) {
-  CpuBackendOptions o;
-  o.num_threads = absl::GetFlag(FLAGS_threads);
-  o.kv.block_size = 16;
-  o.kv.num_blocks = sequences * ((tokens_each + 15) / 16 + 1);
-  BenchSetup s;
-  auto backend = CreateCpuBackend(model, o);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "backend: %s\n", std::string(backend.status().message()).c_str());
+// One CPU engine per model, its cache large enough for every measurement below
+// (each frees its sequences).
+std::unique_ptr<Engine> OpenBenchEngine(const std::string& name, std::unique_ptr<Model> model, int64_t positions) {
+  EngineOptions o;
+  o.backend = BackendChoice::kCpu;
+  o.cpu_threads = absl::GetFlag(FLAGS_threads);
+  o.kv_block_size = 16;
+  o.kv_blocks = positions / 16 + 16;
+  LoadedModel loaded;
+  loaded.model_path = name;
+  loaded.model = std::move(model);
+  auto engine = OpenEngine(std::move(loaded), o);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(engine.status().message()).c_str());
     std::exit(1);
   }
-  s.backend = std::move(*backend);
-  s.kv = std::make_unique<PagedKvCache>(o.kv);
-  return s;
+  return *std::move(engine);
 }
 
 // Prefills `batch` sequences with `context` random tokens, then times `steps`
 // greedy decode forwards of one row per sequence. Returns seconds per forward.
-double TimeDecode(const Model& model, int batch, int context, int steps) {
-  const int vocab = model.config.vocab_size;
-  BenchSetup s = MakeSetup(model, batch, context + steps + 1);
+double TimeDecode(Engine& e, int batch, int context, int steps) {
+  const int vocab = e.model->config.vocab_size;
   Rng rng(1);
   std::vector<SequenceId> seqs;
   std::vector<int32_t> last(static_cast<size_t>(batch));
   std::vector<float> logits;
   for (int b = 0; b < batch; ++b) {
-    const SequenceId id = s.kv->CreateSequence();
+    const SequenceId id = e.kv->CreateSequence();
     seqs.push_back(id);
     ForwardBatch fb;
     for (int p = 0; p < context; ++p) {
-      fb.rows.push_back({id, p, static_cast<int32_t>(rng.Next() % vocab), p == context - 1});
+      fb.rows.push_back(
+          {.seq = id, .position = p, .token = static_cast<int32_t>(rng.Next() % vocab), .want_logits = p == context - 1});
     }
-    if (!s.backend->Forward(fb, *s.kv, logits).ok()) std::exit(1);
+    if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
     last[static_cast<size_t>(b)] = Argmax(logits.data(), vocab);
   }
   ForwardBatch fb;
   const auto t0 = Clock::now();
   for (int step = 0; step < steps; ++step) {
     fb.rows.clear();
-    for (int b = 0; b < batch; ++b) fb.rows.push_back({seqs[b], context + step, last[b], true});
-    if (!s.backend->Forward(fb, *s.kv, logits).ok()) std::exit(1);
+    for (int b = 0; b < batch; ++b) {
+      fb.rows.push_back({.seq = seqs[b], .position = context + step, .token = last[b], .want_logits = true});
+    }
+    if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
     for (int b = 0; b < batch; ++b) last[b] = Argmax(logits.data() + static_cast<size_t>(b) * vocab, vocab);
   }
-  return std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
+  for (SequenceId id : seqs) e.kv->Free(id);
+  return seconds;
 }
 
 // Time of one forward carrying `rows` rows of a single sequence (a verify step):
 // rows are appended, then rolled back so every measurement sees the same context.
-double TimeRows(const Model& model, int rows, int context, int repeats) {
-  const int vocab = model.config.vocab_size;
-  BenchSetup s = MakeSetup(model, 1, context + rows + 1);
-  const SequenceId id = s.kv->CreateSequence();
+double TimeRows(Engine& e, int rows, int context, int repeats) {
+  const int vocab = e.model->config.vocab_size;
+  const SequenceId id = e.kv->CreateSequence();
   ForwardBatch fb;
   std::vector<float> logits;
-  for (int p = 0; p < context; ++p) fb.rows.push_back({id, p, p % vocab, false});
-  if (!s.backend->Forward(fb, *s.kv, logits).ok()) std::exit(1);
+  for (int p = 0; p < context; ++p) fb.rows.push_back({.seq = id, .position = p, .token = p % vocab});
+  if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
   double best = 1e30;
   for (int rep = 0; rep < repeats; ++rep) {
     fb.rows.clear();
-    for (int r = 0; r < rows; ++r) fb.rows.push_back({id, context + r, (7 * r) % vocab, true});
+    for (int r = 0; r < rows; ++r) {
+      fb.rows.push_back({.seq = id, .position = context + r, .token = (7 * r) % vocab, .want_logits = true});
+    }
     const auto t0 = Clock::now();
-    if (!s.backend->Forward(fb, *s.kv, logits).ok()) std::exit(1);
+    if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    if (!s.kv->Truncate(id, context).ok()) std::exit(1);
+    if (!e.kv->Truncate(id, context).ok()) std::exit(1);
   }
+  e.kv->Free(id);
   return best;
 }
 
-void BenchModel(const std::string& name, const Model& model, double dram_bandwidth) {
+void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dram_bandwidth) {
   const int steps = absl::GetFlag(FLAGS_steps);
-  const int context = std::min(absl::GetFlag(FLAGS_context), model.config.max_position - steps - 1);
+  const int context = std::min(absl::GetFlag(FLAGS_context), owned->config.max_position - steps - 1);
   const int repeats = absl::GetFlag(FLAGS_repeats);
-  BenchSetup probe = MakeSetup(model, 1, 16);
-  const double weight_bytes = static_cast<double>(probe.backend->WeightBytesPerForward());
+  const std::vector<int> batches = ParseInts(absl::GetFlag(FLAGS_batches));
+  const std::vector<int> row_counts = ParseInts(absl::GetFlag(FLAGS_rows));
+  const int max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
+  const int max_rows = row_counts.empty() ? 1 : *std::max_element(row_counts.begin(), row_counts.end());
+  std::unique_ptr<Engine> engine = OpenBenchEngine(
+      name, std::move(owned), int64_t{max_batch} * (context + steps + 17) + context + max_rows + 17);
+  const Model& model = *engine->model;
+  const double weight_bytes = static_cast<double>(engine->backend->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(model.config));
   std::printf("\n## %s\n", name.c_str());
   std::printf("layers %d, hidden %d, ffn %d, heads %d/%d, vocab %d; weights streamed per forward: %.1f MB\n",
@@ -135,9 +147,9 @@ void BenchModel(const std::string& name, const Model& model, double dram_bandwid
               weight_bytes / 1e6, bandwidth / 1e9, dram_bandwidth / 1e9);
   std::printf("| batch | ms/forward | tokens/s | roofline tokens/s | of roofline | DRAM roofline tokens/s |\n"
               "|---|---|---|---|---|---|\n");
-  for (int batch : ParseInts(absl::GetFlag(FLAGS_batches))) {
+  for (int batch : batches) {
     double best = 1e30;
-    for (int rep = 0; rep < repeats; ++rep) best = std::min(best, TimeDecode(model, batch, context, steps));
+    for (int rep = 0; rep < repeats; ++rep) best = std::min(best, TimeDecode(*engine, batch, context, steps));
     // Memory-bound bound: every forward reads all weights once plus each row's KV.
     const double bytes = weight_bytes + batch * kv_bytes_per_token * (context + steps / 2.0);
     const double roof_tps = batch * bandwidth / bytes;
@@ -148,8 +160,8 @@ void BenchModel(const std::string& name, const Model& model, double dram_bandwid
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
   std::printf("| rows | ms/forward | T(rows)/T(1) |\n|---|---|---|\n");
   double t1 = 0;
-  for (int rows : ParseInts(absl::GetFlag(FLAGS_rows))) {
-    const double t = TimeRows(model, rows, context, std::max(repeats, 5));
+  for (int rows : row_counts) {
+    const double t = TimeRows(*engine, rows, context, std::max(repeats, 5));
     if (rows == 1 || t1 == 0) t1 = t;
     std::printf("| %d | %.3f | %.2f |\n", rows, t * 1e3, t / t1);
   }
@@ -168,11 +180,11 @@ int Run() {
       std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(model.status().message()).c_str());
       return 2;
     }
-    BenchModel(path, **model, bw);
+    BenchModel(path, *std::move(model), bw);
   }
   if (absl::GetFlag(FLAGS_random100m)) {
     auto model = MakeRandomModel(Llama100MConfig(), {DType::kBF16, 1, 1.0f});
-    BenchModel("random Llama ~110M, bf16 weights", *model, bw);
+    BenchModel("random Llama ~110M, bf16 weights", std::move(model), bw);
   }
   return 0;
 }

@@ -11,58 +11,59 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
-#include "engine/cpu/cpu_backend.h"
+#include "common/flags/flag_spelling.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
-#include "engine/tools/flag_spelling.h"
+#include "engine/runtime/open_engine.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {}, "Models (.gguf or HF directories)");
 ABSL_FLAG(std::string, adapter, "", "PEFT adapter for the models (default: a random rank-32 adapter)");
 ABSL_FLAG(bool, random100m, true, "Also a random ~110M bf16 Llama with a random adapter");
 ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"2", "4", "8", "16"}), "Draft lengths");
 ABSL_FLAG(int, max_new_tokens, 128, "Tokens generated per prompt");
-ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per core");
+ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
 
 namespace crossreg {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct Engine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-
-Engine MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens) {
-  CpuBackendOptions o;
-  o.num_threads = absl::GetFlag(FLAGS_threads);
-  o.adapter = adapter;
-  o.kv = {16, tokens / 16 + 8};
-  auto backend = CreateCpuBackend(model, o);
-  if (!backend.ok()) {
-    std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(backend.status().message()).c_str());
+std::unique_ptr<Engine> MakeEngine(LoadedModel loaded, int tokens) {
+  EngineOptions o;
+  o.backend = BackendChoice::kCpu;
+  o.cpu_threads = absl::GetFlag(FLAGS_threads);
+  o.kv_block_size = 16;
+  o.kv_blocks = tokens / 16 + 8;
+  auto engine = OpenEngine(std::move(loaded), o);
+  if (!engine.ok()) {
+    std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(engine.status().message()).c_str());
     std::exit(1);
   }
-  return {std::move(*backend), std::make_unique<PagedKvCache>(o.kv)};
+  return *std::move(engine);
 }
 
 // Best-of-5 time of one forward with `control` control rows and `predictive`
 // predictive rows of one sequence at context `context`, rolled back after each.
-double TimeSharedForward(Engine& e, const Model& model, int context, int control, int predictive) {
-  const int V = model.config.vocab_size;
+double TimeSharedForward(Engine& e, int context, int control, int predictive) {
+  const int V = e.model->config.vocab_size;
   const SequenceId seq = e.kv->CreateSequence();
   ForwardBatch b;
   std::vector<float> logits;
-  for (int p = 0; p < context; ++p) b.rows.push_back({seq, p, (p * 13 + 1) % V, false, false});
+  for (int p = 0; p < context; ++p) b.rows.push_back({.seq = seq, .position = p, .token = (p * 13 + 1) % V});
   if (!e.backend->Forward(b, *e.kv, logits).ok()) std::exit(1);
   double best = 1e30;
   for (int rep = 0; rep < 5; ++rep) {
     b.rows.clear();
-    for (int k = 0; k < control; ++k) b.rows.push_back({seq, context + k, (k * 7 + 3) % V, true, false});
-    for (int k = 0; k < predictive; ++k) b.rows.push_back({seq, context - 1 + k, (k * 5 + 2) % V, true, true});
+    for (int k = 0; k < control; ++k) {
+      b.rows.push_back({.seq = seq, .position = context + k, .token = (k * 7 + 3) % V, .want_logits = true});
+    }
+    for (int k = 0; k < predictive; ++k) {
+      b.rows.push_back(
+          {.seq = seq, .position = context - 1 + k, .token = (k * 5 + 2) % V, .want_logits = true, .predictive = true});
+    }
     const auto t0 = Clock::now();
     if (!e.backend->Forward(b, *e.kv, logits).ok()) std::exit(1);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
@@ -77,18 +78,17 @@ struct ModeResult {
   double tpf = 0;
 };
 
-ModeResult RunMode(Engine& e, const Model& model, const std::vector<std::vector<int32_t>>& prompts,
-                   DecodingConfig decoding, int32_t placeholder, bool has_adapter) {
+ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding) {
   int64_t tokens = 0, forwards = 0;
   double seconds = 0;
+  const DecodingEnvironment env = e.Environment();
   for (const auto& prompt : prompts) {
     GenerationRequest req;
     req.prompt_ids = prompt;
     req.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
     req.stop_at_eos = false;
     req.decoding = decoding;
-    req.placeholder_token = placeholder;
-    auto r = Generate(*e.backend, *e.kv, model.config, req, has_adapter);
+    auto r = Generate(*e.backend, *e.kv, req, env);
     if (!r.ok()) {
       std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(r.status().message()).c_str());
       std::exit(1);
@@ -109,23 +109,24 @@ std::vector<int> Gammas() {
   return out;
 }
 
-void Bench(const std::string& name, const Model& model, const LoraAdapter& adapter,
-           const std::vector<std::vector<int32_t>>& prompts) {
+void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::vector<int32_t>>& prompts) {
   const int max_new = absl::GetFlag(FLAGS_max_new_tokens);
-  Engine e = MakeEngine(model, &adapter, 4 * (max_new + 256));
+  std::unique_ptr<Engine> engine = MakeEngine(std::move(loaded), 4 * (max_new + 256));
+  Engine& e = *engine;
+  const LoraAdapter& adapter = *e.adapter;
   std::printf("\n## %s (adapter: %s, rank %d)\n", name.c_str(), adapter.source.c_str(), adapter.max_rank);
   const int context = 64;
-  const double t1 = TimeSharedForward(e, model, context, 1, 0);
+  const double t1 = TimeSharedForward(e, context, 1, 0);
   std::printf("\nShared forward cost at context %d (full buffer m = γ−1: γ control + γ predictive rows):\n", context);
   std::printf("| γ | rows | ms/forward | T(rows)/T(1) |\n|---|---|---|---|\n| - | 1 | %.3f | 1.00 |\n", t1 * 1e3);
   for (int g : Gammas()) {
-    const double t = TimeSharedForward(e, model, context, g, g);
+    const double t = TimeSharedForward(e, context, g, g);
     std::printf("| %d | %d | %.3f | %.2f |\n", g, 2 * g, t * 1e3, t / t1);
   }
   std::printf("\nDecoding, %zu prompts x %d new tokens, greedy:\n", prompts.size(), max_new);
   std::printf("| mode | γ | tokens/s | tokens/forward | speedup vs AR |\n|---|---|---|---|---|\n");
   DecodingConfig ar;
-  const ModeResult base = RunMode(e, model, prompts, ar, adapter.placeholder_token_id, true);
+  const ModeResult base = RunMode(e, prompts, ar);
   std::printf("| ar | - | %.1f | %.2f | 1.00 |\n", base.tokens_per_s, base.tpf);
   for (int g : Gammas()) {
     for (DecodingMode mode : {DecodingMode::kLossless, DecodingMode::kNgram, DecodingMode::kLossy}) {
@@ -136,7 +137,7 @@ void Bench(const std::string& name, const Model& model, const LoraAdapter& adapt
         d.beta = 0.5f;
         d.tau = -2.0f;
       }
-      const ModeResult r = RunMode(e, model, prompts, d, adapter.placeholder_token_id, true);
+      const ModeResult r = RunMode(e, prompts, d);
       std::printf("| %s%s | %d | %.1f | %.2f | %.2f |\n", DecodingModeName(mode),
                   mode == DecodingMode::kLossy ? " (β 0.5, τ −2)" : "", g, r.tokens_per_s, r.tpf,
                   r.tokens_per_s / base.tokens_per_s);
@@ -172,7 +173,11 @@ int Run() {
     for (const char* text : {"Once upon a time", "Tom had a red ball", "The little dog", "Lily and Ben went to the park"}) {
       prompts.push_back((*model)->tokenizer->Encode(text, true));
     }
-    Bench(path, **model, *adapter, prompts);
+    LoadedModel loaded;
+    loaded.model_path = path;
+    loaded.model = *std::move(model);
+    loaded.adapter = std::move(adapter);
+    Bench(path, std::move(loaded), prompts);
   }
   if (absl::GetFlag(FLAGS_random100m)) {
     auto model = MakeRandomModel(Llama100MConfig(), {DType::kBF16, 1, 1.0f});
@@ -183,7 +188,10 @@ int Run() {
     auto adapter = MakeRandomLoraAdapter(model->config, lo);
     adapter->source = "random";
     std::vector<std::vector<int32_t>> prompts = {{1, 100, 200, 300, 400, 500, 600, 700}};
-    Bench("random Llama ~110M, bf16 weights", *model, *adapter, prompts);
+    LoadedModel loaded;
+    loaded.model = std::move(model);
+    loaded.adapter = std::move(adapter);
+    Bench("random Llama ~110M, bf16 weights", std::move(loaded), prompts);
   }
   return 0;
 }

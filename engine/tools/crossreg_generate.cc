@@ -1,24 +1,20 @@
 // crossreg-generate: generate text from a model with the engine, no server.
 //   crossreg-generate --model stories260K.gguf --prompt "Once upon a time" --format jsonl
-#include <chrono>
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_split.h"
-#include "engine/cpu/cpu_backend.h"
-#include "engine/decoding/forward_cost_curve.h"
+#include "common/flags/flag_spelling.h"
 #include "engine/decoding/generate.h"
-#include "engine/model/lora_adapter.h"
-#include "engine/model/default_model.h"
-#include "engine/model/model_loader.h"
-#include "engine/tools/flag_spelling.h"
+#include "engine/runtime/open_engine.h"
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(std::string, model, "", "Model: a .gguf file or a Hugging Face directory (default: the embedded default model)");
@@ -33,7 +29,11 @@ ABSL_FLAG(std::string, format, "text", "Output: text (streamed) or jsonl (one JS
 ABSL_FLAG(std::string, stop_ids, "", "Comma-separated token ids that also end generation");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the model's EOS token");
 ABSL_FLAG(bool, add_bos, true, "Prepend BOS to --prompt when the model's tokenizer wants it");
-ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per core");
+ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core (the cgroup CPU limit)");
+ABSL_FLAG(std::string, backend, "auto",
+          "Compute backend: cpu, cuda (fails when no CUDA device is available) or auto (CUDA when a device is "
+          "visible, else CPU)");
+ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
 ABSL_FLAG(std::string, adapter, "", "Cross-Regression adapter: a PEFT LoRA directory (needed by lossless and lossy modes)");
 ABSL_FLAG(std::string, mode, "ar", "Decoding: ar, lossless (Cross-Regression, exact), lossy (Cross-Regression with beta/tau), ngram (prompt lookup, exact)");
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
@@ -69,34 +69,33 @@ absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& flag, const std
   return ids;
 }
 
+// The engine names the request's fields (engine/decoding/generation_request.h); here
+// the user typed flags, so an error names the flag too.
+std::string InFlagTerms(absl::string_view message) {
+  static const std::pair<const char*, const char*> kFlags[] = {
+      {"prompt_ids:", "--prompt/--prompt_ids"}, {"max_new_tokens:", "--max_new_tokens"},
+      {"stop_ids:", "--stop_ids"},             {"sampling.temperature:", "--temperature"},
+      {"sampling.top_k:", "--top_k"},           {"sampling.top_p:", "--top_p"},
+      {"decoding.mode:", "--mode"},             {"decoding.beta:", "--beta"},
+      {"decoding.tau:", "--tau"},               {"decoding.gamma:", "--gamma"},
+      {"decoding.fork_outcomes:", "--fork_outcomes"}, {"decoding.fork_depth:", "--fork_depth"},
+      {"decoding.ngram_assist:", "--ngram_assist"},   {"decoding.adaptive_gamma:", "--adaptive_gamma"}};
+  for (const auto& [field, flag] : kFlags) {
+    if (absl::StartsWith(message, field)) return absl::StrCat(flag, " (", field, message.substr(strlen(field)), ")");
+  }
+  if (absl::StartsWith(message, "cannot load adapter")) return absl::StrCat("--adapter: ", message);
+  if (absl::StartsWith(message, "cannot load model")) return absl::StrCat("--model: ", message);
+  return std::string(message);
+}
+
 int Run() {
   const std::string format = absl::GetFlag(FLAGS_format);
   if (format != "text" && format != "jsonl") return Fail("--format must be text or jsonl, got '" + format + "'");
   if (!absl::GetFlag(FLAGS_prompt).empty() && !absl::GetFlag(FLAGS_prompt_ids).empty()) {
     return Fail("give either --prompt or --prompt_ids, not both");
   }
-  std::string model_path = absl::GetFlag(FLAGS_model);
-  std::string adapter_path = absl::GetFlag(FLAGS_adapter);
-  if (model_path.empty()) {
-    auto found = FindDefaultModel();
-    if (!found.ok()) return Fail(std::string(found.status().message()));
-    model_path = *found;
-    // The default model brings its own Cross-Regression adapter.
-    if (adapter_path.empty()) adapter_path = BundledAdapter(model_path);
-  }
-  auto t_load = std::chrono::steady_clock::now();
-  auto model_or = LoadModel(model_path);
-  if (!model_or.ok()) return Fail(std::string(model_or.status().message()));
-  const Model& model = **model_or;
-  const double load_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t_load).count();
-
-  std::unique_ptr<LoraAdapter> adapter;
-  if (!adapter_path.empty()) {
-    auto loaded = LoadLoraAdapter(adapter_path, model.config);
-    if (!loaded.ok()) return Fail("--adapter: " + std::string(loaded.status().message()));
-    adapter = std::move(*loaded);
-  }
+  auto backend_choice = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
+  if (!backend_choice.ok()) return Fail(std::string(backend_choice.status().message()));
   GenerationRequest request;
   auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
@@ -108,14 +107,6 @@ int Run() {
   request.decoding.fork_depth = absl::GetFlag(FLAGS_fork_depth);
   request.decoding.ngram_assist = absl::GetFlag(FLAGS_ngram_assist);
   request.decoding.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
-  if (adapter) request.placeholder_token = adapter->placeholder_token_id;
-  if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
-    auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));
-    if (!ids.ok()) return Fail(std::string(ids.status().message()));
-    request.prompt_ids = *ids;
-  } else {
-    request.prompt_ids = model.tokenizer->Encode(absl::GetFlag(FLAGS_prompt), absl::GetFlag(FLAGS_add_bos));
-  }
   auto stop = ParseIds("stop_ids", absl::GetFlag(FLAGS_stop_ids));
   if (!stop.ok()) return Fail(std::string(stop.status().message()));
   request.stop_ids = *stop;
@@ -125,38 +116,52 @@ int Run() {
   request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   request.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
   request.sampling.seed = absl::GetFlag(FLAGS_seed);
-  if (auto s = ValidateGenerationRequest(request, model.config, adapter != nullptr); !s.ok()) {
-    return Fail("--" + std::string(s.message()));
+  std::vector<int32_t> prompt_ids;
+  if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
+    auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));
+    if (!ids.ok()) return Fail(std::string(ids.status().message()));
+    prompt_ids = *ids;
   }
 
-  // Room for the prompt and every new token, in 16-token blocks.
-  CpuBackendOptions options;
-  options.num_threads = absl::GetFlag(FLAGS_threads);
-  options.adapter = adapter.get();
-  options.kv.block_size = 16;
-  // Verification appends up to gamma draft rows past the committed tokens.
-  const int64_t tokens = static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens +
-                         request.decoding.gamma + 1;
-  // Calibrating the cost curve needs a scratch context plus the widest forward.
+  EngineOptions options;
+  options.model_path = absl::GetFlag(FLAGS_model);
+  options.adapter_path = absl::GetFlag(FLAGS_adapter);
+  options.backend = *backend_choice;
+  options.cpu_threads = absl::GetFlag(FLAGS_threads);
+  options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  auto loaded = LoadEngineModel(options);
+  if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
+  const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
+  request.prompt_ids = absl::GetFlag(FLAGS_prompt_ids).empty()
+                           ? loaded->model->tokenizer->Encode(prompt_text, absl::GetFlag(FLAGS_add_bos))
+                           : prompt_ids;
+  {
+    // Refuse a bad request before creating the backend and timing its cost curve;
+    // the curve --adaptive_gamma asks for is measured below.
+    DecodingEnvironment planned;
+    planned.model = &loaded->model->config;
+    planned.has_adapter = loaded->adapter != nullptr;
+    planned.placeholder_token = loaded->adapter != nullptr ? loaded->adapter->placeholder_token_id : 0;
+    static const ForwardCostCurve kToBeMeasured = *ForwardCostCurve::FromPoints({{1, 1.0}});
+    planned.cost_curve = request.decoding.adaptive_gamma ? &kToBeMeasured : nullptr;
+    if (auto s = ValidateGenerationRequest(request, planned); !s.ok()) return Fail(InFlagTerms(s.message()));
+  }
+  // The cache holds the prompt and every new token, plus the gamma draft rows
+  // verification appends past them; calibrating the cost curve needs a scratch
+  // context (up to 64 positions) plus the widest forward.
   const int widest = MaxDecodeRows(request.decoding);
-  const int calibration_context = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(64, model.config.max_position - widest)));
-  const int64_t positions = std::max<int64_t>(tokens, calibration_context + widest);
-  options.kv.num_blocks = static_cast<int>((positions + options.kv.block_size - 1) / options.kv.block_size);
-  auto backend = CreateCpuBackend(model, options);
-  if (!backend.ok()) return Fail(std::string(backend.status().message()));
-  PagedKvCache kv(options.kv);
-  std::optional<ForwardCostCurve> curve;
-  if (request.decoding.adaptive_gamma) {
-    auto measured = ForwardCostCurve::Measure(**backend, kv, model.config, widest, calibration_context);
-    if (!measured.ok()) return Fail("--adaptive_gamma: measuring the forward cost curve: " +
-                                    std::string(measured.status().message()));
-    curve = *std::move(measured);
-    request.cost_curve = &*curve;
-    std::string points;
-    for (const auto& [rows, seconds] : curve->points()) {
-      absl::StrAppend(&points, points.empty() ? "" : ", ", rows, " rows ", absl::SixDigits(seconds * 1e3), " ms");
-    }
-    std::fprintf(stderr, "[crossreg-generate] forward cost curve: %s\n", points.c_str());
+  if (request.decoding.adaptive_gamma) options.cost_curve_rows = widest;
+  const int64_t positions = std::max<int64_t>(
+      static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens + request.decoding.gamma + 1, 64 + widest);
+  options.kv_block_size = 16;
+  options.kv_blocks = (positions + options.kv_block_size - 1) / options.kv_block_size;
+  auto opened = OpenEngine(*std::move(loaded), options);
+  if (!opened.ok()) return Fail(std::string(opened.status().message()));
+  Engine& engine = **opened;
+  const Model& model = *engine.model;
+  const DecodingEnvironment env = engine.Environment();
+  if (engine.cost_curve.has_value()) {
+    std::fprintf(stderr, "[crossreg-generate] forward cost curve: %s\n", engine.CostCurveDescription().c_str());
   }
 
   const Tokenizer& tok = *model.tokenizer;
@@ -165,11 +170,9 @@ int Run() {
   stream.ContinueSequence();
   const bool text = format == "text";
   if (text) {
-    std::cout << (absl::GetFlag(FLAGS_prompt).empty() ? tok.Decode(request.prompt_ids)
-                                                      : absl::GetFlag(FLAGS_prompt))
-              << std::flush;
+    std::cout << (prompt_text.empty() ? tok.Decode(request.prompt_ids) : prompt_text) << std::flush;
   }
-  auto result = Generate(**backend, kv, model.config, request, adapter != nullptr,
+  auto result = Generate(*engine.backend, *engine.kv, request, env,
                          [&](const std::vector<int32_t>& ids) {
                            if (!text) return;
                            for (int32_t id : ids) std::cout << stream.Push(id);
@@ -183,15 +186,18 @@ int Run() {
     std::fprintf(stderr,
                  "[crossreg-generate] mode=%s %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
                  "decode %.1f tokens/s, %lld forwards, %.2f tokens/forward (accepted %lld of %lld drafts), "
-                 "model load %.2f s\n",
+                 "model load %.2f s, backend %s\n",
                  DecodingModeName(request.decoding.mode), request.prompt_ids.size(), result->ids.size(),
                  FinishReasonName(result->finish_reason), result->prefill_seconds * 1e3, tok_per_s,
                  static_cast<long long>(stats.forwards), stats.tokens_per_forward(),
-                 static_cast<long long>(stats.accepted), static_cast<long long>(stats.drafted), load_s);
+                 static_cast<long long>(stats.accepted), static_cast<long long>(stats.drafted), engine.load_seconds,
+                 engine.BackendDescription().c_str());
   } else {
     nlohmann::json out;
-    out["model"] = model_path;
-    out["prompt"] = absl::GetFlag(FLAGS_prompt);
+    out["model"] = engine.model_path;
+    out["backend"] = std::string(engine.backend->name());
+    out["backend_device"] = engine.backend->device();
+    out["prompt"] = prompt_text;
     out["prompt_ids"] = request.prompt_ids;
     out["ids"] = result->ids;
     StreamDecoder continuation(tok);
@@ -208,7 +214,7 @@ int Run() {
     out["accepted"] = stats.accepted;
     out["accepted_per_position"] = stats.accepted_per_position;
     out["tokens_per_forward"] = stats.tokens_per_forward();
-    out["timing"] = {{"load_s", load_s},
+    out["timing"] = {{"load_s", engine.load_seconds},
                      {"prefill_s", result->prefill_seconds},
                      {"decode_s", result->decode_seconds},
                      {"decode_tokens_per_s", tok_per_s}};
@@ -222,7 +228,7 @@ int Run() {
 
 int main(int argc, char** argv) {
   crossreg::tools::ParseFlags(argc, argv, "crossreg_generate",
-                              "Generate text from a Llama-family model on the CPU.\n"
+                              "Generate text from a Llama-family model (CPU or CUDA backend), no server.\n"
       "  crossreg-generate --model PATH --prompt TEXT [--max_new_tokens N] [--temperature T]\n"
       "Flags may be written with dashes or underscores (--max-new-tokens).");
   return crossreg::Run();

@@ -11,7 +11,7 @@
 #include "engine/cpu/ops.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
-#include "engine/cuda/paged_attention_reference.h"
+#include "engine/cpu/paged_attention.h"
 #include "engine/dtype.h"
 #include "tests/gpu/gpu_test_support.h"
 
@@ -231,11 +231,50 @@ TEST_F(CudaKernelTest, GemmF32MatchesCpuLinear) {
   EXPECT_LT(RelativeL2Error(ToHost(y, expected.size()), expected), 1e-5);
 }
 
+// The attention inputs on the host, and their CPU reference (the CPU backend's own
+// attention, engine/cpu/paged_attention.h).
+struct HostAttention {
+  std::vector<float> q;  // (rows, q_stride)
+  int64_t q_stride = 0;
+  std::vector<float> k_cache, v_cache;  // [slot][kv_dim]
+  std::vector<float> pred_k, pred_v;    // [row][kv_dim]
+  std::vector<int32_t> block_tables, table_offset, num_cached, num_own, group_begin, group_rows;
+  int rows = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, block_size = 0;
+  float scale = 0.0f;
+
+  std::vector<float> Reference() const {
+    std::vector<float> out(static_cast<size_t>(rows) * num_heads * head_dim);
+    cpu::PagedAttentionArgs a;
+    a.q = q.data();
+    a.q_stride = q_stride;
+    a.k_cache = k_cache.data();
+    a.v_cache = v_cache.data();
+    a.pred_k = pred_k.data();
+    a.pred_v = pred_v.data();
+    a.block_tables = block_tables.data();
+    a.table_offset = table_offset.data();
+    a.num_cached = num_cached.data();
+    a.num_own = num_own.data();
+    a.group_begin = group_begin.data();
+    a.group_rows = group_rows.data();
+    a.rows = rows;
+    a.num_heads = num_heads;
+    a.num_kv_heads = num_kv_heads;
+    a.head_dim = head_dim;
+    a.block_size = block_size;
+    a.scale = scale;
+    a.out = out.data();
+    a.out_stride = int64_t{num_heads} * head_dim;
+    cpu::PagedAttention(a, /*pool=*/nullptr);
+    return out;
+  }
+};
+
 // Two sequences over shuffled blocks: control rows (one a multi-row prefill chunk)
 // and a predictive group that attends a cached prefix plus its own rows.
 TEST_F(CudaKernelTest, PagedAttentionMatchesReferenceOnRaggedRows) {
   for (int head_dim : {8, 64, 128, 256}) {
-    cuda::PagedAttentionHostInputs in;
+    HostAttention in;
     in.num_heads = 8;
     in.num_kv_heads = 2;
     in.head_dim = head_dim;
@@ -257,7 +296,7 @@ TEST_F(CudaKernelTest, PagedAttentionMatchesReferenceOnRaggedRows) {
     in.v_cache = RandomVector(num_blocks * in.block_size * kv_dim, 18);
     in.pred_k = RandomVector(in.rows * kv_dim, 19, -2, 2);
     in.pred_v = RandomVector(in.rows * kv_dim, 20);
-    const auto expected = cuda::PagedAttentionReference(in);
+    const auto expected = in.Reference();
 
     auto q = ToDevice(in.q), kc = ToDevice(in.k_cache), vc = ToDevice(in.v_cache);
     auto pk = ToDevice(in.pred_k), pv = ToDevice(in.pred_v);

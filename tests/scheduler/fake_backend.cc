@@ -1,9 +1,5 @@
 #include "tests/scheduler/fake_backend.h"
 
-#include <map>
-
-#include "absl/strings/str_cat.h"
-
 namespace crossreg::testing {
 
 ModelConfig FakeModelConfig(int vocab, int max_position) {
@@ -62,65 +58,22 @@ int64_t FakeBackend::forwards() const {
   return static_cast<int64_t>(shapes_.size());
 }
 
-absl::Status FakeBackend::ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv) {
-  if (batch.rows.empty()) return absl::InvalidArgumentError("fake forward: empty batch");
-  std::map<SequenceId, int64_t> next_control;
-  for (size_t i = 0; i < batch.rows.size(); ++i) {
-    const BatchRow& row = batch.rows[i];
-    if (!kv.IsLive(row.seq)) return absl::InvalidArgumentError(absl::StrCat("fake forward: row ", i, ": dead sequence"));
-    if (row.token < 0 || row.token >= config_.vocab_size || row.position < 0 ||
-        row.position >= config_.max_position) {
-      return absl::InvalidArgumentError(absl::StrCat("fake forward: row ", i, ": token or position out of range"));
-    }
-    if (row.predictive) {
-      if (row.position > kv.length(row.seq) + 64) {
-        return absl::InvalidArgumentError(absl::StrCat("fake forward: row ", i, ": predictive row too far ahead"));
-      }
-      continue;
-    }
-    auto [it, first] = next_control.try_emplace(row.seq, kv.length(row.seq));
-    if (row.position != it->second) {
-      return absl::InvalidArgumentError(absl::StrCat("fake forward: row ", i, ": expected position ", it->second,
-                                                     ", got ", row.position));
-    }
-    ++it->second;
-  }
-  int64_t needed = 0;
-  for (const auto& [seq, end] : next_control) needed += kv.BlocksNeeded(seq, end);
-  if (needed > kv.free_blocks()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("fake forward: KV cache full: needs ", needed, " blocks, ", kv.free_blocks(), " free"));
-  }
-  for (const auto& [seq, end] : next_control) {
-    if (auto s = kv.Reserve(seq, end); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
-
-absl::Status FakeBackend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) {
+absl::Status FakeBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     ++started_;
     cv_.notify_all();
     cv_.wait(lock, [&] { return gate_open_; });
   }
-  if (auto s = ValidateAndReserve(batch, kv); !s.ok()) return s;
-  const int vocab = config_.vocab_size;
+  const int vocab = model_config().vocab_size;
   ForwardShape shape;
-  shape.rows = static_cast<int>(batch.rows.size());
-  shape.logit_rows = batch.num_logit_rows();
+  shape.rows = plan.rows;
+  shape.logit_rows = static_cast<int>(plan.logit_rows.size());
+  shape.predictive_rows = static_cast<int>(plan.predictive_rows.size());
   logits.assign(static_cast<size_t>(shape.logit_rows) * vocab, 0.0f);
-  std::map<SequenceId, int64_t> appended;
-  int64_t j = 0;
-  for (const BatchRow& row : batch.rows) {
-    if (row.predictive) ++shape.predictive_rows;
-    else ++appended[row.seq];
-    if (!row.want_logits) continue;
-    logits[static_cast<size_t>(j * vocab + NextToken(row.token, row.position, vocab))] = 10.0f;
-    ++j;
-  }
-  for (const auto& [seq, count] : appended) {
-    if (auto s = kv.Advance(seq, count); !s.ok()) return s;
+  for (size_t j = 0; j < plan.logit_rows.size(); ++j) {
+    const int r = plan.logit_rows[j];
+    logits[j * vocab + NextToken(plan.tokens[r], plan.positions[r], vocab)] = 10.0f;
   }
   std::lock_guard<std::mutex> lock(mu_);
   shapes_.push_back(shape);

@@ -1,8 +1,9 @@
-// A deterministic stand-in for the engine, for pure scheduling tests: every row's
-// logits are one-hot at (token * 7 + position) % vocab, so a request's output does
-// not depend on what it was batched with. It keeps the KV contract of the real
-// backends (validate, then reserve; ResourceExhausted with nothing written; advance
-// by the control rows) and records each forward's shape.
+// A deterministic stand-in for the engine's compute, for pure scheduling tests: every
+// row's logits are one-hot at (token * 7 + position) % vocab, so a request's output
+// does not depend on what it was batched with. Only Compute is fake: batches go
+// through the production Backend::Forward (the shared planner's validation and
+// reservation, the commit), so the scheduler is tested against the real contract.
+// It records each forward's shape.
 #pragma once
 
 #include <condition_variable>
@@ -24,11 +25,12 @@ std::vector<int32_t> FakeGreedyContinuation(const std::vector<int32_t>& prompt, 
 
 class FakeBackend final : public Backend {
  public:
-  explicit FakeBackend(const ModelConfig& config) : config_(config) {}
+  // `kv` must match the PagedKvCache used with it.
+  FakeBackend(const ModelConfig& config, const KvCacheConfig& kv) : Backend(config, kv) {}
 
   std::string_view name() const override { return "fake"; }
+  std::string device() const override { return "closed-form logits"; }
   int64_t WeightBytesPerForward() const override { return 0; }
-  absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) override;
 
   // While closed, Forward blocks at its start (lets a test hold requests running).
   void CloseGate();
@@ -44,10 +46,10 @@ class FakeBackend final : public Backend {
   std::vector<ForwardShape> shapes() const;
   int64_t forwards() const;
 
- private:
-  absl::Status ValidateAndReserve(const ForwardBatch& batch, PagedKvCache& kv);
+ protected:
+  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
 
-  const ModelConfig config_;
+ private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool gate_open_ = true;

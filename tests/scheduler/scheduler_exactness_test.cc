@@ -54,18 +54,18 @@ CpuEngine MakeCpuEngine(const Model& model, const LoraAdapter& adapter, KvCacheC
 }
 
 struct Case {
-  RequestSpec spec;
+  GenerationRequest spec;
   std::vector<int32_t> alone;  // Generate()'s output for it
 };
 
-RequestSpec MakeSpec(int i) {
+GenerationRequest MakeSpec(int i) {
   static const DecodingMode kModes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless,
                                         DecodingMode::kLossy, DecodingMode::kNgram};
-  RequestSpec s;
+  GenerationRequest s;
   s.request_id = "req" + std::to_string(i);
   for (int t = 0; t < 3 + (i * 5) % 11; ++t) s.prompt_ids.push_back(static_cast<int32_t>((i * 13 + t * 7) % 40));
   s.max_new_tokens = 12 + (i * 3) % 10;
-  s.ignore_eos = true;
+  s.stop_at_eos = false;
   s.decoding.mode = kModes[i % 4];
   s.decoding.gamma = 1 + i % 5;
   if (s.decoding.mode == DecodingMode::kLossy && i % 8 == 2) s.decoding.tau = -1.0f;  // a truly lossy one
@@ -94,15 +94,9 @@ std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapte
       c.spec.sampling = SamplingParams{};
       c.spec.decoding.adaptive_gamma = c.spec.decoding.mode != DecodingMode::kAutoregressive;
     }
-    GenerationRequest g;
-    g.prompt_ids = c.spec.prompt_ids;
-    g.max_new_tokens = c.spec.max_new_tokens;
-    g.sampling = c.spec.sampling;
-    g.decoding = c.spec.decoding;
-    g.stop_at_eos = false;
-    g.placeholder_token = kPlaceholder;
-    g.cost_curve = adaptive_curve;
-    auto r = Generate(*alone.backend, *alone.kv, model.config, g, /*has_adapter=*/true);
+    const DecodingEnvironment env{
+        .model = &model.config, .has_adapter = true, .placeholder_token = kPlaceholder, .cost_curve = adaptive_curve};
+    auto r = Generate(*alone.backend, *alone.kv, c.spec, env);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) c.alone = r->ids;
     cases.push_back(std::move(c));
@@ -114,9 +108,9 @@ std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapte
 SchedulerStats RunAll(const std::vector<Case>& cases, const Model& model, const LoraAdapter& adapter,
                       KvCacheConfig kv_config, SchedulerOptions options, SpeculativeStats* totals = nullptr) {
   CpuEngine engine = MakeCpuEngine(model, adapter, kv_config);
-  options.has_adapter = true;
-  options.placeholder_token = kPlaceholder;
-  Scheduler scheduler(options, *engine.backend, *engine.kv, model.config);
+  options.decoding.has_adapter = true;
+  options.decoding.placeholder_token = kPlaceholder;
+  Scheduler scheduler(options, *engine.backend, *engine.kv);
   EventRecorder rec;
   scheduler.Start();
   for (const Case& c : cases) {
@@ -172,7 +166,7 @@ TEST_F(SchedulerExactnessTest, AdaptiveGammaUnderLoadKeepsGreedyOutputs) {
   ASSERT_TRUE(curve.ok());
   const auto cases = MakeCases(24, *model_, *adapter_, &*curve);
   SchedulerOptions options;
-  options.cost_curve = &*curve;
+  options.decoding.cost_curve = &*curve;
   SpeculativeStats speculative;
   const SchedulerStats stats = RunAll(cases, *model_, *adapter_, {4, 512}, options, &speculative);
   EXPECT_GT(stats.forwards, 0);

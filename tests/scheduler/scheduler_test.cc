@@ -24,24 +24,24 @@ using std::chrono::milliseconds;
 
 constexpr int kVocab = 32;
 
-RequestSpec Spec(const std::string& id, std::vector<int32_t> prompt, int max_new,
-                 DecodingMode mode = DecodingMode::kAutoregressive, int gamma = 4) {
-  RequestSpec s;
+GenerationRequest Spec(const std::string& id, std::vector<int32_t> prompt, int max_new,
+                       DecodingMode mode = DecodingMode::kAutoregressive, int gamma = 4) {
+  GenerationRequest s;
   s.request_id = id;
   s.prompt_ids = std::move(prompt);
   s.max_new_tokens = max_new;
   s.decoding.mode = mode;
   s.decoding.gamma = gamma;
-  s.ignore_eos = true;
+  s.stop_at_eos = false;
   return s;
 }
 
 // The fake engine plus a scheduler over it.
 struct FakeRig {
   explicit FakeRig(SchedulerOptions options = {}, KvCacheConfig kv_config = {4, 256}, MetricsSink* metrics = nullptr)
-      : config(FakeModelConfig(kVocab)), backend(config), kv(kv_config) {
-    options.has_adapter = true;
-    scheduler = std::make_unique<Scheduler>(options, backend, kv, config, metrics);
+      : config(FakeModelConfig(kVocab)), backend(config, kv_config), kv(kv_config) {
+    options.decoding.has_adapter = true;
+    scheduler = std::make_unique<Scheduler>(options, backend, kv, metrics);
   }
   ModelConfig config;
   FakeBackend backend;
@@ -182,9 +182,9 @@ TEST(SchedulerTest, DeadlineCancelsQueuedAndRunningRequests) {
   rig.backend.CloseGate();
   rig.scheduler->Start();
   const auto deadline = std::chrono::steady_clock::now() + milliseconds(50);
-  RequestSpec running = Spec("running", {1, 2, 3, 4, 5, 6}, 50);
+  GenerationRequest running = Spec("running", {1, 2, 3, 4, 5, 6}, 50);
   running.deadline = deadline;
-  RequestSpec queued = Spec("queued", {1, 2, 3}, 50);
+  GenerationRequest queued = Spec("queued", {1, 2, 3}, 50);
   queued.deadline = deadline;
   ASSERT_TRUE(rig.scheduler->Submit(running, rec.HandlerFor("running")).ok());
   ASSERT_TRUE(rig.scheduler->Submit(queued, rec.HandlerFor("queued")).ok());

@@ -29,6 +29,9 @@ EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int t
   EXPECT_TRUE(backend.ok()) << backend.status();
   if (backend.ok()) e.backend = std::move(*backend);
   e.kv = std::make_unique<PagedKvCache>(options.kv);
+  e.env.model = &model.config;
+  e.env.has_adapter = adapter != nullptr;
+  e.env.placeholder_token = adapter != nullptr ? adapter->placeholder_token_id : 0;
   return e;
 }
 

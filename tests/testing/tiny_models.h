@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "engine/cpu/cpu_backend.h"
+#include "engine/decoding/generation_request.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_config.h"
 #include "engine/model/model_loader.h"
@@ -13,10 +14,12 @@ namespace crossreg::testing {
 // GQA (6 heads over 2 KV heads), 2 layers, the given vocabulary and context.
 ModelConfig TinyConfig(int vocab, int max_position = 256);
 
-// A backend plus the cache it writes, sized for `tokens` positions in 4-token blocks.
+// A backend plus the cache it writes, sized for `tokens` positions in 4-token blocks,
+// and what requests may do on it (adapter present, its placeholder, no cost curve).
 struct EngineUnderTest {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<PagedKvCache> kv;
+  DecodingEnvironment env;
 };
 EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024);
 

@@ -25,14 +25,16 @@ std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model
                                  ExactnessFault fault = ExactnessFault::kNone, bool has_adapter = true,
                                  const ForwardCostCurve* curve = nullptr) {
   GenerationRequest req;
-  req.cost_curve = curve;
   req.prompt_ids = prompt;
   req.max_new_tokens = max_new;
   req.decoding = decoding;
   req.sampling = sampling;
   req.stop_at_eos = false;
   req.fault = fault;
-  auto r = Generate(*e.backend, *e.kv, model.config, req, has_adapter);
+  DecodingEnvironment env = e.env;
+  env.has_adapter = has_adapter;
+  env.cost_curve = curve;
+  auto r = Generate(*e.backend, *e.kv, req, env);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? r->ids : std::vector<int32_t>{};
 }
@@ -185,8 +187,10 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     req.sampling.seed = 1000003ull * i + 17;
     req.stop_at_eos = false;
     req.fault = fault;
-    req.cost_curve = curve;
-    auto r = Generate(*e.backend, *e.kv, model.config, req, /*has_adapter=*/true);
+    DecodingEnvironment env = e.env;
+    env.has_adapter = true;
+    env.cost_curve = curve;
+    auto r = Generate(*e.backend, *e.kv, req, env);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) break;
     int64_t cell = 0;

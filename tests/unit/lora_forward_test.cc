@@ -205,24 +205,25 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
   auto adapter = MakeRandomLoraAdapter(model->config, lo);
   for (float temperature : {0.0f, 1.0f}) {
     auto e = MakeEngine(*model, adapter.get());
-    DecoderSetup setup;
-    setup.model = &model->config;
-    setup.sampling.temperature = temperature;
-    setup.sampling.seed = 9;
-    setup.decoding.mode = DecodingMode::kLossless;
-    setup.decoding.gamma = 6;
-    setup.max_new_tokens = 60;
-    setup.stop_at_eos = false;
+    GenerationRequest request;
+    request.prompt_ids = {1, 2, 3};
+    request.sampling.temperature = temperature;
+    request.sampling.seed = 9;
+    request.decoding.mode = DecodingMode::kLossless;
+    request.decoding.gamma = 6;
+    request.max_new_tokens = 60;
+    request.stop_at_eos = false;
+    ASSERT_TRUE(ValidateGenerationRequest(request, e.env).ok());
     const SequenceId seq = e.kv->CreateSequence();
-    SequenceDecoder decoder(setup, seq, {1, 2, 3});
+    SequenceDecoder decoder(request, e.env, seq);
     ForwardBatch batch;
     std::vector<float> logits;
     std::vector<int32_t> committed;
     while (!decoder.finished()) {
-      batch.rows.clear();
-      decoder.AddRows(batch, 64);
+      const StepPlan plan = decoder.Plan(64);
+      batch.rows = plan.rows;
       ASSERT_TRUE(e.backend->Forward(batch, *e.kv, logits).ok());
-      ASSERT_TRUE(decoder.OnForward(logits.data(), *e.kv, committed).ok());
+      ASSERT_TRUE(decoder.OnForward(plan, logits, *e.kv, committed).ok());
     }
     const auto& tokens = decoder.tokens();
     ASSERT_EQ(e.kv->length(seq), static_cast<int64_t>(tokens.size()) - 1);

@@ -23,7 +23,7 @@ double MeanTpf(testing::EngineUnderTest& e, const Model& model, float beta, floa
       req.decoding.gamma = 8;
       req.decoding.beta = beta;
       req.decoding.tau = tau;
-      auto r = Generate(*e.backend, *e.kv, model.config, req, true);
+      auto r = Generate(*e.backend, *e.kv, req, e.env);
       EXPECT_TRUE(r.ok()) << r.status();
       committed += r->stats.committed;
       forwards += r->stats.forwards;

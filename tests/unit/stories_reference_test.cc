@@ -45,7 +45,7 @@ TEST_F(StoriesReferenceTest, PromptIdsGreedyIdsAndLogitsMatchReference) {
     req.prompt_ids = ids;
     req.max_new_tokens = static_cast<int>(ref.greedy_ids.size());
     req.stop_at_eos = false;
-    auto result = Generate(**backend, kv, model_->config, req, /*has_adapter=*/false);
+    auto result = Generate(**backend, kv, req, DecodingEnvironment{.model = &model_->config});
     ASSERT_TRUE(result.ok()) << result.status();
     EXPECT_EQ(std::vector<int>(result->ids.begin(), result->ids.end()), ref.greedy_ids);
     ASSERT_EQ(result->prompt_logits.size(), ref.logits_after_prompt.size());
@@ -69,7 +69,7 @@ TEST_F(StoriesReferenceTest, PromptLongerThanContextIsRefused) {
   PagedKvCache kv(options.kv);
   GenerationRequest req;
   req.prompt_ids.assign(static_cast<size_t>(model_->config.max_position) + 5, 300);
-  auto result = Generate(**backend, kv, model_->config, req, /*has_adapter=*/false);
+  auto result = Generate(**backend, kv, req, DecodingEnvironment{.model = &model_->config});
   ASSERT_FALSE(result.ok());
   EXPECT_EQ(result.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(result.status().message().find("context length"), std::string::npos) << result.status();

@@ -1,0 +1,44 @@
+// Attention of ragged rows over the paged K/V cache, on the CPU. The CPU backend runs
+// it every layer, and it is the reference the CUDA kernel (engine/cuda/kernels.h,
+// LaunchPagedAttention) is compared with: one definition of the row contract.
+//
+// Row r attends, in order: the cached positions [0, num_cached[r]) of its sequence
+// (through its block table), then, for predictive rows, num_own[r] rows of its group
+// listed at group_rows[group_begin[r] ...] (a fork's shared branch-0 prefix, then its
+// own rows up to itself), whose K/V sit in pred_k/pred_v by row index.
+#pragma once
+
+#include <cstdint>
+
+namespace crossreg::cpu {
+
+class ThreadPool;
+
+struct PagedAttentionArgs {
+  const float* q = nullptr;  // (rows, q_stride): head h at column h * head_dim
+  int64_t q_stride = 0;
+  const float* k_cache = nullptr;  // this layer's storage: [slot][num_kv_heads * head_dim]
+  const float* v_cache = nullptr;
+  const float* pred_k = nullptr;  // (rows, num_kv_heads * head_dim): predictive rows' K/V
+  const float* pred_v = nullptr;
+  // Per row (ForwardPlan's arrays).
+  const int32_t* block_tables = nullptr;
+  const int32_t* table_offset = nullptr;
+  const int32_t* num_cached = nullptr;
+  const int32_t* num_own = nullptr;
+  const int32_t* group_begin = nullptr;
+  const int32_t* group_rows = nullptr;
+  int rows = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;  // divides num_heads (grouped-query attention)
+  int head_dim = 0;
+  int block_size = 0;
+  float scale = 0.0f;  // usually 1/sqrt(head_dim)
+  float* out = nullptr;  // (rows, out_stride): head h at column h * head_dim
+  int64_t out_stride = 0;
+};
+
+// `pool` may be null (one thread). The result does not depend on the thread count.
+void PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
+
+}  // namespace crossreg::cpu

@@ -1,0 +1,57 @@
+// One generation request, the same struct from the API down to the decoder: the
+// server fills it from its protocol, the scheduler queues it, Generate and the
+// SequenceDecoder run it. The rules it must satisfy (ranges, combinations, what the
+// engine can do) are written once, in ValidateGenerationRequest.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "engine/decoding/decoding_config.h"
+#include "engine/decoding/forward_cost_curve.h"
+#include "engine/decoding/verify.h"
+#include "engine/model/model_config.h"
+#include "engine/sampler.h"
+
+namespace crossreg {
+
+struct GenerationRequest {
+  std::string request_id;           // the scheduler's key (unique among live requests)
+  std::vector<int32_t> prompt_ids;  // non-empty, ids in the vocabulary, shorter than the context
+  int max_new_tokens = 128;
+  SamplingParams sampling;
+  DecodingConfig decoding;          // default: AR
+  bool stop_at_eos = true;          // the model's EOS ids end generation
+  std::vector<int32_t> stop_ids;    // further ids that end it (kept in the output)
+  // Scheduler: cancelled with DEADLINE_EXCEEDED once passed.
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  ExactnessFault fault = ExactnessFault::kNone;  // tests only
+};
+
+// What the engine a request runs on can do, and the limits it sets.
+struct DecodingEnvironment {
+  const ModelConfig* model = nullptr;
+  bool has_adapter = false;        // lossless/lossy need a predictive-stream adapter
+  int32_t placeholder_token = 0;   // fills predictive slots with no draft (the adapter's)
+  int max_gamma = kMaxGamma;       // largest gamma a request may ask for
+  // Measured forward cost (engine/decoding/forward_cost_curve.h): adaptive_gamma
+  // needs one. Not owned.
+  const ForwardCostCurve* cost_curve = nullptr;
+};
+
+// Every check a request must pass before it runs. Each message starts with the field
+// it is about, as "field: what is wrong": prompt_ids, max_new_tokens, stop_ids,
+// sampling.temperature / top_k / top_p, decoding.mode / beta / tau / gamma /
+// fork_outcomes / fork_depth / ngram_assist / adaptive_gamma. INVALID_ARGUMENT for bad
+// values; FAILED_PRECONDITION for what this engine cannot do (no adapter, no cost curve).
+absl::Status ValidateGenerationRequest(const GenerationRequest& request, const DecodingEnvironment& env);
+
+// KV positions one decode iteration may append beyond the committed tokens: x_last
+// plus up to gamma drafts (AR: x_last only).
+int64_t DecodeHeadroom(const DecodingConfig& decoding);
+
+}  // namespace crossreg

@@ -1,0 +1,44 @@
+// What one sequence puts into the next forward, decided before it runs: a value. The
+// batch builder (the scheduler, or Generate for one sequence) appends `rows` to the
+// batch, runs it, and hands the plan back with the logits of those rows, as vLLM's
+// schedule() output goes back through update_from_output. Nothing about the forward
+// in flight is remembered elsewhere.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/decoding/decoding_config.h"
+#include "engine/forward_batch.h"
+
+namespace crossreg {
+
+struct StepPlan {
+  enum class Kind { kPrefill, kDecode };
+  Kind kind = Kind::kPrefill;
+  // In batch order; their want_logits rows come back in this order. Decode layout
+  // (ALGORITHM.md "One iteration"), with L committed tokens and m buffered drafts:
+  //   control rows      [x_last, d_1 .. d_m]             positions L-1 .. L-1+m   -> P_1 .. P_{m+1}
+  //   predictive rows   branch 0: [x_last, d_1 .., placeholders]  positions L-1 ..  -> Q_1 .. Q_g
+  //   forked refill     branch n+1: placeholders after d_n        (one per outcome n < R)
+  std::vector<BatchRow> rows;
+
+  // Decode only.
+  int64_t committed = 0;          // L: committed tokens (prompt + generated) before the forward
+  DecodingConfig decoding;        // this forward's decoding: the request's, with γ' when adaptive
+  int drafts = 0;                 // m: drafts verified
+  int main_chain = 0;             // g: predictive rows of branch 0
+  std::vector<int> fork_sizes;    // forked refill: rows of the chain for outcome n = 0, 1, ...
+  bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
+
+  bool prefill() const { return kind == Kind::kPrefill; }
+  // Logit rows this plan expects back: m + 1 control, g main-chain, the forks (0 for prefill).
+  int logit_rows() const {
+    if (prefill()) return 0;
+    int n = drafts + 1 + main_chain;
+    for (int size : fork_sizes) n += size;
+    return n;
+  }
+};
+
+}  // namespace crossreg

@@ -1,0 +1,48 @@
+// Verification and commit of one decode iteration (ALGORITHM.md "Verify", "Commit",
+// "Refill"), as a pure function: the plan that ran, its logits, the drafts it tested,
+// the sampling transforms and the request's random stream in; what to commit, what
+// the KV keeps and the next draft buffer out. It touches no cache and no decoder, so
+// every exactness rule is testable on hand-made logits (tests/unit/verify_test.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/types/span.h"
+#include "engine/decoding/energy_acceptor.h"
+#include "engine/decoding/step_plan.h"
+#include "engine/sampler.h"
+
+namespace crossreg {
+
+// Deliberate exactness bugs, for proving that the statistical tests catch them.
+enum class ExactnessFault {
+  kNone,
+  kVerifyCarriedDraftsWithCurrentQ,  // tests a carried draft against this forward's Q
+};
+
+// One buffered draft d_j with the distribution q_j it was drawn from.
+struct Draft {
+  int32_t token = 0;
+  std::vector<float> q;  // processed Q distribution (vocab floats); empty = one-hot at token
+  bool carried = false;  // survived an earlier verification untested
+};
+using DraftBuffer = std::vector<Draft>;
+
+struct VerifyOutcome {
+  int accepted = 0;                // n: drafts accepted, a prefix d_1 .. d_n
+  std::vector<int32_t> tokens;     // to commit: d_1 .. d_n, then the correction (n < m) or bonus (n = m)
+  std::vector<bool> verdicts;      // verdicts[k-1]: d_k accepted; one per draft reached (min(n + 1, m))
+  DraftBuffer next_drafts;         // the buffer for the next iteration (carry + refill)
+  int64_t kv_keep = 0;             // positions the sequence's cache keeps: L + n (x_last, accepted drafts)
+};
+
+// `logits`: plan.logit_rows() rows of `vocab` floats in plan order: P_1 .. P_{m+1}
+// (control), Q_1 .. Q_g (branch 0), then each fork's rows. `drafts`: the m drafts the
+// plan's control rows carried, d_1 first. `acceptor` holds β, τ and the request's γ;
+// `rng` is the request's stream, drawn from only when sampling (T > 0).
+VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int vocab, DraftBuffer drafts,
+                     const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng,
+                     ExactnessFault fault = ExactnessFault::kNone);
+
+}  // namespace crossreg

@@ -1,0 +1,186 @@
+#include "engine/runtime/open_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "engine/cpu/cpu_backend.h"
+#include "engine/kv_storage.h"
+#include "engine/model/default_model.h"
+#ifdef CROSSREG_HAVE_CUDA
+#include "engine/cuda/cuda_backend.h"
+#endif
+
+namespace crossreg {
+namespace {
+
+absl::Status WithPrefix(absl::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const LoraAdapter* adapter,
+                                                       const EngineOptions& options, const KvCacheConfig& kv) {
+  BackendChoice choice = options.backend;
+  if (choice == BackendChoice::kAuto) choice = CudaDeviceVisible() ? BackendChoice::kCuda : BackendChoice::kCpu;
+  switch (choice) {
+    case BackendChoice::kCpu: {
+      CpuBackendOptions cpu;
+      cpu.num_threads = options.cpu_threads;
+      cpu.kv = kv;
+      cpu.adapter = adapter;
+      return CreateCpuBackend(model, cpu);
+    }
+    case BackendChoice::kCuda: {
+#ifdef CROSSREG_HAVE_CUDA
+      CudaBackendOptions cuda;
+      cuda.device = options.cuda_device;
+      cuda.kv = kv;
+      cuda.adapter = adapter;
+      auto backend = CreateCudaBackend(model, cuda);
+      if (!backend.ok()) return WithPrefix("--backend cuda: ", backend.status());
+      return backend;
+#else
+      return absl::FailedPreconditionError(
+          "--backend cuda: no CUDA device is available: this build has no CUDA backend (configure with "
+          "-DCROSSREG_CUDA=ON)");
+#endif
+    }
+    case BackendChoice::kAuto:
+      break;
+  }
+  return absl::InternalError("backend choice not resolved");
+}
+
+absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOptions& options) {
+  if (options.kv_block_size < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_block_size must be >= 1, got ", options.kv_block_size));
+  }
+  int64_t blocks = options.kv_blocks;
+  if (blocks <= 0) {
+    blocks = KvBlocksForBytes(config, options.kv_block_size, options.kv_memory_bytes);
+    if (blocks < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("--kv_memory_mb: ", options.kv_memory_bytes >> 20,
+                                                     " MiB holds no KV block of this model (one block takes ",
+                                                     KvBytesPerToken(config) * options.kv_block_size, " bytes)"));
+    }
+  }
+  if (blocks > (int64_t{1} << 30)) return absl::InvalidArgumentError(absl::StrCat("KV cache: ", blocks, " blocks is too many"));
+  return KvCacheConfig{options.kv_block_size, static_cast<int>(blocks)};
+}
+
+}  // namespace
+
+const char* BackendChoiceName(BackendChoice choice) {
+  switch (choice) {
+    case BackendChoice::kCpu: return "cpu";
+    case BackendChoice::kCuda: return "cuda";
+    case BackendChoice::kAuto: return "auto";
+  }
+  return "?";
+}
+
+absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name) {
+  if (name == "cpu") return BackendChoice::kCpu;
+  if (name == "cuda") return BackendChoice::kCuda;
+  if (name == "auto") return BackendChoice::kAuto;
+  return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu, cuda or auto, got '", std::string(name), "'"));
+}
+
+bool CudaBackendBuilt() {
+#ifdef CROSSREG_HAVE_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+bool CudaDeviceVisible() {
+#ifdef CROSSREG_HAVE_CUDA
+  return CudaDeviceAvailable();
+#else
+  return false;
+#endif
+}
+
+DecodingEnvironment Engine::Environment(int max_gamma) const {
+  DecodingEnvironment env;
+  env.model = &model->config;
+  env.has_adapter = adapter != nullptr;
+  env.placeholder_token = adapter != nullptr ? adapter->placeholder_token_id : 0;
+  env.max_gamma = max_gamma;
+  env.cost_curve = cost_curve.has_value() ? &*cost_curve : nullptr;
+  return env;
+}
+
+std::string Engine::BackendDescription() const {
+  return absl::StrCat(std::string(backend->name()), " (", backend->device(), ")");
+}
+
+std::string Engine::CostCurveDescription() const {
+  std::string out;
+  if (!cost_curve.has_value()) return out;
+  for (const auto& [rows, seconds] : cost_curve->points()) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", rows, " rows ", absl::StrFormat("%.3f", seconds * 1e3), " ms");
+  }
+  return out;
+}
+
+absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options) {
+  LoadedModel loaded;
+  loaded.model_path = options.model_path;
+  loaded.adapter_path = options.adapter_path;
+  if (loaded.model_path.empty()) {
+    auto found = FindDefaultModel();
+    if (!found.ok()) return WithPrefix("no --model given: ", found.status());
+    loaded.model_path = *found;
+    // The default model brings its own Cross-Regression adapter.
+    if (loaded.adapter_path.empty()) loaded.adapter_path = BundledAdapter(loaded.model_path);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto model = LoadModel(loaded.model_path);
+  if (!model.ok()) return WithPrefix(absl::StrCat("cannot load model ", loaded.model_path, ": "), model.status());
+  loaded.model = std::move(*model);
+  if (!loaded.adapter_path.empty()) {
+    auto adapter = LoadLoraAdapter(loaded.adapter_path, loaded.model->config);
+    if (!adapter.ok()) {
+      return WithPrefix(absl::StrCat("cannot load adapter ", loaded.adapter_path, ": "), adapter.status());
+    }
+    loaded.adapter = std::move(*adapter);
+  }
+  loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return loaded;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const EngineOptions& options) {
+  if (loaded.model == nullptr) return absl::InvalidArgumentError("OpenEngine: no model");
+  auto engine = std::make_unique<Engine>();
+  engine->model_path = std::move(loaded.model_path);
+  engine->adapter_path = loaded.adapter != nullptr ? std::move(loaded.adapter_path) : "";
+  engine->model = std::move(loaded.model);
+  engine->adapter = std::move(loaded.adapter);
+  engine->load_seconds = loaded.load_seconds;
+  const ModelConfig& config = engine->model->config;
+  auto kv = KvConfig(config, options);
+  if (!kv.ok()) return kv.status();
+  auto backend = CreateBackend(*engine->model, engine->adapter.get(), options, *kv);
+  if (!backend.ok()) return backend.status();
+  engine->backend = std::move(*backend);
+  engine->kv = std::make_unique<PagedKvCache>(*kv);
+  if (options.cost_curve_rows > 0) {
+    const int rows = std::min(options.cost_curve_rows, config.max_position - 1);
+    const int context = std::max(1, std::min(64, config.max_position - rows));
+    auto curve = ForwardCostCurve::Measure(*engine->backend, *engine->kv, config, rows, context);
+    if (!curve.ok()) return WithPrefix("measuring the forward cost curve: ", curve.status());
+    engine->cost_curve = *std::move(curve);
+  }
+  return engine;
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& options) {
+  auto loaded = LoadEngineModel(options);
+  if (!loaded.ok()) return loaded.status();
+  return OpenEngine(*std::move(loaded), options);
+}
+
+}  // namespace crossreg

@@ -1,0 +1,98 @@
+// One way to open an engine: model (+ adapter) loaded, a backend chosen and created,
+// its paged KV cache sized, the forward cost curve measured. crossreg-server,
+// crossreg-generate and the CPU benchmarks all start here, so the start-up sequence
+// and its errors are written once.
+//
+// This library (crossreg_runtime) sits above the backends: it links the CUDA backend
+// when the build has one (-DCROSSREG_CUDA=ON) and the engine core stays free of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "engine/backend.h"
+#include "engine/decoding/forward_cost_curve.h"
+#include "engine/decoding/generation_request.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "engine/paged_kv_cache.h"
+
+namespace crossreg {
+
+enum class BackendChoice {
+  kCpu,
+  kCuda,
+  kAuto,  // CUDA when this build has it and a device is visible, else CPU
+};
+const char* BackendChoiceName(BackendChoice choice);  // "cpu", "cuda", "auto"
+absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name);
+
+struct EngineOptions {
+  std::string model_path;    // .gguf file or HF directory; empty: the embedded default model
+  std::string adapter_path;  // PEFT directory; empty: the default model's own adapter, or none
+  BackendChoice backend = BackendChoice::kAuto;
+  int cpu_threads = 0;       // CPU backend; 0: one per usable core (cgroup-aware)
+  int cuda_device = 0;       // CUDA backend: device ordinal
+  // KV cache: exactly `kv_blocks` blocks when > 0, else as many as `kv_memory_bytes` holds.
+  int kv_block_size = 16;
+  int64_t kv_blocks = 0;
+  int64_t kv_memory_bytes = int64_t{512} << 20;
+  // > 0: measure the forward cost curve (adaptive draft length) up to this many rows,
+  // on a scratch sequence of up to 64 cached positions, before returning.
+  int cost_curve_rows = 0;
+};
+
+// An open engine. Members are destroyed bottom-up: the backend (which reads the
+// model's weights) before the model.
+struct Engine {
+  std::string model_path;    // resolved (the default model's path when none was given)
+  std::string adapter_path;  // resolved; empty: no adapter
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LoraAdapter> adapter;  // null: lossless/lossy refused
+  std::unique_ptr<Backend> backend;
+  std::unique_ptr<PagedKvCache> kv;
+  std::optional<ForwardCostCurve> cost_curve;
+  double load_seconds = 0;  // model + adapter loading
+
+  // What requests on this engine may do (ValidateGenerationRequest).
+  DecodingEnvironment Environment(int max_gamma = kMaxGamma) const;
+  // "cpu (AMD EPYC 9B45, 2 threads, SIMD avx512)".
+  std::string BackendDescription() const;
+  // "1 rows 0.52 ms, 2 rows 0.61 ms, ...", or "" when no curve was measured.
+  std::string CostCurveDescription() const;
+};
+
+// The model and adapter an engine will run, loaded but without a backend yet: a
+// caller that sizes the cache from the model (crossreg-generate tokenizes its prompt
+// first) opens the engine in two steps.
+struct LoadedModel {
+  std::string model_path;    // resolved (the default model's path when none was given)
+  std::string adapter_path;  // resolved; empty: no adapter
+  std::unique_ptr<Model> model;
+  std::unique_ptr<LoraAdapter> adapter;
+  double load_seconds = 0;
+};
+
+// Loads options.model_path (the embedded default model, with its bundled adapter,
+// when empty) and options.adapter_path. Errors name the path: "cannot load model
+// PATH: ...", "cannot load adapter DIR: ...".
+absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options);
+
+// Opens an engine on a loaded model (or one made in memory, e.g. random weights for
+// benchmarks): creates the backend, sizes the KV cache, measures the cost curve.
+// "--backend cuda: no CUDA device is available ..." when CUDA was asked for and
+// cannot run.
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const EngineOptions& options);
+
+// LoadEngineModel, then OpenEngine.
+absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(const EngineOptions& options);
+
+// Whether this build includes the CUDA backend, and whether it sees a device.
+bool CudaBackendBuilt();
+bool CudaDeviceVisible();
+
+}  // namespace crossreg

@@ -1,0 +1,124 @@
+#include "server/request_from_proto.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+
+namespace crossreg::server {
+namespace {
+
+absl::Status Invalid(absl::string_view field, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+}
+
+constexpr size_t kMaxRequestIdBytes = 256;
+constexpr size_t kMaxStopStrings = 16;
+constexpr size_t kMaxStopStringBytes = 256;
+
+absl::Status CheckRequestId(const std::string& id) {
+  if (id.size() > kMaxRequestIdBytes) return Invalid("request_id", absl::StrCat("longer than ", kMaxRequestIdBytes, " bytes"));
+  for (unsigned char c : id) {
+    // Ids go into logs and metrics; control characters would corrupt them.
+    if (c < 0x20 || c == 0x7f) return Invalid("request_id", "contains a control character");
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PromptIds(const v1::GenerateRequest& request, const RequestDefaults& defaults,
+                       std::vector<int32_t>& ids) {
+  switch (request.prompt_case()) {
+    case v1::GenerateRequest::kText:
+      if (request.text().empty()) return Invalid("prompt.text", "empty (give at least one character or use token_ids)");
+      ids = defaults.tokenizer->Encode(request.text(), /*add_special=*/true);
+      if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
+      return absl::OkStatus();
+    case v1::GenerateRequest::kTokenIds:
+      ids.assign(request.token_ids().ids().begin(), request.token_ids().ids().end());
+      if (ids.empty()) return Invalid("prompt.token_ids", "empty (give at least one token id)");
+      return absl::OkStatus();
+    case v1::GenerateRequest::PROMPT_NOT_SET:
+      break;
+  }
+  return Invalid("prompt", "not set (give prompt.text or prompt.token_ids)");
+}
+
+// The engine names its own fields (engine/decoding/generation_request.h); a few are
+// spelled differently in the proto.
+absl::Status InProtoTerms(const absl::Status& s, const v1::GenerateRequest& request) {
+  const std::string prompt_field = request.prompt_case() == v1::GenerateRequest::kTokenIds ? "prompt.token_ids" : "prompt";
+  const std::pair<absl::string_view, std::string> renames[] = {{"prompt_ids:", prompt_field + ":"},
+                                                               {"max_new_tokens:", "sampling.max_tokens:"}};
+  for (const auto& [engine_field, proto_field] : renames) {
+    if (absl::StartsWith(s.message(), engine_field)) {
+      return absl::Status(s.code(), absl::StrCat(proto_field, s.message().substr(engine_field.size())));
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+DecodingMode ToDecodingMode(v1::DecodingMode mode) {
+  switch (mode) {
+    case v1::DECODING_MODE_UNSPECIFIED:
+    case v1::DECODING_MODE_AR:
+      return DecodingMode::kAutoregressive;
+    case v1::DECODING_MODE_LOSSLESS:
+      return DecodingMode::kLossless;
+    case v1::DECODING_MODE_LOSSY:
+      return DecodingMode::kLossy;
+    case v1::DECODING_MODE_NGRAM:
+      return DecodingMode::kNgram;
+    case v1::DecodingMode_INT_MIN_SENTINEL_DO_NOT_USE_:
+    case v1::DecodingMode_INT_MAX_SENTINEL_DO_NOT_USE_:
+      break;
+  }
+  return DecodingMode::kAutoregressive;  // unreachable after DecodingMode_IsValid
+}
+
+absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, const DecodingEnvironment& env,
+                                            const RequestDefaults& defaults) {
+  ApiRequest out;
+  GenerationRequest& r = out.request;
+  if (auto s = CheckRequestId(request.request_id()); !s.ok()) return s;
+  r.request_id = request.request_id();
+  if (auto s = PromptIds(request, defaults, r.prompt_ids); !s.ok()) return s;
+
+  const v1::SamplingParams& sp = request.sampling();
+  r.sampling.temperature = sp.temperature();
+  r.sampling.top_k = sp.top_k();
+  r.sampling.top_p = sp.has_top_p() ? sp.top_p() : 1.0f;
+  r.sampling.seed = sp.seed();
+  r.max_new_tokens = sp.has_max_tokens() ? sp.max_tokens() : defaults.max_tokens;
+  r.stop_at_eos = !sp.ignore_eos();
+  if (static_cast<size_t>(sp.stop_size()) > kMaxStopStrings) {
+    return Invalid("sampling.stop", absl::StrCat("at most ", kMaxStopStrings, " stop sequences"));
+  }
+  for (const std::string& stop : sp.stop()) {
+    if (stop.empty()) return Invalid("sampling.stop", "a stop sequence is empty");
+    if (stop.size() > kMaxStopStringBytes) {
+      return Invalid("sampling.stop", absl::StrCat("a stop sequence is longer than ", kMaxStopStringBytes, " bytes"));
+    }
+    out.stop_strings.push_back(stop);
+  }
+
+  const v1::DecodingParams& dp = request.decoding();
+  if (!v1::DecodingMode_IsValid(dp.mode())) {
+    return Invalid("decoding.mode", absl::StrCat("unknown value ", static_cast<int>(dp.mode()),
+                                                 " (use AR, LOSSLESS, LOSSY or NGRAM)"));
+  }
+  DecodingConfig& d = r.decoding;
+  d.mode = ToDecodingMode(dp.mode());
+  d.beta = dp.beta();
+  d.tau = dp.tau();
+  d.gamma = dp.gamma() == 0 ? defaults.gamma : dp.gamma();
+  d.fork_outcomes = dp.fork_outcomes();
+  d.fork_depth = dp.fork_depth();
+  d.ngram_assist = dp.ngram_assist();
+  d.adaptive_gamma = dp.has_adaptive_gamma() ? dp.adaptive_gamma()
+                                             : defaults.adaptive_gamma && d.mode != DecodingMode::kAutoregressive;
+
+  if (auto s = ValidateGenerationRequest(r, env); !s.ok()) return InProtoTerms(s, request);
+  return out;
+}
+
+}  // namespace crossreg::server

@@ -1,0 +1,40 @@
+// Turns a crossreg.v1.GenerateRequest into the engine's GenerationRequest: fills the
+// server's defaults for unset fields, tokenizes a text prompt, then applies the
+// engine's own rules (ValidateGenerationRequest), the one place they are written.
+// Every refusal names the field by its proto path ("decoding.beta",
+// "sampling.max_tokens", "prompt.token_ids"), so a client can fix the request
+// without reading server logs.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "crossreg/v1/generation.pb.h"
+#include "engine/decoding/generation_request.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace crossreg::server {
+
+// What the server fills in for fields a request leaves unset (its flags).
+struct RequestDefaults {
+  const Tokenizer* tokenizer = nullptr;
+  int gamma = 8;                 // decoding.gamma = 0
+  int max_tokens = 128;          // sampling.max_tokens unset
+  bool adaptive_gamma = false;   // decoding.adaptive_gamma unset (speculative modes)
+};
+
+struct ApiRequest {
+  GenerationRequest request;              // request_id left as given (may be empty)
+  std::vector<std::string> stop_strings;  // text stop sequences, handled by the server
+};
+
+// INVALID_ARGUMENT naming the field for bad values; FAILED_PRECONDITION for what the
+// engine cannot do (a Cross-Regression mode without an adapter, adaptive_gamma
+// without a cost curve).
+absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, const DecodingEnvironment& env,
+                                            const RequestDefaults& defaults);
+
+DecodingMode ToDecodingMode(v1::DecodingMode mode);
+
+}  // namespace crossreg::server
