@@ -345,12 +345,16 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     RequestPtr request;
     bool prefill = false;
     int rows = 0;        // prefill chunk
-    StepPlan step;       // what its decoder planned for this forward
+    StepPlan step = {};  // what its decoder planned for this forward
     int logit_row = 0;   // first logits row of this request
   };
   std::vector<Entry> entries;
-  for (const PlannedRows& p : plan.decode) entries.push_back({running[static_cast<size_t>(p.id)], false, p.rows});
-  for (const PlannedRows& p : plan.prefill) entries.push_back({running[static_cast<size_t>(p.id)], true, p.rows});
+  for (const PlannedRows& p : plan.decode) {
+    entries.push_back({.request = running[static_cast<size_t>(p.id)], .prefill = false, .rows = p.rows});
+  }
+  for (const PlannedRows& p : plan.prefill) {
+    entries.push_back({.request = running[static_cast<size_t>(p.id)], .prefill = true, .rows = p.rows});
+  }
   if (!plan.preempt.empty() || plan.fail.has_value()) {
     std::vector<RequestPtr> victims;
     for (int id : plan.preempt) victims.push_back(running[static_cast<size_t>(id)]);

@@ -11,7 +11,7 @@ PACKAGES=(
   libabsl-dev nlohmann-json3-dev libpcre2-dev
   libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev prometheus-cpp-dev
+  libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev
   python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
   python3-grpcio python3-protobuf
 )

@@ -12,12 +12,15 @@ ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeo
 NVCC=$(command -v nvcc || true)
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
 if [ -n "$NVCC" ] && [ "${SKIP_CUDA:-0}" != 1 ]; then
-  echo "[test] CUDA backend build with $NVCC (sm_80, sm_90)"
+  echo "[test] CUDA build with $NVCC (sm_80, sm_90): backend, GPU tests, benchmark, server"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_CUDA=ON \
-    -DCROSSREG_BUILD_SERVER=OFF -DCMAKE_CUDA_COMPILER="$NVCC" >/dev/null
-  cmake --build build-cuda --target crossreg_cuda crossreg_gpu_tests crossreg-bench-gpu -j "$(nproc)"
-  echo "[test] ctest -L gpu"
+    -DCMAKE_CUDA_COMPILER="$NVCC" >/dev/null
+  cmake --build build-cuda -j "$(nproc)" --target crossreg_cuda crossreg_gpu_tests crossreg-bench-gpu \
+    crossreg-server crossreg-generate crossreg_backend_selection_tests
+  echo "[test] ctest -L gpu (GPU tests: they skip with a message without a device)"
   ctest --test-dir build-cuda -L gpu --output-on-failure
+  echo "[test] ctest -L backend (the CUDA-built server: --backend cuda refused without a device, auto serves)"
+  ctest --test-dir build-cuda -L backend --output-on-failure
 else
   echo "[test] no nvcc found: CUDA backend not built"
 fi

@@ -72,8 +72,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   std::unique_ptr<PrometheusMetrics> metrics;
   if (options.metrics_port > 0) {
     metrics = std::make_unique<PrometheusMetrics>();
-    const std::string address = absl::StrCat(options.host, ":", options.metrics_port);
-    if (auto s = metrics->Serve(address); !s.ok()) return Fail(std::string(s.message()));
+    if (auto s = metrics->Serve(options.host, options.metrics_port); !s.ok()) return Fail(std::string(s.message()));
   }
 
   SchedulerOptions scheduler_options;

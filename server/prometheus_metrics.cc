@@ -4,7 +4,6 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "prometheus/exposer.h"
 
 namespace crossreg::server {
 namespace {
@@ -146,15 +145,9 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
 
 PrometheusMetrics::~PrometheusMetrics() = default;
 
-absl::Status PrometheusMetrics::Serve(const std::string& address) {
-  // prometheus-cpp reports a failed bind by throwing; keep that inside this file.
-  try {
-    exposer_ = std::make_unique<prometheus::Exposer>(address);
-  } catch (const std::exception& e) {
-    return absl::UnavailableError(absl::StrCat("metrics endpoint ", address, ": ", e.what()));
-  }
-  exposer_->RegisterCollectable(registry_);
-  return absl::OkStatus();
+absl::Status PrometheusMetrics::Serve(const std::string& host, int port) {
+  http_ = std::make_unique<MetricsHttpServer>(registry_);
+  return http_->Start(host, port);
 }
 
 void PrometheusMetrics::OnForward(int rows, double seconds) {

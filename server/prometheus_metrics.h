@@ -16,10 +16,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 #include "scheduler/scheduler.h"
-
-namespace prometheus {
-class Exposer;
-}
+#include "server/metrics_http_server.h"
 
 namespace crossreg::server {
 
@@ -28,8 +25,9 @@ class PrometheusMetrics final : public MetricsSink {
   PrometheusMetrics();
   ~PrometheusMetrics() override;
 
-  // Starts the HTTP endpoint on "host:port"; UNAVAILABLE if it cannot bind.
-  absl::Status Serve(const std::string& address);
+  // Starts GET /metrics on host:port (server/metrics_http_server.h); UNAVAILABLE if it
+  // cannot bind.
+  absl::Status Serve(const std::string& host, int port);
 
   void OnForward(int rows, double seconds) override;
   void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) override;
@@ -44,7 +42,7 @@ class PrometheusMetrics final : public MetricsSink {
   void RecordDecodeRate(DecodingMode mode, const RequestEvent& finished);
 
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
+  std::unique_ptr<MetricsHttpServer> http_;
 
   prometheus::Counter* num_drafts_ = nullptr;
   prometheus::Counter* num_draft_tokens_ = nullptr;

@@ -43,7 +43,7 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
   auto token = [&](int i) { return static_cast<int32_t>((i * 7919 + 13) % config.vocab_size); };
   ForwardBatch batch;
   std::vector<float> logits;
-  for (int p = 0; p < context; ++p) batch.rows.push_back({seq, p, token(p), false, false});
+  for (int p = 0; p < context; ++p) batch.rows.push_back({.seq = seq, .position = p, .token = token(p)});
   if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
 
   std::vector<int> sizes;
@@ -54,8 +54,11 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
   auto time_forward = [&](int rows) -> absl::StatusOr<double> {
     batch.rows.clear();
     const int control = (rows + 1) / 2;
-    for (int i = 0; i < control; ++i) batch.rows.push_back({seq, context + i, token(context + i), true, false});
-    for (int i = 0; i < rows - control; ++i) batch.rows.push_back({seq, context + i, token(context + i), true, true});
+    for (int i = 0; i < control; ++i)
+      batch.rows.push_back({.seq = seq, .position = context + i, .token = token(context + i), .want_logits = true});
+    for (int i = 0; i < rows - control; ++i)
+      batch.rows.push_back(
+          {.seq = seq, .position = context + i, .token = token(context + i), .want_logits = true, .predictive = true});
     const auto t0 = std::chrono::steady_clock::now();
     if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -66,12 +66,17 @@ void ExpectSameForward(Engines& e, const ForwardBatch& batch, int vocab, double 
 
 void Prefill(ForwardBatch& b, SequenceId seq, const std::vector<int32_t>& tokens, int32_t start) {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    b.rows.push_back({seq, start + static_cast<int32_t>(i), tokens[i], /*want_logits=*/true, /*predictive=*/false});
+    b.rows.push_back(
+        {.seq = seq, .position = start + static_cast<int32_t>(i), .token = tokens[i], .want_logits = true});
   }
 }
 void Predict(ForwardBatch& b, SequenceId seq, const std::vector<int32_t>& tokens, int32_t p0) {
   for (size_t i = 0; i < tokens.size(); ++i) {
-    b.rows.push_back({seq, p0 + static_cast<int32_t>(i), tokens[i], /*want_logits=*/true, /*predictive=*/true});
+    b.rows.push_back({.seq = seq,
+                      .position = p0 + static_cast<int32_t>(i),
+                      .token = tokens[i],
+                      .want_logits = true,
+                      .predictive = true});
   }
 }
 
@@ -108,8 +113,8 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     ForwardBatch b;
     Prefill(b, ids[0], {tok(40), tok(41)}, 11);
     Prefill(b, ids[1], {tok(42)}, 6);
-    b.rows.push_back({ids[2], 2, tok(43), /*want_logits=*/false, false});  // no logits for this one
-    Predict(b, ids[1], {tok(44), tok(45)}, 6);  // P0 <= the 6 positions cached before
+    b.rows.push_back({.seq = ids[2], .position = 2, .token = tok(43)});  // no logits for this one
+    Predict(b, ids[1], {tok(44), tok(45)}, 6);                           // P0 <= the 6 positions cached before
     ExpectSameForward(e, b, vocab, tolerance, "after rollback");
   }
   {  // Forked refill: branch 0 plus forks that share its first rows (tree attention).
@@ -118,7 +123,13 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     Prefill(b, ids[0], {tok(50), tok(51), tok(52)}, p0);
     Predict(b, ids[0], {tok(50), tok(51), tok(52), tok(53), tok(54)}, p0);
     for (int32_t n = 0; n < 2; ++n) {
-      for (int32_t j = 0; j < 2; ++j) b.rows.push_back({ids[0], p0 + n + 1 + j, tok(60 + j), true, true, n + 1});
+      for (int32_t j = 0; j < 2; ++j)
+        b.rows.push_back({.seq = ids[0],
+                          .position = p0 + n + 1 + j,
+                          .token = tok(60 + j),
+                          .want_logits = true,
+                          .predictive = true,
+                          .branch = n + 1});
     }
     ExpectSameForward(e, b, vocab, tolerance, "forked branches");
   }

@@ -43,7 +43,8 @@ std::vector<int32_t> GreedyIds(GpuEngine& e, const Model& model, const std::vect
   req.decoding.gamma = gamma;
   req.decoding.fork_outcomes = fork_outcomes;
   req.stop_at_eos = false;
-  auto r = Generate(*e.backend, *e.kv, model.config, req, /*has_adapter=*/true);
+  const DecodingEnvironment env{.model = &model.config, .has_adapter = true};
+  auto r = Generate(*e.backend, *e.kv, req, env);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? r->ids : std::vector<int32_t>{};
 }

@@ -10,13 +10,14 @@
 #include <map>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "tests/integration/generation_client.h"
 #include "tests/integration/prometheus_text.h"
 #include "tests/integration/server_process.h"
-#include "tests/testing/peft_writer.h"
+#include "engine/model/peft_writer.h"
 #include "tests/testing/test_paths.h"
 
 namespace crossreg::testing {
@@ -64,7 +65,9 @@ class ServerTest : public ::testing::Test {
     ASSERT_TRUE(server_->Start()) << server_->Log();
   }
   static void TearDownTestSuite() {
-    if (server_ != nullptr) EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
+    if (server_ != nullptr) {
+      EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
+    }
     delete server_;
     server_ = nullptr;
     if (adapter_dir_ != nullptr) std::filesystem::remove_all(*adapter_dir_);
@@ -318,7 +321,9 @@ TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) 
       StreamResult r = RunGenerate(*stub, request);
       ASSERT_TRUE(r.status.ok()) << r.status.error_message();
       EXPECT_EQ(r.ids, cli.ids);
-      if (!adaptive) EXPECT_EQ(r.complete.spec().ar_forwards(), 0);
+      if (!adaptive) {
+        EXPECT_EQ(r.complete.spec().ar_forwards(), 0);
+      }
       ar_forwards += r.complete.spec().ar_forwards();
     }
   }
@@ -381,7 +386,7 @@ TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondi
   for (int i = 0; i < kCalls; ++i) {
     threads.emplace_back([&, i] {
       auto own = server.NewStub();
-      results[i] = RunGenerate(*own, LongRequest("q" + std::to_string(i)), contexts[i].get());
+      results[i] = RunGenerate(*own, LongRequest(absl::StrCat("q", i)), contexts[i].get());
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

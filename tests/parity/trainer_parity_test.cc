@@ -61,29 +61,38 @@ TEST(TrainerParityTest, ControlAndPredictiveLogitsMatchPyTorch) {
     // 1. Plain causal forward over the prefix: every position's logits.
     const SequenceId whole = kv.CreateSequence();
     ForwardBatch b;
-    for (size_t p = 0; p < prefix.size(); ++p) b.rows.push_back({whole, static_cast<int32_t>(p), prefix[p], true, false});
+    for (size_t p = 0; p < prefix.size(); ++p)
+      b.rows.push_back({.seq = whole, .position = static_cast<int32_t>(p), .token = prefix[p], .want_logits = true});
     std::vector<float> logits;
     ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
     const auto& want_prefix = c["prefix_logits"];
     for (size_t p = 0; p < prefix.size(); ++p) {
-      EXPECT_LE(MaxAbsDiff(logits.data() + p * V, want_prefix[p].get<std::vector<float>>()), 1e-3f) << "prefix row " << p;
+      EXPECT_LE(MaxAbsDiff(logits.data() + p * V, want_prefix[p].get<std::vector<float>>()), 1e-3f)
+          << "prefix row " << p;
     }
     kv.Free(whole);
     // 2. The XR forward: cache x[0..L-2], then control rows [x_last, d_1..] and
     //    predictive rows [x_last, d_1.., placeholder..] in one batch.
     const SequenceId seq = kv.CreateSequence();
     b.rows.clear();
-    for (size_t p = 0; p + 1 < prefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), prefix[p], false, false});
-    if (!b.rows.empty()) ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
+    for (size_t p = 0; p + 1 < prefix.size(); ++p)
+      b.rows.push_back({.seq = seq, .position = static_cast<int32_t>(p), .token = prefix[p]});
+    if (!b.rows.empty()) {
+      ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
+    }
     b.rows.clear();
     const size_t gamma = rows.size();
-    for (size_t k = 0; k < gamma; ++k) b.rows.push_back({seq, positions[k], rows[k], true, false});
-    for (size_t k = 0; k < gamma; ++k) b.rows.push_back({seq, positions[k], rows[k], true, true});
+    for (size_t k = 0; k < gamma; ++k)
+      b.rows.push_back({.seq = seq, .position = positions[k], .token = rows[k], .want_logits = true});
+    for (size_t k = 0; k < gamma; ++k)
+      b.rows.push_back(
+          {.seq = seq, .position = positions[k], .token = rows[k], .want_logits = true, .predictive = true});
     ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
     const auto& want_control = c["control_logits"];
     const auto& want_predictive = c["predictive_logits"];
     for (size_t k = 0; k < gamma; ++k) {
-      EXPECT_LE(MaxAbsDiff(logits.data() + k * V, want_control[k].get<std::vector<float>>()), 1e-3f) << "control row " << k;
+      EXPECT_LE(MaxAbsDiff(logits.data() + k * V, want_control[k].get<std::vector<float>>()), 1e-3f)
+          << "control row " << k;
       EXPECT_LE(MaxAbsDiff(logits.data() + (gamma + k) * V, want_predictive[k].get<std::vector<float>>()), 1e-3f)
           << "predictive row " << k;
     }

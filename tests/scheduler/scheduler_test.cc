@@ -9,6 +9,7 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/scheduler/event_recorder.h"
 #include "tests/scheduler/fake_backend.h"
@@ -206,13 +207,13 @@ TEST(SchedulerTest, ShutdownDrainsInFlightRequestsAndRefusesNewOnes) {
   EventRecorder rec;
   rig.scheduler->Start();
   for (int i = 0; i < 6; ++i) {
-    const std::string id = "d" + std::to_string(i);
+    const std::string id = absl::StrCat("d", i);
     ASSERT_TRUE(rig.scheduler->Submit(Spec(id, {static_cast<int32_t>(i), 1, 2}, 20), rec.HandlerFor(id)).ok());
   }
   rig.scheduler->Shutdown(std::chrono::seconds(60));
   EXPECT_EQ(rec.completion_order().size(), 6u);  // Shutdown returned after the drain
   for (int i = 0; i < 6; ++i) {
-    const auto r = rec.Get("d" + std::to_string(i));
+    const auto r = rec.Get(absl::StrCat("d", i));
     ASSERT_TRUE(r.final_event.has_value());
     EXPECT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
     EXPECT_EQ(r.tokens, FakeGreedyContinuation({i, 1, 2}, 20, kVocab));
@@ -263,7 +264,7 @@ TEST(SchedulerTest, BatchesStayWithinTheTokenBudget) {
   FakeRig rig(options);
   EventRecorder rec;
   for (int i = 0; i < 5; ++i) {
-    const std::string id = "b" + std::to_string(i);
+    const std::string id = absl::StrCat("b", i);
     ASSERT_TRUE(rig.scheduler->Submit(Spec(id, std::vector<int32_t>(40, i + 1), 8), rec.HandlerFor(id)).ok());
   }
   rig.scheduler->Start();
@@ -276,7 +277,7 @@ TEST(SchedulerTest, BatchesStayWithinTheTokenBudget) {
   }
   EXPECT_TRUE(mixed);
   for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(rec.Get("b" + std::to_string(i)).tokens, FakeGreedyContinuation(std::vector<int32_t>(40, i + 1), 8, kVocab));
+    EXPECT_EQ(rec.Get(absl::StrCat("b", i)).tokens, FakeGreedyContinuation(std::vector<int32_t>(40, i + 1), 8, kVocab));
   }
 }
 
@@ -288,13 +289,13 @@ TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
                                 DecodingMode::kNgram};
   rig.scheduler->Start();
   for (int i = 0; i < 16; ++i) {
-    const std::string id = "t" + std::to_string(i);
+    const std::string id = absl::StrCat("t", i);
     std::vector<int32_t> prompt = {static_cast<int32_t>(i % kVocab), 3, 5, 7, 3, 5};
     ASSERT_TRUE(rig.scheduler->Submit(Spec(id, prompt, 16, modes[i % 4], 3), rec.HandlerFor(id)).ok());
   }
   ASSERT_TRUE(rec.WaitForFinals(16));
   for (int i = 0; i < 16; ++i) {
-    const auto r = rec.Get("t" + std::to_string(i));
+    const auto r = rec.Get(absl::StrCat("t", i));
     ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
     EXPECT_EQ(r.tokens, FakeGreedyContinuation({i % kVocab, 3, 5, 7, 3, 5}, 16, kVocab)) << "request " << i;
   }
@@ -339,14 +340,14 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   const DecodingMode modes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kNgram};
   rig.scheduler->Start();
   for (int i = 0; i < 9; ++i) {
-    const std::string id = "m" + std::to_string(i);
+    const std::string id = absl::StrCat("m", i);
     ASSERT_TRUE(rig.scheduler->Submit(Spec(id, {static_cast<int32_t>(i), 2, 4}, 10 + i, modes[i % 3]), rec.HandlerFor(id)).ok());
   }
   ASSERT_TRUE(rec.WaitForFinals(9));
   rig.scheduler->Shutdown(milliseconds(1000));
   std::map<DecodingMode, int64_t> committed, count;
   for (int i = 0; i < 9; ++i) {
-    const auto r = rec.Get("m" + std::to_string(i));
+    const auto r = rec.Get(absl::StrCat("m", i));
     committed[modes[i % 3]] += r.final_event->stats.committed;
     count[modes[i % 3]] += 1;
     EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), r.final_event->stats.committed);

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "engine/io/write_file.h"
 
 namespace crossreg::testing {
 namespace {
@@ -229,13 +230,7 @@ absl::Status GgufWriter::WriteFile(const std::string& path) const {
   return WriteBytes(path, Serialize());
 }
 
-absl::Status WriteBytes(const std::string& path, const std::string& bytes) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) return absl::InternalError(absl::StrCat("cannot write ", path));
-  return absl::OkStatus();
-}
+absl::Status WriteBytes(const std::string& path, const std::string& bytes) { return WriteFileBytes(path, bytes); }
 
 absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

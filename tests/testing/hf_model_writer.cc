@@ -15,7 +15,7 @@
 #include "engine/status_macros.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "tests/testing/gguf_writer.h"
-#include "tests/testing/safetensors_writer.h"
+#include "engine/io/safetensors_writer.h"
 #include "tests/testing/hf_tokenizer_writer.h"
 
 namespace crossreg::testing {

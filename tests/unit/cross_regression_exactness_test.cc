@@ -51,7 +51,8 @@ DecodingConfig Mode(DecodingMode mode, int gamma, float beta = 0, float tau = 0)
 // A CPU-like cost curve: an adaptive γ' moves between AR and speculation as
 // acceptance changes.
 const ForwardCostCurve& SteepCurve() {
-  static const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {2, 1.3e-3}, {16, 4e-3}, {64, 20e-3}});
+  static const ForwardCostCurve curve =
+      *ForwardCostCurve::FromPoints({{1, 1e-3}, {2, 1.3e-3}, {16, 4e-3}, {64, 20e-3}});
   return curve;
 }
 
@@ -84,7 +85,8 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
         const auto ar = GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kAutoregressive, 1));
         ASSERT_EQ(ar.size(), 50u);
         for (int gamma : {1, 4, 16}) {
-          SCOPED_TRACE(::testing::Message() << "magnitude " << adapter_magnitude << " seed " << seed << " gamma " << gamma);
+          SCOPED_TRACE(::testing::Message()
+                       << "magnitude " << adapter_magnitude << " seed " << seed << " gamma " << gamma);
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossless, gamma)), ar);
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kLossy, gamma)), ar);  // beta=0, tau=0
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kNgram, gamma)), ar);
@@ -137,12 +139,15 @@ std::vector<double> ExactSequenceProbabilities(testing::EngineUnderTest& e, cons
   // Depth-first over the tree of continuations, reusing the KV of the prefix.
   const SequenceId seq = e.kv->CreateSequence();
   ForwardBatch b;
-  for (size_t p = 0; p + 1 < prompt.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), prompt[p], false, false});
-  if (!b.rows.empty()) EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  for (size_t p = 0; p + 1 < prompt.size(); ++p)
+    b.rows.push_back({.seq = seq, .position = static_cast<int32_t>(p), .token = prompt[p]});
+  if (!b.rows.empty()) {
+    EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  }
   std::function<void(int32_t, int, double)> visit = [&](int32_t last, int level, double mass) {
     const int64_t len = e.kv->length(seq);
     ForwardBatch row;
-    row.rows.push_back({seq, static_cast<int32_t>(len), last, true, false});
+    row.rows.push_back({.seq = seq, .position = static_cast<int32_t>(len), .token = last, .want_logits = true});
     EXPECT_TRUE(e.backend->Forward(row, *e.kv, logits).ok());
     ProcessedDistribution(logits.data(), V, sampling, probs);
     const std::vector<float> here = probs;
@@ -230,8 +235,8 @@ class DistributionTest : public ::testing::Test {
 TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT1) {
   SamplingParams s;
   s.temperature = 1.0f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
-                               kSamples, kDepth, "lossless T=1");
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone, kSamples,
+                               kDepth, "lossless T=1");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
 }
@@ -240,8 +245,8 @@ TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT07TopP09) {
   SamplingParams s;
   s.temperature = 0.7f;
   s.top_p = 0.9f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
-                               kSamples, kDepth, "lossless T=0.7 top-p 0.9");
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone, kSamples,
+                               kDepth, "lossless T=0.7 top-p 0.9");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
 }
@@ -259,8 +264,8 @@ TEST_F(DistributionTest, ForkedRefillWithNgramAssistMatchesExactProbabilitiesAtT
   SamplingParams s;
   s.temperature = 0.7f;
   s.top_p = 0.9f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Forked(3, 1, 2, /*assist=*/true), ExactnessFault::kNone,
-                               kSamples, kDepth, "lossless forked + n-gram assist T=0.7 top-p 0.9");
+  const auto r = SampleAndTest(*model_, *adapter_, s, Forked(3, 1, 2, /*assist=*/true), ExactnessFault::kNone, kSamples,
+                               kDepth, "lossless forked + n-gram assist T=0.7 top-p 0.9");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
 }

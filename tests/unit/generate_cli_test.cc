@@ -10,7 +10,7 @@
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/testing/peft_writer.h"
+#include "engine/model/peft_writer.h"
 #include "tests/testing/stories_reference.h"
 #include "tests/testing/test_paths.h"
 
@@ -104,14 +104,14 @@ class GenerateCliDecodingTest : public ::testing::Test {
     RandomLoraOptions lo;
     lo.magnitude = 0.5f;
     auto adapter = MakeRandomLoraAdapter((*model)->config, lo);
-    const auto written = testing::WritePeftAdapter(*adapter, (*model)->config, adapter_dir_, DType::kF32);
+    const auto written = WritePeftAdapter(*adapter, (*model)->config, adapter_dir_, DType::kF32);
     ASSERT_TRUE(written.ok()) << written;
     // An adapter for another shape must be refused.
     ModelConfig other = (*model)->config;
     other.hidden_size = 32;
     other.head_dim = 4;
     auto wrong = MakeRandomLoraAdapter(other, lo);
-    const auto written_wrong = testing::WritePeftAdapter(*wrong, other, mismatched_dir_, DType::kF32);
+    const auto written_wrong = WritePeftAdapter(*wrong, other, mismatched_dir_, DType::kF32);
     ASSERT_TRUE(written_wrong.ok()) << written_wrong;
   }
   static std::string Bin() {

@@ -12,14 +12,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
-#include "tests/testing/peft_writer.h"
-#include "tests/testing/safetensors_writer.h"
+#include "engine/model/peft_writer.h"
+#include "engine/io/safetensors_writer.h"
 
 namespace crossreg {
 namespace {
 
-using ::crossreg::testing::PeftModulePath;
-using ::crossreg::testing::SafetensorsEntry;
+using ::crossreg::PeftModulePath;
+using ::crossreg::SafetensorsEntry;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using json = nlohmann::json;
@@ -54,7 +54,7 @@ class LoraAdapterTest : public ::testing::Test {
   std::string Path(const std::string& name) const { return dir_ + "/" + name; }
 
   void Write(const LoraAdapter& adapter, DType dtype = DType::kF32) {
-    ASSERT_TRUE(testing::WritePeftAdapter(adapter, base_, dir_, dtype).ok());
+    ASSERT_TRUE(WritePeftAdapter(adapter, base_, dir_, dtype).ok());
   }
   void WriteRandom(int rank = 4) {
     RandomLoraOptions o;
@@ -88,7 +88,7 @@ class LoraAdapterTest : public ::testing::Test {
       }
     }
     edit(entries);
-    ASSERT_TRUE(testing::WriteSafetensors(Path("adapter_model.safetensors"), entries).ok());
+    ASSERT_TRUE(WriteSafetensors(Path("adapter_model.safetensors"), entries).ok());
   }
 
   absl::StatusOr<std::unique_ptr<LoraAdapter>> Load() const { return LoadLoraAdapter(dir_, base_); }
@@ -117,7 +117,7 @@ void ExpectSameAdapter(const LoraAdapter& want, const LoraAdapter& got,
     for (LoraTarget t : kAllTargets) {
       const LoraMatrix& w = want.layers[i].at(t);
       const LoraMatrix& g = got.layers[i].at(t);
-      SCOPED_TRACE(testing::PeftModulePath(static_cast<int>(i), t));
+      SCOPED_TRACE(PeftModulePath(static_cast<int>(i), t));
       ASSERT_EQ(w.rank, g.rank);
       EXPECT_EQ(w.scale, g.scale);
       ASSERT_EQ(w.a.size(), g.a.size());
@@ -338,7 +338,7 @@ TEST_F(LoraAdapterTest, WrongShapeNamesTensorAndShapes) {
   const std::string name = PeftModulePath(0, LoraTarget::kQ) + ".lora_A.weight";
   EditTensors([&](std::vector<SafetensorsEntry>& entries) {
     for (SafetensorsEntry& e : entries) {
-      if (e.name == name) e = testing::F32Entry(name, {4, 15}, std::vector<float>(60, 0.5f));
+      if (e.name == name) e = F32Entry(name, {4, 15}, std::vector<float>(60, 0.5f));
     }
   });
   ExpectError(absl::StatusCode::kInvalidArgument,
@@ -390,7 +390,7 @@ TEST_F(LoraAdapterTest, UnknownLoraTensorNameIsNamed) {
   WriteRandom();
   const std::string bad = "base_model.model.model.layers.0.self_attn.q_proj.lora_embedding_A";
   EditTensors([&](std::vector<SafetensorsEntry>& entries) {
-    entries.push_back(testing::F32Entry(bad, {2}, {1, 2}));
+    entries.push_back(F32Entry(bad, {2}, {1, 2}));
   });
   ExpectError(absl::StatusCode::kInvalidArgument, {"unrecognised LoRA tensor", bad});
 }
@@ -398,7 +398,7 @@ TEST_F(LoraAdapterTest, UnknownLoraTensorNameIsNamed) {
 TEST_F(LoraAdapterTest, OtherTensorsAreIgnored) {
   WriteRandom();
   EditTensors([](std::vector<SafetensorsEntry>& entries) {
-    entries.push_back(testing::F32Entry("base_model.model.lm_head.weight", {2}, {1, 2}));
+    entries.push_back(F32Entry("base_model.model.lm_head.weight", {2}, {1, 2}));
   });
   EXPECT_TRUE(Load().ok());
 }

@@ -23,9 +23,12 @@ float MaxAbsDiff(const float* a, const float* b, size_t n) {
 SequenceId CachedSequence(testing::EngineUnderTest& e, const std::vector<int32_t>& prefix) {
   const SequenceId seq = e.kv->CreateSequence();
   ForwardBatch b;
-  for (size_t p = 0; p < prefix.size(); ++p) b.rows.push_back({seq, static_cast<int32_t>(p), prefix[p], false, false});
+  for (size_t p = 0; p < prefix.size(); ++p)
+    b.rows.push_back({.seq = seq, .position = static_cast<int32_t>(p), .token = prefix[p]});
   std::vector<float> logits;
-  if (!b.rows.empty()) EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  if (!b.rows.empty()) {
+    EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
+  }
   return seq;
 }
 
@@ -37,7 +40,11 @@ std::vector<float> RunOnPrefix(testing::EngineUnderTest& e, const std::vector<in
   ForwardBatch b;
   std::vector<float> logits;
   for (size_t i = 0; i < tokens.size(); ++i) {
-    b.rows.push_back({seq, static_cast<int32_t>(prefix.size() + i), tokens[i], true, predictive});
+    b.rows.push_back({.seq = seq,
+                      .position = static_cast<int32_t>(prefix.size() + i),
+                      .token = tokens[i],
+                      .want_logits = true,
+                      .predictive = predictive});
   }
   EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
   e.kv->Free(seq);
@@ -93,16 +100,21 @@ TEST(LoraForwardTest, PredictiveRowsNeverChangeOtherSequencesControlLogits) {
   const SequenceId b = e.kv->CreateSequence();
   ForwardBatch batch;
   for (size_t p = 0; p < kPrefix.size(); ++p) {
-    batch.rows.push_back({a, static_cast<int32_t>(p), kPrefix[p], false, false});
-    batch.rows.push_back({b, static_cast<int32_t>(p), kPrefix[p], false, false});
+    batch.rows.push_back({.seq = a, .position = static_cast<int32_t>(p), .token = kPrefix[p]});
+    batch.rows.push_back({.seq = b, .position = static_cast<int32_t>(p), .token = kPrefix[p]});
   }
   std::vector<float> logits;
   ASSERT_TRUE(e.backend->Forward(batch, *e.kv, logits).ok());
   batch.rows.clear();
   const int32_t base = static_cast<int32_t>(kPrefix.size());
-  for (int k = 0; k < 4; ++k) batch.rows.push_back({a, base - 1 + k, 20 + k, true, true});
-  for (size_t i = 0; i < kRows.size(); ++i) batch.rows.push_back({b, base + static_cast<int32_t>(i), kRows[i], true, false});
-  for (int k = 0; k < 3; ++k) batch.rows.push_back({a, base + k, 30 + k, true, false});
+  for (int k = 0; k < 4; ++k)
+    batch.rows.push_back(
+        {.seq = a, .position = base - 1 + k, .token = 20 + k, .want_logits = true, .predictive = true});
+  for (size_t i = 0; i < kRows.size(); ++i)
+    batch.rows.push_back(
+        {.seq = b, .position = base + static_cast<int32_t>(i), .token = kRows[i], .want_logits = true});
+  for (int k = 0; k < 3; ++k)
+    batch.rows.push_back({.seq = a, .position = base + k, .token = 30 + k, .want_logits = true});
   ASSERT_TRUE(e.backend->Forward(batch, *e.kv, logits).ok());
   const size_t V = 64;
   EXPECT_LE(MaxAbsDiff(logits.data() + 4 * V, alone.data(), alone.size()), 1e-5f);
@@ -128,8 +140,18 @@ TEST(LoraForwardTest, PredictiveBranchesAreIndependentChains) {
   // Interleave the branches: grouping is by (sequence, branch), not by batch order.
   const int32_t p0 = static_cast<int32_t>(kPrefix.size());
   for (size_t i = 0; i < kRows.size(); ++i) {
-    b.rows.push_back({seq, p0 + static_cast<int32_t>(i), kRows[i], true, true, 0});
-    if (i < side.size()) b.rows.push_back({seq, 5 + static_cast<int32_t>(i), side[i], true, true, 1});
+    b.rows.push_back({.seq = seq,
+                      .position = p0 + static_cast<int32_t>(i),
+                      .token = kRows[i],
+                      .want_logits = true,
+                      .predictive = true});
+    if (i < side.size())
+      b.rows.push_back({.seq = seq,
+                        .position = 5 + static_cast<int32_t>(i),
+                        .token = side[i],
+                        .want_logits = true,
+                        .predictive = true,
+                        .branch = 1});
   }
   ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
   const size_t V = 64;
@@ -176,8 +198,19 @@ TEST(LoraForwardTest, ForkedBranchSharesTheMainChainPrefix) {
   ForwardBatch b;
   std::vector<float> logits;
   const int32_t p0 = static_cast<int32_t>(kPrefix.size());
-  for (size_t i = 0; i < fork.size(); ++i) b.rows.push_back({seq, p0 + 2 + static_cast<int32_t>(i), fork[i], true, true, 1});
-  for (size_t i = 0; i < kRows.size(); ++i) b.rows.push_back({seq, p0 + static_cast<int32_t>(i), kRows[i], true, true, 0});
+  for (size_t i = 0; i < fork.size(); ++i)
+    b.rows.push_back({.seq = seq,
+                      .position = p0 + 2 + static_cast<int32_t>(i),
+                      .token = fork[i],
+                      .want_logits = true,
+                      .predictive = true,
+                      .branch = 1});
+  for (size_t i = 0; i < kRows.size(); ++i)
+    b.rows.push_back({.seq = seq,
+                      .position = p0 + static_cast<int32_t>(i),
+                      .token = kRows[i],
+                      .want_logits = true,
+                      .predictive = true});
   ASSERT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
   const size_t V = 64;
   for (size_t i = 0; i < fork.size(); ++i) {
@@ -188,8 +221,7 @@ TEST(LoraForwardTest, ForkedBranchSharesTheMainChainPrefix) {
   // A fork past the end of branch 0, or with no branch 0, is refused.
   b.rows = {{seq, p0, 1, true, true, 0}, {seq, p0 + 2, 1, true, true, 1}};
   auto s = e.backend->Forward(b, *e.kv, logits);
-  EXPECT_NE(s.message().find("no branch-0 rows of the sequence reach that position"), std::string::npos)
-      << s.message();
+  EXPECT_NE(s.message().find("no branch-0 rows of the sequence reach that position"), std::string::npos) << s.message();
   b.rows = {{seq, p0 + 1, 1, true, true, 1}};
   s = e.backend->Forward(b, *e.kv, logits);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s.message();
@@ -230,7 +262,8 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
     EXPECT_LT(decoder.stats().accepted, decoder.stats().drafted);  // there were rejections
     // Probe: the newest token's row on the XR cache vs on a cache built by AR prefill.
     ForwardBatch probe;
-    probe.rows.push_back({seq, static_cast<int32_t>(tokens.size() - 1), tokens.back(), true, false});
+    probe.rows.push_back(
+        {.seq = seq, .position = static_cast<int32_t>(tokens.size() - 1), .token = tokens.back(), .want_logits = true});
     std::vector<float> xr_logits;
     ASSERT_TRUE(e.backend->Forward(probe, *e.kv, xr_logits).ok());
     std::vector<int32_t> prefix(tokens.begin(), tokens.end() - 1);

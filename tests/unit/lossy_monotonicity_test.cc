@@ -70,7 +70,9 @@ TEST_P(LossyMonotonicityTest, TokensPerForwardRiseWithBeta) {
   }
   // At T=0 every energy is <= 0 (docs/algorithm.md), so beta cannot add acceptance
   // there; when sampling it must.
-  if (GetParam() > 0.0f) EXPECT_GT(previous, first) << "raising beta never accepted more";
+  if (GetParam() > 0.0f) {
+    EXPECT_GT(previous, first) << "raising beta never accepted more";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Temperatures, LossyMonotonicityTest, ::testing::Values(1.0f, 0.0f),

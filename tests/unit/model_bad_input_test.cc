@@ -10,7 +10,7 @@
 #include "engine/model/model_loader.h"
 #include "tests/testing/gguf_writer.h"
 #include "tests/testing/hf_model_writer.h"
-#include "tests/testing/safetensors_writer.h"
+#include "engine/io/safetensors_writer.h"
 #include "tests/testing/test_paths.h"
 
 namespace crossreg {
@@ -101,8 +101,8 @@ TEST_F(ModelBadInputTest, MissingTensorGguf) {
 TEST_F(ModelBadInputTest, MissingTensorHf) {
   const std::string dir = HfDir();
   // Drop one tensor from the index and its shard both.
-  ASSERT_TRUE(testing::WriteSafetensors(dir + "/model-00002-of-00002.safetensors",
-                                        {testing::F32Entry("unused", {1}, {0})})
+  ASSERT_TRUE(WriteSafetensors(dir + "/model-00002-of-00002.safetensors",
+                                        {F32Entry("unused", {1}, {0})})
                   .ok());
   ASSERT_TRUE(testing::WriteBytes(dir + "/model.safetensors.index.json",
                                   R"({"weight_map": {"unused": "model-00002-of-00002.safetensors"}})")
@@ -146,7 +146,7 @@ TEST_F(ModelBadInputTest, UnsupportedSafetensorsDtype) {
   const std::string shard = dir + "/model-00002-of-00002.safetensors";
   auto file = SafetensorsFile::Open(shard);
   ASSERT_TRUE(file.ok());
-  std::vector<testing::SafetensorsEntry> entries;
+  std::vector<SafetensorsEntry> entries;
   for (const auto& [name, ref] : (*file)->tensors()) {
     entries.push_back({name, "F32", ref.shape,
                        std::string(static_cast<const char*>(ref.data), ref.nbytes())});
@@ -155,7 +155,7 @@ TEST_F(ModelBadInputTest, UnsupportedSafetensorsDtype) {
   entries.front().shape.back() *= 4;  // same bytes, as int8
   const std::string bad_name = entries.front().name;
   file->reset();
-  ASSERT_TRUE(testing::WriteSafetensors(shard, entries).ok());
+  ASSERT_TRUE(WriteSafetensors(shard, entries).ok());
   auto model = LoadModel(dir);
   ASSERT_FALSE(model.ok());
   EXPECT_THAT(model.status().message(), HasSubstr("I8"));

@@ -40,7 +40,8 @@ std::vector<std::vector<float>> RunAlone(Backend& backend, PagedKvCache& kv,
   for (const auto& s : seqs) {
     const SequenceId id = kv.CreateSequence();
     ForwardBatch b;
-    for (size_t p = 0; p < s.size(); ++p) b.rows.push_back({id, static_cast<int32_t>(p), s[p], true});
+    for (size_t p = 0; p < s.size(); ++p)
+      b.rows.push_back({.seq = id, .position = static_cast<int32_t>(p), .token = s[p], .want_logits = true});
     std::vector<float> logits;
     EXPECT_TRUE(backend.Forward(b, kv, logits).ok());
     out.push_back(logits);
@@ -72,7 +73,8 @@ void CheckRaggedEqualsAlone(const Model& model, int block_size) {
       const size_t begin = step == 0 ? 0 : half;
       const size_t end = step == 0 ? half : seqs[i].size();
       for (size_t p = begin; p < end; ++p) {
-        b.rows.push_back({ids[i], static_cast<int32_t>(p), seqs[i][p], true});
+        b.rows.push_back(
+            {.seq = ids[i], .position = static_cast<int32_t>(p), .token = seqs[i][p], .want_logits = true});
         who.emplace_back(i, p);
       }
     }
@@ -120,7 +122,8 @@ TEST(RaggedBatchTest, RollbackThenReappendEqualsNeverRollingBack) {
   auto append = [&](SequenceId id, const std::vector<int32_t>& t, std::vector<float>& logits) {
     ForwardBatch b;
     const int32_t start = static_cast<int32_t>(kv.length(id));
-    for (size_t i = 0; i < t.size(); ++i) b.rows.push_back({id, start + static_cast<int32_t>(i), t[i], true});
+    for (size_t i = 0; i < t.size(); ++i)
+      b.rows.push_back({.seq = id, .position = start + static_cast<int32_t>(i), .token = t[i], .want_logits = true});
     ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
   };
   std::vector<float> logits, expected;
@@ -154,18 +157,18 @@ TEST(RaggedBatchTest, InvalidBatchesAreRefusedBeforeAnyWrite) {
   const SequenceId seq = kv.CreateSequence();
   std::vector<float> logits;
   ForwardBatch gap;
-  gap.rows.push_back({seq, 1, 5, true});  // position 0 missing
+  gap.rows.push_back({.seq = seq, .position = 1, .token = 5, .want_logits = true});  // position 0 missing
   EXPECT_EQ((*backend)->Forward(gap, kv, logits).code(), absl::StatusCode::kInvalidArgument);
   ForwardBatch bad_token;
-  bad_token.rows.push_back({seq, 0, 1000, true});
+  bad_token.rows.push_back({.seq = seq, .position = 0, .token = 1000, .want_logits = true});
   EXPECT_EQ((*backend)->Forward(bad_token, kv, logits).code(), absl::StatusCode::kInvalidArgument);
   ForwardBatch too_long;
-  for (int p = 0; p < 9; ++p) too_long.rows.push_back({seq, p, 3, false});
+  for (int p = 0; p < 9; ++p) too_long.rows.push_back({.seq = seq, .position = p, .token = 3});
   EXPECT_EQ((*backend)->Forward(too_long, kv, logits).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(kv.length(seq), 0);
   EXPECT_EQ(kv.Stats().used_blocks, 0);
   ForwardBatch unknown;
-  unknown.rows.push_back({seq + 5, 0, 3, true});
+  unknown.rows.push_back({.seq = seq + 5, .position = 0, .token = 3, .want_logits = true});
   EXPECT_EQ((*backend)->Forward(unknown, kv, logits).code(), absl::StatusCode::kInvalidArgument);
 }
 

@@ -6,13 +6,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/testing/gguf_writer.h"
-#include "tests/testing/safetensors_writer.h"
+#include "engine/io/safetensors_writer.h"
 
 namespace crossreg {
 namespace {
 
-using ::crossreg::testing::F32Entry;
-using ::crossreg::testing::SafetensorsEntry;
+using ::crossreg::F32Entry;
+using ::crossreg::SafetensorsEntry;
 using ::testing::HasSubstr;
 
 std::vector<SafetensorsEntry> SmallTensors() {
@@ -36,7 +36,7 @@ using SafetensorsCheckpointTest = SafetensorsTest;
 
 TEST_F(SafetensorsFileTest, ReadsTensors) {
   auto file = SafetensorsFile::Open(
-      Write("a.safetensors", testing::SerializeSafetensors(SmallTensors(), {{"format", "pt"}})));
+      Write("a.safetensors", SerializeSafetensors(SmallTensors(), {{"format", "pt"}})));
   ASSERT_TRUE(file.ok()) << file.status();
   EXPECT_EQ((*file)->tensors().size(), 3u);
   const TensorRef* w = (*file)->Find("w");
@@ -58,7 +58,7 @@ TEST_F(SafetensorsFileTest, ReadsTensors) {
 TEST_F(SafetensorsFileTest, RejectsUnsupportedDtype) {
   auto tensors = SmallTensors();
   tensors.push_back({"int8.weight", "I8", {4}, std::string(4, '\1')});
-  auto file = SafetensorsFile::Open(Write("i8.safetensors", testing::SerializeSafetensors(tensors)));
+  auto file = SafetensorsFile::Open(Write("i8.safetensors", SerializeSafetensors(tensors)));
   ASSERT_FALSE(file.ok());
   EXPECT_THAT(file.status().message(), HasSubstr("I8"));
   EXPECT_THAT(file.status().message(), HasSubstr("int8.weight"));
@@ -67,7 +67,7 @@ TEST_F(SafetensorsFileTest, RejectsUnsupportedDtype) {
 
 TEST_F(SafetensorsFileTest, RejectsShapeThatDisagreesWithByteRange) {
   std::vector<SafetensorsEntry> tensors = {{"w", "F32", {2, 3}, std::string(20, '\0')}};
-  auto file = SafetensorsFile::Open(Write("shape.safetensors", testing::SerializeSafetensors(tensors)));
+  auto file = SafetensorsFile::Open(Write("shape.safetensors", SerializeSafetensors(tensors)));
   ASSERT_FALSE(file.ok());
   EXPECT_THAT(file.status().message(), HasSubstr("'w'"));
   EXPECT_THAT(file.status().message(), HasSubstr("needs 24 bytes"));
@@ -110,7 +110,7 @@ TEST_F(SafetensorsFileTest, RejectsMalformedHeaders) {
 }
 
 TEST_F(SafetensorsFileTest, TruncatedFileFailsCleanlyAtEveryOffset) {
-  const std::string bytes = testing::SerializeSafetensors(SmallTensors());
+  const std::string bytes = SerializeSafetensors(SmallTensors());
   for (size_t len = 0; len < bytes.size(); ++len) {
     auto file = SafetensorsFile::Open(Write("trunc.safetensors", bytes.substr(0, len)));
     ASSERT_FALSE(file.ok()) << "length " << len;
@@ -119,8 +119,8 @@ TEST_F(SafetensorsFileTest, TruncatedFileFailsCleanlyAtEveryOffset) {
 }
 
 TEST_F(SafetensorsCheckpointTest, OpensSingleFile) {
-  Write("model.safetensors", testing::SerializeSafetensors(SmallTensors()));
-  Write("ignored.safetensors", testing::SerializeSafetensors({F32Entry("other", {1}, {1})}));
+  Write("model.safetensors", SerializeSafetensors(SmallTensors()));
+  Write("ignored.safetensors", SerializeSafetensors({F32Entry("other", {1}, {1})}));
   auto ckpt = SafetensorsCheckpoint::OpenDirectory(dir_);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->Names(), (std::vector<std::string>{"b", "h", "w"}));
@@ -129,8 +129,8 @@ TEST_F(SafetensorsCheckpointTest, OpensSingleFile) {
 }
 
 TEST_F(SafetensorsCheckpointTest, OpensAllShardsWithoutIndex) {
-  Write("b-00002.safetensors", testing::SerializeSafetensors({F32Entry("y", {1}, {2})}));
-  Write("a-00001.safetensors", testing::SerializeSafetensors({F32Entry("x", {1}, {1})}));
+  Write("b-00002.safetensors", SerializeSafetensors({F32Entry("y", {1}, {2})}));
+  Write("a-00001.safetensors", SerializeSafetensors({F32Entry("x", {1}, {1})}));
   auto ckpt = SafetensorsCheckpoint::OpenDirectory(dir_);
   ASSERT_TRUE(ckpt.ok()) << ckpt.status();
   EXPECT_EQ((*ckpt)->Names(), (std::vector<std::string>{"x", "y"}));
@@ -139,16 +139,16 @@ TEST_F(SafetensorsCheckpointTest, OpensAllShardsWithoutIndex) {
 }
 
 TEST_F(SafetensorsCheckpointTest, RejectsDuplicateTensorAcrossShards) {
-  Write("a.safetensors", testing::SerializeSafetensors({F32Entry("x", {1}, {1})}));
-  Write("b.safetensors", testing::SerializeSafetensors({F32Entry("x", {1}, {2})}));
+  Write("a.safetensors", SerializeSafetensors({F32Entry("x", {1}, {1})}));
+  Write("b.safetensors", SerializeSafetensors({F32Entry("x", {1}, {2})}));
   auto ckpt = SafetensorsCheckpoint::OpenDirectory(dir_);
   ASSERT_FALSE(ckpt.ok());
   EXPECT_THAT(ckpt.status().message(), HasSubstr("'x'"));
 }
 
 TEST_F(SafetensorsCheckpointTest, FollowsIndexWeightMap) {
-  Write("s1.safetensors", testing::SerializeSafetensors({F32Entry("x", {1}, {1})}));
-  Write("s2.safetensors", testing::SerializeSafetensors({F32Entry("y", {1}, {2})}));
+  Write("s1.safetensors", SerializeSafetensors({F32Entry("x", {1}, {1})}));
+  Write("s2.safetensors", SerializeSafetensors({F32Entry("y", {1}, {2})}));
   Write("model.safetensors.index.json",
         R"({"metadata": {}, "weight_map": {"x": "s1.safetensors", "y": "s2.safetensors"}})");
   auto ckpt = SafetensorsCheckpoint::OpenDirectory(dir_);
@@ -158,7 +158,7 @@ TEST_F(SafetensorsCheckpointTest, FollowsIndexWeightMap) {
 }
 
 TEST_F(SafetensorsCheckpointTest, RejectsIndexListingTensorMissingFromShard) {
-  Write("s1.safetensors", testing::SerializeSafetensors({F32Entry("x", {1}, {1})}));
+  Write("s1.safetensors", SerializeSafetensors({F32Entry("x", {1}, {1})}));
   Write("model.safetensors.index.json", R"({"weight_map": {"x": "s1.safetensors", "z": "s1.safetensors"}})");
   auto ckpt = SafetensorsCheckpoint::OpenDirectory(dir_);
   ASSERT_FALSE(ckpt.ok());

@@ -4,18 +4,19 @@
 // a Cross-Regression forward (1 + m control rows and γ predictive rows per
 // sequence) relative to the AR forward.
 //   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16]
+#include <cuda_runtime.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include <cuda_runtime.h>
-
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "engine/cuda/cuda_backend.h"
+#include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_config.h"
 
@@ -134,7 +135,7 @@ int Run() {
   }
   PagedKvCache kv(options.kv);
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
-  const double kv_bytes_per_token = static_cast<double>(CudaKvBytesPerToken(config));
+  const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config));
   std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, f32 K/V, context %d, m = %d, LoRA rank %d\n",
               config.num_layers, weight_bytes / 1e9, context, accepted, lora.rank);
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
@@ -149,7 +150,8 @@ int Run() {
       // Prefill the context in chunks (no logits): the cache the decode forwards read.
       for (int begin = 0; begin < context; begin += 512) {
         ForwardBatch prefill;
-        for (int p = begin; p < std::min(context, begin + 512); ++p) prefill.rows.push_back({seq, p, (p * 31 + s) % 1000, false, false});
+        for (int p = begin; p < std::min(context, begin + 512); ++p)
+          prefill.rows.push_back({.seq = seq, .position = p, .token = (p * 31 + s) % 1000});
         std::vector<float> unused;
         if (absl::Status st = (*backend)->Forward(prefill, kv, unused); !st.ok()) {
           std::fprintf(stderr, "prefill: %s\n", std::string(st.message()).c_str());
@@ -158,7 +160,7 @@ int Run() {
       }
     }
     ForwardBatch ar;
-    for (SequenceId seq : seqs) ar.rows.push_back({seq, context, 7, true, false});
+    for (SequenceId seq : seqs) ar.rows.push_back({.seq = seq, .position = context, .token = 7, .want_logits = true});
     auto ar_ms = TimeForward(**backend, kv, ar, seqs, context, iters);
     if (!ar_ms.ok()) {
       std::fprintf(stderr, "AR forward: %s\n", std::string(ar_ms.status().message()).c_str());
@@ -171,8 +173,11 @@ int Run() {
       ForwardBatch xr;
       const bool logits = absl::GetFlag(FLAGS_xr_logits);
       for (SequenceId seq : seqs) {
-        for (int i = 0; i <= accepted; ++i) xr.rows.push_back({seq, context + i, 7, logits, false});
-        for (int i = 0; i < gamma; ++i) xr.rows.push_back({seq, context + i, 0, logits, true});
+        for (int i = 0; i <= accepted; ++i)
+          xr.rows.push_back({.seq = seq, .position = context + i, .token = 7, .want_logits = logits});
+        for (int i = 0; i < gamma; ++i)
+          xr.rows.push_back(
+              {.seq = seq, .position = context + i, .token = 0, .want_logits = logits, .predictive = true});
       }
       auto xr_ms = TimeForward(**backend, kv, xr, seqs, context, iters);
       if (!xr_ms.ok()) {

@@ -1,5 +1,6 @@
-// Writes a LoraAdapter as a PEFT adapter directory for tests: adapter_config.json,
-// adapter_model.safetensors and crossreg_adapter.json.
+// Writes a LoraAdapter as a PEFT adapter directory (adapter_config.json,
+// adapter_model.safetensors, crossreg_adapter.json) that LoadLoraAdapter and PEFT read:
+// random adapters for benchmarks (crossreg-random-adapter) and test fixtures.
 #pragma once
 
 #include <string>
@@ -9,7 +10,7 @@
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_config.h"
 
-namespace crossreg::testing {
+namespace crossreg {
 
 // The adapted (layer, target) set must be a full product of some layers and some
 // targets (that is all PEFT's target_modules × layers_to_transform can express).
@@ -22,4 +23,4 @@ absl::Status WritePeftAdapter(const LoraAdapter& adapter, const ModelConfig& bas
 // "base_model.model.model.layers.{layer}.{self_attn|mlp}.{target}" (no lora suffix).
 std::string PeftModulePath(int layer, LoraTarget target);
 
-}  // namespace crossreg::testing
+}  // namespace crossreg

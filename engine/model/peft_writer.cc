@@ -1,4 +1,4 @@
-#include "tests/testing/peft_writer.h"
+#include "engine/model/peft_writer.h"
 
 #include <map>
 #include <utility>
@@ -8,10 +8,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/status_macros.h"
-#include "tests/testing/gguf_writer.h"
-#include "tests/testing/safetensors_writer.h"
+#include "engine/io/safetensors_writer.h"
+#include "engine/io/write_file.h"
 
-namespace crossreg::testing {
+namespace crossreg {
 namespace {
 
 constexpr LoraTarget kTargets[kNumLoraTargets] = {
@@ -116,11 +116,11 @@ absl::Status WritePeftAdapter(const LoraAdapter& adapter, const ModelConfig& bas
                            {"alpha_pattern", alpha_pattern}};
   config["layers_to_transform"] =
       static_cast<int>(layers.size()) == base.num_layers ? nlohmann::json(nullptr) : layers;
-  RETURN_IF_ERROR(WriteBytes(dir + "/adapter_config.json", config.dump(2)));
+  RETURN_IF_ERROR(WriteFileBytes(dir + "/adapter_config.json", config.dump(2)));
   RETURN_IF_ERROR(
       WriteSafetensors(dir + "/adapter_model.safetensors", tensors, {{"format", "pt"}}));
   const nlohmann::json extras = {{"placeholder_token_id", adapter.placeholder_token_id}};
-  return WriteBytes(dir + "/crossreg_adapter.json", extras.dump(2));
+  return WriteFileBytes(dir + "/crossreg_adapter.json", extras.dump(2));
 }
 
-}  // namespace crossreg::testing
+}  // namespace crossreg

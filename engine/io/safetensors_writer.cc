@@ -1,12 +1,12 @@
-#include "tests/testing/safetensors_writer.h"
+#include "engine/io/safetensors_writer.h"
 
 #include <cstring>
 
 #include <nlohmann/json.hpp>
 
-#include "tests/testing/gguf_writer.h"
+#include "engine/io/write_file.h"
 
-namespace crossreg::testing {
+namespace crossreg {
 
 std::string SerializeSafetensors(const std::vector<SafetensorsEntry>& tensors,
                                  const std::map<std::string, std::string>& metadata) {
@@ -32,7 +32,7 @@ std::string SerializeSafetensors(const std::vector<SafetensorsEntry>& tensors,
 absl::Status WriteSafetensors(const std::string& path,
                               const std::vector<SafetensorsEntry>& tensors,
                               const std::map<std::string, std::string>& metadata) {
-  return WriteBytes(path, SerializeSafetensors(tensors, metadata));
+  return WriteFileBytes(path, SerializeSafetensors(tensors, metadata));
 }
 
 SafetensorsEntry F32Entry(const std::string& name, const std::vector<int64_t>& shape,
@@ -41,4 +41,4 @@ SafetensorsEntry F32Entry(const std::string& name, const std::vector<int64_t>& s
           std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float))};
 }
 
-}  // namespace crossreg::testing
+}  // namespace crossreg

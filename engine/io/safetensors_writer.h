@@ -1,4 +1,4 @@
-// Writes raw safetensors files for tests: (name, dtype, shape, bytes) entries.
+// Writes safetensors files: (name, dtype, shape, bytes) entries, in the given order.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 #include "absl/status/status.h"
 
-namespace crossreg::testing {
+namespace crossreg {
 
 struct SafetensorsEntry {
   std::string name;
@@ -28,4 +28,4 @@ absl::Status WriteSafetensors(const std::string& path,
 SafetensorsEntry F32Entry(const std::string& name, const std::vector<int64_t>& shape,
                           const std::vector<float>& values);
 
-}  // namespace crossreg::testing
+}  // namespace crossreg

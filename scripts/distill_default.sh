@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Distils the Cross-Regression adapter (LoRA r=32, alpha 32, all seven projections, window 16)
+# for the base model of scripts/pretrain_default.sh, with prefixes from the packed corpus's
+# train stream (held-out files only score the evaluation). Output: $RUN_DIR/adapter (PEFT
+# directory + crossreg_adapter.json), run.json, train.log.
+# Sized for one H100 and a 10-minute command: 32768 base continuations, then up to STEPS steps
+# of 64 windows; the trainer stops in time for the final evaluation and export within
+# TIME_BUDGET_S (the LR is constant after warm-up, so stopping early loses steps, nothing else).
+#   scripts/distill_default.sh                     # DEVICE=auto: CUDA when present
+#   RESUME=1 scripts/distill_default.sh            # continue from $RUN_DIR/checkpoint.pt
+#   RETURN_DIR=$OUT scripts/distill_default.sh     # device machine: also pack results there
+#   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 scripts/distill_default.sh
+# Every setting below can be overridden from the environment; extra arguments go to
+# `python3 -m training distill` (see its --help).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+CORPUS=${CORPUS:-training/data/corpus}
+BASE=${BASE:-training/runs/pretrain/model}
+RUN_DIR=${RUN_DIR:-training/runs/distill}
+DEVICE=${DEVICE:-auto}
+TIME_BUDGET_S=${TIME_BUDGET_S:-540}
+RESERVE_S=${RESERVE_S:-30}
+N_EXAMPLES=${N_EXAMPLES:-32768}
+N_EVAL=${N_EVAL:-256}
+PREFIX_MAX=${PREFIX_MAX:-192}
+GEN_BATCH=${GEN_BATCH:-512}
+BATCH=${BATCH:-64}
+STEPS=${STEPS:-8000}
+LR=${LR:-1e-3}
+RANK=${RANK:-32}
+ALPHA=${ALPHA:-32}
+EVAL_EVERY=${EVAL_EVERY:-500}
+LOG_EVERY=${LOG_EVERY:-50}
+CKPT_EVERY_S=${CKPT_EVERY_S:-120}
+SEED=${SEED:-1234}
+
+if [ ! -f "$CORPUS/corpus.json" ]; then
+  echo "[distill] no packed corpus at $CORPUS: build it with scripts/build_corpus.sh" \
+       "(on a GPU machine: carry $CORPUS along, see training/README.md)" >&2
+  exit 2
+fi
+if [ ! -f "$BASE/config.json" ]; then
+  echo "[distill] no base model at $BASE: run scripts/pretrain_default.sh first" >&2
+  exit 2
+fi
+FLAGS=()
+[ "${RESUME:-0}" = 1 ] && FLAGS+=(--resume)
+mkdir -p "$RUN_DIR"
+TEE=(tee); [ "${RESUME:-0}" = 1 ] && TEE=(tee -a)
+echo "[distill] $BASE + $CORPUS -> $RUN_DIR: $N_EXAMPLES examples, ${BATCH} windows/step," \
+     "r=$RANK, budget ${TIME_BUDGET_S}s, device $DEVICE" | "${TEE[@]}" "$RUN_DIR/train.log"
+"$PY" -u -m training distill --base "$BASE" --out "$RUN_DIR" --corpus "$CORPUS" \
+  --n-examples "$N_EXAMPLES" --n-eval "$N_EVAL" --prefix-max "$PREFIX_MAX" \
+  --gen-batch "$GEN_BATCH" --rank "$RANK" --alpha "$ALPHA" --batch "$BATCH" --steps "$STEPS" \
+  --lr "$LR" --eval-every "$EVAL_EVERY" --log-every "$LOG_EVERY" --ckpt-every 1000000 \
+  --ckpt-every-s "$CKPT_EVERY_S" --time-budget-s "$TIME_BUDGET_S" --reserve-s "$RESERVE_S" \
+  --dtype auto --device "$DEVICE" --seed "$SEED" "${FLAGS[@]}" "$@" \
+  2>&1 | tee -a "$RUN_DIR/train.log"
+
+if [ -n "${RETURN_DIR:-}" ]; then
+  mkdir -p "$RETURN_DIR"
+  tar czf "$RETURN_DIR/distill-files.tar.gz" -C "$RUN_DIR" adapter run.json train.log
+  ls -la "$RETURN_DIR"
+fi

@@ -1,0 +1,176 @@
+// The contract every backend gets from the non-virtual Backend::Forward
+// (engine/backend.h): refused batches touch nothing and never reach Compute, a
+// failed Compute leaves the cache as it was, a good forward advances each sequence by
+// its control rows only. A recording backend checks the seam; the CPU backend is held
+// to the same refusals, so no backend can accept what another refuses.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/model/random_model.h"
+#include "gtest/gtest.h"
+#include "tests/testing/tiny_models.h"
+
+namespace crossreg {
+namespace {
+
+// Computes nothing: records the plans it was given, or fails when told to.
+class RecordingBackend final : public Backend {
+ public:
+  RecordingBackend(const ModelConfig& config, const KvCacheConfig& kv) : Backend(config, kv) {}
+  std::string_view name() const override { return "recording"; }
+  std::string device() const override { return "none"; }
+  int64_t WeightBytesPerForward() const override { return 0; }
+  absl::Status fail_with = absl::OkStatus();
+  std::vector<ForwardPlan> plans;
+
+ protected:
+  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override {
+    plans.push_back(plan);
+    if (!fail_with.ok()) return fail_with;
+    logits.assign(plan.logit_rows.size() * static_cast<size_t>(model_config().vocab_size), 0.0f);
+    return absl::OkStatus();
+  }
+};
+
+constexpr KvCacheConfig kKv{4, 16};
+
+struct BadBatch {
+  std::string name;
+  std::function<ForwardBatch(SequenceId seq, SequenceId other)> make;
+  absl::StatusCode code;
+};
+
+// `seq` has 5 cached positions, `other` none.
+std::vector<BadBatch> BadBatches() {
+  return {
+      {"empty batch", [](SequenceId, SequenceId) { return ForwardBatch{}; }, absl::StatusCode::kInvalidArgument},
+      {"unknown sequence",
+       [](SequenceId, SequenceId) { return ForwardBatch{{{.seq = 99, .position = 0, .token = 1}}}; },
+       absl::StatusCode::kInvalidArgument},
+      {"control row skips a position",
+       [](SequenceId seq, SequenceId) { return ForwardBatch{{{.seq = seq, .position = 6, .token = 1}}}; },
+       absl::StatusCode::kInvalidArgument},
+      {"control row rewrites a cached position",
+       [](SequenceId seq, SequenceId) { return ForwardBatch{{{.seq = seq, .position = 4, .token = 1}}}; },
+       absl::StatusCode::kInvalidArgument},
+      {"token outside the vocabulary",
+       [](SequenceId seq, SequenceId) { return ForwardBatch{{{.seq = seq, .position = 5, .token = 48}}}; },
+       absl::StatusCode::kInvalidArgument},
+      {"position past the context",
+       [](SequenceId, SequenceId other) { return ForwardBatch{{{.seq = other, .position = 300, .token = 1}}}; },
+       absl::StatusCode::kOutOfRange},
+      {"predictive rows not consecutive",
+       [](SequenceId seq, SequenceId) {
+         return ForwardBatch{{{.seq = seq, .position = 4, .token = 1, .predictive = true},
+                              {.seq = seq, .position = 6, .token = 1, .predictive = true}}};
+       },
+       absl::StatusCode::kInvalidArgument},
+      {"predictive chain starts beyond the cache with no branch 0 to fork from",
+       [](SequenceId seq, SequenceId) {
+         return ForwardBatch{{{.seq = seq, .position = 7, .token = 1, .predictive = true, .branch = 1}}};
+       },
+       absl::StatusCode::kInvalidArgument},
+      {"a control row names a branch",
+       [](SequenceId seq, SequenceId) { return ForwardBatch{{{.seq = seq, .position = 5, .token = 1, .branch = 2}}}; },
+       absl::StatusCode::kInvalidArgument},
+      {"more blocks than the cache has",
+       [](SequenceId, SequenceId other) {
+         ForwardBatch b;
+         for (int p = 0; p < 64; ++p) b.rows.push_back({.seq = other, .position = p, .token = 1});
+         return b;
+       },
+       absl::StatusCode::kResourceExhausted},
+  };
+}
+
+// The cache's observable state, to compare before and after.
+struct KvSnapshot {
+  int64_t length_seq, length_other, capacity_seq, capacity_other;
+  int free_blocks;
+  bool operator==(const KvSnapshot&) const = default;
+};
+KvSnapshot Snapshot(const PagedKvCache& kv, SequenceId seq, SequenceId other) {
+  return {kv.length(seq), kv.length(other), kv.capacity(seq), kv.capacity(other), kv.free_blocks()};
+}
+
+// Prefills 5 positions of a fresh sequence and opens an empty one.
+std::pair<SequenceId, SequenceId> Prepare(Backend& backend, PagedKvCache& kv) {
+  const SequenceId seq = kv.CreateSequence();
+  const SequenceId other = kv.CreateSequence();
+  ForwardBatch prefill;
+  for (int p = 0; p < 5; ++p) prefill.rows.push_back({.seq = seq, .position = p, .token = p + 1});
+  std::vector<float> logits;
+  EXPECT_TRUE(backend.Forward(prefill, kv, logits).ok());
+  return {seq, other};
+}
+
+TEST(BackendContractTest, RefusedBatchesChangeNothingAndNeverReachCompute) {
+  const ModelConfig config = testing::TinyConfig(48);
+  for (const BadBatch& bad : BadBatches()) {
+    SCOPED_TRACE(bad.name);
+    RecordingBackend backend(config, kKv);
+    PagedKvCache kv(kKv);
+    const auto [seq, other] = Prepare(backend, kv);
+    const size_t computed = backend.plans.size();
+    const KvSnapshot before = Snapshot(kv, seq, other);
+    std::vector<float> logits;
+    const absl::Status s = backend.Forward(bad.make(seq, other), kv, logits);
+    EXPECT_EQ(s.code(), bad.code) << s;
+    EXPECT_EQ(backend.plans.size(), computed);
+    EXPECT_TRUE(Snapshot(kv, seq, other) == before);
+  }
+}
+
+TEST(BackendContractTest, TheCpuBackendRefusesTheSameBatchesTheSameWay) {
+  auto model = MakeRandomModel(testing::TinyConfig(48), {DType::kF32, 3, 1.0f});
+  for (const BadBatch& bad : BadBatches()) {
+    SCOPED_TRACE(bad.name);
+    auto e = testing::MakeEngine(*model, nullptr, kKv.num_blocks * kKv.block_size);
+    const auto [seq, other] = Prepare(*e.backend, *e.kv);
+    const KvSnapshot before = Snapshot(*e.kv, seq, other);
+    std::vector<float> logits;
+    EXPECT_EQ(e.backend->Forward(bad.make(seq, other), *e.kv, logits).code(), bad.code);
+    EXPECT_TRUE(Snapshot(*e.kv, seq, other) == before);
+  }
+}
+
+TEST(BackendContractTest, AFailedComputeGivesBackWhatThePlanReserved) {
+  RecordingBackend backend(testing::TinyConfig(48), kKv);
+  PagedKvCache kv(kKv);
+  const auto [seq, other] = Prepare(backend, kv);
+  const KvSnapshot before = Snapshot(kv, seq, other);
+  backend.fail_with = absl::InternalError("device lost");
+  ForwardBatch batch;  // crosses into new blocks for both sequences
+  for (int p = 5; p < 11; ++p) batch.rows.push_back({.seq = seq, .position = p, .token = 1, .want_logits = true});
+  for (int p = 0; p < 6; ++p) batch.rows.push_back({.seq = other, .position = p, .token = 1});
+  std::vector<float> logits;
+  EXPECT_EQ(backend.Forward(batch, kv, logits).code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(backend.plans.size(), 2u);  // it did reach Compute
+  EXPECT_TRUE(Snapshot(kv, seq, other) == before);
+}
+
+TEST(BackendContractTest, ASuccessfulForwardAdvancesEachSequenceByItsControlRowsOnly) {
+  RecordingBackend backend(testing::TinyConfig(48), kKv);
+  PagedKvCache kv(kKv);
+  const auto [seq, other] = Prepare(backend, kv);
+  ForwardBatch batch;
+  // seq: x_last and two drafts (control), a predictive chain of 4 from position 5.
+  for (int k = 0; k < 3; ++k) batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 1, .want_logits = true});
+  for (int k = 0; k < 4; ++k) {
+    batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 2, .want_logits = true, .predictive = true});
+  }
+  batch.rows.push_back({.seq = other, .position = 0, .token = 3});
+  std::vector<float> logits;
+  ASSERT_TRUE(backend.Forward(batch, kv, logits).ok());
+  EXPECT_EQ(kv.length(seq), 8);
+  EXPECT_EQ(kv.length(other), 1);
+  EXPECT_EQ(logits.size(), 7u * 48u);
+  const ForwardPlan& plan = backend.plans.back();
+  EXPECT_EQ(plan.predictive_rows.size(), 4u);
+  for (int r = 0; r < plan.rows; ++r) EXPECT_EQ(plan.predictive(r), batch.rows[static_cast<size_t>(r)].predictive);
+}
+
+}  // namespace
+}  // namespace crossreg
