@@ -1,41 +1,97 @@
 # crossreg: multi-stage build -> slim runtime.
-#   docker build -t crossreg .                               # CPU backend
+#
+#   docker build -t crossreg .                                   # CPU backend (Debian 12)
 #   docker build --build-arg CROSSREG_CUDA=ON \
 #     --build-arg BUILD_BASE=nvidia/cuda:13.0.0-devel-ubuntu24.04 \
 #     --build-arg RUNTIME_BASE=nvidia/cuda:13.0.0-runtime-ubuntu24.04 -t crossreg:cuda .
+#
 # The CPU image runs the embedded default model with no arguments:
 #   docker run -p 50051:50051 -p 9090:9090 crossreg
+# The CUDA image needs the NVIDIA container runtime (docker run --gpus all ...; on
+# Kubernetes the device plugin), which injects the driver library libcuda.so.1.
+#
+# The runtime stage installs no library packages: the build stage copies the shared
+# libraries the programs load (found with ldd) into /usr/local/lib/crossreg. Debian and
+# Ubuntu name the runtime packages differently (bookworm: libgrpc++1.51, libprotobuf32,
+# libabsl20220623, libspdlog1.10; noble: libgrpc++1.51t64, libprotobuf32t64,
+# libabsl20220623t64, libspdlog1.12), so one package list cannot serve both bases.
+# Not copied: glibc (libc, libm, the loader...: must be the base image's own), libstdc++
+# and libgcc_s (in every base image, and the runtime base is the same distribution release
+# as the build base), the CUDA driver (libcuda, libnvidia-*: injected at run time) and the
+# CUDA toolkit libraries under /usr/local/cuda* (cuBLAS, cudart: in the nvidia/cuda
+# runtime image).
 ARG BUILD_BASE=debian:bookworm
 ARG RUNTIME_BASE=debian:bookworm-slim
 
 FROM ${BUILD_BASE} AS build
 ARG CROSSREG_CUDA=OFF
+# GPU architectures for -DCROSSREG_CUDA=ON: A100 (80) and H100/H200 (90).
+ARG CUDA_ARCHITECTURES="80;90"
 ENV DEBIAN_FRONTEND=noninteractive
+# The -dev package names are the same on Debian 12 (bookworm) and Ubuntu 24.04 (noble).
+# Checked on packages.ubuntu.com for noble: libgrpc++-dev and protobuf-compiler-grpc
+# (source grpc 1.51.1-4.1build5, universe), libprotobuf-dev and protobuf-compiler
+# (3.21.12-8.2*), libabsl-dev (20220623.1-3.1ubuntu3*), nlohmann-json3-dev (3.11.3-1,
+# universe), libspdlog-dev (1:1.12.0+ds-2build1, universe), prometheus-cpp-dev
+# (1.0.2-2build2, universe), libpcre2-dev (10.42-4ubuntu2); cmake on noble is 3.28.3
+# (>= the 3.25 CMakeLists.txt needs). The ubuntu:24.04 image that nvidia/cuda builds on
+# enables the universe component.
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake ninja-build pkg-config git \
       libabsl-dev nlohmann-json3-dev libpcre2-dev \
       libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler \
-      libspdlog-dev prometheus-cpp-dev \
+      libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev \
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
-RUN cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_BUILD_TESTS=OFF \
-      -DCROSSREG_CUDA=${CROSSREG_CUDA} \
+RUN cuda_args=""; \
+    if [ "${CROSSREG_CUDA}" = "ON" ]; then cuda_args="-DCMAKE_CUDA_ARCHITECTURES=${CUDA_ARCHITECTURES}"; fi; \
+    cmake -S . -B /build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_BUILD_TESTS=OFF \
+      -DCROSSREG_CUDA=${CROSSREG_CUDA} ${cuda_args} \
     && cmake --build /build \
-    && mkdir -p /out/bin /out/share/crossreg/models \
-    && cp /build/bin/crossreg-server /build/bin/crossreg /build/bin/crossreg-generate /out/bin/ \
+    && mkdir -p /out/bin /out/lib/crossreg /out/share/crossreg/models \
+    && cp /build/bin/crossreg-server /build/bin/crossreg /build/bin/crossreg-generate \
+          /build/bin/crossreg-loadgen /out/bin/ \
     && if [ -d models/default ]; then cp -r models/default /out/share/crossreg/models/; fi
+# Bundle the programs' shared libraries (see the top of this file for what is left out).
+# cp -L writes each library under the name the loader looks for (its soname link).
+RUN set -eu; \
+    ldd /out/bin/* > /tmp/ldd.txt; \
+    if grep 'not found' /tmp/ldd.txt | grep -v -E '^[[:space:]]*libcuda\.so'; then \
+      echo "unresolved shared libraries (above)" >&2; exit 1; \
+    fi; \
+    awk '$2 == "=>" && $3 ~ /^\// { print $3 }' /tmp/ldd.txt | sort -u > /tmp/libs.txt; \
+    while read -r lib; do \
+      case "${lib##*/}" in \
+        ld-linux*|libc.so.*|libm.so.*|libmvec.so.*|libdl.so.*|libpthread.so.*|librt.so.*) continue ;; \
+        libresolv.so.*|libutil.so.*|libstdc++.so.*|libgcc_s.so.*) continue ;; \
+        libcuda.so*|libnvidia-*) continue ;; \
+      esac; \
+      case "$lib" in /usr/local/cuda*) continue ;; esac; \
+      cp -L "$lib" /out/lib/crossreg/; \
+    done < /tmp/libs.txt; \
+    ls /out/lib/crossreg
 
 FROM ${RUNTIME_BASE} AS runtime
 ENV DEBIAN_FRONTEND=noninteractive
-# Runtime shared libraries only (the -dev packages stay in the build stage).
-RUN apt-get update && apt-get install -y --no-install-recommends \
-      libgrpc++1.51 libprotobuf32 libabsl20220623 libspdlog1.10 libfmt9 \
-      libprometheus-cpp-core1.0 libprometheus-cpp-pull1.0 libpcre2-8-0 ca-certificates \
+# Only package names that Debian and Ubuntu share; the libraries come from the build stage.
+RUN apt-get update && apt-get install -y --no-install-recommends ca-certificates \
     && rm -rf /var/lib/apt/lists/* \
-    && useradd --system --uid 10001 crossreg
+    && groupadd --system --gid 10001 crossreg \
+    && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
+         --shell /usr/sbin/nologin crossreg
 COPY --from=build /out/ /usr/local/
-USER crossreg
+# Searched before the system directories, so the programs get the libraries they were
+# built against; the base image's own LD_LIBRARY_PATH (nvidia/cuda sets one) is kept.
+ENV LD_LIBRARY_PATH=/usr/local/lib/crossreg${LD_LIBRARY_PATH:+:${LD_LIBRARY_PATH}}
+# Fail the build, not the first start, if a library is still missing (libcuda.so.1
+# comes from the NVIDIA container runtime).
+RUN if ldd /usr/local/bin/* | grep 'not found' | grep -v -E '^[[:space:]]*libcuda\.so'; then \
+      echo "unresolved shared libraries in the runtime image (above)" >&2; exit 1; \
+    fi
+# Numeric, so that Kubernetes' runAsNonRoot can check it without a runAsUser.
+USER 10001:10001
 EXPOSE 50051 9090
 # The binary finds the default model in /usr/local/share/crossreg/models/default.
+# --threads is left to its default, which follows the container's CPU limit.
 ENTRYPOINT ["/usr/local/bin/crossreg-server", "--host=0.0.0.0", "--port=50051", "--metrics_port=9090"]

@@ -103,6 +103,8 @@ def main():
     args = p.parse_args()
     backend_a, backend_b = args.backends.split(",")
     modes = args.modes.split(",")
+    if "ar" not in modes:
+        modes.insert(0, "ar")  # the reference every mode is checked against
     extra = [f"--threads={args.threads}"] if args.threads else []
     servers = [Server(args.bin, args.model, args.adapter, b, extra) for b in (backend_a, backend_b)]
     try:
@@ -115,15 +117,14 @@ def main():
         exact_ok = agree_ok = 0
         total = 0
         for prompt in PROMPTS:
-            ids = {}
-            for s in servers:
+            ids = {}  # (server index, mode) -> token ids
+            for i, s in enumerate(servers):
                 for mode in modes:
-                    ids[(s.backend, mode)] = stream_ids(args.bin, s.port, prompt, mode, args.max_tokens, args.gamma)
+                    ids[(i, mode)] = stream_ids(args.bin, s.port, prompt, mode, args.max_tokens, args.gamma)
             for mode in modes:
                 total += 1
-                own = ids[(backend_a, mode)]
-                exact = all(ids[(b, mode)] == ids[(b, "ar")] for b in (backend_a, backend_b))
-                diff = first_difference(own, ids[(backend_b, mode)])
+                exact = all(ids[(i, mode)] == ids[(i, "ar")] for i in (0, 1))
+                diff = first_difference(ids[(0, mode)], ids[(1, mode)])
                 exact_ok += exact
                 agree_ok += diff is None
                 agree = "equal" if diff is None else f"differ from token {diff}"

@@ -23,7 +23,6 @@ if [ "${1:-}" = pack ]; then
   ../shared/tools/device-deps.sh .devdeps
   # Beyond that list: cpp-httplib (the server's HTTP endpoints) and what it links.
   (cd .devdeps && apt-get download libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 >/dev/null)
-  grep -qxF '/.devdeps/' .git/info/exclude 2>/dev/null || echo '/.devdeps/' >> .git/info/exclude
   rm -rf .gpu_check && mkdir -p .gpu_check/shared/models
   cp -r ../shared/models/stories260K .gpu_check/shared/models/
   du -sh .devdeps .gpu_check

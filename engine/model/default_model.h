@@ -13,7 +13,7 @@ namespace crossreg {
 absl::StatusOr<std::string> FindDefaultModel();
 
 // The Cross-Regression adapter shipped inside a model directory (`<dir>/adapter` with an
-// adapter_config.json), or "" when there is none. Used when the default model is served
+// adapter_config.json), or "" when there is none. Used when a model directory is served
 // without an explicit --adapter.
 std::string BundledAdapter(const std::string& model_dir);
 

@@ -134,9 +134,10 @@ absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options) {
     auto found = FindDefaultModel();
     if (!found.ok()) return WithPrefix("no --model given: ", found.status());
     loaded.model_path = *found;
-    // The default model brings its own Cross-Regression adapter.
-    if (loaded.adapter_path.empty()) loaded.adapter_path = BundledAdapter(loaded.model_path);
   }
+  // A model directory may bring its own Cross-Regression adapter (the default model
+  // does, in adapter/); an explicit adapter path wins.
+  if (loaded.adapter_path.empty()) loaded.adapter_path = BundledAdapter(loaded.model_path);
   const auto t0 = std::chrono::steady_clock::now();
   auto model = LoadModel(loaded.model_path);
   if (!model.ok()) return WithPrefix(absl::StrCat("cannot load model ", loaded.model_path, ": "), model.status());

@@ -33,7 +33,7 @@ absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name);
 
 struct EngineOptions {
   std::string model_path;    // .gguf file or HF directory; empty: the embedded default model
-  std::string adapter_path;  // PEFT directory; empty: the default model's own adapter, or none
+  std::string adapter_path;  // PEFT directory; empty: the model directory's own adapter/ if any, else none
   BackendChoice backend = BackendChoice::kAuto;
   int cpu_threads = 0;       // CPU backend; 0: one per usable core (cgroup-aware)
   int cuda_device = 0;       // CUDA backend: device ordinal
@@ -77,8 +77,8 @@ struct LoadedModel {
   double load_seconds = 0;
 };
 
-// Loads options.model_path (the embedded default model, with its bundled adapter,
-// when empty) and options.adapter_path. Errors name the path: "cannot load model
+// Loads options.model_path (the embedded default model when empty) and
+// options.adapter_path (when empty: the model directory's bundled adapter/, if any). Errors name the path: "cannot load model
 // PATH: ...", "cannot load adapter DIR: ...".
 absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options);
 
