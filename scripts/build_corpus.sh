@@ -9,6 +9,7 @@
 #   CORPUS_DIR=/tmp/corpus VOCAB=8192 scripts/build_corpus.sh
 # Extra arguments go to `python3 -m training corpus` (see its --help).
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0;; esac
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}
 CORPUS_DIR=${CORPUS_DIR:-training/data/corpus}

@@ -14,6 +14,7 @@
 # Every setting below can be overridden from the environment; extra arguments go to
 # `python3 -m training pretrain` (see its --help).
 set -euo pipefail
+case "${1:-}" in -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0;; esac
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 CORPUS=${CORPUS:-training/data/corpus}

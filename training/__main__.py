@@ -2,6 +2,7 @@
 import sys
 
 COMMANDS = {
+    "corpus": "training.corpus",
     "pretrain": "training.pretrain",
     "distill": "training.distill",
     "export-fixture": "training.export_fixture",

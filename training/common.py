@@ -58,8 +58,12 @@ def fmt_eta(sec: float) -> str:
 
 
 class Progress:
-    def __init__(self, total_steps: int, start_step: int):
+    """Progress lines: `step N/M <metrics> tok/s T eta h:mm:ss [budget used/total]`. With a
+    time budget (training/budget.py) the ETA is capped by the time left to train."""
+
+    def __init__(self, total_steps: int, start_step: int, budget=None):
         self.total, self.t0, self.s0, self.tokens = total_steps, time.time(), start_step, 0
+        self.budget = budget
 
     def line(self, step: int, tokens: int, **metrics) -> str:
         self.tokens += tokens
@@ -67,9 +71,13 @@ class Progress:
         done = step - self.s0
         tps = self.tokens / dt
         eta = dt / max(done, 1) * (self.total - step)
+        tail = ""
+        if self.budget is not None and self.budget.enabled:
+            eta = min(eta, max(self.budget.spendable(), 0.0))
+            tail = " " + self.budget.describe()
         ms = " ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
                       for k, v in metrics.items())
-        return f"step {step}/{self.total} {ms} tok/s {tps:.0f} eta {fmt_eta(eta)}"
+        return f"step {step}/{self.total} {ms} tok/s {tps:.0f} eta {fmt_eta(eta)}{tail}"
 
 
 def save_checkpoint(path: str, state: dict) -> None:

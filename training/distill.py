@@ -10,6 +10,11 @@ python3 -m training.distill --base training/runs/pretrain/model --out training/r
    and minimise L = -sum_t (s_t+1) p_t.log q_t / sum_t (s_t+1).
 3. Export OUT/adapter: PEFT adapter_config.json + adapter_model.safetensors +
    crossreg_adapter.json ({"placeholder_token_id", "window"}).
+Prefixes come from --corpus (a packed corpus: train stream for training examples, held-out
+stream for evaluation; its tokenizer must be the base's), or --corpus-root / --corpus-tokens.
+GPU: bf16 base weights (--dtype auto), bf16 autocast, TF32, fused AdamW, SDPA; LoRA weights and
+optimizer stay float32. --time-budget-s ends training in time for the final evaluation and
+export (the LR is constant after warm-up, so an early stop loses steps, not a schedule).
 """
 import argparse
 import json
@@ -19,7 +24,8 @@ import time
 import numpy as np
 import torch
 
-from . import common
+from . import accel, common, packed_corpus
+from .budget import TimeBudget
 from .common import log
 from .hf_io import load_model_dir, save_adapter
 from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
@@ -33,6 +39,9 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--base", default="training/runs/pretrain/model", help="HF model directory")
     p.add_argument("--out", default="training/runs/distill", help="run directory")
+    p.add_argument("--corpus", default="",
+                   help="packed corpus directory (python3 -m training corpus) for the prefixes; "
+                        "empty = --corpus-root or --corpus-tokens")
     p.add_argument("--corpus-root", default=common.DEFAULT_CORPUS_ROOT,
                    help="directory whose *.py files give the prefixes")
     p.add_argument("--corpus-tokens", default="",
@@ -71,14 +80,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--placeholder-weight", type=float, default=1.0,
                    help="loss weight of placeholder rows (other rows weigh s_t + 1)")
     p.add_argument("--eval-every", type=int, default=250)
-    p.add_argument("--dtype", default="f32", choices=["f32", "bf16"],
-                   help="base weight dtype on the device (LoRA stays float32)")
+    p.add_argument("--dtype", default="f32", choices=["f32", "bf16", "auto"],
+                   help="base weight dtype on the device (LoRA stays float32); auto = bf16 on "
+                        "CUDA, f32 on CPU")
+    p.add_argument("--time-budget-s", type=float, default=0,
+                   help="wall-clock budget from start-up (0 = none): stop training while "
+                        "--reserve-s is left for the final evaluation and export")
+    p.add_argument("--reserve-s", type=float, default=20,
+                   help="seconds kept back from --time-budget-s (raised to the measured "
+                        "evaluation time)")
+    p.add_argument("--ckpt-every-s", type=float, default=0,
+                   help="also checkpoint when this many seconds passed since the last one (0=off)")
     common.add_common_args(p)
     return p
 
 
 # ---- data ------------------------------------------------------------------------------------
+def packed_streams(a, base_dir: str):
+    """Train/held-out streams of a packed corpus, after checking that the base model reads the
+    same token ids (its tokenizer.json has the corpus's vocabulary and merges)."""
+    meta, tok_path, streams = packed_corpus.load(a.corpus)
+    base_tok_path = os.path.join(base_dir, "tokenizer.json")
+    if os.path.exists(base_tok_path):
+        ours, theirs = ByteBPETokenizer.load(tok_path), ByteBPETokenizer.load(base_tok_path)
+        if (ours.vocab, ours.merges, ours.specials) != (theirs.vocab, theirs.merges,
+                                                        theirs.specials):
+            raise SystemExit(f"{base_tok_path} differs from the corpus tokenizer {tok_path}: "
+                             f"the base was not pretrained on this corpus")
+    return streams["train"], streams["heldout"], {
+        "corpus_dir": os.path.abspath(a.corpus), "manifest_sha256": meta["manifest_sha256"],
+        "n_files": meta["files"]["kept"], "train_tokens": int(len(streams["train"])),
+        "eval_tokens": int(len(streams["heldout"]))}
+
+
 def corpus_streams(a, base_dir: str):
+    if a.corpus:
+        return packed_streams(a, base_dir)
     if a.corpus_tokens:
         ids = np.load(a.corpus_tokens).astype(np.int64)
         cut = int(len(ids) * (1 - a.holdout_pct / 100))
@@ -124,10 +161,12 @@ def make_examples(model, stream: np.ndarray, n: int, a, seed: int, device):
 
 def load_or_make_data(model, a, device):
     path = os.path.join(a.out, "data.pt")
-    key = {k: getattr(a, k) for k in ("base", "corpus_root", "corpus_tokens", "max_files",
+    key = {k: getattr(a, k) for k in ("base", "corpus", "corpus_root", "corpus_tokens", "max_files",
                                       "holdout_pct", "n_examples", "n_eval", "prefix_min",
                                       "prefix_max", "window", "gen_temperature", "seed")}
     key["base"] = os.path.abspath(a.base)
+    if a.corpus:  # the same directory rebuilt from other sources is other data
+        key["corpus"] = packed_corpus.load_meta(a.corpus)["manifest_sha256"]
     if os.path.exists(path):
         d = common.torch_load(path)
         if d["key"] == key:
@@ -231,8 +270,12 @@ def evaluate(model, data, a, device, autocast, placeholder):
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
+    budget = TimeBudget(a.time_budget_s, a.reserve_s)
     os.makedirs(a.out, exist_ok=True)
     device = common.setup(a)
+    accel.configure(device)
+    if a.dtype == "auto":
+        a.dtype = "bf16" if device.type == "cuda" else "f32"
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
     model = load_model_dir(a.base, dtype=dtype, device=device)
     for p_ in model.parameters():
@@ -248,19 +291,18 @@ def main(argv=None) -> int:
     if a.window < 2 or a.prefix_min < 2:
         raise SystemExit("--window and --prefix-min must be >= 2")
 
-    import contextlib
     def autocast():
-        if device.type == "cuda":
-            return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return accel.autocast(device)
 
     model.eval()
+    t0 = time.time()
     data = load_or_make_data(model, a, device)
+    data_s = time.time() - t0
     targets = [t for t in a.targets.split(",") if t]
     model.add_lora(a.rank, a.alpha, targets, seed=a.seed)
     model.to(device)
     lora = model.lora_parameters()
-    opt = torch.optim.AdamW(lora, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+    opt, opt_kind = accel.adamw(lora, device, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
     n_train = len(data["train"]["len"])
     w = a.window
     replay = torch.zeros(n_train, w, dtype=torch.long)     # replay[i, t]: own argmax for row t
@@ -285,14 +327,29 @@ def main(argv=None) -> int:
             "has_replay": has_replay, "args": vars(a)})
 
     log(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
-        f"{sum(p_.numel() for p_ in lora) / 1e6:.2f}M trainable; placeholder id {placeholder}")
-    if step == 0:
+        f"{sum(p_.numel() for p_ in lora) / 1e6:.2f}M trainable; placeholder id {placeholder}; "
+        f"base {a.dtype}, AdamW {opt_kind}, device {device} (data {data_s:.0f}s)"
+        + (f"; {budget.describe()}" if budget.enabled else ""))
+
+    def run_eval():
+        t = time.time()
         ev = evaluate(model, data["eval"], a, device, autocast, placeholder)
-        history.append({"step": 0, **ev})
-        log(f"eval step 0: {json.dumps(ev)}")
-    prog = common.Progress(a.steps, step)
+        history.append({"step": step, **ev})
+        log(f"eval step {step}: {json.dumps(ev)}")
+        budget.set_need(1.5 * (time.time() - t) + 5)  # the final evaluation must fit
+
+    if step == 0:
+        run_eval()
+    prog = common.Progress(a.steps, step, budget)
     run_loss, run_n = 0.0, 0
+    step_s, stopped_by_budget, last_ckpt = None, False, time.time()
     while step < a.steps:
+        if budget.enabled and step_s is not None and not budget.allows(2 * step_s):
+            stopped_by_budget = True
+            log(f"time budget: stopping at step {step} of {a.steps} "
+                f"({budget.left():.0f}s left for evaluation and export)")
+            break
+        t_step = time.time()
         gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
         idx = torch.randint(0, n_train, (a.batch,), generator=gen)
         lr = a.lr * min(1.0, (step + 1) / a.warmup)
@@ -309,23 +366,31 @@ def main(argv=None) -> int:
         replay[idx, 1:] = q.argmax(-1)[:, :w - 1].cpu()
         has_replay[idx] = True
         step += 1
-        run_loss += loss.item()
+        run_loss += loss.item()  # the replay update above synchronised already
         run_n += 1
+        dt = time.time() - t_step
+        step_s = dt if step_s is None else 0.9 * step_s + 0.1 * dt
         if step % a.log_every == 0 or step == a.steps:
             log(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))
             run_loss, run_n = 0.0, 0
         if step % a.eval_every == 0 or step == a.steps:
-            ev = evaluate(model, data["eval"], a, device, autocast, placeholder)
-            history.append({"step": step, **ev})
-            log(f"eval step {step}: {json.dumps(ev)}")
-        if step % a.ckpt_every == 0 or step == a.steps:
+            run_eval()
+        due_time = a.ckpt_every_s > 0 and time.time() - last_ckpt >= a.ckpt_every_s
+        if step % a.ckpt_every == 0 or step == a.steps or due_time:
             checkpoint()
+            last_ckpt = time.time()
+    if stopped_by_budget:
+        if history[-1]["step"] != step:
+            run_eval()
+        checkpoint()
     adir = os.path.join(a.out, "adapter")
     save_adapter(model, adir, a.rank, a.alpha, os.path.abspath(a.base), placeholder, w)
     common.write_json(os.path.join(a.out, "run.json"), {
         "args": vars(a), "data": data["info"], "history": history, "placeholder": placeholder,
         "row_tokens_per_s_this_session": prog.tokens / max(time.time() - prog.t0, 1e-9),
-        "device": str(device)})
+        "device": str(device), "accel": accel.describe(device), "steps_done": step,
+        "stopped_by_budget": stopped_by_budget, "data_s": round(data_s, 1),
+        "wall_s": round(budget.elapsed(), 1)})
     log(f"exported {adir}")
     return 0
 

@@ -7,6 +7,7 @@ import torch
 
 from .model import LlamaConfig, LlamaForCausalLM, LORA_TARGETS
 from . import safetensors_io as st
+from .safetensors_shards import save_weights
 
 DTYPES = {"f32": torch.float32, "float32": torch.float32, "bf16": torch.bfloat16,
           "bfloat16": torch.bfloat16, "f16": torch.float16, "float16": torch.float16}
@@ -14,11 +15,9 @@ _DTYPE_NAME = {torch.float32: "float32", torch.bfloat16: "bfloat16", torch.float
 
 
 def hf_state_dict(model: LlamaForCausalLM, dtype=torch.float32) -> Dict[str, torch.Tensor]:
-    """Base weights under HF names (LoRA excluded)."""
-    out = {"model.embed_tokens.weight": model.embed_tokens.weight,
-           "model.norm.weight": model.norm.weight}
-    if model.lm_head is not None:
-        out["lm_head.weight"] = model.lm_head.weight
+    """Base weights under HF names (LoRA excluded), in module order (embedding, layers, final
+    norm, lm_head) so that shards hold whole neighbouring layers."""
+    out = {"model.embed_tokens.weight": model.embed_tokens.weight}
     for i, layer in enumerate(model.layers):
         p = f"model.layers.{i}."
         out[p + "input_layernorm.weight"] = layer.input_layernorm.weight
@@ -27,18 +26,22 @@ def hf_state_dict(model: LlamaForCausalLM, dtype=torch.float32) -> Dict[str, tor
             out[p + f"self_attn.{n}.weight"] = getattr(layer.self_attn, n).weight
         for n in ("gate_proj", "up_proj", "down_proj"):
             out[p + f"mlp.{n}.weight"] = getattr(layer.mlp, n).weight
+    out["model.norm.weight"] = model.norm.weight
+    if model.lm_head is not None:
+        out["lm_head.weight"] = model.lm_head.weight
     return {k: v.detach().to(dtype).cpu() for k, v in out.items()}
 
 
 def save_model_dir(model: LlamaForCausalLM, path: str, tokenizer=None, dtype=torch.float32,
-                   generation_config: Optional[dict] = None) -> None:
+                   generation_config: Optional[dict] = None, max_shard_bytes: int = 0) -> None:
+    """HF directory. max_shard_bytes > 0 splits the weights into files of at most that many
+    bytes (training/safetensors_shards.py) when they do not fit in one."""
     os.makedirs(path, exist_ok=True)
     cfg = model.config.to_hf()
     cfg["torch_dtype"] = _DTYPE_NAME[dtype]
     with open(os.path.join(path, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    st.save_file(hf_state_dict(model, dtype), os.path.join(path, "model.safetensors"),
-                 {"format": "pt"})
+    save_weights(hf_state_dict(model, dtype), path, max_shard_bytes, {"format": "pt"})
     gen = {"bos_token_id": model.config.bos_token_id, "eos_token_id": model.config.eos_token_id,
            "do_sample": True, "temperature": 1.0, "top_p": 1.0, "max_length":
            model.config.max_position_embeddings}

@@ -22,6 +22,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 KV = Tuple[torch.Tensor, torch.Tensor]
+_HAS_SDPA = hasattr(F, "scaled_dot_product_attention")  # torch >= 2.0
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
@@ -185,10 +186,15 @@ class LoRALinear(nn.Module):
 
 
 def _attention(q, k, v, mask: Optional[torch.Tensor], causal_fast: bool):
-    """q: [B, H, T, D]; k, v: [B, H, S, D]; mask: bool [B, T, S] or None (= all visible)."""
+    """q: [B, H, T, D]; k, v: [B, H, S, D]; mask: bool [B, T, S] or None (= all visible).
+    torch >= 2.0 has scaled_dot_product_attention: flash attention for plain causal batches
+    (causal_fast: no cache, no explicit mask), memory-efficient attention for the masked XR
+    layout. torch 1.13 (Debian) has none: the float32 math below, the reference for both."""
     sdpa = getattr(F, "scaled_dot_product_attention", None)
-    if causal_fast and sdpa is not None and q.is_cuda:
-        return sdpa(q, k, v, is_causal=True)
+    if sdpa is not None:
+        if causal_fast:
+            return sdpa(q, k, v, is_causal=True)
+        return sdpa(q, k, v, attn_mask=None if mask is None else mask[:, None, :, :])
     scores = torch.matmul(q.float(), k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
     if mask is not None:
         scores = scores.masked_fill(~mask[:, None, :, :], float("-inf"))
@@ -311,16 +317,17 @@ class LlamaForCausalLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, position_ids: Optional[torch.Tensor] = None,
                 past_kv: Optional[List[KV]] = None, attn_mask: Optional[torch.Tensor] = None,
                 use_lora: bool = False, return_kv: bool = False, return_hidden: bool = False):
-        """input_ids: [B, T]; position_ids: [B, T]; past_kv: per layer (K, V) [B, nkv, S, hd];
-        attn_mask: bool [B, T, S+T]. Default mask = all past keys + causal among the T rows;
-        default positions = S ... S+T-1. Returns (logits [B, T, V] float32, new_kv or None)."""
+        """input_ids: [B, T]; position_ids: [B, T] or [1, T]; past_kv: per layer (K, V)
+        [B, nkv, S, hd]; attn_mask: bool [B, T, S+T]. Default mask = all past keys + causal
+        among the T rows (not built when SDPA's causal kernel runs instead); default positions
+        = S ... S+T-1. Returns (logits [B, T, V] float32, new_kv or None)."""
         B, T = input_ids.shape
         S = 0 if past_kv is None else past_kv[0][0].shape[2]
         dev = input_ids.device
-        if position_ids is None:
-            position_ids = torch.arange(S, S + T, device=dev)[None, :].expand(B, T)
+        if position_ids is None:  # [1, T]: RoPE tables broadcast over the batch
+            position_ids = torch.arange(S, S + T, device=dev)[None, :]
         causal_fast = attn_mask is None and S == 0
-        if attn_mask is None:
+        if attn_mask is None and not (causal_fast and _HAS_SDPA):
             attn_mask = causal_mask(T, S, dev)[None].expand(B, T, S + T)
         x = self.embed_tokens(input_ids)
         if x.dtype != self.norm.weight.dtype:

@@ -1,8 +1,15 @@
-"""Pretrain the tiny default model from scratch: own byte-level BPE tokenizer + Llama model.
+"""Pretrain the default model from scratch: byte-level BPE tokenizer + Llama model.
 
-python3 -m training.pretrain --out training/runs/pretrain [--steps N] [--device auto]
-Writes OUT/corpus_files.txt (sorted 'sha256  path' manifest), OUT/tokenizer.json,
-OUT/data/*.npy (token streams), OUT/checkpoint.pt, OUT/model/ (HF directory), OUT/run.json.
+python3 -m training.pretrain --out training/runs/pretrain [--corpus DIR] [--steps N]
+Data, either:
+  --corpus DIR   a packed corpus from `python3 -m training corpus` (scripts/build_corpus.sh):
+                 its tokenizer and train/held-out token streams are used as they are;
+  (default)      --corpus-root: tokenizer and token streams built here from a directory's *.py
+                 files, cached in OUT/data (OUT/corpus_files.txt is the manifest).
+GPU paths (feature-detected; CPU torch 1.13 runs the same code): bf16 autocast, TF32, fused
+AdamW, scaled_dot_product_attention, --compile. --time-budget-s stops in time to evaluate,
+checkpoint and export; --auto-steps sizes the cosine schedule to that budget.
+Writes OUT/checkpoint.pt, OUT/model/ (HF directory; --max-shard-bytes shards it), OUT/run.json.
 """
 import argparse
 import math
@@ -13,10 +20,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import common
+from . import accel, common, packed_corpus
+from .budget import TimeBudget, fit_steps
 from .common import log
 from .hf_io import save_model_dir, DTYPES
 from .model import LlamaConfig, LlamaForCausalLM, count_params
+from .token_batches import TokenStream
 from .tokenizer import ByteBPETokenizer, train_bpe, DEFAULT_SPECIALS
 
 
@@ -24,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m training.pretrain", description=__doc__,
                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     p.add_argument("--out", default="training/runs/pretrain", help="run directory")
+    p.add_argument("--corpus", default="",
+                   help="packed corpus directory (python3 -m training corpus); empty = build "
+                        "tokenizer and streams from --corpus-root in OUT")
     p.add_argument("--corpus-root", default=common.DEFAULT_CORPUS_ROOT,
                    help="directory whose *.py files form the corpus (test dirs and "
                         "site/dist-packages skipped)")
@@ -51,6 +63,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--eval-batches", type=int, default=8)
     p.add_argument("--export-dtype", default="f32", choices=["f32", "bf16", "f16"])
+    p.add_argument("--max-shard-bytes", type=int, default=0,
+                   help="split the exported weights into safetensors shards of at most this "
+                        "many bytes (0 = one model.safetensors)")
+    p.add_argument("--time-budget-s", type=float, default=0,
+                   help="wall-clock budget from start-up (0 = none): stop taking steps while "
+                        "--reserve-s is left for the final evaluation, checkpoint and export")
+    p.add_argument("--reserve-s", type=float, default=20,
+                   help="seconds kept back from --time-budget-s (raised to what evaluation and "
+                        "checkpointing are measured to take)")
+    p.add_argument("--auto-steps", action="store_true",
+                   help="with --time-budget-s: after --calibrate-steps steps, set --steps to "
+                        "what fits the budget (the cosine schedule then ends on time)")
+    p.add_argument("--calibrate-steps", type=int, default=20,
+                   help="steps timed (after the first, which includes compilation) for --auto-steps")
+    p.add_argument("--ckpt-every-s", type=float, default=0,
+                   help="also checkpoint when this many seconds passed since the last one (0=off)")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the training loss (torch >= 2.0; ignored with a note "
+                        "otherwise)")
     common.add_common_args(p)
     return p
 
@@ -120,111 +151,244 @@ def prepare_data(a):
     return tok, train_ids, eval_ids, meta
 
 
-def get_batch(stream: np.ndarray, starts, seq: int, device):
-    x = np.stack([stream[s:s + seq] for s in starts]).astype(np.int64)
-    y = np.stack([stream[s + 1:s + seq + 1] for s in starts]).astype(np.int64)
-    return torch.from_numpy(x).to(device), torch.from_numpy(y).to(device)
-
-
-def autocast_ctx(device):
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    import contextlib
-    return contextlib.nullcontext()
+def load_packed(a):
+    """Tokenizer and token streams of a packed corpus (training/packed_corpus.py)."""
+    meta, tok_path, streams = packed_corpus.load(a.corpus)
+    tok = ByteBPETokenizer.load(tok_path)
+    if tok.vocab_size != meta["tokenizer"]["vocab_size"]:
+        raise SystemExit(f"{tok_path}: vocab {tok.vocab_size} != corpus.json's "
+                         f"{meta['tokenizer']['vocab_size']}")
+    info = {"corpus_dir": os.path.abspath(a.corpus), "manifest_sha256": meta["manifest_sha256"],
+            "n_files": meta["files"]["kept"], "n_heldout": meta["files"]["heldout"],
+            "holdout_pct": meta["holdout_pct"], "bytes": meta["bytes"]["total"],
+            "vocab_size": tok.vocab_size, "tokenizer_sha256": meta["tokenizer"]["sha256"],
+            "train_tokens": int(len(streams["train"])), "eval_tokens": int(len(streams["heldout"])),
+            "bytes_per_token": meta["bytes_per_token"],
+            "sources": {k: v["debian"] for k, v in meta["sources"].items()}}
+    log(f"corpus {a.corpus}: {info['n_files']} files, {info['train_tokens']} train / "
+        f"{info['eval_tokens']} held-out tokens, manifest sha256 {info['manifest_sha256']}")
+    tok.save(os.path.join(a.out, "tokenizer.json"))
+    return tok, streams["train"], streams["heldout"], info
 
 
 @torch.no_grad()
-def evaluate(model, stream, a, device) -> float:
+def evaluate(loss_fn, stream: TokenStream, a) -> float:
     """Mean loss over fixed, evenly spaced windows of `stream`."""
-    model.eval()
-    n_win = a.eval_batches * a.batch
-    span = len(stream) - a.seq_len - 1
-    if span <= 0:
+    starts = stream.eval_starts(a.eval_batches * a.batch, a.seq_len)
+    if len(starts) == 0:
         return float("nan")
-    starts = np.linspace(0, span, n_win).astype(np.int64)
-    tot = 0.0
-    for i in range(0, n_win, a.batch):
-        x, y = get_batch(stream, starts[i:i + a.batch], a.seq_len, device)
-        with autocast_ctx(device):
-            logits, _ = model(x)
-        tot += F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
-    model.train()
-    return tot / math.ceil(n_win / a.batch)
+    tot = torch.zeros((), device=stream.device)
+    n = 0
+    for i in range(0, len(starts), a.batch):
+        x, y = stream.windows(starts[i:i + a.batch], a.seq_len)
+        tot += loss_fn(x, y).float()
+        n += 1
+    return tot.item() / n
+
+
+class Trainer:
+    """Model, optimizer and the step/eval/checkpoint loop of one pretraining run."""
+
+    def __init__(self, a, tok, device, budget: TimeBudget):
+        self.a, self.device, self.budget = a, device, budget
+        cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=a.hidden,
+                          intermediate_size=a.ffn, num_hidden_layers=a.layers,
+                          num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
+                          max_position_embeddings=a.max_pos, tie_word_embeddings=not a.untied,
+                          bos_token_id=tok.specials["<|bos|>"],
+                          eos_token_id=tok.specials["<|eos|>"])
+        self.cfg = cfg
+        self.model = LlamaForCausalLM(cfg)
+        self.model.init_weights(a.seed)
+        self.model.to(device)
+        self.model.inv_freq  # move the RoPE table now, not inside a compiled graph
+        decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
+        no_decay = [p for n, p in self.model.named_parameters() if p.dim() < 2]
+        self.opt, self.opt_kind = accel.adamw(
+            [{"params": decay, "weight_decay": a.weight_decay},
+             {"params": no_decay, "weight_decay": 0.0}],
+            device, lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
+        self.loss_fn, self.compiled = accel.maybe_compile(self._loss, a.compile)
+        self.compile_checked = False  # compilation happens (and may fail) at the first call
+        self.ckpt_path = os.path.join(a.out, "checkpoint.pt")
+        self.step, self.history, self.planned = 0, [], None
+
+    def _loss(self, x, y):
+        with accel.autocast(self.device):
+            logits, _ = self.model(x)
+        return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    def _guarded(self, run):
+        """run(), falling back to eager once if the compiled loss fails before its first
+        training step went through (no working compiler, an unsupported op): a 10-minute
+        GPU run should lose the compile speed-up, not the run."""
+        try:
+            return run()
+        except Exception as e:  # noqa: BLE001 - any compiler failure
+            if self.compiled != "on" or self.compile_checked:
+                raise
+            first = str(e).splitlines()[0] if str(e) else ""
+            log(f"torch.compile failed ({type(e).__name__}: {first}); continuing eager")
+            self.loss_fn, self.compiled = self._loss, "failed, eager"
+            return run()
+
+    def _forward_backward(self, x, y):
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(x, y)
+        loss.backward()
+        return loss
+
+    def resume(self):
+        ck = common.load_checkpoint(self.ckpt_path, self.device)
+        self.model.load_state_dict(ck["model"])
+        self.opt.load_state_dict(ck["opt"])
+        self.step, self.history = ck["step"], ck.get("history", [])
+        self.planned = ck.get("planned_steps")
+        if self.planned:
+            self.a.steps = self.planned  # --auto-steps: keep the schedule the run started with
+        log(f"resumed from {self.ckpt_path} at step {self.step}")
+
+    def checkpoint(self):
+        t0 = time.time()
+        common.save_checkpoint(self.ckpt_path, {
+            "model": self.model.state_dict(), "opt": self.opt.state_dict(), "step": self.step,
+            "history": self.history, "args": vars(self.a), "planned_steps": self.planned})
+        return time.time() - t0
+
+    def train_step(self, stream: TokenStream):
+        a = self.a
+        x, y = stream.windows(stream.random_starts(a.seed, self.step, a.batch, a.seq_len),
+                              a.seq_len)
+        for g in self.opt.param_groups:
+            g["lr"] = lr_at(self.step, a)
+        loss = self._guarded(lambda: self._forward_backward(x, y))
+        self.compile_checked = True
+        torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.grad_clip)
+        self.opt.step()
+        self.step += 1
+        return loss.detach()
+
+    def evaluate(self, train_s: TokenStream, eval_s: TokenStream):
+        t0 = time.time()
+        self.model.eval()
+        tr, ev = self._guarded(lambda: (evaluate(self.loss_fn, train_s, self.a),
+                                        evaluate(self.loss_fn, eval_s, self.a)))
+        self.model.train()
+        self.history.append({"step": self.step, "train_loss": tr, "heldout_loss": ev})
+        log(f"eval step {self.step}: train loss {tr:.4f} held-out loss {ev:.4f}")
+        return time.time() - t0
+
+
+def train(tr: Trainer, train_s: TokenStream, eval_s: TokenStream, prog) -> dict:
+    """The step loop. Returns timing facts for run.json."""
+    a, budget = tr.a, tr.budget
+    tokens_per_step = a.batch * a.seq_len
+    step_s = None                    # measured seconds per training step
+    eval_s_cost, ckpt_cost = 0.0, 0.0
+    last_ckpt = time.time()
+    run_loss = torch.zeros((), device=tr.device)
+    run_n, t_log, s_log = 0, time.time(), tr.step
+    paused = 0.0                     # evaluation/checkpoint seconds inside the log interval
+    stopped_by_budget = False
+    first = True
+    if a.auto_steps and budget.enabled and tr.step == 0 and not tr.history:
+        # A step-0 evaluation: the initial loss, and (with --compile) the evaluation graph's
+        # compilation paid now, before --auto-steps measures what time is left.
+        tr.evaluate(train_s, eval_s)
+        t_log = time.time()
+    tr.model.train()
+    while tr.step < a.steps:
+        if budget.enabled and step_s is not None and not budget.allows(2 * step_s):
+            stopped_by_budget = True
+            log(f"time budget: stopping at step {tr.step} of {a.steps} "
+                f"({budget.left():.0f}s left for evaluation and export)")
+            break
+        run_loss += tr.train_step(train_s)
+        run_n += 1
+        if first:  # includes compilation and warm-up: a first, pessimistic estimate
+            run_loss.item()
+            step_s = time.time() - t_log
+            t_log, s_log, first = time.time(), tr.step, False
+        # --auto-steps: (re)fit the step count at every progress line until warm-up ends; the
+        # warm-up LR does not depend on it, so the schedule is a plain cosine to the end.
+        refit = a.auto_steps and budget.enabled and (tr.planned is None or tr.step <= a.warmup)
+        if tr.step % a.log_every == 0 or tr.step == a.steps or \
+                (refit and tr.planned is None and tr.step - s_log >= a.calibrate_steps):
+            loss = run_loss.item() / run_n  # synchronises: the interval's time is real
+            if tr.step > s_log:
+                step_s = (time.time() - t_log - paused) / (tr.step - s_log)
+            if refit and tr.step - 1 >= a.calibrate_steps:
+                fit = fit_steps(tr.step, budget.spendable(), step_s, a.eval_every,
+                                2 * a.eval_batches / 3)
+                tr.planned = a.steps = prog.total = max(fit, tr.step + 1)
+                log(f"auto-steps: {step_s * 1000:.1f} ms/step -> {a.steps} steps fit the budget "
+                    f"({a.steps * tokens_per_step / 1e6:.0f}M tokens)"
+                    + (" (final: warm-up ends)" if tr.step + a.log_every > a.warmup else ""))
+            log(prog.line(tr.step, tokens_per_step * run_n, loss=loss,
+                          lr=f"{lr_at(tr.step - 1, a):.2e}"))
+            run_loss.zero_()
+            run_n, t_log, s_log, paused = 0, time.time(), tr.step, 0.0
+        if tr.step % a.eval_every == 0 and tr.step < a.steps:
+            if budget.allows(eval_s_cost + (step_s or 0)):
+                eval_s_cost = tr.evaluate(train_s, eval_s)
+                paused += eval_s_cost  # keep evaluation out of the step time
+                budget.set_need(1.5 * (eval_s_cost + ckpt_cost) + 5)
+            else:
+                log(f"time budget: skipping the evaluation at step {tr.step}")
+        due_time = a.ckpt_every_s > 0 and time.time() - last_ckpt >= a.ckpt_every_s
+        if (tr.step % a.ckpt_every == 0 or due_time) and tr.step < a.steps:
+            ckpt_cost = tr.checkpoint()
+            paused += ckpt_cost
+            last_ckpt = time.time()
+    if not tr.history or tr.history[-1]["step"] != tr.step:
+        tr.evaluate(train_s, eval_s)
+    tr.checkpoint()
+    return {"stopped_by_budget": stopped_by_budget, "step_s": step_s,
+            "planned_steps": a.steps}
 
 
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
+    budget = TimeBudget(a.time_budget_s, a.reserve_s)
+    if a.auto_steps and not budget.enabled:
+        raise SystemExit("--auto-steps fits the schedule to --time-budget-s: pass both")
     os.makedirs(a.out, exist_ok=True)
     device = common.setup(a)
-    tok, train_ids, eval_ids, meta = prepare_data(a)
+    accel.configure(device)
+    if a.corpus:
+        tok, train_ids, eval_ids, meta = load_packed(a)
+    else:
+        tok, train_ids, eval_ids, meta = prepare_data(a)
     if len(train_ids) <= a.seq_len + 1:
         raise SystemExit("training stream shorter than --seq-len")
-    cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=a.hidden,
-                      intermediate_size=a.ffn, num_hidden_layers=a.layers,
-                      num_attention_heads=a.heads, num_key_value_heads=a.kv_heads,
-                      max_position_embeddings=a.max_pos, tie_word_embeddings=not a.untied,
-                      bos_token_id=tok.specials["<|bos|>"], eos_token_id=tok.specials["<|eos|>"])
-    model = LlamaForCausalLM(cfg)
-    model.init_weights(a.seed)
-    model.to(device)
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
-    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
-                             {"params": no_decay, "weight_decay": 0.0}],
-                            lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    ckpt_path = os.path.join(a.out, "checkpoint.pt")
-    step, history = 0, []
+    train_s, eval_s = TokenStream(train_ids, device), TokenStream(eval_ids, device)
+    tr = Trainer(a, tok, device, budget)
     if a.resume:
-        ck = common.load_checkpoint(ckpt_path, device)
-        model.load_state_dict(ck["model"])
-        opt.load_state_dict(ck["opt"])
-        step, history = ck["step"], ck.get("history", [])
-        log(f"resumed from {ckpt_path} at step {step}")
-    n_params = count_params(model)
+        tr.resume()
+    n_params = count_params(tr.model)
+    feats = accel.describe(device)
     log(f"model: {n_params / 1e6:.2f}M parameters, device {device}, "
-        f"{a.batch}x{a.seq_len} tokens/step")
-    prog = common.Progress(a.steps, step)
-    run_loss, run_n = 0.0, 0
-
-    def checkpoint():
-        common.save_checkpoint(ckpt_path, {"model": model.state_dict(), "opt": opt.state_dict(),
-                                           "step": step, "history": history, "args": vars(a)})
-
-    model.train()
-    while step < a.steps:
-        rng = np.random.default_rng([a.seed, step])  # batch depends only on (seed, step)
-        starts = rng.integers(0, len(train_ids) - a.seq_len - 1, a.batch)
-        x, y = get_batch(train_ids, starts, a.seq_len, device)
-        for g in opt.param_groups:
-            g["lr"] = lr_at(step, a)
-        with autocast_ctx(device):
-            logits, _ = model(x)
-        loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), a.grad_clip)
-        opt.step()
-        step += 1
-        run_loss += loss.item()
-        run_n += 1
-        if step % a.log_every == 0 or step == a.steps:
-            log(prog.line(step, a.batch * a.seq_len * run_n, loss=run_loss / run_n,
-                          lr=f"{lr_at(step - 1, a):.2e}"))
-            run_loss, run_n = 0.0, 0
-        if step % a.eval_every == 0 or step == a.steps:
-            tr, ev = evaluate(model, train_ids, a, device), evaluate(model, eval_ids, a, device)
-            history.append({"step": step, "train_loss": tr, "heldout_loss": ev})
-            log(f"eval step {step}: train loss {tr:.4f} held-out loss {ev:.4f}")
-        if step % a.ckpt_every == 0 or step == a.steps:
-            checkpoint()
+        f"{a.batch}x{a.seq_len} tokens/step; AdamW {tr.opt_kind}, compile {tr.compiled}, "
+        f"sdpa {feats['sdpa']}, bf16 autocast {feats['autocast_bf16']}"
+        + (f"; {budget.describe()}" if budget.enabled else ""))
+    prog = common.Progress(a.steps, tr.step, budget)
+    facts = train(tr, train_s, eval_s, prog)
+    t0 = time.time()
     model_dir = os.path.join(a.out, "model")
-    save_model_dir(model.float().cpu(), model_dir, tok, DTYPES[a.export_dtype])
+    save_model_dir(tr.model.float().cpu(), model_dir, tok, DTYPES[a.export_dtype],
+                   max_shard_bytes=a.max_shard_bytes)
     tps = prog.tokens / max(time.time() - prog.t0, 1e-9)
+    history = tr.history
     common.write_json(os.path.join(a.out, "run.json"), {
-        "corpus": meta, "n_params": n_params, "config": cfg.to_hf(), "args": vars(a),
+        "corpus": meta, "n_params": n_params, "config": tr.cfg.to_hf(), "args": vars(a),
         "history": history, "final": history[-1] if history else None,
-        "tokens_per_s_this_session": tps, "device": str(device)})
-    log(f"exported {model_dir}; final {history[-1] if history else ''}")
+        "tokens_per_s_this_session": tps, "device": str(device),
+        "accel": dict(feats, compile_used=tr.compiled, adamw=tr.opt_kind),
+        "steps_done": tr.step, "tokens_seen": tr.step * a.batch * a.seq_len,
+        "epochs": tr.step * a.batch * a.seq_len / max(len(train_ids), 1),
+        "export_s": round(time.time() - t0, 2), "wall_s": round(budget.elapsed(), 1), **facts})
+    log(f"exported {model_dir} ({a.export_dtype}); final {history[-1] if history else ''}; "
+        f"wall {budget.elapsed():.0f}s")
     return 0
 
 

@@ -36,28 +36,40 @@ def _tensor_bytes(t: torch.Tensor) -> bytes:
     return arr.astype(arr.dtype.newbyteorder("<"), copy=False).tobytes()
 
 
-def save_file(tensors: Dict[str, torch.Tensor], path: str,
-              metadata: Optional[Dict[str, str]] = None) -> None:
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _header(tensors: Dict[str, torch.Tensor], path: str,
+            metadata: Optional[Dict[str, str]]) -> bytes:
+    """The padded JSON header for tensors stored in sorted-name order."""
     header = {}
     offset = 0
-    blobs = []
     for name in sorted(tensors):
         t = tensors[name]
         if t.dtype not in _TORCH_TO_NAME:
             raise ValueError(f"{path}: unsupported dtype {t.dtype} for tensor {name}")
-        data = _tensor_bytes(t)
         header[name] = {"dtype": _TORCH_TO_NAME[t.dtype], "shape": list(t.shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        offset += len(data)
-        blobs.append(data)
+                        "data_offsets": [offset, offset + _nbytes(t)]}
+        offset += _nbytes(t)
     header["__metadata__"] = dict(metadata or {"format": "pt"})
     hjson = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    hjson += b" " * ((8 - len(hjson) % 8) % 8)  # keep data 8-byte aligned
+    return hjson + b" " * ((8 - len(hjson) % 8) % 8)  # keep data 8-byte aligned
+
+
+def file_size(tensors: Dict[str, torch.Tensor], metadata: Optional[Dict[str, str]] = None) -> int:
+    """Exact size save_file would write, without serialising the data (for shard planning)."""
+    return 8 + len(_header(tensors, "<size>", metadata)) + sum(_nbytes(t) for t in tensors.values())
+
+
+def save_file(tensors: Dict[str, torch.Tensor], path: str,
+              metadata: Optional[Dict[str, str]] = None) -> None:
+    hjson = _header(tensors, path, metadata)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(hjson)))
         f.write(hjson)
-        for b in blobs:
-            f.write(b)
+        for name in sorted(tensors):
+            f.write(_tensor_bytes(tensors[name]))
 
 
 def read_header(path: str):

@@ -54,17 +54,31 @@ def _word_symbols(word: str) -> Tuple[str, ...]:
     return tuple(BYTE_ENC[b] for b in word.encode("utf-8"))
 
 
+def count_words(texts: Iterable[str]) -> "collections.Counter[str]":
+    """Pre-tokenized word frequencies (the only statistic BPE training needs; counters of
+    separate text shards can be summed, which is how the corpus builder parallelises it)."""
+    counts: "collections.Counter[str]" = collections.Counter()
+    for t in texts:
+        counts.update(pretokenize(t))
+    return counts
+
+
 def train_bpe(texts: Iterable[str], vocab_size: int,
               specials: Sequence[str] = DEFAULT_SPECIALS, log=None) -> "ByteBPETokenizer":
     """Classic BPE on pre-tokenized word counts, with incremental pair-count updates.
     Ties between equally frequent pairs break on the lexicographically smallest pair, so the
     result is deterministic."""
+    return train_bpe_from_counts(count_words(texts), vocab_size, specials, log)
+
+
+def train_bpe_from_counts(counts: Dict[str, int], vocab_size: int,
+                          specials: Sequence[str] = DEFAULT_SPECIALS,
+                          log=None) -> "ByteBPETokenizer":
+    """train_bpe on precomputed word counts. The result does not depend on the counter's
+    iteration order (ties break on the pair itself)."""
     n_merges = vocab_size - 256 - len(specials)
     if n_merges < 0:
         raise ValueError("vocab_size too small for 256 bytes + special tokens")
-    counts = collections.Counter()
-    for t in texts:
-        counts.update(pretokenize(t))
     words = [list(_word_symbols(w)) for w in counts]
     freqs = list(counts.values())
     pair_count = collections.Counter()
@@ -124,6 +138,10 @@ def train_bpe(texts: Iterable[str], vocab_size: int,
 
 
 class ByteBPETokenizer:
+    # Words whose merges are memoised. Code has a long tail of identifiers: ~1M entries cover
+    # the corpus's frequent words at a few hundred MB per encoding process.
+    CACHE_MAX = 1_000_000
+
     def __init__(self, vocab: Dict[str, int], merges: List[Tuple[str, str]],
                  specials: Dict[str, int]):
         self.vocab = dict(vocab)
@@ -174,9 +192,19 @@ class ByteBPETokenizer:
                     i += 1
             syms = out
         ids = [self.vocab[s] for s in syms]
-        if len(self._cache) < 500000:
+        if len(self._cache) < self.CACHE_MAX:
             self._cache[word] = ids
         return ids
+
+    def encode_ordinary(self, text: str) -> List[int]:
+        """encode(text, allow_special=False) without the special-token split: the corpus hot
+        loop (one dict lookup per pre-tokenized word once the cache is warm)."""
+        out: List[int] = []
+        extend, cache, bpe = out.extend, self._cache, self._bpe
+        for w in PRETOKENIZE_RE.findall(text):
+            ids = cache.get(w)
+            extend(ids if ids is not None else bpe(w))
+        return out
 
     def encode(self, text: str, allow_special: bool = True) -> List[int]:
         ids: List[int] = []
