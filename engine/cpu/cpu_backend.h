@@ -1,11 +1,15 @@
-// The CPU backend: float32 compute over stored f32/f16/bf16 weights, K/V in f32
-// paged storage, all rows of a step through each weight matrix at once.
+// The CPU backend: weights packed once into the kernels' panel layout (bf16 panels for
+// bf16/f16 weights, multiplied with bf16-rounded activations; f32 panels for f32),
+// f32 activations, K/V in paged storage, all rows of a step through each weight matrix
+// at once.
 #pragma once
 
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/cpu/cpu_features.h"
+#include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 
@@ -16,6 +20,9 @@ struct CpuBackendOptions {
   KvCacheConfig kv;     // must match the PagedKvCache used with this backend
   // Predictive rows add this adapter's low-rank delta; null: they use the base weights.
   const LoraAdapter* adapter = nullptr;
+  // Kernel path; lowered to what the CPU has (tests run every path). Default: the best.
+  cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16;
+  KvDtype kv_dtype = KvDtype::kF32;  // element type of the K/V storage
 };
 
 // `model` (and the adapter) must outlive the backend.

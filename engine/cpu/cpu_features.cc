@@ -11,11 +11,14 @@ SimdLevel Detect() {
   SimdLevel level = SimdLevel::kScalar;
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) level = SimdLevel::kAvx2;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    level = SimdLevel::kAvx2;
+  }
+  if (level == SimdLevel::kAvx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
     level = SimdLevel::kAvx512;
   }
+  if (level == SimdLevel::kAvx512 && __builtin_cpu_supports("avx512bf16")) level = SimdLevel::kAvx512Bf16;
 #endif
   // An override may only lower the level: asking for an ISA the CPU lacks would crash.
   if (const char* env = std::getenv("CROSSREG_SIMD")) {
@@ -23,6 +26,7 @@ SimdLevel Detect() {
     if (std::strcmp(env, "scalar") == 0) wanted = SimdLevel::kScalar;
     if (std::strcmp(env, "avx2") == 0) wanted = SimdLevel::kAvx2;
     if (std::strcmp(env, "avx512") == 0) wanted = SimdLevel::kAvx512;
+    if (std::strcmp(env, "avx512bf16") == 0) wanted = SimdLevel::kAvx512Bf16;
     if (static_cast<int>(wanted) < static_cast<int>(level)) level = wanted;
   }
   return level;
@@ -40,8 +44,19 @@ const char* SimdLevelName(SimdLevel level) {
     case SimdLevel::kScalar: return "scalar";
     case SimdLevel::kAvx2: return "avx2";
     case SimdLevel::kAvx512: return "avx512";
+    case SimdLevel::kAvx512Bf16: return "avx512bf16";
   }
   return "?";
+}
+
+std::vector<SimdLevel> AvailableSimdLevels() {
+  std::vector<SimdLevel> levels;
+  for (int l = 0; l <= static_cast<int>(DetectedSimdLevel()); ++l) levels.push_back(static_cast<SimdLevel>(l));
+  return levels;
+}
+
+SimdLevel ClampSimdLevel(SimdLevel wanted) {
+  return static_cast<int>(wanted) < static_cast<int>(DetectedSimdLevel()) ? wanted : DetectedSimdLevel();
 }
 
 std::string CpuModelName() {

@@ -1,16 +1,30 @@
-// Run-time CPU feature detection: the build targets baseline x86-64 and picks
-// wider SIMD kernels only when the CPU it runs on has them.
+// Run-time CPU feature detection: the build targets baseline x86-64 and picks wider
+// SIMD kernels only when the CPU it runs on has them. Never crash on a CPU without an
+// ISA: every level's kernels live in files compiled for it and are called only when
+// the level is detected.
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace crossreg::cpu {
 
-enum class SimdLevel { kScalar, kAvx2, kAvx512 };
+// Ordered: each level includes the ones before it.
+enum class SimdLevel {
+  kScalar,      // portable C++
+  kAvx2,        // AVX2 + FMA + F16C
+  kAvx512,      // AVX-512 F/BW/VL/DQ
+  kAvx512Bf16,  // plus AVX512_BF16: vdpbf16ps, bf16 dot products at twice the f32 FMA rate
+};
 
-// Detected once; CROSSREG_SIMD=scalar|avx2|avx512 lowers it (tests, comparisons).
+// Detected once; CROSSREG_SIMD=scalar|avx2|avx512|avx512bf16 lowers it (tests,
+// comparisons). Asking for a level the CPU lacks keeps the detected one.
 SimdLevel DetectedSimdLevel();
 const char* SimdLevelName(SimdLevel level);
+// Every level from kScalar up to the detected one (tests run each path).
+std::vector<SimdLevel> AvailableSimdLevels();
+// `wanted`, or the detected level when that is lower.
+SimdLevel ClampSimdLevel(SimdLevel wanted);
 
 // The processor's marketing name (/proc/cpuinfo "model name"), or "unknown CPU".
 std::string CpuModelName();

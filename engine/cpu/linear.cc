@@ -3,102 +3,133 @@
 #include <algorithm>
 #include <vector>
 
-#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/linear_kernels.h"
+#include "engine/dtype.h"
 
 namespace crossreg::cpu {
 namespace {
 
-// Loads element i of a weight row as float.
-inline float WeightAt(DType t, const void* row, int64_t i) {
-  switch (t) {
-    case DType::kF32: return static_cast<const float*>(row)[i];
-    case DType::kF16: return F16ToF32(static_cast<const uint16_t*>(row)[i]);
-    case DType::kBF16: return Bf16ToF32(static_cast<const uint16_t*>(row)[i]);
+using internal::PanelArgs;
+
+void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) {
+  switch (level) {
+    case SimdLevel::kAvx512Bf16: internal::PanelsAvx512Bf16(a, begin, end); return;
+    case SimdLevel::kAvx512: internal::PanelsAvx512(a, begin, end); return;
+    case SimdLevel::kAvx2: internal::PanelsAvx2(a, begin, end); return;
+    case SimdLevel::kScalar: internal::PanelsScalar(a, begin, end); return;
   }
-  return 0.0f;
 }
 
-// Portable path: converts one weight row to f32 once, then dots it with every row.
-// Eight partial sums let the compiler vectorise without reassociating.
-void LinearRangeScalar(const TensorRef& w, const float* x, int64_t rows, float* y,
-                       int64_t o_begin, int64_t o_end) {
-  const int64_t in = w.cols();
-  const int64_t out = w.rows();
-  const size_t esize = DTypeSize(w.dtype);
-  std::vector<float> wrow(static_cast<size_t>(in));
-  for (int64_t o = o_begin; o < o_end; ++o) {
-    const void* src = static_cast<const char*>(w.data) + static_cast<size_t>(o * in) * esize;
-    for (int64_t i = 0; i < in; ++i) wrow[i] = WeightAt(w.dtype, src, i);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* xr = x + r * in;
-      float part[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      int64_t i = 0;
-      for (; i + 8 <= in; i += 8) {
-        for (int j = 0; j < 8; ++j) part[j] += wrow[i + j] * xr[i + j];
-      }
-      float tail = 0.0f;
-      for (; i < in; ++i) tail += wrow[i] * xr[i];
-      y[r * out + o] = ((part[0] + part[1]) + (part[2] + part[3])) +
-                       ((part[4] + part[5]) + (part[6] + part[7])) + tail;
-    }
+// Multiply-adds below which a second thread costs more in synchronisation than it saves.
+constexpr int64_t kParallelMacs = int64_t{1} << 18;
+// Rows up to which a call is bound by streaming the weights rather than by the math.
+constexpr int64_t kStreamingRows = 48;
+
+int64_t MaxRowTile(SimdLevel level) {
+  switch (level) {
+    case SimdLevel::kAvx512Bf16:
+    case SimdLevel::kAvx512: return 12;
+    case SimdLevel::kAvx2: return 2;
+    case SimdLevel::kScalar: return 4;
   }
+  return 1;
 }
 
 }  // namespace
+
+void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
+                  SimdLevel level) {
+  if (count <= 0 || rows <= 0) return;
+  level = ClampSimdLevel(level);
+  const int64_t in = outputs[0].w->in();
+  // The activations, once, in the kernels' row-tile layout: f32 for f32 panels, bf16
+  // pairs for bf16 panels (a group may mix them).
+  const auto plan = internal::PlanRowTiles(rows, MaxRowTile(level));
+  bool any_f32 = false, any_bf16 = false;
+  for (int i = 0; i < count; ++i) {
+    (outputs[i].w->format() == PanelFormat::kF32 ? any_f32 : any_bf16) = true;
+  }
+  thread_local std::vector<float> x_f32;
+  thread_local std::vector<uint32_t> x_bf16;
+  std::vector<internal::RowTile> tiles_f32, tiles_bf16;
+  auto make_tiles = [&](const std::vector<int64_t>& starts, const void* base, size_t element) {
+    std::vector<internal::RowTile> tiles;
+    for (size_t t = 0; t < plan.size(); ++t) {
+      tiles.push_back({plan[t].first, plan[t].second, static_cast<const char*>(base) + starts[t] * element});
+    }
+    return tiles;
+  };
+  if (any_f32) {
+    x_f32.resize(static_cast<size_t>(rows * in));
+    tiles_f32 = make_tiles(internal::PackRowTilesF32(x, in, plan, x_f32.data()), x_f32.data(), sizeof(float));
+  }
+  if (any_bf16) {
+    x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
+    tiles_bf16 = make_tiles(internal::PackRowTilesBf16(x, in, plan, x_bf16.data(), level >= SimdLevel::kAvx512),
+                            x_bf16.data(), sizeof(uint32_t));
+  }
+  std::vector<PanelArgs> args(static_cast<size_t>(count));
+  std::vector<int64_t> first_panel(static_cast<size_t>(count) + 1, 0);
+  int64_t macs = 0;
+  for (int i = 0; i < count; ++i) {
+    const PackedWeights& w = *outputs[i].w;
+    PanelArgs& a = args[static_cast<size_t>(i)];
+    a.w = &w;
+    const auto& tiles = w.format() == PanelFormat::kF32 ? tiles_f32 : tiles_bf16;
+    a.tiles = tiles.data();
+    a.num_tiles = static_cast<int>(tiles.size());
+    a.rows = rows;
+    a.y = outputs[i].y;
+    a.y_stride = w.out();
+    first_panel[static_cast<size_t>(i) + 1] = first_panel[static_cast<size_t>(i)] + w.panels();
+    macs += rows * w.in() * w.out();
+  }
+  const int64_t total = first_panel.back();
+  // The concatenated panels of every output, mapped back onto their layers.
+  auto run = [&](int64_t begin, int64_t end) {
+    for (int i = 0; i < count && begin < end; ++i) {
+      const int64_t lo = std::max(begin, first_panel[static_cast<size_t>(i)]);
+      const int64_t hi = std::min(end, first_panel[static_cast<size_t>(i) + 1]);
+      if (lo < hi) {
+        RunPanels(level, args[static_cast<size_t>(i)], lo - first_panel[static_cast<size_t>(i)],
+                  hi - first_panel[static_cast<size_t>(i)]);
+      }
+    }
+  };
+  if (macs < kParallelMacs || pool.num_threads() == 1) {
+    run(0, total);
+    return;
+  }
+  if (rows <= kStreamingRows) {
+    // Decode and verify steps stream the weights from memory: one contiguous range of
+    // panels per thread keeps each core's reads sequential (its prefetches run into
+    // panels it will use).
+    pool.ParallelFor(total, 1, run);
+  } else {
+    // Prefill is compute-bound: dynamic chunks of two panels balance the cores.
+    pool.ParallelForDynamic(total, 2, run);
+  }
+}
+
+void Linear(const PackedWeights& w, const float* x, int64_t rows, float* y, ThreadPool& pool, SimdLevel level) {
+  const LinearOutput output{&w, y};
+  LinearShared(&output, 1, x, rows, pool, level);
+}
 
 void LinearReference(const TensorRef& w, const float* x, int64_t rows, float* y) {
   const int64_t in = w.cols();
   const int64_t out = w.rows();
   const size_t esize = DTypeSize(w.dtype);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t o = 0; o < out; ++o) {
-      const void* src = static_cast<const char*>(w.data) + static_cast<size_t>(o * in) * esize;
+  std::vector<float> row(static_cast<size_t>(in));
+  for (int64_t o = 0; o < out; ++o) {
+    ConvertToF32(w.dtype, static_cast<const char*>(w.data) + static_cast<size_t>(o * in) * esize, row.data(),
+                 static_cast<size_t>(in));
+    for (int64_t r = 0; r < rows; ++r) {
       double acc = 0.0;
-      for (int64_t i = 0; i < in; ++i) acc += double(WeightAt(w.dtype, src, i)) * x[r * in + i];
+      for (int64_t i = 0; i < in; ++i) acc += double(row[static_cast<size_t>(i)]) * x[r * in + i];
       y[r * out + o] = static_cast<float>(acc);
     }
   }
-}
-
-void LinearRange(const TensorRef& w, const float* x, int64_t rows, float* y, int64_t o_begin,
-                 int64_t o_end) {
-  if (DetectedSimdLevel() == SimdLevel::kAvx512) {
-    internal::LinearRangeAvx512(w, x, rows, y, o_begin, o_end);
-  } else {
-    LinearRangeScalar(w, x, rows, y, o_begin, o_end);
-  }
-}
-
-void Linear(const TensorRef& w, const float* x, int64_t rows, float* y, ThreadPool& pool) {
-  const int64_t out = w.rows();
-  const int64_t in = w.cols();
-  // Below ~64K multiply-adds a second thread costs more than it saves.
-  if (out * in * rows < (1 << 16) || pool.num_threads() == 1) {
-    LinearRange(w, x, rows, y, 0, out);
-    return;
-  }
-  // Grain of 16 outputs keeps each thread's weight rows contiguous and tiles whole.
-  pool.ParallelFor(out, 16, [&](int64_t b, int64_t e) { LinearRange(w, x, rows, y, b, e); });
-}
-
-void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool) {
-  int64_t total = 0;
-  for (int i = 0; i < count; ++i) total += outputs[i].w->rows();
-  const int64_t in = outputs[0].w->cols();
-  if (total * in * rows < (1 << 16) || pool.num_threads() == 1) {
-    for (int i = 0; i < count; ++i) LinearRange(*outputs[i].w, x, rows, outputs[i].y, 0, outputs[i].w->rows());
-    return;
-  }
-  // Split the concatenated output features; each chunk maps back onto the layers.
-  pool.ParallelFor(total, 16, [&](int64_t b, int64_t e) {
-    int64_t offset = 0;
-    for (int i = 0; i < count && offset < e; ++i) {
-      const int64_t n = outputs[i].w->rows();
-      const int64_t lo = std::max(b, offset), hi = std::min(e, offset + n);
-      if (lo < hi) LinearRange(*outputs[i].w, x, rows, outputs[i].y, lo - offset, hi - offset);
-      offset += n;
-    }
-  });
 }
 
 }  // namespace crossreg::cpu

@@ -1,38 +1,36 @@
-// y = x · Wᵀ for a batch of rows: the one kernel that streams the weights.
-// Each output element is accumulated in the same order whatever the number of rows
-// in the batch, so a row's result does not depend on which other rows ran with it.
+// y = x · Wᵀ for a batch of rows over packed weights (engine/cpu/packed_weights.h): the
+// one kernel that streams the weights. bf16 (and f16) weights multiply activations
+// rounded to bf16 once per call, with vdpbf16ps where the CPU has AVX512_BF16; f32
+// weights keep f32. Paths: AVX512_BF16, AVX-512 F, AVX2 + FMA, portable; the level is
+// an argument so tests run every path. Each output element is accumulated in the same
+// order whatever the number of rows, so a row's result does not depend on which rows
+// ran with it (engine/cpu/linear_kernels.h).
 #pragma once
 
 #include <cstdint>
 
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/tensor.h"
 
 namespace crossreg::cpu {
 
-// w: (out, in) in F32/F16/BF16. x: (rows, in) f32, row stride `in`.
-// y: (rows, out) f32, row stride `out`. Parallel over output features.
-void Linear(const TensorRef& w, const float* x, int64_t rows, float* y, ThreadPool& pool);
+// x: (rows, in) f32, row stride `in`. y: (rows, out) f32, row stride `out`.
+void Linear(const PackedWeights& w, const float* x, int64_t rows, float* y, ThreadPool& pool,
+            SimdLevel level = DetectedSimdLevel());
 
 // Several linear layers reading the same x (Q/K/V, gate/up) in one parallel region:
-// one synchronisation instead of one per layer. y_i = x · W_iᵀ.
+// x is rounded to bf16 once and one synchronisation covers all of them.
 struct LinearOutput {
-  const TensorRef* w;
+  const PackedWeights* w;
   float* y;
 };
-void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool);
+void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
+                  SimdLevel level = DetectedSimdLevel());
 
-// The same over outputs [o_begin, o_end) only, on the calling thread.
-void LinearRange(const TensorRef& w, const float* x, int64_t rows, float* y, int64_t o_begin,
-                 int64_t o_end);
-
-// Plain loops, the reference the SIMD kernels are tested against.
+// Plain double-precision loops over the unpacked weight (activations not rounded):
+// the reference the kernels are tested against.
 void LinearReference(const TensorRef& w, const float* x, int64_t rows, float* y);
-
-namespace internal {
-// Implemented in linear_avx512.cc; call only when the CPU has AVX-512.
-void LinearRangeAvx512(const TensorRef& w, const float* x, int64_t rows, float* y,
-                       int64_t o_begin, int64_t o_end);
-}  // namespace internal
 
 }  // namespace crossreg::cpu

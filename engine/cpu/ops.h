@@ -1,4 +1,7 @@
-// Element-wise and per-row CPU ops of the Llama block (float32).
+// Element-wise and per-row CPU ops of the Llama block (float32 math). Each runs the
+// AVX-512 version (ops_avx512.cc, with a vectorised exp) when the CPU has it and the
+// portable one otherwise; the choice depends on the CPU only, never on how many rows a
+// forward has, so a row's result does not depend on its batch.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +29,27 @@ void EmbeddingRow(const TensorRef& table, int32_t token, float* out);
 // Σ a[i]·b[i] with 16 independent partial sums: a single running sum is a serial
 // dependency chain the compiler may not vectorise (float addition does not reassociate).
 float Dot(const float* a, const float* b, int64_t n);
+// The same against bf16 b (a bf16 K/V cache).
+float DotBf16(const float* a, const uint16_t* b, int64_t n);
+
+// out[i] += p · v[i] (attention's weighted sum of values), f32 or bf16 v.
+void Axpy(float* out, float p, const float* v, int64_t n);
+void AxpyBf16(float* out, float p, const uint16_t* v, int64_t n);
 
 // out[i] += x[i].
 void AddInPlace(float* out, const float* x, int64_t n);
+
+namespace internal {
+// ops_avx512.cc; call only when the CPU has AVX-512.
+void RmsNormAvx512(const float* x, const float* weight, int64_t n, float eps, float* out);
+void RopeAvx512(float* vec, int num_heads, int head_dim, const float* cos, const float* sin);
+void SwiGluAvx512(float* gate, const float* up, int64_t n);
+void SoftmaxAvx512(float* x, int64_t n);
+float DotAvx512(const float* a, const float* b, int64_t n);
+float DotBf16Avx512(const float* a, const uint16_t* b, int64_t n);
+void AxpyAvx512(float* out, float p, const float* v, int64_t n);
+void AxpyBf16Avx512(float* out, float p, const uint16_t* v, int64_t n);
+void AddInPlaceAvx512(float* out, const float* x, int64_t n);
+}  // namespace internal
 
 }  // namespace crossreg::cpu

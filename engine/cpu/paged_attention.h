@@ -14,12 +14,16 @@ namespace crossreg::cpu {
 
 class ThreadPool;
 
+// The cache's element type: f32, or bf16 (half the bytes attention reads).
+enum class KvElement { kF32, kBf16 };
+
 struct PagedAttentionArgs {
   const float* q = nullptr;  // (rows, q_stride): head h at column h * head_dim
   int64_t q_stride = 0;
-  const float* k_cache = nullptr;  // this layer's storage: [slot][num_kv_heads * head_dim]
-  const float* v_cache = nullptr;
-  const float* pred_k = nullptr;  // (rows, num_kv_heads * head_dim): predictive rows' K/V
+  KvElement cache_element = KvElement::kF32;
+  const void* k_cache = nullptr;  // this layer's storage: [slot][num_kv_heads * head_dim]
+  const void* v_cache = nullptr;
+  const float* pred_k = nullptr;  // (rows, num_kv_heads * head_dim): predictive rows' K/V, f32
   const float* pred_v = nullptr;
   // Per row (ForwardPlan's arrays).
   const int32_t* block_tables = nullptr;
@@ -38,7 +42,9 @@ struct PagedAttentionArgs {
   int64_t out_stride = 0;
 };
 
-// `pool` may be null (one thread). The result does not depend on the thread count.
+// `pool` may be null (one thread). Work is split into (row, head) tasks taken in
+// dynamic chunks (rows attend contexts of different lengths). The result does not
+// depend on the thread count or on the other rows.
 void PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
 
 }  // namespace crossreg::cpu

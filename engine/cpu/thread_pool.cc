@@ -40,13 +40,28 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunChunk(int chunk_index) {
+  if (dynamic_) {
+    for (;;) {
+      const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
+      if (begin >= n_) return;
+      (*fn_)(begin, std::min(n_, begin + chunk_));
+    }
+  }
   const int64_t begin = chunk_ * chunk_index;
   const int64_t end = std::min(n_, begin + chunk_);
   if (begin < end) (*fn_)(begin, end);
 }
 
-void ThreadPool::ParallelFor(int64_t n, int64_t grain,
-                             const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  Run(n, grain, /*dynamic=*/false, fn);
+}
+
+void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain,
+                                    const std::function<void(int64_t, int64_t)>& fn) {
+  Run(n, grain, /*dynamic=*/true, fn);
+}
+
+void ThreadPool::Run(int64_t n, int64_t grain, bool dynamic, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t units = (n + grain - 1) / grain;
@@ -57,7 +72,9 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
   }
   fn_ = &fn;
   n_ = n;
-  chunk_ = ((units + chunks - 1) / chunks) * grain;
+  dynamic_ = dynamic;
+  chunk_ = dynamic ? grain : ((units + chunks - 1) / chunks) * grain;
+  next_.store(0, std::memory_order_relaxed);
   num_chunks_ = chunks;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
   {

@@ -30,9 +30,15 @@ class ThreadPool {
   // Not reentrant: call from one thread at a time.
   void ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // The same with dynamic chunks: every thread (the caller too) takes the next `grain`
+  // items until none are left, so work of uneven cost (attention rows of growing
+  // context, a straggling core) spreads evenly.
+  void ParallelForDynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
  private:
   void WorkerLoop(int worker_index);
   void RunChunk(int chunk_index);
+  void Run(int64_t n, int64_t grain, bool dynamic, const std::function<void(int64_t, int64_t)>& fn);
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -47,6 +53,8 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t chunk_ = 0;
   int num_chunks_ = 0;
+  bool dynamic_ = false;
+  std::atomic<int64_t> next_{0};  // dynamic: first item not yet taken
 };
 
 }  // namespace crossreg::cpu

@@ -4,19 +4,63 @@
 
 namespace crossreg {
 
-std::vector<int32_t> NgramDrafts(const std::vector<int32_t>& context, int ngram_max, int max_tokens) {
-  const int64_t len = static_cast<int64_t>(context.size());
-  for (int n = std::min<int64_t>(ngram_max, len - 1); n >= 1; --n) {
-    const auto suffix = context.end() - n;
-    // Latest match that ends before the suffix itself starts.
-    for (int64_t start = len - n - 1; start >= 0; --start) {
-      if (!std::equal(suffix, context.end(), context.begin() + start)) continue;
-      const int64_t from = start + n;
-      const int64_t to = std::min<int64_t>(len, from + max_tokens);
-      return std::vector<int32_t>(context.begin() + from, context.begin() + to);
+NgramIndex::NgramIndex(int max_n, int min_n)
+    : max_n_(std::max(1, max_n)), min_n_(std::clamp(min_n, 1, std::max(1, max_n))),
+      latest_(static_cast<size_t>(max_n_) + 1) {}
+
+uint64_t NgramIndex::Key(const int32_t* tokens, int n) {
+  // FNV-1a over the ids; n is part of the table choice, not of the key.
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < n; ++i) {
+    h ^= static_cast<uint32_t>(tokens[i]);
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+void NgramIndex::Update(const std::vector<int32_t>& context) {
+  // Position p gets indexed when p + 1 exists: its n-grams end at p.
+  for (; indexed_ + 1 < context.size(); ++indexed_) {
+    const int64_t end = static_cast<int64_t>(indexed_);
+    for (int n = 1; n <= max_n_ && end - n + 1 >= 0; ++n) {
+      latest_[static_cast<size_t>(n)][Key(context.data() + end - n + 1, n)] = end;
     }
   }
-  return {};
+}
+
+std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens) const {
+  std::vector<int32_t> drafts;
+  if (max_tokens <= 0 || context.empty()) return drafts;
+  // The suffix being matched: the context's tail followed by the drafts so far.
+  std::vector<int32_t> tail(context.end() - std::min<int64_t>(static_cast<int64_t>(context.size()), max_n_),
+                            context.end());
+  while (static_cast<int>(drafts.size()) < max_tokens) {
+    int64_t found = -1;
+    const int longest = std::min<int>(max_n_, static_cast<int>(tail.size()));
+    for (int n = longest; n >= min_n_; --n) {
+      const auto& table = latest_[static_cast<size_t>(n)];
+      const auto it = table.find(Key(tail.data() + tail.size() - n, n));
+      // Hash collisions are possible: confirm the n-gram before trusting it.
+      if (it == table.end() ||
+          !std::equal(tail.end() - n, tail.end(), context.begin() + (it->second - n + 1))) {
+        continue;
+      }
+      found = it->second;
+      break;
+    }
+    if (found < 0) break;
+    const int32_t next = context[static_cast<size_t>(found + 1)];
+    drafts.push_back(next);
+    tail.push_back(next);
+    if (static_cast<int>(tail.size()) > max_n_) tail.erase(tail.begin());
+  }
+  return drafts;
+}
+
+std::vector<int32_t> NgramDrafts(const std::vector<int32_t>& context, int ngram_max, int max_tokens) {
+  NgramIndex index(ngram_max);
+  index.Update(context);
+  return index.Draft(context, max_tokens);
 }
 
 }  // namespace crossreg

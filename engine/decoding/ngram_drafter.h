@@ -1,15 +1,42 @@
-// Prompt-lookup drafting (PLD): propose the tokens that followed the most recent
-// earlier occurrence of the context's last n tokens. Training-free; the proposal is
-// a function of the committed prefix only, so exact verification applies to it.
+// Prompt-lookup drafting (PLD) with an n-gram index of the context (prompt + every
+// committed token), chained through its own drafts: the longest suffix of the context
+// that occurred before proposes the token that followed its latest earlier occurrence;
+// that token joins the suffix and the lookup repeats, so a repeating stretch of text
+// (a loop, boilerplate, a quoted passage) is drafted as far as it repeats, not just up
+// to the end of the context. Training-free; a function of the committed tokens only,
+// so exact verification (one-hot q) applies to it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <unordered_map>
 #include <vector>
 
 namespace crossreg {
 
-// Up to `max_tokens` drafts for the continuation of `context`, trying suffix lengths
-// ngram_max down to 1; empty when nothing matches.
+class NgramIndex {
+ public:
+  // Matches suffixes of 1..max_n tokens; a draft needs a match of at least min_n.
+  NgramIndex(int max_n, int min_n = 1);
+
+  // Indexes tokens [indexed, context.size()) of `context` (the whole committed context,
+  // which only ever grows): each n-gram ending at position p is recorded once the token
+  // at p + 1, its continuation, is known.
+  void Update(const std::vector<int32_t>& context);
+
+  // Up to `max_tokens` drafts continuing `context` (what Update last saw).
+  std::vector<int32_t> Draft(const std::vector<int32_t>& context, int max_tokens) const;
+
+ private:
+  static uint64_t Key(const int32_t* tokens, int n);
+  int max_n_;
+  int min_n_;
+  size_t indexed_ = 0;  // context positions whose continuation is known and recorded
+  // Per n: n-gram -> end position of its latest occurrence that has a continuation.
+  std::vector<std::unordered_map<uint64_t, int64_t>> latest_;
+};
+
+// One-shot form for callers without a persistent index (tests, tools).
 std::vector<int32_t> NgramDrafts(const std::vector<int32_t>& context, int ngram_max, int max_tokens);
 
 }  // namespace crossreg

@@ -23,6 +23,7 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
       vocab_(env.model->vocab_size),
       seq_(seq),
       tokens_(request.prompt_ids),
+      ngrams_(request.decoding.ngram_max),
       rng_(request.sampling.seed),
       acceptor_(request.decoding.beta, request.decoding.tau, std::max(1, request.decoding.gamma)),
       acceptance_(std::max(1, request.decoding.gamma)) {
@@ -103,7 +104,8 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
       buffer_.clear();
-      for (int32_t t : NgramDrafts(tokens_, it.ngram_max, static_cast<int>(want))) buffer_.push_back(Draft{t, {}, false});
+      ngrams_.Update(tokens_);
+      for (int32_t t : ngrams_.Draft(tokens_, static_cast<int>(want))) buffer_.push_back(Draft{t, {}, false});
       m = static_cast<int>(buffer_.size());
       break;
     }
@@ -114,7 +116,8 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
       if (it.ngram_assist) {
         // Prompt-lookup drafts, a function of the committed tokens alone, take the
         // first slots (one-hot q); the adapter's proposals keep the slots after them.
-        const auto found = NgramDrafts(tokens_, it.ngram_max, static_cast<int>(cap));
+        ngrams_.Update(tokens_);
+        const auto found = ngrams_.Draft(tokens_, static_cast<int>(cap));
         if (buffer_.size() < found.size()) buffer_.resize(found.size());
         for (size_t i = 0; i < found.size(); ++i) buffer_[i] = Draft{found[i], {}, false};
       }

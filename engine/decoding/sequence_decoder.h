@@ -20,6 +20,7 @@
 #include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/energy_acceptor.h"
 #include "engine/decoding/generation_request.h"
+#include "engine/decoding/ngram_drafter.h"
 #include "engine/decoding/step_plan.h"
 #include "engine/decoding/verify.h"
 #include "engine/paged_kv_cache.h"
@@ -89,6 +90,7 @@ class SequenceDecoder {
   std::vector<int32_t> tokens_;
   int64_t cached_ = 0;            // positions whose KV is in the cache
   DraftBuffer buffer_;            // d_1 .. d_m for the next forward, with their q
+  NgramIndex ngrams_;             // n-gram mode and assist: the committed context's index
   Rng rng_;
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
   AcceptanceTracker acceptance_;  // recent per-depth acceptance (adaptive γ)

@@ -29,10 +29,15 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
       cpu.num_threads = options.cpu_threads;
       cpu.kv = kv;
       cpu.adapter = adapter;
+      cpu.kv_dtype = options.kv_dtype;
       return CreateCpuBackend(model, cpu);
     }
     case BackendChoice::kCuda: {
 #ifdef CROSSREG_HAVE_CUDA
+      if (options.kv_dtype != KvDtype::kF32) {
+        return absl::UnimplementedError(absl::StrCat("--kv_dtype ", KvDtypeName(options.kv_dtype),
+                                                     ": the CUDA backend stores K/V in f32 only (so far)"));
+      }
       CudaBackendOptions cuda;
       cuda.device = options.cuda_device;
       cuda.kv = kv;
@@ -58,11 +63,12 @@ absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOp
   }
   int64_t blocks = options.kv_blocks;
   if (blocks <= 0) {
-    blocks = KvBlocksForBytes(config, options.kv_block_size, options.kv_memory_bytes);
+    blocks = KvBlocksForBytes(config, options.kv_block_size, options.kv_memory_bytes, options.kv_dtype);
     if (blocks < 1) {
-      return absl::InvalidArgumentError(absl::StrCat("--kv_memory_mb: ", options.kv_memory_bytes >> 20,
-                                                     " MiB holds no KV block of this model (one block takes ",
-                                                     KvBytesPerToken(config) * options.kv_block_size, " bytes)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--kv_memory_mb: ", options.kv_memory_bytes >> 20,
+                       " MiB holds no KV block of this model (one block takes ",
+                       KvBytesPerToken(config, options.kv_dtype) * options.kv_block_size, " bytes)"));
     }
   }
   if (blocks > (int64_t{1} << 30)) return absl::InvalidArgumentError(absl::StrCat("KV cache: ", blocks, " blocks is too many"));

@@ -17,6 +17,7 @@
 #include "engine/backend.h"
 #include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/generation_request.h"
+#include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "engine/paged_kv_cache.h"
@@ -37,7 +38,9 @@ struct EngineOptions {
   BackendChoice backend = BackendChoice::kAuto;
   int cpu_threads = 0;       // CPU backend; 0: one per usable core (cgroup-aware)
   int cuda_device = 0;       // CUDA backend: device ordinal
-  // KV cache: exactly `kv_blocks` blocks when > 0, else as many as `kv_memory_bytes` holds.
+  // KV cache: exactly `kv_blocks` blocks when > 0, else as many as `kv_memory_bytes` holds,
+  // of `kv_dtype` elements (bf16: the CPU backend only, so far).
+  KvDtype kv_dtype = KvDtype::kF32;
   int kv_block_size = 16;
   int64_t kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{512} << 20;

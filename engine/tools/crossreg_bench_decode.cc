@@ -1,6 +1,8 @@
-// crossreg-bench-decode: AR decode speed on the CPU backend against the memory
-// bandwidth roofline, plus the cost of a forward as its row count grows.
-//   crossreg-bench-decode [--model PATH] [--random100m] [--batches 1,8] [--steps 64]
+// crossreg-bench-decode: the CPU backend against this machine's measured peaks: AR
+// decode against the memory-bandwidth roofline, the cost of a forward as its row count
+// grows (T(rows)/T(1), every row with logits, as a verify step), and prefill against
+// the measured bf16 dot-product (or f32 FMA) peak.
+//   crossreg-bench-decode [--model PATH] [--random100m] [--batches 1,8] [--prefill 512]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -12,8 +14,11 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
+#include "engine/cpu/compute_peak.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/linear.h"
 #include "engine/cpu/memory_bandwidth.h"
+#include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/kv_storage.h"
 #include "engine/model/model_loader.h"
@@ -30,6 +35,9 @@ ABSL_FLAG(int, steps, 64, "Decode steps timed per measurement");
 ABSL_FLAG(int, context, 64, "Prompt tokens before decoding starts");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
 ABSL_FLAG(int, repeats, 3, "Measurements per figure; the best is reported");
+ABSL_FLAG(int, prefill, 512, "Prompt tokens of the prefill measurement (one forward); 0 = skip");
+ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
+ABSL_FLAG(bool, gemm, true, "Also time the linear kernel alone at the ~110M model's shapes");
 
 namespace crossreg {
 namespace {
@@ -53,6 +61,12 @@ std::unique_ptr<Engine> OpenBenchEngine(const std::string& name, std::unique_ptr
   o.cpu_threads = absl::GetFlag(FLAGS_threads);
   o.kv_block_size = 16;
   o.kv_blocks = positions / 16 + 16;
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) {
+    std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(kv_dtype.status().message()).c_str());
+    std::exit(2);
+  }
+  o.kv_dtype = *kv_dtype;
   LoadedModel loaded;
   loaded.model_path = name;
   loaded.model = std::move(model);
@@ -98,31 +112,62 @@ double TimeDecode(Engine& e, int batch, int context, int steps) {
   return seconds;
 }
 
-// Time of one forward carrying `rows` rows of a single sequence (a verify step):
-// rows are appended, then rolled back so every measurement sees the same context.
-double TimeRows(Engine& e, int rows, int context, int repeats) {
+// Time of one forward carrying `rows` rows of a single sequence (a verify step, every
+// row with logits) for each entry of `row_counts`: rows are appended, then rolled back
+// so every measurement sees the same context. The counts take turns `repeats` times and
+// each keeps its best, so load from elsewhere on the machine hits them alike.
+std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int context, int repeats) {
   const int vocab = e.model->config.vocab_size;
   const SequenceId id = e.kv->CreateSequence();
   ForwardBatch fb;
   std::vector<float> logits;
   for (int p = 0; p < context; ++p) fb.rows.push_back({.seq = id, .position = p, .token = p % vocab});
   if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
-  double best = 1e30;
+  std::vector<double> best(row_counts.size(), 1e30);
   for (int rep = 0; rep < repeats; ++rep) {
-    fb.rows.clear();
-    for (int r = 0; r < rows; ++r) {
-      fb.rows.push_back({.seq = id, .position = context + r, .token = (7 * r) % vocab, .want_logits = true});
+    for (size_t i = 0; i < row_counts.size(); ++i) {
+      fb.rows.clear();
+      for (int r = 0; r < row_counts[i]; ++r) {
+        fb.rows.push_back({.seq = id, .position = context + r, .token = (7 * r) % vocab, .want_logits = true});
+      }
+      const auto t0 = Clock::now();
+      if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
+      best[i] = std::min(best[i], std::chrono::duration<double>(Clock::now() - t0).count());
+      if (!e.kv->Truncate(id, context).ok()) std::exit(1);
     }
-    const auto t0 = Clock::now();
-    if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
-    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    if (!e.kv->Truncate(id, context).ok()) std::exit(1);
   }
   e.kv->Free(id);
   return best;
 }
 
-void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dram_bandwidth) {
+// Multiply-adds of the linear layers for one token (the output layer excluded: prefill
+// asks for one row of logits).
+double LinearMacsPerToken(const ModelConfig& c) {
+  const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), f = c.intermediate_size;
+  return c.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * f);
+}
+
+// One forward of `tokens` prompt rows (logits for the last only), best of `repeats`.
+double TimePrefill(Engine& e, int tokens, int repeats) {
+  const int vocab = e.model->config.vocab_size;
+  double best = 1e30;
+  for (int rep = 0; rep < repeats; ++rep) {
+    const SequenceId id = e.kv->CreateSequence();
+    ForwardBatch fb;
+    for (int p = 0; p < tokens; ++p) {
+      fb.rows.push_back({.seq = id, .position = p, .token = (p * 31 + 7) % vocab, .want_logits = p == tokens - 1});
+    }
+    std::vector<float> logits;
+    const auto t0 = Clock::now();
+    if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
+    e.kv->Free(id);
+  }
+  return best;
+}
+
+void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dram_bandwidth,
+                const cpu::ComputePeaks& peaks) {
   const int steps = absl::GetFlag(FLAGS_steps);
   const int context = std::min(absl::GetFlag(FLAGS_context), owned->config.max_position - steps - 1);
   const int repeats = absl::GetFlag(FLAGS_repeats);
@@ -130,8 +175,10 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   const std::vector<int> row_counts = ParseInts(absl::GetFlag(FLAGS_rows));
   const int max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int max_rows = row_counts.empty() ? 1 : *std::max_element(row_counts.begin(), row_counts.end());
+  const int prefill = std::min(absl::GetFlag(FLAGS_prefill), owned->config.max_position);
   std::unique_ptr<Engine> engine = OpenBenchEngine(
-      name, std::move(owned), int64_t{max_batch} * (context + steps + 17) + context + max_rows + 17);
+      name, std::move(owned),
+      std::max<int64_t>(int64_t{max_batch} * (context + steps + 17) + context + max_rows + 17, prefill + 32));
   const Model& model = *engine->model;
   const double weight_bytes = static_cast<double>(engine->backend->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(model.config));
@@ -159,20 +206,60 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   }
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
   std::printf("| rows | ms/forward | T(rows)/T(1) |\n|---|---|---|\n");
-  double t1 = 0;
-  for (int rows : row_counts) {
-    const double t = TimeRows(*engine, rows, context, std::max(repeats, 5));
-    if (rows == 1 || t1 == 0) t1 = t;
-    std::printf("| %d | %.3f | %.2f |\n", rows, t * 1e3, t / t1);
+  const std::vector<double> times = TimeRows(*engine, row_counts, context, std::max(repeats, 9));
+  for (size_t i = 0; i < row_counts.size(); ++i) {
+    std::printf("| %d | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0]);
+  }
+  if (prefill > 0) {
+    const double t = TimePrefill(*engine, prefill, std::max(repeats, 3));
+    const bool bf16 = model.weights.layers.front().wq.dtype != DType::kF32;
+    const double peak = bf16 ? peaks.bf16_dot_flops : peaks.f32_fma_flops;
+    const double flops = 2 * LinearMacsPerToken(model.config) * prefill / t;
+    std::printf("\nPrefill of %d tokens (one forward): %.1f ms, %.0f tokens/s; linear layers %.1f GFLOP/s = "
+                "%.0f%% of the measured %s peak (%.0f GFLOP/s)\n",
+                prefill, t * 1e3, prefill / t, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0,
+                bf16 ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
+  }
+}
+
+// The linear kernel alone: bf16 weights (out x in) times `rows` f32 rows, best of 5,
+// as GFLOP/s and a fraction of the measured bf16 dot-product peak.
+void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
+  std::printf("\nLinear kernel alone (bf16 weights, %s):\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
+  std::printf("| out x in | rows | ms | GFLOP/s | of bf16 peak |\n|---|---|---|---|---|\n");
+  Rng rng(7);
+  for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
+    std::vector<uint16_t> w(static_cast<size_t>(out * in));
+    for (auto& v : w) v = F32ToBf16(static_cast<float>(rng.Uniform() - 0.5));
+    const cpu::PackedWeights packed = cpu::PackedWeights::Pack(TensorRef{DType::kBF16, {out, in}, w.data()}, &pool);
+    for (int rows : {1, 16, 32, 512}) {
+      std::vector<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
+      for (auto& v : x) v = static_cast<float>(rng.Uniform() - 0.5);
+      double best = 1e30;
+      for (int rep = 0; rep < 6; ++rep) {
+        const auto t0 = Clock::now();
+        cpu::Linear(packed, x.data(), rows, y.data(), pool);
+        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (rep > 0) best = std::min(best, t);
+      }
+      const double flops = 2.0 * out * in * rows / best;
+      std::printf("| %lld x %lld | %d | %.3f | %.1f | %.0f%% |\n", static_cast<long long>(out),
+                  static_cast<long long>(in), rows, best * 1e3, flops / 1e9,
+                  peaks.bf16_dot_flops > 0 ? 100 * flops / peaks.bf16_dot_flops : 0.0);
+    }
   }
 }
 
 int Run() {
   cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
-  std::printf("# crossreg-bench-decode\nCPU backend, %d threads, SIMD %s\n", pool.num_threads(),
+  std::printf("# crossreg-bench-decode\nCPU backend on %s, %d threads, SIMD %s\n", cpu::CpuModelName().c_str(), pool.num_threads(),
               cpu::SimdLevelName(cpu::DetectedSimdLevel()));
   const double bw = cpu::MeasureReadBandwidth(pool);
   std::printf("Measured DRAM read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
+  const cpu::ComputePeaks peaks = cpu::MeasureComputePeaks(pool);
+  std::printf("Measured peaks on %d threads: f32 FMA %.0f GFLOP/s, bf16 dot product %.0f GFLOP/s\n",
+              pool.num_threads(), peaks.f32_fma_flops / 1e9, peaks.bf16_dot_flops / 1e9);
+  if (absl::GetFlag(FLAGS_gemm)) BenchGemm(pool, peaks);
   pool.ParallelFor(1, 1, [](int64_t, int64_t) {});  // workers idle from here on
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     auto model = LoadModel(path);
@@ -180,11 +267,11 @@ int Run() {
       std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(model.status().message()).c_str());
       return 2;
     }
-    BenchModel(path, *std::move(model), bw);
+    BenchModel(path, *std::move(model), bw, peaks);
   }
   if (absl::GetFlag(FLAGS_random100m)) {
     auto model = MakeRandomModel(Llama100MConfig(), {DType::kBF16, 1, 1.0f});
-    BenchModel("random Llama ~110M, bf16 weights", std::move(model), bw);
+    BenchModel("random Llama ~110M, bf16 weights", std::move(model), bw, peaks);
   }
   return 0;
 }

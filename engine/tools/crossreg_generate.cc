@@ -34,6 +34,7 @@ ABSL_FLAG(std::string, backend, "auto",
           "Compute backend: cpu, cuda (fails when no CUDA device is available) or auto (CUDA when a device is "
           "visible, else CPU)");
 ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
+ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16 (CPU backend)");
 ABSL_FLAG(std::string, adapter, "", "Cross-Regression adapter: a PEFT LoRA directory (needed by lossless and lossy modes)");
 ABSL_FLAG(std::string, mode, "ar", "Decoding: ar, lossless (Cross-Regression, exact), lossy (Cross-Regression with beta/tau), ngram (prompt lookup, exact)");
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
@@ -96,6 +97,8 @@ int Run() {
   }
   auto backend_choice = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
   if (!backend_choice.ok()) return Fail(std::string(backend_choice.status().message()));
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()));
   GenerationRequest request;
   auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
@@ -129,6 +132,7 @@ int Run() {
   options.backend = *backend_choice;
   options.cpu_threads = absl::GetFlag(FLAGS_threads);
   options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
+  options.kv_dtype = *kv_dtype;
   auto loaded = LoadEngineModel(options);
   if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);

@@ -19,8 +19,11 @@ ModelConfig TinyConfig(int vocab, int max_position) {
   return c;
 }
 
-EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens) {
+EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens, cpu::SimdLevel simd,
+                           KvDtype kv_dtype) {
   CpuBackendOptions options;
+  options.simd = simd;
+  options.kv_dtype = kv_dtype;
   options.num_threads = 1;  // tiny shapes: a second thread only adds synchronisation
   options.adapter = adapter;
   options.kv = {4, (tokens + 3) / 4};

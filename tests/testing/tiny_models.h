@@ -21,7 +21,8 @@ struct EngineUnderTest {
   std::unique_ptr<PagedKvCache> kv;
   DecodingEnvironment env;
 };
-EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024);
+EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024,
+                           cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16, KvDtype kv_dtype = KvDtype::kF32);
 
 // A deep copy of an f32 model whose linear weights are W + scale·B·A.
 std::unique_ptr<Model> MergeLora(const Model& model, const LoraAdapter& adapter);

@@ -1,0 +1,56 @@
+// The per-ISA micro-kernels behind engine/cpu/linear.h. Each lives in a file compiled
+// for its ISA (linear_kernels_<isa>.cc) and is called only when the CPU has it.
+//
+// Activations arrive in row tiles, transposed: a tile of R rows stores, for each K
+// step, the R rows' values side by side (f32 panels: R floats; bf16 panels: R pairs),
+// so a micro-kernel walks one pointer per tile and broadcasts at fixed offsets.
+//
+// Batch invariance, by construction: every output element (row r, output o) is one
+// accumulator that sees the K steps of its panel in order, one instruction per step,
+// whatever the tile shape, the number of rows or the thread that runs it. So a row's
+// result does not depend on which rows share the forward (the greedy identity of
+// lossless decoding and AR rests on this).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/cpu/packed_weights.h"
+
+namespace crossreg::cpu::internal {
+
+struct RowTile {
+  int64_t first_row = 0;
+  int64_t rows = 0;
+  const void* x = nullptr;  // k_steps x rows values: float (kF32 panels) or uint32 bf16 pairs (kBf16)
+};
+
+struct PanelArgs {
+  const PackedWeights* w = nullptr;
+  const RowTile* tiles = nullptr;
+  int num_tiles = 0;
+  int64_t rows = 0;   // all tiles together
+  float* y = nullptr; // rows x out, row stride y_stride
+  int64_t y_stride = 0;
+};
+
+// How a level splits rows into tiles: at most `max` rows per tile; with few tiles they
+// are balanced (16 rows: 8 + 8, not 12 + 4).
+std::vector<std::pair<int64_t, int64_t>> PlanRowTiles(int64_t rows, int64_t max);
+
+// y[:, 32j, 32j + 32) for panels j in [begin, end), every tile.
+void PanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
+void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
+void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end);
+void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
+
+// Row tiles of x (rows x in, f32, row stride in) into `out`, transposed as above:
+// f32 values, or bf16 pairs rounded to nearest even (K padded with zeros to whole pairs;
+// identical bits on every path). Tiles follow each other in `out`; returns each tile's
+// start (in elements of 4 bytes).
+std::vector<int64_t> PackRowTilesF32(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                                     float* out);
+std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                                      uint32_t* out, bool avx512);
+
+}  // namespace crossreg::cpu::internal

@@ -1,0 +1,109 @@
+// AVX-512 F micro-kernels: f32 panels with FMA, and bf16 panels widened to f32 (for
+// AVX-512 CPUs without AVX512_BF16). Compiled with -mavx512f etc.; called only after
+// run-time detection. Also the AVX-512 packing of activation tiles to bf16.
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "engine/cpu/linear_kernels.h"
+#include "engine/cpu/linear_kernels_avx512_tile.h"
+
+namespace crossreg::cpu::internal {
+namespace {
+
+// f32 panel: per k, w[32 outputs] x broadcast x[k][r].
+struct F32Step {
+  template <int R>
+  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, __m512 (&acc)[R][2]) {
+    const auto* p = reinterpret_cast<const float*>(panel);
+    const float* x = static_cast<const float*>(tile_x) + k0 * R;
+    for (int64_t k = k0; k < k1; ++k, x += R) {
+      const __m512 w0 = _mm512_load_ps(p + k * kPanelWidth);
+      const __m512 w1 = _mm512_load_ps(p + k * kPanelWidth + 16);
+      PrefetchAhead(panel, k);
+      for (int r = 0; r < R; ++r) {
+        const __m512 xb = _mm512_set1_ps(x[r]);
+        acc[r][0] = _mm512_fmadd_ps(w0, xb, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(w1, xb, acc[r][1]);
+      }
+    }
+  }
+};
+
+// bf16 panel without the dot-product instruction: each 32-bit lane holds a weight
+// pair; its even and odd halves widen to f32 and meet the activation pair in two FMAs.
+struct Bf16WidenStep {
+  template <int R>
+  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, __m512 (&acc)[R][2]) {
+    const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
+    const int* x = static_cast<const int*>(tile_x) + k0 * R;
+    for (int64_t k = k0; k < k1; ++k, x += R) {
+      const __m512i w0 = _mm512_load_si512(panel + k * kPanelStepBytes);
+      const __m512i w1 = _mm512_load_si512(panel + k * kPanelStepBytes + 64);
+      PrefetchAhead(panel, k);
+      const __m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16));
+      const __m512 w0o = _mm512_castsi512_ps(_mm512_and_si512(w0, high));
+      const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16));
+      const __m512 w1o = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
+      for (int r = 0; r < R; ++r) {
+        const __m512i pair = _mm512_set1_epi32(x[r]);
+        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
+        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(pair, high));
+        acc[r][0] = _mm512_fmadd_ps(w0e, xe, acc[r][0]);
+        acc[r][0] = _mm512_fmadd_ps(w0o, xo, acc[r][0]);
+        acc[r][1] = _mm512_fmadd_ps(w1e, xe, acc[r][1]);
+        acc[r][1] = _mm512_fmadd_ps(w1o, xo, acc[r][1]);
+      }
+    }
+  }
+};
+
+// Round to nearest even as F32ToBf16 does (bits + 0x7fff + lsb of the kept half), NaN
+// kept quiet: 16 lanes of f32 bits -> 16 bf16 in the low halves.
+inline __m512i RoundBf16(__m512i bits) {
+  const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
+  const __m512i rounded =
+      _mm512_srli_epi32(_mm512_add_epi32(bits, _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lsb)), 16);
+  const __mmask16 nan =
+      _mm512_cmpgt_epi32_mask(_mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  return _mm512_mask_blend_epi32(nan, rounded, _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40)));
+}
+
+}  // namespace
+
+void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end) {
+  if (a.w->format() == PanelFormat::kF32) {
+    RunPanels<F32Step>(a, begin, end);
+  } else {
+    RunPanels<Bf16WidenStep>(a, begin, end);
+  }
+}
+
+void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out) {
+  const int64_t steps = (in + 1) / 2;
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + (first + r) * in;
+    // 16 pairs (32 values) at a time: even and odd values rounded, then fused into pairs.
+    for (int64_t p = 0; p < steps; p += 16) {
+      const int64_t k = 2 * p;
+      const int64_t left = in - k;  // values from k on
+      const __mmask16 m_lo = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 m_hi = left >= 32 ? __mmask16(0xffff)
+                                        : (left > 16 ? static_cast<__mmask16>((1u << (left - 16)) - 1u) : 0);
+      const __m512i lo = RoundBf16(_mm512_castps_si512(_mm512_maskz_loadu_ps(m_lo, xr + k)));
+      const __m512i hi = RoundBf16(_mm512_castps_si512(_mm512_maskz_loadu_ps(m_hi, xr + k + 16)));
+      // Lanes of lo are values k..k+15 -> pairs p..p+7; hi -> pairs p+8..p+15.
+      const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512i odd_idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+      const __m512i even = _mm512_permutex2var_epi32(lo, even_idx, hi);
+      const __m512i odd = _mm512_permutex2var_epi32(lo, odd_idx, hi);
+      const __m512i pairs = _mm512_or_si512(even, _mm512_slli_epi32(odd, 16));
+      const int64_t n = std::min<int64_t>(16, steps - p);
+      alignas(64) uint32_t tmp[16];
+      _mm512_store_si512(tmp, pairs);
+      for (int64_t i = 0; i < n; ++i) out[(p + i) * rows + r] = tmp[i];
+    }
+  }
+}
+
+}  // namespace crossreg::cpu::internal

@@ -1,0 +1,284 @@
+// AVX-512 attention of one (row, head) for head_dim a multiple of 8 up to 256: the query
+// and the output accumulator stay in registers across every attended position (no
+// per-position stores), keys are dotted in place from the paged cache (f32 or bf16).
+// Compiled with -mavx512f etc.; called only after run-time detection.
+#include <immintrin.h>
+
+#include <cmath>
+#include <vector>
+
+#include "engine/cpu/paged_attention.h"
+#include "engine/cpu/paged_attention_internal.h"
+
+namespace crossreg::cpu::internal {
+namespace {
+
+// Loads of 16 head elements; `m` masks the last vector of a head_dim that is not a
+// multiple of 16 (head_dim 8: one half-vector).
+inline __m512 Load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+inline __m512 Load16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+template <int NV>
+inline __mmask16 MaskOf(int i, __mmask16 last) {
+  return i == NV - 1 ? last : __mmask16(0xffff);
+}
+
+// Exp as in ops_avx512.cc (polynomial, < 2e-7 relative).
+inline __m512 Exp(__m512 x) {
+  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-87.3f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(p, n);
+}
+
+template <int NV, typename KeyT>
+inline float DotQ(const __m512 (&q)[NV], const KeyT* k, __mmask16 last) {
+  __m512 a = _mm512_mul_ps(q[0], Load16(k, MaskOf<NV>(0, last)));
+  __m512 b = _mm512_setzero_ps();
+  for (int i = 1; i < NV; ++i) {
+    if (i % 2) {
+      b = _mm512_fmadd_ps(q[i], Load16(k + 16 * i, MaskOf<NV>(i, last)), b);
+    } else {
+      a = _mm512_fmadd_ps(q[i], Load16(k + 16 * i, MaskOf<NV>(i, last)), a);
+    }
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
+}
+
+// Sums of 16 vectors, lane i of the result = Σ lanes of v[i]: a transpose-and-add tree
+// (about 3 instructions per vector instead of a full horizontal reduction each).
+inline __m512 Sum16(__m512 (&v)[16]) {
+  __m512 w[8];
+  for (int i = 0; i < 8; ++i) {
+    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
+  }
+  __m512 u[4];
+  for (int j = 0; j < 4; ++j) {
+    const __m512d a = _mm512_castps_pd(w[2 * j]), b = _mm512_castps_pd(w[2 * j + 1]);
+    u[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
+  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
+  return _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
+}
+
+// Scores of 16 consecutive keys `stride` elements apart.
+template <int NV, typename KeyT>
+inline __m512 Dot16(const __m512 (&q)[NV], const KeyT* k, int64_t stride, __mmask16 last) {
+  __m512 v[16];
+  for (int t = 0; t < 16; ++t) {
+    __m512 acc = _mm512_mul_ps(q[0], Load16(k + t * stride, MaskOf<NV>(0, last)));
+    for (int i = 1; i < NV; ++i) acc = _mm512_fmadd_ps(q[i], Load16(k + t * stride + 16 * i, MaskOf<NV>(i, last)), acc);
+    v[t] = acc;
+  }
+  return Sum16(v);
+}
+
+template <int NV, typename T>
+void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores, __mmask16 last) {
+  const int hd = a.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(a.num_kv_heads) * hd;
+  const int64_t kv_off = static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * hd;
+  const int64_t n_cached = a.num_cached[r];
+  const int64_t n = n_cached + a.num_own[r];
+  const int32_t* table = a.block_tables + a.table_offset[r];
+  const T* k_cache = static_cast<const T*>(a.k_cache) + kv_off;
+  const T* v_cache = static_cast<const T*>(a.v_cache) + kv_off;
+  const float* pred_k = a.pred_k + kv_off;
+  const float* pred_v = a.pred_v + kv_off;
+  const int32_t* own = a.group_rows + a.group_begin[r] - n_cached;  // own[t] for t >= n_cached
+  const float* qp = a.q + r * a.q_stride + static_cast<int64_t>(h) * hd;
+  __m512 q[NV];
+  const __m512 scale = _mm512_set1_ps(a.scale);
+  for (int i = 0; i < NV; ++i) q[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(MaskOf<NV>(i, last), qp + 16 * i), scale);
+  scores.resize(static_cast<size_t>(n) + 16);
+  float* s = scores.data();
+  // Scores, block by block of the paged cache, then the group's own rows.
+  const int bs = a.block_size;
+  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+    const T* kb = k_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
+    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+    int64_t t = t0;
+    for (; t + 16 <= t1; t += 16) _mm512_storeu_ps(s + t, Dot16<NV, T>(q, kb + (t - t0) * kv_dim, kv_dim, last));
+    for (; t < t1; ++t) s[t] = DotQ<NV, T>(q, kb + (t - t0) * kv_dim, last);
+  }
+  for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, pred_k + int64_t{own[t]} * kv_dim, last);
+  // Softmax over the n scores.
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = n - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - t)) - 1u);
+    mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, s + t));
+  }
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n; t += 16) {
+    const __mmask16 m = n - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - t)) - 1u);
+    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), max)));
+    _mm512_mask_storeu_ps(s + t, m, e);
+    sum = _mm512_add_ps(sum, e);
+  }
+  const float inv = 1.0f / _mm512_reduce_add_ps(sum);
+  // Weighted sum of values, accumulated in registers.
+  __m512 o[NV];
+  for (int i = 0; i < NV; ++i) o[i] = _mm512_setzero_ps();
+  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+    const T* vb = v_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
+    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+    for (int64_t t = t0; t < t1; ++t) {
+      const __m512 p = _mm512_set1_ps(s[t]);
+      const T* v = vb + (t - t0) * kv_dim;
+      for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+    }
+  }
+  for (int64_t t = n_cached; t < n; ++t) {
+    const __m512 p = _mm512_set1_ps(s[t]);
+    const float* v = pred_v + int64_t{own[t]} * kv_dim;
+    for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+  }
+  float* out = a.out + r * a.out_stride + static_cast<int64_t>(h) * hd;
+  const __m512 norm = _mm512_set1_ps(inv);
+  for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + 16 * i, MaskOf<NV>(i, last), _mm512_mul_ps(o[i], norm));
+}
+
+template <typename T>
+bool AttendDispatch(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores) {
+  if (a.head_dim % 8 != 0 || a.head_dim > 256) return false;
+  const int rem = a.head_dim % 16;
+  const __mmask16 last = rem == 0 ? __mmask16(0xffff) : __mmask16(0x00ff);
+  switch ((a.head_dim + 15) / 16) {
+    case 1: Attend<1, T>(a, r, h, scores, last); return true;
+    case 2: Attend<2, T>(a, r, h, scores, last); return true;
+    case 3: Attend<3, T>(a, r, h, scores, last); return true;
+    case 4: Attend<4, T>(a, r, h, scores, last); return true;
+    case 5: Attend<5, T>(a, r, h, scores, last); return true;
+    case 6: Attend<6, T>(a, r, h, scores, last); return true;
+    case 8: Attend<8, T>(a, r, h, scores, last); return true;
+    case 16: Attend<16, T>(a, r, h, scores, last); return true;
+    default: return false;
+  }
+}
+
+}  // namespace
+
+bool AttendOneAvx512(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores) {
+  return a.cache_element == KvElement::kBf16 ? AttendDispatch<uint16_t>(a, r, h, scores)
+                                             : AttendDispatch<float>(a, r, h, scores);
+}
+
+}  // namespace crossreg::cpu::internal
+
+namespace crossreg::cpu::internal {
+namespace {
+
+inline float ToF32(float v) { return v; }
+inline float ToF32(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+// Rows in lanes: lane i is row r0 + i, which attends cached positions [0, n0 + i); a
+// single row (count 1) may also attend its predictive group's rows after the cache.
+template <typename T>
+void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
+  const int hd = a.head_dim;
+  const int64_t kv_dim = static_cast<int64_t>(a.num_kv_heads) * hd;
+  const int64_t kv_off = static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * hd;
+  const int64_t n0 = a.num_cached[r0];
+  const int64_t n_own = count == 1 ? a.num_own[r0] : 0;
+  const int64_t n = n0 + count - 1 + n_own;  // positions of the row that attends the most
+  const int32_t* table = a.block_tables + a.table_offset[r0];
+  const T* k_cache = static_cast<const T*>(a.k_cache) + kv_off;
+  const T* v_cache = static_cast<const T*>(a.v_cache) + kv_off;
+  const int bs = a.block_size;
+  scratch.resize(static_cast<size_t>((hd + n + hd) * 16));
+  float* qt = scratch.data();            // hd x 16: the rows' queries, transposed and scaled
+  float* st = qt + hd * 16;              // n x 16: scores, then probabilities
+  float* ot = st + n * 16;               // hd x 16: outputs, transposed
+  for (int d = 0; d < hd; ++d) {
+    for (int i = 0; i < 16; ++i) {
+      qt[d * 16 + i] = i < count ? a.q[(r0 + i) * a.q_stride + static_cast<int64_t>(h) * hd + d] * a.scale : 0.0f;
+    }
+  }
+  const int32_t* own = a.group_rows + a.group_begin[r0] - n0;  // own[t] for t >= n0 (count 1 only)
+  auto key = [&](const T* cache, int64_t t) {
+    return cache + (int64_t{table[t / bs]} * bs + t % bs) * kv_dim;
+  };
+  // One head's K or V row of position t: the cache, or a predictive row's scratch.
+  auto dot_row = [&](const auto* k) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+    int d = 0;
+    for (; d + 2 <= hd; d += 2) {
+      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * 16), _mm512_set1_ps(ToF32(k[d])), s0);
+      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + (d + 1) * 16), _mm512_set1_ps(ToF32(k[d + 1])), s1);
+    }
+    if (d < hd) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * 16), _mm512_set1_ps(ToF32(k[d])), s0);
+    return _mm512_add_ps(s0, s1);
+  };
+  __m512 mx = _mm512_set1_ps(-INFINITY);
+  for (int64_t t = 0; t < n; ++t) {
+    const bool cached = t < n0 + count - 1 || n_own == 0;
+    const __m512 dot = cached ? dot_row(key(k_cache, t)) : dot_row(a.pred_k + kv_off + int64_t{own[t]} * kv_dim);
+    // Row i sees cached positions t < n0 + i: lanes i >= t - n0 + 1 when t >= n0 (a
+    // single row sees everything up to n).
+    const int64_t first = t < n0 || n_own > 0 ? 0 : t - n0 + 1;
+    const __mmask16 valid = first >= 16 ? 0 : static_cast<__mmask16>(0xffffu << first);
+    const __m512 s = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), dot);
+    _mm512_storeu_ps(st + t * 16, s);
+    mx = _mm512_max_ps(mx, s);
+  }
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n; ++t) {
+    const __m512 s = _mm512_loadu_ps(st + t * 16);
+    const __mmask16 valid = _mm512_cmp_ps_mask(s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
+    const __m512 p = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(s, mx)));
+    _mm512_storeu_ps(st + t * 16, p);
+    sum = _mm512_add_ps(sum, p);
+  }
+  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+  for (int d0 = 0; d0 < hd; d0 += 16) {
+    const int dn = std::min(16, hd - d0);
+    __m512 o[16];
+    for (int d = 0; d < 16; ++d) o[d] = _mm512_setzero_ps();
+    for (int64_t t = 0; t < n; ++t) {
+      const __m512 p = _mm512_loadu_ps(st + t * 16);
+      if (t < n0 + count - 1 || n_own == 0) {
+        const T* v = key(v_cache, t) + d0;
+        for (int d = 0; d < dn; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_set1_ps(ToF32(v[d])), o[d]);
+      } else {
+        const float* v = a.pred_v + kv_off + int64_t{own[t]} * kv_dim + d0;
+        for (int d = 0; d < dn; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_set1_ps(v[d]), o[d]);
+      }
+    }
+    for (int d = 0; d < dn; ++d) _mm512_storeu_ps(ot + (d0 + d) * 16, _mm512_mul_ps(o[d], inv));
+  }
+  for (int i = 0; i < count; ++i) {
+    float* out = a.out + (r0 + i) * a.out_stride + static_cast<int64_t>(h) * hd;
+    for (int d = 0; d < hd; ++d) out[d] = ot[d * 16 + i];
+  }
+}
+
+}  // namespace
+
+bool AttendGroupAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
+  if (count < 1 || count > 16 || a.head_dim > kGroupMaxHeadDim) return false;
+  if (a.cache_element == KvElement::kBf16) {
+    AttendGroup<uint16_t>(a, r0, count, h, scratch);
+  } else {
+    AttendGroup<float>(a, r0, count, h, scratch);
+  }
+  return true;
+}
+
+}  // namespace crossreg::cpu::internal
