@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite: installs packages, builds, runs every CTest test (unit,
-# scheduler, integration against a real server, the trainer's pytest suite). Where
-# the CUDA toolkit is installed it also builds the CUDA backend (-DCROSSREG_CUDA=ON)
-# and runs its GPU tests, which skip with a message on a machine without a GPU.
+# scheduler, integration against a real server, the trainer's pytest suite), then the
+# exactness tests once more on the portable kernels (CROSSREG_SIMD=scalar). Where the
+# CUDA toolkit is installed it also builds the CUDA tree (-DCROSSREG_CUDA=ON: the
+# backend, its GPU tests, which skip with a message on a machine without a GPU, and the
+# server with --backend cuda|auto, checked by the backend-selection test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
 echo "[test] ctest"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900
+# The exactness tests again on the portable kernels (no AVX at all), so every SIMD path
+# of this CPU and the one a CPU without AVX-512 would run keep AR's outputs.
+echo "[test] ctest exactness tests with CROSSREG_SIMD=scalar"
+CROSSREG_SIMD=scalar ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900 \
+  -R 'CrossRegressionExactness|DistributionTest|SchedulerExactness|StoriesReference|BatchInvariance|VerifyTest|VerifyRule'
 
 NVCC=$(command -v nvcc || true)
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc

@@ -1,6 +1,7 @@
 #include "engine/decoding/sequence_decoder.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/ngram_drafter.h"
@@ -48,6 +49,16 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
   // Probes use the cheapest draft length that still verifies one draft: they measure
   // depth-1 acceptance, and deeper drafts follow once that pays.
   const int probe = std::min(d.gamma, DraftCapacity(d, 1) > 0 ? 1 : 2);
+  // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
+  // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
+  // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
+  const double one = cost.curve->Seconds(1);
+  const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
+  const double extra =
+      probe_forwards * std::max(0.0, cost.curve->Seconds(MaxDecodeRows(WithGamma(d, probe))) - one) / one;
+  const int first_interval =
+      std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
+  if (probe_interval_ < first_interval) probe_interval_ = first_interval;
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     --probe_forwards_;
     return probe;
@@ -55,15 +66,15 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
   const int chosen = ChooseGamma(d, acceptance_, cost);
   if (chosen > 0) {
     ar_streak_ = 0;
-    probe_interval_ = kFirstProbeInterval;
+    probe_interval_ = first_interval;
     return chosen;
   }
   // Plain AR forwards learn nothing about acceptance: after a run of them, probe (a
   // count-based choice), backing off exponentially while probes fail.
   if (++ar_streak_ < probe_interval_) return 0;
   ar_streak_ = 0;
-  probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
-  probe_forwards_ = IsCrossRegression(d.mode) ? 1 : 0;
+  probe_interval_ = std::min(2 * probe_interval_, std::max(kMaxProbeInterval, first_interval));
+  probe_forwards_ = probe_forwards - 1;
   return probe;
 }
 

@@ -78,8 +78,9 @@ class SequenceDecoder {
   StepPlan PlanDecode(const DraftCost* cost);
   // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
   int AdaptiveGamma(const DraftCost& cost);
-  static constexpr int kFirstProbeInterval = 8;
-  static constexpr int kMaxProbeInterval = 128;
+  static constexpr int kFirstProbeInterval = 8;   // AR forwards before the first probe, at least
+  static constexpr int kMaxProbeInterval = 128;   // ... and between probes, at most (unless probes are dear)
+  static constexpr double kProbeBudget = 0.03;    // probes' extra cost, as a fraction of the AR forwards
   void Apply(const StepPlan& plan, VerifyOutcome outcome, std::vector<int32_t>& committed);
   bool IsStop(int32_t token) const;
 
@@ -95,7 +96,7 @@ class SequenceDecoder {
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
   AcceptanceTracker acceptance_;  // recent per-depth acceptance (adaptive γ)
   int ar_streak_ = 0;             // adaptive: consecutive AR forwards since the last probe
-  int probe_interval_ = kFirstProbeInterval;
+  int probe_interval_ = 0;        // adaptive: AR forwards before the next probe (set on first use)
   int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe
   bool plan_outstanding_ = false; // Plan() returned a plan whose forward has not come back
   SpeculativeStats stats_;
