@@ -64,14 +64,19 @@ class CpuBackend final : public Backend {
     return v_store_.data() +
            (static_cast<size_t>(layer) * LayerSlots() + static_cast<size_t>(slot)) * cfg_.kv_dim() * ElementBytes();
   }
-  // One row's K or V into the cache, in the cache's element type.
-  void StoreKv(const float* src, unsigned char* dst) const {
-    const int64_t n = cfg_.kv_dim();
-    if (kv_dtype_ == KvDtype::kF32) {
-      std::copy_n(src, n, reinterpret_cast<float*>(dst));
-    } else {
-      auto* h = reinterpret_cast<uint16_t*>(dst);
-      for (int64_t i = 0; i < n; ++i) h[i] = F32ToBf16(src[i]);
+  // One row's K or V into the cache, in lanes within each block
+  // (cpu::KvLayout::kBlockTransposed): element (kv_head, d) of a block's positions is
+  // contiguous, so attention covers 16 positions per vector op.
+  void StoreTransposed(const float* src, unsigned char* layer_base, int64_t slot) {
+    const int64_t bs = kv_cfg_.block_size, hd = cfg_.head_dim, kvh = cfg_.num_kv_heads;
+    const int64_t base = (slot / bs) * kvh * hd * bs + slot % bs;
+    for (int64_t i = 0; i < kvh * hd; ++i) {  // i = kv_head * hd + d
+      const int64_t at = base + i * bs;
+      if (kv_dtype_ == KvDtype::kF32) {
+        reinterpret_cast<float*>(layer_base)[at] = src[i];
+      } else {
+        reinterpret_cast<uint16_t*>(layer_base)[at] = F32ToBf16(src[i]);
+      }
     }
   }
   // Runs fn(row) for every row: across the pool's threads when there is enough work
@@ -238,8 +243,8 @@ void CpuBackend::RunLayer(int layer, const ForwardPlan& plan) {
       std::copy_n(v_.data() + r * kvd, kvd, pred_v_.data() + r * kvd);
     } else {
       const int64_t slot = plan.slots[static_cast<size_t>(r)];
-      StoreKv(k_.data() + r * kvd, KeyAt(layer, slot));
-      StoreKv(v_.data() + r * kvd, ValueAt(layer, slot));
+      StoreTransposed(k_.data() + r * kvd, KeyAt(layer, 0), slot);
+      StoreTransposed(v_.data() + r * kvd, ValueAt(layer, 0), slot);
     }
   });
   Attention(layer, plan);
@@ -264,6 +269,7 @@ void CpuBackend::Attention(int layer, const ForwardPlan& plan) {
   a.q = q_.data();
   a.q_stride = cfg_.q_dim();
   a.cache_element = kv_dtype_ == KvDtype::kBf16 ? cpu::KvElement::kBf16 : cpu::KvElement::kF32;
+  a.kv_layout = cpu::KvLayout::kBlockTransposed;
   a.k_cache = KeyAt(layer, 0);
   a.v_cache = ValueAt(layer, 0);
   a.pred_k = pred_k_.data();

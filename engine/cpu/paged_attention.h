@@ -17,11 +17,21 @@ class ThreadPool;
 // The cache's element type: f32, or bf16 (half the bytes attention reads).
 enum class KvElement { kF32, kBf16 };
 
+// Where a cached key's or value's elements live (keys and values alike).
+enum class KvLayout {
+  kSlotMajor,        // [slot][kv_dim]: a position's K (V) row is contiguous (the CUDA layout)
+  kBlockTransposed,  // per block: [block][kv_head][head_dim][block_size]: element d of the
+                     // block's 16 positions is contiguous, so one vector op covers 16
+                     // positions (the CPU backend's layout; element (slot, kv_head, d) at
+                     // ((block * num_kv_heads + kv_head) * head_dim + d) * block_size + offset)
+};
+
 struct PagedAttentionArgs {
   const float* q = nullptr;  // (rows, q_stride): head h at column h * head_dim
   int64_t q_stride = 0;
   KvElement cache_element = KvElement::kF32;
-  const void* k_cache = nullptr;  // this layer's storage: [slot][num_kv_heads * head_dim]
+  KvLayout kv_layout = KvLayout::kSlotMajor;
+  const void* k_cache = nullptr;  // this layer's keys and values, laid out as kv_layout says
   const void* v_cache = nullptr;
   const float* pred_k = nullptr;  // (rows, num_kv_heads * head_dim): predictive rows' K/V, f32
   const float* pred_v = nullptr;
@@ -43,8 +53,9 @@ struct PagedAttentionArgs {
 };
 
 // `pool` may be null (one thread). Work is split into (row, head) tasks taken in
-// dynamic chunks (rows attend contexts of different lengths). The result does not
-// depend on the thread count or on the other rows.
+// dynamic chunks (rows attend contexts of different lengths). Every row runs the same
+// arithmetic whatever else is in the batch, so its result does not depend on the thread
+// count or on the other rows (bitwise).
 void PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
 
 }  // namespace crossreg::cpu

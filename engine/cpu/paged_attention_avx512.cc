@@ -1,6 +1,7 @@
 // AVX-512 attention of one (row, head) for head_dim a multiple of 8 up to 256: the query
 // and the output accumulator stay in registers across every attended position (no
-// per-position stores), keys are dotted in place from the paged cache (f32 or bf16).
+// per-position stores); keys are scored in place from the paged cache (f32 or bf16),
+// 16 positions per vector op when the block is laid out keys-in-lanes.
 // Compiled with -mavx512f etc.; called only after run-time detection.
 #include <immintrin.h>
 
@@ -18,6 +19,13 @@ namespace {
 inline __m512 Load16(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 inline __m512 Load16(const uint16_t* p, __mmask16 m) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+inline float ToFloat(float v) { return v; }
+inline float ToFloat(uint16_t v) {
+  const uint32_t bits = static_cast<uint32_t>(v) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
 }
 template <int NV>
 inline __mmask16 MaskOf(int i, __mmask16 last) {
@@ -105,12 +113,45 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   float* s = scores.data();
   // Scores, block by block of the paged cache, then the group's own rows.
   const int bs = a.block_size;
-  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-    const T* kb = k_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
-    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-    int64_t t = t0;
-    for (; t + 16 <= t1; t += 16) _mm512_storeu_ps(s + t, Dot16<NV, T>(q, kb + (t - t0) * kv_dim, kv_dim, last));
-    for (; t < t1; ++t) s[t] = DotQ<NV, T>(q, kb + (t - t0) * kv_dim, last);
+  if (a.kv_layout == KvLayout::kBlockTransposed) {
+    // Keys in lanes: element d of 16 consecutive keys is one vector, so a block's
+    // scores are head_dim FMAs per 16 positions against the broadcast query.
+    alignas(64) float qs[256];
+    for (int d = 0; d < hd; ++d) qs[d] = qp[d] * a.scale;
+    const T* kt = static_cast<const T*>(a.k_cache);
+    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+      const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd) * bs;
+      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+      if (bs % 16 == 0) {
+        for (int64_t t = t0; t < t1; t += 16) {
+          const __mmask16 m = t1 - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (t1 - t)) - 1u);
+          __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+          const T* col = kb + (t - t0);
+          int d = 0;
+          for (; d + 2 <= hd; d += 2) {
+            acc0 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d]), Load16(col + int64_t{d} * bs, m), acc0);
+            acc1 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d + 1]), Load16(col + int64_t{d + 1} * bs, m), acc1);
+          }
+          if (d < hd) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d]), Load16(col + int64_t{d} * bs, m), acc0);
+          _mm512_mask_storeu_ps(s + t, m, _mm512_add_ps(acc0, acc1));
+        }
+      } else {
+        // Blocks narrower than a vector: one key at a time, gathered into a row.
+        alignas(64) float key[256];
+        for (int64_t t = t0; t < t1; ++t) {
+          for (int d = 0; d < hd; ++d) key[d] = ToFloat(kb[int64_t{d} * bs + (t - t0)]);
+          s[t] = DotQ<NV, float>(q, key, last);
+        }
+      }
+    }
+  } else {
+    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+      const T* kb = k_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
+      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+      int64_t t = t0;
+      for (; t + 16 <= t1; t += 16) _mm512_storeu_ps(s + t, Dot16<NV, T>(q, kb + (t - t0) * kv_dim, kv_dim, last));
+      for (; t < t1; ++t) s[t] = DotQ<NV, T>(q, kb + (t - t0) * kv_dim, last);
+    }
   }
   for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, pred_k + int64_t{own[t]} * kv_dim, last);
   // Softmax over the n scores.
@@ -128,16 +169,52 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
     sum = _mm512_add_ps(sum, e);
   }
   const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-  // Weighted sum of values, accumulated in registers.
+  // Weighted sum of values.
+  alignas(64) float cached_part[256];  // Σ over cached positions, per head element
   __m512 o[NV];
   for (int i = 0; i < NV; ++i) o[i] = _mm512_setzero_ps();
-  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-    const T* vb = v_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
-    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-    for (int64_t t = t0; t < t1; ++t) {
-      const __m512 p = _mm512_set1_ps(s[t]);
-      const T* v = vb + (t - t0) * kv_dim;
-      for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+  if (a.kv_layout == KvLayout::kBlockTransposed && bs % 16 == 0) {
+    // Values in lanes: for 16 head elements at a time, one accumulator each collects
+    // p (16 positions) x V[d] (the same 16 positions), summed across lanes at the end.
+    const T* vt = static_cast<const T*>(a.v_cache);
+    for (int d0 = 0; d0 < hd; d0 += 16) {
+      const int dn = std::min(16, hd - d0);
+      __m512 acc[16];
+      for (int d = 0; d < 16; ++d) acc[d] = _mm512_setzero_ps();
+      for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+        const T* vb = vt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd + d0) * bs;
+        const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+        for (int64_t t = t0; t < t1; t += 16) {
+          const __mmask16 m = t1 - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (t1 - t)) - 1u);
+          const __m512 p = _mm512_maskz_loadu_ps(m, s + t);
+          for (int d = 0; d < dn; ++d) acc[d] = _mm512_fmadd_ps(p, Load16(vb + int64_t{d} * bs + (t - t0), m), acc[d]);
+        }
+      }
+      _mm512_store_ps(cached_part + d0, Sum16(acc));
+    }
+    for (int i = 0; i < NV; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
+  } else if (a.kv_layout == KvLayout::kBlockTransposed) {
+    // Blocks narrower than a vector: one value row at a time, gathered.
+    alignas(64) float row[256];
+    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+      const T* vb = static_cast<const T*>(a.v_cache) +
+                    ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd) * bs;
+      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+      for (int64_t t = t0; t < t1; ++t) {
+        for (int d = 0; d < hd; ++d) row[d] = ToFloat(vb[int64_t{d} * bs + (t - t0)]);
+        const __m512 p = _mm512_set1_ps(s[t]);
+        for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(row + 16 * i, MaskOf<NV>(i, last)), o[i]);
+      }
+    }
+  } else {
+    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+      const T* vb = v_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
+      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+      for (int64_t t = t0; t < t1; ++t) {
+        const __m512 p = _mm512_set1_ps(s[t]);
+        const T* v = vb + (t - t0) * kv_dim;
+        for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+      }
     }
   }
   for (int64_t t = n_cached; t < n; ++t) {
@@ -177,108 +254,3 @@ bool AttendOneAvx512(const PagedAttentionArgs& a, int64_t r, int h, std::vector<
 
 }  // namespace crossreg::cpu::internal
 
-namespace crossreg::cpu::internal {
-namespace {
-
-inline float ToF32(float v) { return v; }
-inline float ToF32(uint16_t v) {
-  const uint32_t bits = static_cast<uint32_t>(v) << 16;
-  float f;
-  __builtin_memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Rows in lanes: lane i is row r0 + i, which attends cached positions [0, n0 + i); a
-// single row (count 1) may also attend its predictive group's rows after the cache.
-template <typename T>
-void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
-  const int hd = a.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(a.num_kv_heads) * hd;
-  const int64_t kv_off = static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * hd;
-  const int64_t n0 = a.num_cached[r0];
-  const int64_t n_own = count == 1 ? a.num_own[r0] : 0;
-  const int64_t n = n0 + count - 1 + n_own;  // positions of the row that attends the most
-  const int32_t* table = a.block_tables + a.table_offset[r0];
-  const T* k_cache = static_cast<const T*>(a.k_cache) + kv_off;
-  const T* v_cache = static_cast<const T*>(a.v_cache) + kv_off;
-  const int bs = a.block_size;
-  scratch.resize(static_cast<size_t>((hd + n + hd) * 16));
-  float* qt = scratch.data();            // hd x 16: the rows' queries, transposed and scaled
-  float* st = qt + hd * 16;              // n x 16: scores, then probabilities
-  float* ot = st + n * 16;               // hd x 16: outputs, transposed
-  for (int d = 0; d < hd; ++d) {
-    for (int i = 0; i < 16; ++i) {
-      qt[d * 16 + i] = i < count ? a.q[(r0 + i) * a.q_stride + static_cast<int64_t>(h) * hd + d] * a.scale : 0.0f;
-    }
-  }
-  const int32_t* own = a.group_rows + a.group_begin[r0] - n0;  // own[t] for t >= n0 (count 1 only)
-  auto key = [&](const T* cache, int64_t t) {
-    return cache + (int64_t{table[t / bs]} * bs + t % bs) * kv_dim;
-  };
-  // One head's K or V row of position t: the cache, or a predictive row's scratch.
-  auto dot_row = [&](const auto* k) {
-    __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
-    int d = 0;
-    for (; d + 2 <= hd; d += 2) {
-      s0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * 16), _mm512_set1_ps(ToF32(k[d])), s0);
-      s1 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + (d + 1) * 16), _mm512_set1_ps(ToF32(k[d + 1])), s1);
-    }
-    if (d < hd) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(qt + d * 16), _mm512_set1_ps(ToF32(k[d])), s0);
-    return _mm512_add_ps(s0, s1);
-  };
-  __m512 mx = _mm512_set1_ps(-INFINITY);
-  for (int64_t t = 0; t < n; ++t) {
-    const bool cached = t < n0 + count - 1 || n_own == 0;
-    const __m512 dot = cached ? dot_row(key(k_cache, t)) : dot_row(a.pred_k + kv_off + int64_t{own[t]} * kv_dim);
-    // Row i sees cached positions t < n0 + i: lanes i >= t - n0 + 1 when t >= n0 (a
-    // single row sees everything up to n).
-    const int64_t first = t < n0 || n_own > 0 ? 0 : t - n0 + 1;
-    const __mmask16 valid = first >= 16 ? 0 : static_cast<__mmask16>(0xffffu << first);
-    const __m512 s = _mm512_mask_blend_ps(valid, _mm512_set1_ps(-INFINITY), dot);
-    _mm512_storeu_ps(st + t * 16, s);
-    mx = _mm512_max_ps(mx, s);
-  }
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t t = 0; t < n; ++t) {
-    const __m512 s = _mm512_loadu_ps(st + t * 16);
-    const __mmask16 valid = _mm512_cmp_ps_mask(s, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);
-    const __m512 p = _mm512_maskz_mov_ps(valid, Exp(_mm512_sub_ps(s, mx)));
-    _mm512_storeu_ps(st + t * 16, p);
-    sum = _mm512_add_ps(sum, p);
-  }
-  const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
-  for (int d0 = 0; d0 < hd; d0 += 16) {
-    const int dn = std::min(16, hd - d0);
-    __m512 o[16];
-    for (int d = 0; d < 16; ++d) o[d] = _mm512_setzero_ps();
-    for (int64_t t = 0; t < n; ++t) {
-      const __m512 p = _mm512_loadu_ps(st + t * 16);
-      if (t < n0 + count - 1 || n_own == 0) {
-        const T* v = key(v_cache, t) + d0;
-        for (int d = 0; d < dn; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_set1_ps(ToF32(v[d])), o[d]);
-      } else {
-        const float* v = a.pred_v + kv_off + int64_t{own[t]} * kv_dim + d0;
-        for (int d = 0; d < dn; ++d) o[d] = _mm512_fmadd_ps(p, _mm512_set1_ps(v[d]), o[d]);
-      }
-    }
-    for (int d = 0; d < dn; ++d) _mm512_storeu_ps(ot + (d0 + d) * 16, _mm512_mul_ps(o[d], inv));
-  }
-  for (int i = 0; i < count; ++i) {
-    float* out = a.out + (r0 + i) * a.out_stride + static_cast<int64_t>(h) * hd;
-    for (int d = 0; d < hd; ++d) out[d] = ot[d * 16 + i];
-  }
-}
-
-}  // namespace
-
-bool AttendGroupAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
-  if (count < 1 || count > 16 || a.head_dim > kGroupMaxHeadDim) return false;
-  if (a.cache_element == KvElement::kBf16) {
-    AttendGroup<uint16_t>(a, r0, count, h, scratch);
-  } else {
-    AttendGroup<float>(a, r0, count, h, scratch);
-  }
-  return true;
-}
-
-}  // namespace crossreg::cpu::internal

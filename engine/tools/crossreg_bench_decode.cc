@@ -206,7 +206,7 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   }
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
   std::printf("| rows | ms/forward | T(rows)/T(1) |\n|---|---|---|\n");
-  const std::vector<double> times = TimeRows(*engine, row_counts, context, std::max(repeats, 9));
+  const std::vector<double> times = TimeRows(*engine, row_counts, context, std::max(repeats, 15));
   for (size_t i = 0; i < row_counts.size(); ++i) {
     std::printf("| %d | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0]);
   }
