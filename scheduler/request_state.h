@@ -29,6 +29,7 @@ struct ScheduledRequest {
   // Guarded by the scheduler's mutex.
   std::optional<absl::Status> abort_reason;  // set once by Abort or the deadline
   bool in_waiting_queue = true;
+  bool preempted = false;  // in the preempted queue (else the new-request queue)
 
   // Scheduling thread only.
   RequestPhase phase = RequestPhase::kQueued;

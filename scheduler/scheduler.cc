@@ -28,6 +28,16 @@ struct Outgoing {
   RequestEvent event;
 };
 
+// The key of `live`: ids are unique per owner. '\0' cannot occur in a request id
+// (validation refuses control characters), so no two (owner, id) pairs collide.
+std::string LiveKey(const std::string& owner, const std::string& request_id) {
+  std::string key = owner;
+  key.push_back('\0');
+  key += request_id;
+  return key;
+}
+std::string LiveKey(const GenerationRequest& r) { return LiveKey(r.owner, r.request_id); }
+
 RequestEvent ErrorEvent(absl::Status status) {
   RequestEvent e;
   e.kind = RequestEvent::Kind::kError;
@@ -48,7 +58,7 @@ struct Scheduler::Impl {
   }
 
   absl::Status Submit(GenerationRequest request, EventHandler on_event);
-  bool Abort(const std::string& request_id, absl::Status reason);
+  bool Abort(const std::string& owner, const std::string& request_id, absl::Status reason);
   void Shutdown(std::chrono::milliseconds timeout);
   void Loop();
 
@@ -57,6 +67,10 @@ struct Scheduler::Impl {
   void Admit(SteadyTime now, std::vector<Outgoing>& out);
   void Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out);  // by value: r may live in the lists it edits
   void Publish();
+  // The queue head: a preempted request resumes before any new one.
+  bool AnyoneWaiting() const { return !preempted.empty() || !waiting.empty(); }
+  const RequestPtr& NextWaiting() const { return preempted.empty() ? waiting.front() : preempted.front(); }
+  void PopNextWaiting() { preempted.empty() ? waiting.pop_front() : preempted.pop_front(); }
   // Scheduling thread, without `mu`; takes it where shared state changes.
   void Step(std::vector<Outgoing>& out);
   void FreeKv(ScheduledRequest& r);
@@ -73,8 +87,9 @@ struct Scheduler::Impl {
   std::condition_variable wake;  // the loop: work or aborts arrived, or stop
   std::condition_variable idle;  // Shutdown: the loop went idle
   // Guarded by mu.
-  std::deque<RequestPtr> waiting;
-  std::unordered_map<std::string, RequestPtr> live;  // queued or running, not yet finalized
+  std::deque<RequestPtr> waiting;    // never admitted, FIFO; at most max_queue
+  std::deque<RequestPtr> preempted;  // sent back for KV, admission order; resume first
+  std::unordered_map<std::string, RequestPtr> live;  // LiveKey -> queued or running, not yet finalized
   std::vector<RequestPtr> to_abort;                  // Abort/shutdown requests for the loop
   bool accepting = true;
   bool started = false;
@@ -116,23 +131,23 @@ absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_
 
   std::lock_guard<std::mutex> lock(mu);
   if (!accepting) return absl::FailedPreconditionError("scheduler is shutting down: no new requests");
-  if (live.count(r->request.request_id) > 0) {
+  if (live.count(LiveKey(r->request)) > 0) {
     return absl::AlreadyExistsError(absl::StrCat("request_id \"", r->request.request_id, "\" is already in flight"));
   }
   if (static_cast<int>(waiting.size()) >= options.max_queue) {
     return absl::ResourceExhaustedError(
         absl::StrCat("request queue full: ", waiting.size(), " waiting (max_queue ", options.max_queue, ")"));
   }
-  live.emplace(r->request.request_id, r);
+  live.emplace(LiveKey(r->request), r);
   waiting.push_back(r);
   published.waiting = static_cast<int>(waiting.size());
   wake.notify_one();
   return absl::OkStatus();
 }
 
-bool Scheduler::Impl::Abort(const std::string& request_id, absl::Status reason) {
+bool Scheduler::Impl::Abort(const std::string& owner, const std::string& request_id, absl::Status reason) {
   std::lock_guard<std::mutex> lock(mu);
-  auto it = live.find(request_id);
+  auto it = live.find(LiveKey(owner, request_id));
   if (it == live.end()) return false;
   if (!it->second->abort_reason.has_value()) {
     it->second->abort_reason = std::move(reason);
@@ -149,7 +164,7 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
     accepting = false;
     if (!started) {
       // No loop will ever run them: cancel here, on the caller's thread.
-      while (!waiting.empty()) Cancel(waiting.front(), absl::CancelledError("scheduler shut down"), out);
+      while (AnyoneWaiting()) Cancel(NextWaiting(), absl::CancelledError("scheduler shut down"), out);
       to_abort.clear();
       Publish();
     } else {
@@ -169,14 +184,15 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
 
 void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out) {
   if (r->in_waiting_queue) {
-    waiting.erase(std::find(waiting.begin(), waiting.end(), r));
+    std::deque<RequestPtr>& queue = r->preempted ? preempted : waiting;
+    queue.erase(std::find(queue.begin(), queue.end(), r));
     r->in_waiting_queue = false;
   } else {
     running.erase(std::find(running.begin(), running.end(), r));
   }
   FreeKv(*r);
   r->phase = RequestPhase::kCancelled;
-  live.erase(r->request.request_id);
+  live.erase(LiveKey(r->request));
   out.push_back({r, ErrorEvent(std::move(status))});
 }
 
@@ -201,6 +217,7 @@ void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoi
     }
   };
   collect_expired(waiting);
+  collect_expired(preempted);
   collect_expired(running);
   for (const RequestPtr& r : expired) {
     r->abort_reason = absl::DeadlineExceededError(
@@ -212,8 +229,8 @@ void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoi
 
 void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
   const int block_size = kv.config().block_size;
-  while (!waiting.empty() && static_cast<int>(running.size()) < options.max_running) {
-    const RequestPtr r = waiting.front();
+  while (AnyoneWaiting() && static_cast<int>(running.size()) < options.max_running) {
+    const RequestPtr r = NextWaiting();
     const int64_t tokens = r->decoder ? static_cast<int64_t>(r->decoder->tokens().size()) : r->prompt_tokens;
     const int64_t need = BlocksFor(tokens + r->decode_headroom, block_size);
     if (need > kv.config().num_blocks) {
@@ -234,8 +251,9 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     }
     if (need + reserved > kv.free_blocks()) break;  // FIFO: nobody overtakes the head
 
-    waiting.pop_front();
+    PopNextWaiting();
     r->in_waiting_queue = false;
+    r->preempted = false;
     const SequenceId seq = kv.CreateSequence();
     if (r->decoder) {
       r->decoder->OnKvDropped(seq);  // resumed after preemption: recompute its KV
@@ -248,10 +266,10 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     if (!r->admitted.has_value()) r->admitted = now;
     running.push_back(r);
   }
-  if (running.empty() && !waiting.empty()) {
+  if (running.empty() && AnyoneWaiting()) {
     // Nothing runs that could free blocks, so waiting would spin: the cache is held
     // by someone else.
-    const RequestPtr r = waiting.front();
+    const RequestPtr r = NextWaiting();
     Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
                   "request \"", r->request.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
                   " free blocks of ", kv.config().num_blocks, " and no running request to wait for")),
@@ -262,6 +280,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
 void Scheduler::Impl::Publish() {
   published.running = static_cast<int>(running.size());
   published.waiting = static_cast<int>(waiting.size());
+  published.preempted = static_cast<int>(preempted.size());
   published.kv = kv.Stats();
   published.preemptions = preemptions;
   published.forwards = forwards;
@@ -279,15 +298,15 @@ void Scheduler::Impl::Dispatch(std::vector<Outgoing>& out) {
 
 void Scheduler::Impl::ReportQueueState() {
   if (metrics == nullptr) return;
-  int running_now = 0, waiting_now = 0;
-  double usage = 0;
+  QueueState state;
   {
     std::lock_guard<std::mutex> lock(mu);
-    running_now = published.running;
-    waiting_now = published.waiting;
-    usage = published.kv.usage();
+    state.running = published.running;
+    state.waiting = published.waiting;
+    state.preempted = published.preempted;
+    state.kv_usage = published.kv.usage();
   }
-  metrics->OnQueueState(running_now, waiting_now, usage);
+  metrics->OnQueueState(state);
 }
 
 void Scheduler::Impl::Loop() {
@@ -295,11 +314,11 @@ void Scheduler::Impl::Loop() {
   ReportQueueState();
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    if (running.empty() && waiting.empty() && to_abort.empty()) {
+    if (running.empty() && !AnyoneWaiting() && to_abort.empty()) {
       step_in_progress = false;
       idle.notify_all();
       if (stop) return;
-      wake.wait(lock, [&] { return stop || !waiting.empty() || !to_abort.empty(); });
+      wake.wait(lock, [&] { return stop || AnyoneWaiting() || !to_abort.empty(); });
       continue;
     }
     step_in_progress = true;
@@ -366,7 +385,8 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
       running.erase(std::find(running.begin(), running.end(), r));
       r->phase = RequestPhase::kQueued;
       r->in_waiting_queue = true;
-      waiting.push_front(r);
+      r->preempted = true;
+      preempted.push_front(r);
       ++preemptions;
     }
     if (failing != nullptr) {
@@ -395,6 +415,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     e.logit_row = logit_rows;
     logit_rows += e.step.logit_rows();
   }
+  if (options.debug_forward_delay.count() > 0) std::this_thread::sleep_for(options.debug_forward_delay);
   const SteadyTime forward_start = std::chrono::steady_clock::now();
   const absl::Status forward = backend.Forward(batch, kv, logits);
   const SteadyTime now = std::chrono::steady_clock::now();
@@ -457,7 +478,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   std::lock_guard<std::mutex> lock(mu);
   for (const RequestPtr& r : finished) {
     running.erase(std::find(running.begin(), running.end(), r));
-    live.erase(r->request.request_id);
+    live.erase(LiveKey(r->request));
   }
   for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
 }
@@ -488,8 +509,8 @@ absl::Status Scheduler::Submit(GenerationRequest request, EventHandler on_event)
   return impl_->Submit(std::move(request), std::move(on_event));
 }
 
-bool Scheduler::Abort(const std::string& request_id, absl::Status reason) {
-  return impl_->Abort(request_id, std::move(reason));
+bool Scheduler::Abort(const std::string& request_id, absl::Status reason, const std::string& owner) {
+  return impl_->Abort(owner, request_id, std::move(reason));
 }
 
 void Scheduler::Shutdown(std::chrono::milliseconds timeout) { impl_->Shutdown(timeout); }
@@ -498,6 +519,7 @@ SchedulerStats Scheduler::Stats() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   SchedulerStats stats = impl_->published;
   stats.waiting = static_cast<int>(impl_->waiting.size());
+  stats.preempted = static_cast<int>(impl_->preempted.size());
   return stats;
 }
 

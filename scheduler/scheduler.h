@@ -28,7 +28,13 @@ using SteadyTime = std::chrono::steady_clock::time_point;
 struct SchedulerOptions {
   int max_batch_tokens = 512;   // rows per forward (prefill chunks + decode/verify rows)
   int max_running = 64;         // sequences decoding at once
-  int max_queue = 256;          // waiting requests; more -> RESOURCE_EXHAUSTED
+  // Requests waiting for their first admission; more -> RESOURCE_EXHAUSTED.
+  // Preempted requests wait apart (they were admitted once, resume first and are
+  // bounded by max_running), so this limit holds under preemption too.
+  int max_queue = 256;
+  // Debugging: a sleep before every forward, so that cancellation, deadlines and
+  // queueing can be watched (and tested) on a model that is otherwise too fast.
+  std::chrono::milliseconds debug_forward_delay{0};
   // What requests may do on the engine (adapter, gamma limit, cost curve for adaptive
   // gamma). Its `model` may be left null: the backend's model is used.
   DecodingEnvironment decoding;
@@ -54,6 +60,14 @@ struct RequestEvent {
 };
 using EventHandler = std::function<void(const RequestEvent&)>;
 
+// The scheduler's queues after a step.
+struct QueueState {
+  int running = 0;      // sequences admitted, holding KV
+  int waiting = 0;      // never admitted yet (bounded by max_queue)
+  int preempted = 0;    // admitted once, sent back for KV; resumed before `waiting`
+  double kv_usage = 0;  // used blocks / all blocks
+};
+
 // Measurements leave through this interface (the server implements it with
 // Prometheus); all calls come from the scheduler thread.
 class MetricsSink {
@@ -62,12 +76,13 @@ class MetricsSink {
   virtual void OnForward(int rows, double seconds) = 0;
   virtual void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) = 0;
   virtual void OnRequestFinished(DecodingMode mode, const RequestEvent& finished) = 0;
-  virtual void OnQueueState(int running, int waiting, double kv_usage) = 0;
+  virtual void OnQueueState(const QueueState& state) = 0;
 };
 
 struct SchedulerStats {
   int running = 0;
-  int waiting = 0;
+  int waiting = 0;    // never admitted yet
+  int preempted = 0;  // waiting to resume after preemption
   KvCacheStats kv;
   int64_t preemptions = 0;
   int64_t forwards = 0;
@@ -84,13 +99,16 @@ class Scheduler {
   // Starts the scheduling thread.
   void Start();
   // Queues a request after ValidateGenerationRequest. RESOURCE_EXHAUSTED when the
-  // queue is full, ALREADY_EXISTS for a live request_id, FAILED_PRECONDITION after
+  // queue is full, ALREADY_EXISTS for a live request_id of the same owner
+  // (GenerationRequest::owner), FAILED_PRECONDITION after
   // Shutdown, INVALID_ARGUMENT when the prompt plus gamma cannot ever fit in the KV
   // cache (and for whatever validation refuses).
   absl::Status Submit(GenerationRequest request, EventHandler on_event);
   // Cancels a queued or running request: its KV is freed before the next step and
-  // it gets a kError event with `reason`. Returns false if the id is unknown.
-  bool Abort(const std::string& request_id, absl::Status reason = absl::CancelledError("aborted"));
+  // it gets a kError event with `reason`. Only the owner that submitted it can:
+  // returns false if `owner` has no live request with that id.
+  bool Abort(const std::string& request_id, absl::Status reason = absl::CancelledError("aborted"),
+             const std::string& owner = "");
   // Refuses new requests; waits up to `timeout` for running and queued ones to
   // finish, then aborts the rest with CANCELLED. Returns when the loop is idle.
   void Shutdown(std::chrono::milliseconds timeout);

@@ -3,6 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/grpc_status.h"
+#include "server/request_parsing.h"
+#include "server/security/call_principal.h"
+#include "server/security/request_id.h"
 #include "spdlog/spdlog.h"
 
 namespace crossreg::server {
@@ -42,7 +45,7 @@ v1::FinishReason ToProtoFinishReason(FinishReason reason, bool eos) {
 GenerateReactor::GenerateReactor(const GenerateContext& context) : context_(context) {}
 
 GenerateReactor* GenerateReactor::Start(const GenerateContext& context, grpc::CallbackServerContext* call,
-                                        const v1::GenerateRequest& request) {
+                                        const grpc::ByteBuffer& request) {
   std::shared_ptr<GenerateReactor> reactor(new GenerateReactor(context));
   reactor->self_ = reactor;
   GenerateReactor* raw = reactor.get();
@@ -50,27 +53,43 @@ GenerateReactor* GenerateReactor::Start(const GenerateContext& context, grpc::Ca
   return raw;
 }
 
-void GenerateReactor::Begin(grpc::CallbackServerContext* call, const v1::GenerateRequest& request) {
-  auto refuse = [this](const absl::Status& status) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      final_status_ = ToGrpcStatus(status);
-    }
-    Pump();
-  };
-  if (context_.draining->load()) {
-    refuse(absl::UnavailableError("server is shutting down; retry on another replica"));
-    return;
+void GenerateReactor::Begin(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes) {
+  const absl::Status submitted = Submit(call, request_bytes);
+  if (submitted.ok()) return;
+  // Debug level: refusals are the client's business, and a client could flood the log.
+  spdlog::debug("Generate refused after {:.3f} ms: client={} {}", SecondsSince(arrival_) * 1e3,
+                principal_.empty() ? "(unauthenticated)" : principal_, submitted.ToString());
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    final_status_ = ToGrpcStatus(submitted);
   }
+  Pump();
+}
+
+absl::Status GenerateReactor::Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes) {
+  // Cheapest checks first: nothing is parsed for a caller without credentials, and
+  // nothing is tokenized for one over its stream limit.
+  if (context_.draining->load()) return absl::UnavailableError("server is shutting down; retry on another replica");
+  auto principal = CallPrincipal(*call, *context_.tokens);
+  if (!principal.ok()) return principal.status();
+  principal_ = std::move(*principal);
+  if (const size_t limit = context_.defaults.max_prompt_bytes; limit > 0 && request_bytes.Length() > limit) {
+    // Possibly a huge prompt: measure it on the wire before parsing (and copying) it.
+    auto text_bytes = TopLevelFieldBytes(request_bytes, v1::GenerateRequest::kTextFieldNumber);
+    if (!text_bytes.ok()) return text_bytes.status();
+    if (*text_bytes > limit) return PromptTooLong(*text_bytes, limit);
+  }
+  v1::GenerateRequest request;
+  if (absl::Status parsed = ParseRequest(request_bytes, request); !parsed.ok()) return parsed;
+  auto slot = context_.stream_limiter->Acquire(principal_);
+  if (!slot.ok()) return slot.status();
+  stream_slot_ = std::move(*slot);
   auto validated = RequestFromProto(request, context_.env, context_.defaults);
-  if (!validated.ok()) {
-    refuse(validated.status());
-    return;
-  }
+  if (!validated.ok()) return validated.status();
+
   GenerationRequest spec = std::move(validated->request);
-  if (spec.request_id.empty()) {
-    spec.request_id = absl::StrCat("req-", context_.next_request_number->fetch_add(1));
-  }
+  if (spec.request_id.empty()) spec.request_id = RandomRequestId();
+  spec.owner = principal_;
   spec.deadline = SteadyDeadline(*call);
   request_id_ = spec.request_id;
   mode_ = spec.decoding.mode;
@@ -83,17 +102,20 @@ void GenerateReactor::Begin(grpc::CallbackServerContext* call, const v1::Generat
   std::shared_ptr<GenerateReactor> self = self_;
   absl::Status submitted =
       context_.scheduler->Submit(std::move(spec), [self](const RequestEvent& event) { self->OnSchedulerEvent(event); });
-  if (!submitted.ok()) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      submitted_ = false;
-    }
-    // After Shutdown the scheduler says FAILED_PRECONDITION; to a client that is "go elsewhere".
-    if (submitted.code() == absl::StatusCode::kFailedPrecondition && context_.draining->load()) {
-      submitted = absl::UnavailableError("server is shutting down; retry on another replica");
-    }
-    refuse(submitted);
+  if (submitted.ok()) return submitted;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    submitted_ = false;
   }
+  // After Shutdown the scheduler says FAILED_PRECONDITION; to a client that is "go elsewhere".
+  if (submitted.code() == absl::StatusCode::kFailedPrecondition && context_.draining->load()) {
+    submitted = absl::UnavailableError("server is shutting down; retry on another replica");
+  }
+  return submitted;
+}
+
+void GenerateReactor::AbortInScheduler(absl::Status reason) {
+  context_.scheduler->Abort(request_id_, std::move(reason), principal_);
 }
 
 void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished) {
@@ -127,9 +149,9 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason re
 }
 
 void GenerateReactor::LogFinishedLocked(const v1::Complete& c) const {
-  spdlog::info("request {} finished: mode={} finish={} prompt_tokens={} completion_tokens={} tpf={:.2f} "
+  spdlog::info("request {} finished: client={} mode={} finish={} prompt_tokens={} completion_tokens={} tpf={:.2f} "
                "queue={:.3f}s ttft={:.3f}s total={:.3f}s",
-               request_id_, DecodingModeName(mode_), v1::FinishReason_Name(c.finish_reason()),
+               request_id_, principal_, DecodingModeName(mode_), v1::FinishReason_Name(c.finish_reason()),
                c.usage().prompt_tokens(), c.usage().completion_tokens(), c.spec().tokens_per_forward(),
                c.timings().queue_seconds(), c.timings().time_to_first_token_seconds(), c.timings().total_seconds());
 }
@@ -188,7 +210,8 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         response.mutable_error()->set_code(static_cast<int>(event.error.code()));
         response.mutable_error()->set_message(std::string(event.error.message()));
         pending_.push_back(std::move(response));
-        spdlog::info("request {} failed: mode={} {}", request_id_, DecodingModeName(mode_), event.error.ToString());
+        spdlog::info("request {} failed: client={} mode={} {}", request_id_, principal_, DecodingModeName(mode_),
+                     event.error.ToString());
         EndLocked(ToGrpcStatus(event.error));
         break;
       }
@@ -204,7 +227,7 @@ void GenerateReactor::Pump() {
     std::lock_guard<std::mutex> lock(mu_);
     if (write_in_flight_ || finish_called_ || done_) return;
     if (!pending_.empty()) {
-      in_flight_message_ = std::move(pending_.front());
+      in_flight_message_ = SerializeResponse(pending_.front());
       pending_.pop_front();
       write_in_flight_ = true;
       write = true;
@@ -239,7 +262,7 @@ void GenerateReactor::OnWriteDone(bool ok) {
     }
   }
   // Abort from here, not from the scheduler's event callback (its own thread).
-  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("ended by the server"));
+  if (abort) AbortInScheduler(absl::CancelledError("ended by the server"));
   Pump();
 }
 
@@ -249,7 +272,7 @@ void GenerateReactor::OnCancel() {
     std::lock_guard<std::mutex> lock(mu_);
     abort = submitted_ && !scheduler_ended_;
   }
-  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("the client cancelled the call"));
+  if (abort) AbortInScheduler(absl::CancelledError("the client cancelled the call"));
 }
 
 void GenerateReactor::OnDone() {
@@ -259,7 +282,8 @@ void GenerateReactor::OnDone() {
     done_ = true;
     abort = submitted_ && !scheduler_ended_;
   }
-  if (abort) context_.scheduler->Abort(request_id_, absl::CancelledError("the call ended"));
+  if (abort) AbortInScheduler(absl::CancelledError("the call ended"));
+  stream_slot_.reset();  // the principal may open another stream now
   // The scheduler's handler may still hold a reference; it sees done_ and ignores
   // events. Otherwise `keep` deletes this reactor on return.
   std::shared_ptr<GenerateReactor> keep = std::move(self_);

@@ -1,4 +1,7 @@
-// One Generate call: a gRPC server-streaming reactor that never blocks. Scheduler
+// One Generate call: a gRPC server-streaming reactor that never blocks. It runs on
+// raw byte buffers (server/request_parsing.h says why): it authenticates the caller,
+// parses and validates the request, takes a stream slot of the caller's principal,
+// then submits to the scheduler under the principal as owner. Scheduler
 // events (on the scheduler thread) become response messages in a queue; exactly one
 // write is in flight at a time and the next starts from OnWriteDone. A cancelled
 // call, a failed write or a finished call aborts the scheduler request, so its KV
@@ -17,6 +20,8 @@
 #include "grpcpp/grpcpp.h"
 #include "scheduler/scheduler.h"
 #include "server/request_from_proto.h"
+#include "server/security/client_stream_limiter.h"
+#include "server/security/token_authenticator.h"
 #include "server/stop_text_stream.h"
 
 namespace crossreg::server {
@@ -27,14 +32,15 @@ struct GenerateContext {
   DecodingEnvironment env;   // what the engine can do (env.model: the model's config)
   RequestDefaults defaults;  // the server's values for unset fields
   std::atomic<bool>* draining = nullptr;  // true: refuse new calls with UNAVAILABLE
-  std::atomic<uint64_t>* next_request_number = nullptr;
+  const TokenAuthenticator* tokens = nullptr;
+  ClientStreamLimiter* stream_limiter = nullptr;
 };
 
-class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateResponse> {
+class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  // Validates and submits the request; a refused one finishes at once with its status.
+  // Checks and submits the request; a refused one finishes at once with its status.
   static GenerateReactor* Start(const GenerateContext& context, grpc::CallbackServerContext* call,
-                                const v1::GenerateRequest& request);
+                                const grpc::ByteBuffer& request);
 
   void OnWriteDone(bool ok) override;
   void OnCancel() override;
@@ -42,7 +48,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 
  private:
   explicit GenerateReactor(const GenerateContext& context);
-  void Begin(grpc::CallbackServerContext* call, const v1::GenerateRequest& request);
+  void Begin(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes);
+  absl::Status Submit(grpc::CallbackServerContext* call, const grpc::ByteBuffer& request_bytes);
+  void AbortInScheduler(absl::Status reason);
   void OnSchedulerEvent(const RequestEvent& event);  // scheduler thread
   // Starts the next write, or Finish once the queue is empty and the status known.
   void Pump();
@@ -53,7 +61,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
 
   const GenerateContext context_;
   std::shared_ptr<GenerateReactor> self_;  // keeps this alive until OnDone
-  std::string request_id_;
+  std::string request_id_;  // as the client knows it
+  std::string principal_;   // the caller: owner of the request in the scheduler
+  std::unique_ptr<ClientStreamLimiter::Lease> stream_slot_;  // held until OnDone
   DecodingMode mode_ = DecodingMode::kAutoregressive;
   int64_t prompt_tokens_ = 0;
   const std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
@@ -61,7 +71,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<v1::GenerateRespon
   std::mutex mu_;
   std::optional<StopTextStream> text_;
   std::deque<v1::GenerateResponse> pending_;
-  v1::GenerateResponse in_flight_message_;  // must live until OnWriteDone
+  grpc::ByteBuffer in_flight_message_;  // must live until OnWriteDone
   bool write_in_flight_ = false;
   std::optional<grpc::Status> final_status_;  // set: nothing more will be queued
   bool finish_called_ = false;

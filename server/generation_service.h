@@ -1,5 +1,8 @@
-// crossreg.v1.Generation on the gRPC callback API: Generate streams through a
-// GenerateReactor; GetModelInfo and Abort answer at once.
+// crossreg.v1.Generation on the gRPC callback API, with raw (byte buffer) methods so
+// that requests are parsed by ParseRequest (server/request_parsing.h): a malformed
+// request gets INVALID_ARGUMENT naming the field. Generate streams through a
+// GenerateReactor; GetModelInfo and Abort answer at once. Every method first checks
+// the caller's credentials (server/security/call_principal.h).
 #pragma once
 
 #include <atomic>
@@ -11,6 +14,8 @@
 #include "scheduler/scheduler.h"
 #include "server/generate_reactor.h"
 #include "server/request_from_proto.h"
+#include "server/security/client_stream_limiter.h"
+#include "server/security/token_authenticator.h"
 
 namespace crossreg::server {
 
@@ -22,28 +27,36 @@ struct GenerationServiceOptions {
   int64_t kv_capacity_tokens = 0;
   std::string backend;         // "cpu", "cuda"
   std::string backend_device;  // what it runs on
+  const TokenAuthenticator* tokens = nullptr;  // must outlive the service; null: no auth
+  int max_streams_per_client = 0;              // 0: no limit
 };
 
-class GenerationService final : public v1::Generation::CallbackService {
+using RawGenerationService = v1::Generation::WithRawCallbackMethod_Generate<
+    v1::Generation::WithRawCallbackMethod_GetModelInfo<v1::Generation::WithRawCallbackMethod_Abort<v1::Generation::Service>>>;
+
+class GenerationService final : public RawGenerationService {
  public:
-  // `scheduler` and the model behind options.limits must outlive the service.
+  // `scheduler` and the model behind options.env must outlive the service.
   GenerationService(Scheduler& scheduler, const GenerationServiceOptions& options);
 
   // From now on Generate answers UNAVAILABLE; calls already running go on.
   void StartDraining() { draining_.store(true); }
 
-  grpc::ServerWriteReactor<v1::GenerateResponse>* Generate(grpc::CallbackServerContext* call,
-                                                           const v1::GenerateRequest* request) override;
-  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call, const v1::GetModelInfoRequest* request,
-                                         v1::ModelInfo* info) override;
-  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* call, const v1::AbortRequest* request,
-                                  v1::AbortResponse* response) override;
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* Generate(grpc::CallbackServerContext* call,
+                                                       const grpc::ByteBuffer* request) override;
+  grpc::ServerUnaryReactor* GetModelInfo(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                         grpc::ByteBuffer* response) override;
+  // Only the principal that started a request may abort it; for anyone else, as for
+  // an unknown id, the answer is NOT_FOUND (which does not reveal that it exists).
+  grpc::ServerUnaryReactor* Abort(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
+                                  grpc::ByteBuffer* response) override;
 
  private:
   Scheduler& scheduler_;
   const GenerationServiceOptions options_;
+  const TokenAuthenticator no_tokens_;
+  ClientStreamLimiter stream_limiter_;
   std::atomic<bool> draining_{false};
-  std::atomic<uint64_t> next_request_number_{1};
   GenerateContext generate_context_;
 };
 

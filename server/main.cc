@@ -1,8 +1,9 @@
 // crossreg-server: opens an engine (model, optional Cross-Regression adapter, CPU or
 // CUDA backend: engine/runtime/open_engine.h), runs the continuous-batching scheduler
-// on it and serves
-// crossreg.v1.Generation, grpc.health.v1.Health and server reflection over gRPC, with
-// Prometheus metrics on their own port. SIGTERM/SIGINT drain and exit 0.
+// on it and serves crossreg.v1.Generation, grpc.health.v1.Health and server
+// reflection over gRPC (plaintext, TLS or mutual TLS; bearer tokens optional:
+// docs/security.md), with Prometheus metrics on their own port. SIGTERM/SIGINT drain
+// and exit 0.
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
@@ -16,12 +17,15 @@
 #include "absl/strings/str_format.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/runtime/open_engine.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "scheduler/scheduler.h"
 #include "server/generation_service.h"
 #include "server/prometheus_metrics.h"
+#include "server/library_logs.h"
+#include "server/reflection_service.h"
+#include "server/security/server_credentials.h"
+#include "server/security/token_file.h"
 #include "server/server_options.h"
 #include "spdlog/sinks/stdout_color_sinks.h"
 #include "spdlog/spdlog.h"
@@ -30,6 +34,28 @@ namespace crossreg::server {
 namespace {
 
 constexpr char kServiceName[] = "crossreg.v1.Generation";
+constexpr char kHealthServiceName[] = "grpc.health.v1.Health";
+constexpr char kReflectionServiceName[] = "grpc.reflection.v1alpha.ServerReflection";
+
+int Milliseconds(double seconds) { return static_cast<int>(seconds * 1000); }
+
+// Connection management: keepalive both ways, and an optional maximum age.
+void SetConnectionOptions(const ServerOptions& options, grpc::ServerBuilder& builder) {
+  builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
+  if (options.keepalive_time_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, Milliseconds(options.keepalive_time_s));
+    builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, Milliseconds(options.keepalive_timeout_s));
+  }
+  // Clients that keep idle connections warm with pings are welcome, up to this rate.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+                             Milliseconds(options.min_client_ping_interval_s));
+  if (options.max_connection_age_s > 0) {
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_MS, Milliseconds(options.max_connection_age_s));
+    // Streams in flight when the age is reached get this long to finish.
+    builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_AGE_GRACE_MS, Milliseconds(options.drain_timeout_s));
+  }
+}
 
 // Logs go to stderr (see main), so one critical line is the whole report.
 int Fail(const std::string& message) {
@@ -45,6 +71,24 @@ void SetHealth(grpc::Server& server, bool serving) {
 }
 
 int Run(const ServerOptions& options, const sigset_t& stop_signals) {
+  RouteLibraryLogs();
+  // Credentials before the model: a typo in a path should not wait for a load.
+  std::vector<std::string> tls_warnings;
+  auto credentials = MakeServerCredentials(
+      {options.tls_cert_file, options.tls_key_file, options.tls_client_ca_file}, &tls_warnings);
+  if (!credentials.ok()) return Fail(std::string(credentials.status().message()));
+  for (const std::string& w : tls_warnings) spdlog::warn("{}", w);
+  TokenAuthenticator tokens;
+  if (!options.auth_token_file.empty()) {
+    auto loaded = LoadTokenFile(options.auth_token_file);
+    if (!loaded.ok()) return Fail(std::string(loaded.status().message()));
+    tokens = TokenAuthenticator(std::move(*loaded));
+  }
+  if (tokens.enabled() && options.tls_cert_file.empty()) {
+    spdlog::warn("bearer tokens over plaintext can be read by anyone on the network path; serve TLS "
+                 "(--tls_cert_file) unless a mesh encrypts the traffic");
+  }
+
   EngineOptions engine_options;
   engine_options.model_path = options.model;
   engine_options.adapter_path = options.adapter;
@@ -52,6 +96,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   engine_options.cpu_threads = options.threads;
   engine_options.cuda_device = options.cuda_device;
   engine_options.kv_block_size = options.kv_block_size;
+  engine_options.kv_dtype = options.kv_dtype;
   engine_options.kv_blocks = options.kv_blocks;
   engine_options.kv_memory_bytes = options.kv_memory_mb << 20;
   if (options.adaptive_gamma) {
@@ -80,6 +125,10 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   scheduler_options.max_running = options.max_running;
   scheduler_options.max_queue = options.max_queue;
   scheduler_options.decoding = engine.Environment(options.max_gamma);
+  scheduler_options.debug_forward_delay = std::chrono::milliseconds(options.debug_forward_delay_ms);
+  if (options.debug_forward_delay_ms > 0) {
+    spdlog::warn("--debug_forward_delay_ms={}: every forward sleeps first (debugging only)", options.debug_forward_delay_ms);
+  }
   Scheduler scheduler(scheduler_options, *engine.backend, *engine.kv, metrics.get());
   scheduler.Start();
 
@@ -89,6 +138,11 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   service_options.defaults.gamma = options.default_gamma;
   service_options.defaults.max_tokens = options.default_max_tokens;
   service_options.defaults.adaptive_gamma = options.adaptive_gamma;
+  service_options.defaults.max_prompt_bytes =
+      options.max_prompt_bytes > 0 ? static_cast<size_t>(options.max_prompt_bytes)
+                                   : PromptByteBound(*model.tokenizer, model.config.max_position);
+  service_options.tokens = &tokens;
+  service_options.max_streams_per_client = options.max_streams_per_client;
   service_options.model_path = engine.model_path;
   service_options.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
   const KvCacheConfig& kv_config = engine.kv->config();
@@ -97,21 +151,28 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   service_options.backend_device = engine.backend->device();
   GenerationService service(scheduler, service_options);
 
-  grpc::EnableDefaultHealthCheckService(true);
-  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::EnableDefaultHealthCheckService(true);  // open to all: probes carry no token
+  std::vector<std::string> services = {kServiceName, kHealthServiceName};
+  if (options.reflection) services.push_back(kReflectionServiceName);
+  ReflectionService reflection(services, &tokens);
   grpc::ServerBuilder builder;
   int bound_port = 0;
-  builder.AddListeningPort(options.GrpcAddress(), grpc::InsecureServerCredentials(), &bound_port);
+  builder.AddListeningPort(options.GrpcAddress(), *credentials, &bound_port);
+  SetConnectionOptions(options, builder);
   builder.RegisterService(&service);
+  if (options.reflection) builder.RegisterService(&reflection);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) return Fail(absl::StrCat("cannot listen on ", options.GrpcAddress()));
   SetHealth(*server, true);
 
   const ModelConfig& c = model.config;
-  spdlog::info("crossreg-server ready: grpc {}:{}, metrics {}, backend {}, model {} ({} layers, d={}, vocab {}, "
-               "context {}), adapter {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, max_batch_tokens {}, "
-               "gamma default {} max {}",
-               options.host, bound_port,
+  const std::string transport = options.tls_client_ca_file.empty()
+                                    ? (options.tls_cert_file.empty() ? "plaintext" : "TLS")
+                                    : "mutual TLS";
+  spdlog::info("crossreg-server ready: grpc {}:{} ({}, {}), metrics {}, backend {}, model {} ({} layers, d={}, vocab "
+               "{}, context {}), adapter {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, max_batch_tokens "
+               "{}, gamma default {} max {}",
+               options.host, bound_port, transport, tokens.enabled() ? "bearer tokens" : "no authentication",
                options.metrics_port > 0 ? absl::StrCat(options.host, ":", options.metrics_port, "/metrics") : "off",
                engine.BackendDescription(), engine.model_path, c.num_layers, c.hidden_size, c.vocab_size,
                c.max_position,

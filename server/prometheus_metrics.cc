@@ -105,9 +105,16 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
                   .Add({});
   waiting_ = &BuildGauge()
                   .Name("crossreg_num_requests_waiting")
-                  .Help("Requests queued, not yet admitted, after the last scheduler step.")
+                  .Help("Requests queued and never admitted yet (at most --max_queue), after the last scheduler "
+                        "step.")
                   .Register(r)
                   .Add({});
+  preempted_ = &BuildGauge()
+                    .Name("crossreg_num_requests_preempted")
+                    .Help("Requests sent back from the running batch to free KV blocks, waiting to resume (they "
+                          "resume before new requests), after the last scheduler step.")
+                    .Register(r)
+                    .Add({});
   kv_usage_ = &BuildGauge()
                    .Name("crossreg_kv_cache_usage_perc")
                    .Help("Fraction of KV cache blocks in use, 0 to 1 (1 = full), after the last scheduler step.")
@@ -202,10 +209,11 @@ void PrometheusMetrics::RecordDecodeRate(DecodingMode mode, const RequestEvent& 
   }
 }
 
-void PrometheusMetrics::OnQueueState(int running, int waiting, double kv_usage) {
-  running_->Set(running);
-  waiting_->Set(waiting);
-  kv_usage_->Set(kv_usage);
+void PrometheusMetrics::OnQueueState(const QueueState& state) {
+  running_->Set(state.running);
+  waiting_->Set(state.waiting);
+  preempted_->Set(state.preempted);
+  kv_usage_->Set(state.kv_usage);
 }
 
 }  // namespace crossreg::server

@@ -32,7 +32,7 @@ class PrometheusMetrics final : public MetricsSink {
   void OnForward(int rows, double seconds) override;
   void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) override;
   void OnRequestFinished(DecodingMode mode, const RequestEvent& finished) override;
-  void OnQueueState(int running, int waiting, double kv_usage) override;
+  void OnQueueState(const QueueState& state) override;
 
   // "1", "2-4", "5-8", ..., "129+": the forward_duration_seconds{rows} label.
   static std::string RowsBucketLabel(int rows);
@@ -56,6 +56,7 @@ class PrometheusMetrics final : public MetricsSink {
   prometheus::Histogram* queue_time_ = nullptr;
   prometheus::Gauge* running_ = nullptr;
   prometheus::Gauge* waiting_ = nullptr;
+  prometheus::Gauge* preempted_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;
   prometheus::Family<prometheus::Histogram>* forward_duration_ = nullptr;
   prometheus::Counter* generation_tokens_ = nullptr;

@@ -1,5 +1,7 @@
 #include "server/request_from_proto.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
@@ -28,6 +30,9 @@ absl::Status PromptIds(const v1::GenerateRequest& request, const RequestDefaults
   switch (request.prompt_case()) {
     case v1::GenerateRequest::kText:
       if (request.text().empty()) return Invalid("prompt.text", "empty (give at least one character or use token_ids)");
+      if (defaults.max_prompt_bytes > 0 && request.text().size() > defaults.max_prompt_bytes) {
+        return PromptTooLong(request.text().size(), defaults.max_prompt_bytes);
+      }
       ids = defaults.tokenizer->Encode(request.text(), /*add_special=*/true);
       if (ids.empty()) return Invalid("prompt.text", "tokenizes to no tokens");
       return absl::OkStatus();
@@ -56,6 +61,17 @@ absl::Status InProtoTerms(const absl::Status& s, const v1::GenerateRequest& requ
 }
 
 }  // namespace
+
+absl::Status PromptTooLong(size_t bytes, size_t limit) {
+  return Invalid("prompt.text", absl::StrCat(bytes, " bytes, more than the ", limit,
+                                             " this server accepts (more than could fit the model's context)"));
+}
+
+size_t PromptByteBound(const Tokenizer& tokenizer, int64_t context_length) {
+  size_t longest = 4;
+  for (int32_t id = 0; id < tokenizer.vocab_size(); ++id) longest = std::max(longest, tokenizer.TokenBytes(id).size());
+  return longest * static_cast<size_t>(std::max<int64_t>(context_length, 1));
+}
 
 DecodingMode ToDecodingMode(v1::DecodingMode mode) {
   switch (mode) {

@@ -22,7 +22,19 @@ struct RequestDefaults {
   int gamma = 8;                 // decoding.gamma = 0
   int max_tokens = 128;          // sampling.max_tokens unset
   bool adaptive_gamma = false;   // decoding.adaptive_gamma unset (speculative modes)
+  // Longest prompt.text accepted, checked before tokenizing so that a huge prompt
+  // costs no tokenizer time; 0: no limit. See PromptByteBound.
+  size_t max_prompt_bytes = 0;
 };
+
+// The most bytes a text prompt can have and still fit the context: no token covers
+// more input bytes than the tokenizer's longest token (at least 4, a UTF-8
+// character mapped to <unk>), so a longer text needs more than `context_length`
+// tokens.
+size_t PromptByteBound(const Tokenizer& tokenizer, int64_t context_length);
+
+// The refusal of a prompt.text of `bytes` over `limit`.
+absl::Status PromptTooLong(size_t bytes, size_t limit);
 
 struct ApiRequest {
   GenerationRequest request;              // request_id left as given (may be empty)

@@ -33,6 +33,9 @@ ABSL_FLAG(int, threads, kDefaults.threads,
 ABSL_FLAG(int64_t, kv_memory_mb, kDefaults.kv_memory_mb, "KV cache memory in MiB (used when --kv_blocks is 0)");
 ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache size in blocks; overrides --kv_memory_mb when > 0");
 ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache block");
+ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeName(kDefaults.kv_dtype),
+          "K/V cache element type: f32 or bf16 (half the memory and attention reads; CPU backend). Lossless "
+          "decoding equals AR at either");
 ABSL_FLAG(int, max_batch_tokens, kDefaults.max_batch_tokens, "Most rows (prefill + decode/verify) per forward");
 ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at once");
 ABSL_FLAG(int, max_queue, kDefaults.max_queue, "Most waiting requests; beyond it Generate fails RESOURCE_EXHAUSTED");
@@ -45,6 +48,37 @@ ABSL_FLAG(int, default_max_tokens, kDefaults.default_max_tokens, "max_tokens for
 ABSL_FLAG(double, drain_timeout_s, kDefaults.drain_timeout_s,
           "On SIGTERM/SIGINT: seconds in-flight requests may run before they are cancelled");
 ABSL_FLAG(std::string, log_level, kDefaults.log_level, "trace, debug, info, warn, error or off");
+ABSL_FLAG(std::string, tls_cert_file, kDefaults.tls_cert_file,
+          "TLS: PEM certificate chain (leaf first) to serve gRPC over TLS; needs --tls_key_file");
+ABSL_FLAG(std::string, tls_key_file, kDefaults.tls_key_file, "TLS: PEM private key of --tls_cert_file");
+ABSL_FLAG(std::string, tls_client_ca_file, kDefaults.tls_client_ca_file,
+          "Mutual TLS: PEM CA bundle; clients must present a certificate it signed (their identity owns their "
+          "requests)");
+ABSL_FLAG(std::string, auth_token_file, kDefaults.auth_token_file,
+          "Bearer tokens, one per line as name:token (or the token alone); calls without 'authorization: Bearer "
+          "<token>' get UNAUTHENTICATED. Health checks stay open");
+ABSL_FLAG(bool, reflection, kDefaults.reflection,
+          "Serve gRPC server reflection (grpcurl without .proto files); it needs a token when --auth_token_file is "
+          "set");
+ABSL_FLAG(int, max_streams_per_client, kDefaults.max_streams_per_client,
+          "Most Generate streams one client (token name, certificate identity, or else IP address) may have open; "
+          "beyond it RESOURCE_EXHAUSTED. 0 = no limit");
+ABSL_FLAG(int64_t, max_prompt_bytes, kDefaults.max_prompt_bytes,
+          "Longest prompt text in bytes, refused before tokenizing; 0 = the most that could fit the context "
+          "(context length x the longest token's bytes)");
+ABSL_FLAG(int64_t, max_message_bytes, kDefaults.max_message_bytes, "Largest request message gRPC accepts, in bytes");
+ABSL_FLAG(double, keepalive_time_s, kDefaults.keepalive_time_s,
+          "Ping connections idle this long, to find dead clients and keep NAT/load-balancer state alive; 0 = never");
+ABSL_FLAG(double, keepalive_timeout_s, kDefaults.keepalive_timeout_s,
+          "Close a connection whose keepalive ping is unanswered this long");
+ABSL_FLAG(double, min_client_ping_interval_s, kDefaults.min_client_ping_interval_s,
+          "Clients may send keepalive pings this often (also without calls); more often gets GOAWAY too_many_pings");
+ABSL_FLAG(double, max_connection_age_s, kDefaults.max_connection_age_s,
+          "Close each connection gracefully after this long (calls in flight finish), so that clients re-resolve "
+          "and spread over new replicas; 0 = never");
+ABSL_FLAG(int, debug_forward_delay_ms, kDefaults.debug_forward_delay_ms,
+          "Debugging only: sleep this long before every forward, to watch cancellation, deadlines and queueing by "
+          "hand; keep 0 in production");
 
 namespace crossreg::server {
 
@@ -61,10 +95,31 @@ absl::Status ServerOptions::Validate() const {
                  range("max_batch_tokens", max_batch_tokens, 1, 1 << 20), range("max_running", max_running, 1, 1 << 16),
                  range("max_queue", max_queue, 0, 1 << 20), range("max_gamma", max_gamma, 1, kMaxGamma),
                  range("default_gamma", default_gamma, 1, max_gamma),
-                 range("default_max_tokens", default_max_tokens, 1, 1 << 24)}) {
+                 range("default_max_tokens", default_max_tokens, 1, 1 << 24),
+                 range("max_streams_per_client", max_streams_per_client, 0, 1 << 20),
+                 range("max_prompt_bytes", max_prompt_bytes, 0, int64_t{1} << 31),
+                 range("max_message_bytes", max_message_bytes, 1024, int64_t{1} << 31),
+                 range("debug_forward_delay_ms", debug_forward_delay_ms, 0, 60000)}) {
     if (!s.ok()) return s;
   }
   if (!(drain_timeout_s >= 0)) return absl::InvalidArgumentError("--drain_timeout_s must be >= 0");
+  const std::pair<const char*, double> durations[] = {{"keepalive_time_s", keepalive_time_s},
+                                                      {"keepalive_timeout_s", keepalive_timeout_s},
+                                                      {"min_client_ping_interval_s", min_client_ping_interval_s},
+                                                      {"max_connection_age_s", max_connection_age_s}};
+  for (const auto& [flag, seconds] : durations) {
+    // Up to a day; gRPC takes milliseconds as int.
+    if (!(seconds >= 0 && seconds <= 86400)) {
+      return absl::InvalidArgumentError(absl::StrCat("--", flag, " must be in [0, 86400] seconds, got ", seconds));
+    }
+  }
+  if (tls_cert_file.empty() != tls_key_file.empty()) {
+    return absl::InvalidArgumentError("--tls_cert_file and --tls_key_file go together: give both or neither");
+  }
+  if (!tls_client_ca_file.empty() && tls_cert_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_client_ca_file needs --tls_cert_file and --tls_key_file (mutual TLS is TLS plus client certificates)");
+  }
   if (host.empty()) return absl::InvalidArgumentError("--host must not be empty");
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool known_level = false;
@@ -103,6 +158,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.kv_memory_mb = absl::GetFlag(FLAGS_kv_memory_mb);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.kv_block_size = absl::GetFlag(FLAGS_kv_block_size);
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  o.kv_dtype = *kv_dtype;
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running = absl::GetFlag(FLAGS_max_running);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);
@@ -112,6 +170,19 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
   o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   o.log_level = absl::GetFlag(FLAGS_log_level);
+  o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
+  o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
+  o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);
+  o.auth_token_file = absl::GetFlag(FLAGS_auth_token_file);
+  o.reflection = absl::GetFlag(FLAGS_reflection);
+  o.max_streams_per_client = absl::GetFlag(FLAGS_max_streams_per_client);
+  o.max_prompt_bytes = absl::GetFlag(FLAGS_max_prompt_bytes);
+  o.max_message_bytes = absl::GetFlag(FLAGS_max_message_bytes);
+  o.keepalive_time_s = absl::GetFlag(FLAGS_keepalive_time_s);
+  o.keepalive_timeout_s = absl::GetFlag(FLAGS_keepalive_timeout_s);
+  o.min_client_ping_interval_s = absl::GetFlag(FLAGS_min_client_ping_interval_s);
+  o.max_connection_age_s = absl::GetFlag(FLAGS_max_connection_age_s);
+  o.debug_forward_delay_ms = absl::GetFlag(FLAGS_debug_forward_delay_ms);
   if (auto s = o.Validate(); !s.ok()) return s;
   return o;
 }

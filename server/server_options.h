@@ -21,6 +21,7 @@ struct ServerOptions {
   int64_t kv_memory_mb = 512;    // K/V memory when kv_blocks is 0
   int kv_blocks = 0;             // exact block count; overrides kv_memory_mb
   int kv_block_size = 16;        // token slots per KV block
+  KvDtype kv_dtype = KvDtype::kF32;  // K/V element type (bf16 halves the cache; CPU backend)
   int max_batch_tokens = 512;    // rows per forward
   int max_running = 64;          // sequences decoding at once
   int max_queue = 256;           // waiting requests; more -> RESOURCE_EXHAUSTED
@@ -30,6 +31,22 @@ struct ServerOptions {
   int default_max_tokens = 128;  // max_tokens when a request leaves it unset
   double drain_timeout_s = 30;   // on SIGTERM: how long in-flight calls may run on
   std::string log_level = "info";
+
+  // Security and limits (docs/security.md).
+  std::string tls_cert_file;       // PEM chain; with tls_key_file: serve TLS
+  std::string tls_key_file;
+  std::string tls_client_ca_file;  // PEM CA bundle: require client certificates (mTLS)
+  std::string auth_token_file;     // bearer tokens, "name:token" per line; empty: no auth
+  bool reflection = true;          // serve grpc.reflection (behind the tokens when auth is on)
+  int max_streams_per_client = 0;  // open Generate streams per principal; 0 = no limit
+  int64_t max_prompt_bytes = 0;    // prompt.text bytes; 0 = what could fit the context
+  int64_t max_message_bytes = 4 << 20;  // largest request message gRPC accepts
+  double keepalive_time_s = 60;    // ping idle connections this often (dead peers are dropped)
+  double keepalive_timeout_s = 20; // ... and drop them when a ping is unanswered this long
+  double min_client_ping_interval_s = 10;  // clients may ping this often without GOAWAY too_many_pings
+  double max_connection_age_s = 0; // close connections (gracefully) after this long, so clients
+                                   // re-resolve and spread over new replicas; 0 = never
+  int debug_forward_delay_ms = 0;  // sleep before each forward (to watch cancellation by hand); 0 in production
 
   // Ranges and combinations; the message names the flag.
   absl::Status Validate() const;

@@ -1,4 +1,7 @@
-// Connecting to crossreg-server (--server, --connect_timeout_s).
+// Connecting to crossreg-server: --server, --connect_timeout_s, and the transport's
+// security: TLS (--tls, --tls_ca_file, --tls_server_name), a client certificate for
+// mutual TLS (--tls_cert_file, --tls_key_file) and a bearer token (--auth_token_file,
+// or the CROSSREG_AUTH_TOKEN environment variable, or --auth_token).
 #pragma once
 
 #include <memory>
@@ -10,8 +13,10 @@
 
 namespace crossreg::clients {
 
-// A plaintext channel to --server, connected: waits up to --connect_timeout_s so that
-// an unreachable server is one clear error here instead of UNAVAILABLE on every call.
+// A channel to --server with the flags' credentials, connected: waits up to
+// --connect_timeout_s so that an unreachable server (or a TLS handshake that fails)
+// is one clear error here instead of UNAVAILABLE on every call. Every call on it
+// carries the bearer token, if one is given.
 absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectFromFlags();
 
 // --server, for reports.

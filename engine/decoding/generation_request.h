@@ -20,7 +20,10 @@
 namespace crossreg {
 
 struct GenerationRequest {
-  std::string request_id;           // the scheduler's key (unique among live requests)
+  std::string request_id;           // unique among the owner's live requests
+  // Who submitted it (the server's principal: "token:alice"); only the same owner may
+  // abort it. Requests of different owners may share an id. Empty in-process.
+  std::string owner;
   std::vector<int32_t> prompt_ids;  // non-empty, ids in the vocabulary, shorter than the context
   int max_new_tokens = 128;
   SamplingParams sampling;

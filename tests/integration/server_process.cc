@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -60,7 +61,8 @@ std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double ti
   return "UNKNOWN";
 }
 
-ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string model) {
+ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string model,
+                             std::shared_ptr<grpc::ChannelCredentials> credentials) {
   grpc_port_ = FreeLoopbackPort();
   metrics_port_ = FreeLoopbackPort();
   args_ = {BinDir() + "/crossreg-server",
@@ -74,7 +76,15 @@ ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string m
   const int fd = mkstemp(path);
   if (fd >= 0) close(fd);
   log_path_ = path;
-  channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(grpc_port_), grpc::InsecureChannelCredentials());
+  channel_ = NewChannel(credentials ? credentials : grpc::InsecureChannelCredentials());
+}
+
+std::shared_ptr<grpc::Channel> ServerProcess::NewChannel(const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                                         grpc::ChannelArguments args) const {
+  // A distinct argument keeps gRPC from sharing one subchannel (connection) between channels.
+  static std::atomic<int> channel_number{0};
+  args.SetInt("crossreg.test_channel", channel_number++);
+  return grpc::CreateCustomChannel(address(), credentials, args);
 }
 
 ServerProcess::~ServerProcess() {

@@ -22,7 +22,9 @@ std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double ti
 class ServerProcess {
  public:
   // `extra_flags` are added after --model/--host/--port/--metrics_port.
-  explicit ServerProcess(std::vector<std::string> extra_flags, std::string model = "");
+  // `credentials` are the channel's (TLS servers); null: plaintext.
+  explicit ServerProcess(std::vector<std::string> extra_flags, std::string model = "",
+                         std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
   ~ServerProcess();  // SIGKILL if still running
 
   // Starts the binary and waits up to `timeout_s` for SERVING; false with the log tail.
@@ -34,6 +36,10 @@ class ServerProcess {
   bool Running();
 
   std::shared_ptr<grpc::Channel> channel() const { return channel_; }
+  // A new channel (its own connection) to this server with other credentials.
+  std::shared_ptr<grpc::Channel> NewChannel(const std::shared_ptr<grpc::ChannelCredentials>& credentials,
+                                            grpc::ChannelArguments args = {}) const;
+  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
   std::unique_ptr<v1::Generation::Stub> NewStub() const { return v1::Generation::NewStub(channel_); }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }

@@ -3,6 +3,7 @@
 // fake's closed-form greedy continuation.
 #include "scheduler/scheduler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -304,6 +305,82 @@ TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
   EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
 }
 
+// Records the largest queues the scheduler reported.
+class QueuePeakSink final : public MetricsSink {
+ public:
+  void OnForward(int, double) override {}
+  void OnTokensCommitted(DecodingMode, int, double) override {}
+  void OnRequestFinished(DecodingMode, const RequestEvent&) override {}
+  void OnQueueState(const QueueState& state) override {
+    max_waiting = std::max(max_waiting.load(), state.waiting);
+    max_preempted = std::max(max_preempted.load(), state.preempted);
+  }
+  std::atomic<int> max_waiting{0}, max_preempted{0};
+};
+
+TEST(SchedulerTest, QueueLimitHoldsUnderPreemption) {
+  // 48 KV positions for up to 8 running sequences: they keep preempting each other,
+  // and the preempted ones must not count against (or overflow) max_queue.
+  SchedulerOptions options;
+  options.max_queue = 3;
+  options.max_running = 8;
+  QueuePeakSink sink;
+  FakeRig rig(options, {4, 12}, &sink);
+  EventRecorder rec;
+  rig.scheduler->Start();
+  int accepted = 0, refused = 0;
+  for (int attempt = 0; attempt < 2000 && accepted < 24; ++attempt) {
+    const std::string id = absl::StrCat("p", accepted);
+    const absl::Status s = rig.scheduler->Submit(
+        Spec(id, {static_cast<int32_t>(accepted % kVocab), 3, 5, 7, 3, 5}, 16), rec.HandlerFor(id));
+    if (s.ok()) {
+      ++accepted;
+    } else {
+      ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      ++refused;
+      std::this_thread::sleep_for(milliseconds(1));
+    }
+    const SchedulerStats stats = rig.scheduler->Stats();
+    ASSERT_LE(stats.waiting, options.max_queue) << "after " << accepted << " submissions";
+  }
+  ASSERT_EQ(accepted, 24);
+  ASSERT_TRUE(rec.WaitForFinals(24));
+  rig.scheduler->Shutdown(milliseconds(1000));
+  for (int i = 0; i < 24; ++i) {
+    const auto r = rec.Get(absl::StrCat("p", i));
+    ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished) << r.final_event->error;
+    EXPECT_EQ(r.tokens, FakeGreedyContinuation({i % kVocab, 3, 5, 7, 3, 5}, 16, kVocab)) << "request " << i;
+  }
+  EXPECT_GT(rig.scheduler->Stats().preemptions, 0);
+  EXPECT_GT(refused, 0);
+  EXPECT_LE(sink.max_waiting.load(), options.max_queue);
+  EXPECT_GT(sink.max_preempted.load(), 0);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
+TEST(SchedulerTest, OwnersKeepTheirRequestsApart) {
+  FakeRig rig;
+  EventRecorder rec;
+  GenerationRequest alice = Spec("job", {1, 2, 3}, 6);
+  alice.owner = "token:alice";
+  GenerationRequest bob = Spec("job", {4, 5, 6}, 6);
+  bob.owner = "token:bob";
+  // Not started: both stay queued. The same id under two owners is two requests.
+  ASSERT_TRUE(rig.scheduler->Submit(alice, rec.HandlerFor("alice")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(bob, rec.HandlerFor("bob")).ok());
+  EXPECT_EQ(rig.scheduler->Submit(alice, rec.HandlerFor("alice2")).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(rig.scheduler->Abort("job", absl::CancelledError("x"), "token:mallory"));
+  EXPECT_FALSE(rig.scheduler->Abort("job"));  // the empty owner is an owner too
+  EXPECT_TRUE(rig.scheduler->Abort("job", absl::CancelledError("by bob"), "token:bob"));
+  rig.scheduler->Start();
+  ASSERT_TRUE(rec.WaitForFinal("alice"));
+  ASSERT_TRUE(rec.WaitForFinal("bob"));
+  EXPECT_EQ(rec.Get("alice").final_event->kind, RequestEvent::Kind::kFinished);
+  EXPECT_EQ(rec.Get("alice").tokens, FakeGreedyContinuation({1, 2, 3}, 6, kVocab));
+  EXPECT_EQ(rec.Get("bob").final_event->error.code(), absl::StatusCode::kCancelled);
+  rig.scheduler->Shutdown(milliseconds(1000));
+}
+
 // Sums what the sink hears; checked against the requests' own stats.
 class CountingSink final : public MetricsSink {
  public:
@@ -321,12 +398,13 @@ class CountingSink final : public MetricsSink {
     ++finished_requests[mode];
     finished_committed[mode] += finished.stats.committed;
   }
-  void OnQueueState(int running, int waiting, double kv_usage) override {
+  void OnQueueState(const QueueState& state) override {
     ++queue_reports;
-    EXPECT_GE(running, 0);
-    EXPECT_GE(waiting, 0);
-    EXPECT_GE(kv_usage, 0);
-    EXPECT_LE(kv_usage, 1);
+    EXPECT_GE(state.running, 0);
+    EXPECT_GE(state.waiting, 0);
+    EXPECT_GE(state.preempted, 0);
+    EXPECT_GE(state.kv_usage, 0);
+    EXPECT_LE(state.kv_usage, 1);
   }
   // Only the scheduler thread writes; read after Shutdown.
   int64_t forwards = 0, rows = 0, queue_reports = 0;
