@@ -71,17 +71,23 @@ void GrpcLine(gpr_log_func_args* args) {
   }
 }
 
+void RouteProtobufLogs() {
+  static std::once_flag once;
+  std::call_once(once, [] { google::protobuf::SetLogHandler(&ProtobufLine); });
+}
+
 }  // namespace
 
 void RouteLibraryLogs() {
+  RouteProtobufLogs();
   static std::once_flag once;
-  std::call_once(once, [] {
-    google::protobuf::SetLogHandler(&ProtobufLine);
-    gpr_set_log_function(&GrpcLine);
-  });
+  std::call_once(once, [] { gpr_set_log_function(&GrpcLine); });
 }
 
-CapturedProtobufLog::CapturedProtobufLog() : previous_(captured_protobuf_lines) { captured_protobuf_lines = &lines_; }
+CapturedProtobufLog::CapturedProtobufLog() : previous_(captured_protobuf_lines) {
+  RouteProtobufLogs();  // capturing needs our handler in place
+  captured_protobuf_lines = &lines_;
+}
 CapturedProtobufLog::~CapturedProtobufLog() { captured_protobuf_lines = previous_; }
 
 }  // namespace crossreg::server

@@ -12,6 +12,7 @@ The stubs are generated at build time (CMake target crossreg_python_stubs) into
 """
 
 import argparse
+import os
 import sys
 
 try:
@@ -61,18 +62,63 @@ def parse_args():
     p.add_argument("--timeout_s", "--timeout-s", type=float, default=60.0, help="deadline per call")
     p.add_argument("--no_model_info", "--no-model-info", action="store_true",
                    help="skip the GetModelInfo call")
-    return p.parse_args()
+    p.add_argument("--tls", action="store_true", help="connect over TLS, trusting the system's CAs")
+    p.add_argument("--tls_ca_file", "--tls-ca-file", default="",
+                   help="PEM CA bundle to verify the server with (implies --tls)")
+    p.add_argument("--tls_cert_file", "--tls-cert-file", default="",
+                   help="mutual TLS: this client's PEM certificate (implies --tls)")
+    p.add_argument("--tls_key_file", "--tls-key-file", default="", help="mutual TLS: this client's PEM key")
+    p.add_argument("--tls_server_name", "--tls-server-name", default="",
+                   help="the name the server's certificate must carry, if not --server's host")
+    p.add_argument("--auth_token_file", "--auth-token-file", default="",
+                   help="file holding the bearer token; default: the CROSSREG_AUTH_TOKEN variable")
+    args = p.parse_args()
+    if bool(args.tls_cert_file) != bool(args.tls_key_file):
+        p.error("--tls_cert_file and --tls_key_file go together")
+    return args
 
 
-def show_model_info(stub, timeout):
-    info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=timeout)
+def read_bytes(path, flag):
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as e:
+        sys.exit(f"crossreg_client.py: --{flag} {path}: {e.strerror}")
+
+
+def bearer_token(args):
+    """The token from --auth_token_file or CROSSREG_AUTH_TOKEN; None without one."""
+    if args.auth_token_file:
+        lines = read_bytes(args.auth_token_file, "auth_token_file").decode().split("\n")
+        token = next((line.strip() for line in lines if line.strip()), "")
+        if not token:
+            sys.exit(f"crossreg_client.py: --auth_token_file {args.auth_token_file}: empty")
+        return token
+    return os.environ.get("CROSSREG_AUTH_TOKEN", "").strip() or None
+
+
+def open_channel(args):
+    """A plaintext or TLS channel as the flags say."""
+    tls = args.tls or args.tls_ca_file or args.tls_cert_file or args.tls_server_name
+    if not tls:
+        return grpc.insecure_channel(args.server)
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=read_bytes(args.tls_ca_file, "tls_ca_file") if args.tls_ca_file else None,
+        private_key=read_bytes(args.tls_key_file, "tls_key_file") if args.tls_key_file else None,
+        certificate_chain=read_bytes(args.tls_cert_file, "tls_cert_file") if args.tls_cert_file else None)
+    options = [("grpc.ssl_target_name_override", args.tls_server_name)] if args.tls_server_name else []
+    return grpc.secure_channel(args.server, credentials, options=options)
+
+
+def show_model_info(stub, timeout, metadata):
+    info = stub.GetModelInfo(pb.GetModelInfoRequest(), timeout=timeout, metadata=metadata)
     adapter = f"rank {info.adapter_rank}" if info.has_adapter else "none"
     print(f"# model {info.model_path} ({info.architecture}): {info.num_layers} layers, "
           f"vocab {info.vocab_size}, context {info.context_length}, adapter {adapter}, "
           f"gamma default {info.default_gamma} max {info.max_gamma}", file=sys.stderr)
 
 
-def generate(stub, args):
+def generate(stub, args, metadata):
     sampling = pb.SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
         stop=args.stop, ignore_eos=args.ignore_eos)
@@ -93,7 +139,7 @@ def generate(stub, args):
     complete = None
     print(args.prompt, end="", flush=True)
     # A server-streaming call returns an iterator of GenerateResponse messages.
-    for response in stub.Generate(request, timeout=args.timeout_s):
+    for response in stub.Generate(request, timeout=args.timeout_s, metadata=metadata):
         kind = response.WhichOneof("response")
         if kind == "chunk":
             print(response.chunk.text, end="", flush=True)
@@ -118,12 +164,16 @@ def generate(stub, args):
 
 def main():
     args = parse_args()
-    with grpc.insecure_channel(args.server) as channel:
+    token = bearer_token(args)
+    # Sent with each call (gRPC's call credentials would refuse a plaintext channel,
+    # and a server behind an encrypting mesh takes tokens over plaintext).
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with open_channel(args) as channel:
         stub = pb_grpc.GenerationStub(channel)
         try:
             if not args.no_model_info:
-                show_model_info(stub, args.timeout_s)
-            generate(stub, args)
+                show_model_info(stub, args.timeout_s, metadata)
+            generate(stub, args, metadata)
         except grpc.RpcError as e:
             # RpcError from a call carries the status code and the server's message.
             print(f"\ncrossreg_client.py: {e.code().name}: {e.details()}", file=sys.stderr)
