@@ -38,6 +38,36 @@ std::string LiveKey(const std::string& owner, const std::string& request_id) {
 }
 std::string LiveKey(const GenerationRequest& r) { return LiveKey(r.owner, r.request_id); }
 
+// One sequence's part of a forward, from its plan and its stats before and after.
+SequenceForward DescribeForward(DecodingMode mode, const StepPlan& plan, const SpeculativeStats& before,
+                                const SpeculativeStats& after, int committed) {
+  SequenceForward f;
+  f.mode = mode;
+  f.prefill = plan.prefill();
+  f.rows = static_cast<int>(plan.rows.size());
+  f.committed = committed;
+  if (f.prefill || mode == DecodingMode::kAutoregressive) return f;
+  f.speculative = true;
+  f.ar_fallback = plan.ar_fallback;
+  f.drafted = static_cast<int>(after.drafted - before.drafted);
+  f.accepted = static_cast<int>(after.accepted - before.accepted);
+  const size_t depth = after.drafted_per_position.size();
+  f.drafted_at.assign(depth, 0);
+  f.accepted_at.assign(depth, 0);
+  for (size_t k = 0; k < depth; ++k) {
+    const int64_t drafted_before = k < before.drafted_per_position.size() ? before.drafted_per_position[k] : 0;
+    const int64_t accepted_before = k < before.accepted_per_position.size() ? before.accepted_per_position[k] : 0;
+    f.drafted_at[k] = static_cast<int>(after.drafted_per_position[k] - drafted_before);
+    f.accepted_at[k] = static_cast<int>(after.accepted_per_position[k] - accepted_before);
+  }
+  // Only the positions this forward reached.
+  while (!f.drafted_at.empty() && f.drafted_at.back() == 0) {
+    f.drafted_at.pop_back();
+    f.accepted_at.pop_back();
+  }
+  return f;
+}
+
 RequestEvent ErrorEvent(absl::Status status) {
   RequestEvent e;
   e.kind = RequestEvent::Kind::kError;
@@ -305,6 +335,7 @@ void Scheduler::Impl::ReportQueueState() {
     state.waiting = published.waiting;
     state.preempted = published.preempted;
     state.kv_usage = published.kv.usage();
+    state.preemptions = published.preemptions;
   }
   metrics->OnQueueState(state);
 }
@@ -428,7 +459,10 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     return;
   }
   ++forwards;
-  if (metrics != nullptr) metrics->OnForward(static_cast<int>(batch.rows.size()), SecondsBetween(forward_start, now));
+  ForwardReport report;
+  report.seconds = SecondsBetween(forward_start, now);
+  report.rows = static_cast<int>(batch.rows.size());
+  report.sequences.reserve(entries.size());
 
   std::vector<RequestPtr> finished;
   std::vector<std::pair<RequestPtr, absl::Status>> failed;
@@ -440,10 +474,13 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     const absl::Span<const float> own_logits =
         absl::MakeConstSpan(logits).subspan(static_cast<size_t>(e.logit_row) * vocab,
                                             static_cast<size_t>(e.step.logit_rows()) * vocab);
+    const SpeculativeStats before = d.stats();
     if (absl::Status s = d.OnForward(e.step, own_logits, kv, committed); !s.ok()) {
       failed.emplace_back(e.request, std::move(s));
       continue;
     }
+    if (metrics != nullptr) report.sequences.push_back(DescribeForward(r.request.decoding.mode, e.step, before, d.stats(),
+                                                                       static_cast<int>(committed.size())));
     if (!e.prefill) r.last_served_step = step_count;
     if (!committed.empty()) {
       if (!r.first_token.has_value()) r.first_token = now;
@@ -474,6 +511,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     out.push_back({e.request, std::move(done)});
     finished.push_back(e.request);
   }
+  if (metrics != nullptr) metrics->OnForward(report);
   if (finished.empty() && failed.empty()) return;
   std::lock_guard<std::mutex> lock(mu);
   for (const RequestPtr& r : finished) {

@@ -20,6 +20,7 @@
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
+#include "scheduler/forward_report.h"
 
 namespace crossreg {
 
@@ -66,6 +67,7 @@ struct QueueState {
   int waiting = 0;      // never admitted yet (bounded by max_queue)
   int preempted = 0;    // admitted once, sent back for KV; resumed before `waiting`
   double kv_usage = 0;  // used blocks / all blocks
+  int64_t preemptions = 0;  // since start
 };
 
 // Measurements leave through this interface (the server implements it with
@@ -73,7 +75,8 @@ struct QueueState {
 class MetricsSink {
  public:
   virtual ~MetricsSink() = default;
-  virtual void OnForward(int rows, double seconds) = 0;
+  // Every forward that ran, with what each sequence of its batch did.
+  virtual void OnForward(const ForwardReport& forward) = 0;
   virtual void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) = 0;
   virtual void OnRequestFinished(DecodingMode mode, const RequestEvent& finished) = 0;
   virtual void OnQueueState(const QueueState& state) = 0;

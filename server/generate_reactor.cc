@@ -1,7 +1,9 @@
 #include "server/generate_reactor.h"
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "server/log_format.h"
 #include "server/grpc_status.h"
 #include "server/request_parsing.h"
 #include "server/security/call_principal.h"
@@ -91,6 +93,7 @@ absl::Status GenerateReactor::Submit(grpc::CallbackServerContext* call, const gr
   if (spec.request_id.empty()) spec.request_id = RandomRequestId();
   spec.owner = principal_;
   spec.deadline = SteadyDeadline(*call);
+  deadline_ = call->deadline();
   request_id_ = spec.request_id;
   mode_ = spec.decoding.mode;
   prompt_tokens_ = static_cast<int64_t>(spec.prompt_ids.size());
@@ -148,13 +151,61 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason re
   complete.set_finish_reason(finished != nullptr ? ToProtoFinishReason(reason, eos) : v1::FINISH_REASON_STOP);
 }
 
-void GenerateReactor::LogFinishedLocked(const v1::Complete& c) const {
-  spdlog::info("request {} finished: client={} mode={} finish={} prompt_tokens={} completion_tokens={} tpf={:.2f} "
-               "queue={:.3f}s ttft={:.3f}s total={:.3f}s",
-               request_id_, principal_, DecodingModeName(mode_), v1::FinishReason_Name(c.finish_reason()),
-               c.usage().prompt_tokens(), c.usage().completion_tokens(), c.spec().tokens_per_forward(),
-               c.timings().queue_seconds(), c.timings().time_to_first_token_seconds(), c.timings().total_seconds());
+void GenerateReactor::RecordEndLocked(RequestEndReason reason, const v1::Complete* complete,
+                                      const absl::Status& error) {
+  if (end_recorded_ || !submitted_) return;
+  end_recorded_ = true;
+  if (context_.metrics != nullptr) context_.metrics->OnRequestEnded(mode_, reason);
+  nlohmann::ordered_json fields;
+  fields["request_id"] = request_id_;
+  fields["client"] = principal_;
+  fields["mode"] = DecodingModeName(mode_);
+  fields["reason"] = RequestEndReasonName(reason);
+  fields["prompt_tokens"] = prompt_tokens_;
+  fields["completion_tokens"] = completion_tokens_;
+  if (complete != nullptr) {
+    fields["finish"] = v1::FinishReason_Name(complete->finish_reason());
+    fields["tpf"] = complete->spec().tokens_per_forward();
+    fields["queue_s"] = complete->timings().queue_seconds();
+    fields["ttft_s"] = complete->timings().time_to_first_token_seconds();
+    fields["total_s"] = complete->timings().total_seconds();
+  } else {
+    fields["total_s"] = SecondsSince(arrival_);
+  }
+  if (!error.ok()) fields["status"] = error.ToString();
+  LogEvent(spdlog::level::info, "request_end", "request ended", fields);
 }
+
+namespace {
+
+// Why the scheduler cancelled or failed a request, from the status it gave.
+RequestEndReason EndReasonOfError(const absl::Status& error) {
+  switch (error.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return RequestEndReason::kDeadline;
+    case absl::StatusCode::kCancelled:
+      if (absl::StartsWith(error.message(), kAbortedByRpc)) return RequestEndReason::kAborted;
+      if (absl::StrContains(error.message(), "shut down")) return RequestEndReason::kShutdown;
+      return RequestEndReason::kCancelled;
+    default:
+      return RequestEndReason::kError;
+  }
+}
+
+RequestEndReason EndReasonOfFinish(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kLength:
+      return RequestEndReason::kLength;
+    case FinishReason::kContext:
+      return RequestEndReason::kContext;
+    case FinishReason::kStop:
+    case FinishReason::kNone:
+      break;
+  }
+  return RequestEndReason::kStop;
+}
+
+}  // namespace
 
 void GenerateReactor::EndLocked(grpc::Status status) {
   if (!final_status_) final_status_ = std::move(status);
@@ -183,7 +234,7 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         if (text_->stopped()) {
           v1::GenerateResponse done;
           FillCompleteLocked(*done.mutable_complete(), FinishReason::kStop, nullptr);
-          LogFinishedLocked(done.complete());
+          RecordEndLocked(RequestEndReason::kStop, &done.complete(), absl::OkStatus());
           pending_.push_back(std::move(done));
           abort_scheduler_ = true;
           EndLocked(grpc::Status::OK);
@@ -199,8 +250,12 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         }
         v1::GenerateResponse done;
         FillCompleteLocked(*done.mutable_complete(), event.finish_reason, &event);
-        if (text_->stopped()) done.mutable_complete()->set_finish_reason(v1::FINISH_REASON_STOP);
-        LogFinishedLocked(done.complete());
+        RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
+        if (text_->stopped()) {
+          done.mutable_complete()->set_finish_reason(v1::FINISH_REASON_STOP);
+          reason = RequestEndReason::kStop;
+        }
+        RecordEndLocked(reason, &done.complete(), absl::OkStatus());
         pending_.push_back(std::move(done));
         EndLocked(grpc::Status::OK);
         break;
@@ -210,8 +265,7 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         response.mutable_error()->set_code(static_cast<int>(event.error.code()));
         response.mutable_error()->set_message(std::string(event.error.message()));
         pending_.push_back(std::move(response));
-        spdlog::info("request {} failed: client={} mode={} {}", request_id_, principal_, DecodingModeName(mode_),
-                     event.error.ToString());
+        RecordEndLocked(EndReasonOfError(event.error), nullptr, event.error);
         EndLocked(ToGrpcStatus(event.error));
         break;
       }
@@ -241,6 +295,7 @@ void GenerateReactor::Pump() {
   if (write) {
     StartWrite(&in_flight_message_);
   } else {
+    if (context_.metrics != nullptr) context_.metrics->OnGrpcCall("Generate", status.error_code());
     Finish(status);
   }
 }
@@ -253,7 +308,9 @@ void GenerateReactor::OnWriteDone(bool ok) {
     if (!ok) {
       // The client is gone: drop what is queued and stop generating for it.
       pending_.clear();
-      EndLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the stream was closed"));
+      const absl::Status closed = absl::CancelledError("the stream was closed");
+      RecordEndLocked(RequestEndReason::kDisconnected, nullptr, closed);
+      EndLocked(ToGrpcStatus(closed));
       abort = submitted_ && !scheduler_ended_;
     }
     if (abort_scheduler_) {
@@ -271,6 +328,12 @@ void GenerateReactor::OnCancel() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     abort = submitted_ && !scheduler_ended_;
+    // gRPC also calls OnCancel when the deadline passes; the scheduler's own
+    // DEADLINE_EXCEEDED may not have arrived yet.
+    const bool deadline = std::chrono::system_clock::now() >= deadline_;
+    RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kCancelled, nullptr,
+                    deadline ? absl::DeadlineExceededError("the deadline passed")
+                             : absl::CancelledError("the client cancelled the call"));
   }
   if (abort) AbortInScheduler(absl::CancelledError("the client cancelled the call"));
 }
@@ -281,6 +344,7 @@ void GenerateReactor::OnDone() {
     std::lock_guard<std::mutex> lock(mu_);
     done_ = true;
     abort = submitted_ && !scheduler_ended_;
+    RecordEndLocked(RequestEndReason::kCancelled, nullptr, absl::CancelledError("the call ended"));
   }
   if (abort) AbortInScheduler(absl::CancelledError("the call ended"));
   stream_slot_.reset();  // the principal may open another stream now

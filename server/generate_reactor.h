@@ -1,11 +1,12 @@
 // One Generate call: a gRPC server-streaming reactor that never blocks. It runs on
 // raw byte buffers (server/request_parsing.h says why): it authenticates the caller,
 // parses and validates the request, takes a stream slot of the caller's principal,
-// then submits to the scheduler under the principal as owner. Scheduler
-// events (on the scheduler thread) become response messages in a queue; exactly one
-// write is in flight at a time and the next starts from OnWriteDone. A cancelled
-// call, a failed write or a finished call aborts the scheduler request, so its KV
-// blocks are freed at once.
+// then submits to the scheduler under the principal as owner. Scheduler events (on
+// the scheduler thread) become response messages in a queue; exactly one write is in
+// flight at a time and the next starts from OnWriteDone. A cancelled call, a failed
+// write or a finished call aborts the scheduler request, so its KV blocks are freed
+// at once. Every submitted request ends exactly once, with a reason
+// (server/server_metrics.h) that is logged and counted.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,13 @@
 #include "server/request_from_proto.h"
 #include "server/security/client_stream_limiter.h"
 #include "server/security/token_authenticator.h"
+#include "server/server_metrics.h"
 #include "server/stop_text_stream.h"
 
 namespace crossreg::server {
+
+// The reason of an Abort call, recognised when its cancellation comes back.
+inline constexpr char kAbortedByRpc[] = "aborted by an Abort call";
 
 // What every Generate call shares; owned by the service.
 struct GenerateContext {
@@ -34,6 +39,7 @@ struct GenerateContext {
   std::atomic<bool>* draining = nullptr;  // true: refuse new calls with UNAVAILABLE
   const TokenAuthenticator* tokens = nullptr;
   ClientStreamLimiter* stream_limiter = nullptr;
+  ServerMetrics* metrics = nullptr;  // null: no metrics
 };
 
 class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
@@ -57,7 +63,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   // Under mu_: queue the final message(s) and status.
   void EndLocked(grpc::Status status);
   void FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished);
-  void LogFinishedLocked(const v1::Complete& complete) const;
+  // Under mu_: the request's end, logged and counted once (later calls do nothing).
+  void RecordEndLocked(RequestEndReason reason, const v1::Complete* complete, const absl::Status& error);
 
   const GenerateContext context_;
   std::shared_ptr<GenerateReactor> self_;  // keeps this alive until OnDone
@@ -67,6 +74,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   DecodingMode mode_ = DecodingMode::kAutoregressive;
   int64_t prompt_tokens_ = 0;
   const std::chrono::steady_clock::time_point arrival_ = std::chrono::steady_clock::now();
+  std::chrono::system_clock::time_point deadline_ = std::chrono::system_clock::time_point::max();
 
   std::mutex mu_;
   std::optional<StopTextStream> text_;
@@ -79,6 +87,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool submitted_ = false;
   bool scheduler_ended_ = false;  // its kFinished/kError arrived
   bool abort_scheduler_ = false;  // stop text seen: abort from a gRPC thread
+  bool end_recorded_ = false;
   int64_t completion_tokens_ = 0;
   int64_t token_events_ = 0;
   int32_t last_token_ = -1;

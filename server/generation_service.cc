@@ -9,7 +9,9 @@
 namespace crossreg::server {
 namespace {
 
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* call, const absl::Status& status) {
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* call, ServerMetrics* metrics, const char* method,
+                                 const absl::Status& status) {
+  if (metrics != nullptr) metrics->OnGrpcCall(method, static_cast<int>(status.code()));
   grpc::ServerUnaryReactor* reactor = call->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
@@ -25,6 +27,7 @@ GenerationService::GenerationService(Scheduler& scheduler, const GenerationServi
   generate_context_.draining = &draining_;
   generate_context_.tokens = options_.tokens != nullptr ? options_.tokens : &no_tokens_;
   generate_context_.stream_limiter = &stream_limiter_;
+  generate_context_.metrics = options_.metrics;
 }
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* GenerationService::Generate(grpc::CallbackServerContext* call,
@@ -36,10 +39,10 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
                                                           const grpc::ByteBuffer* request,
                                                           grpc::ByteBuffer* response) {
   if (auto principal = CallPrincipal(*call, *generate_context_.tokens); !principal.ok()) {
-    return Finish(call, principal.status());
+    return Finish(call, options_.metrics, "GetModelInfo", principal.status());
   }
   v1::GetModelInfoRequest parsed;
-  if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, s);
+  if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, options_.metrics, "GetModelInfo", s);
   const ModelConfig& config = *options_.env.model;
   v1::ModelInfo info;
   info.set_architecture(ArchitectureName(config.arch));
@@ -61,24 +64,24 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   info.set_backend(options_.backend);
   info.set_backend_device(options_.backend_device);
   *response = SerializeResponse(info);
-  return Finish(call, absl::OkStatus());
+  return Finish(call, options_.metrics, "GetModelInfo", absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* GenerationService::Abort(grpc::CallbackServerContext* call, const grpc::ByteBuffer* request,
                                                    grpc::ByteBuffer* response) {
   auto principal = CallPrincipal(*call, *generate_context_.tokens);
-  if (!principal.ok()) return Finish(call, principal.status());
+  if (!principal.ok()) return Finish(call, options_.metrics, "Abort", principal.status());
   v1::AbortRequest parsed;
-  if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, s);
-  if (parsed.request_id().empty()) return Finish(call, absl::InvalidArgumentError("request_id: empty"));
-  if (!scheduler_.Abort(parsed.request_id(), absl::CancelledError("aborted by an Abort call"), *principal)) {
-    return Finish(call, absl::NotFoundError("request_id: no live request with this id from this client (finished, "
+  if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, options_.metrics, "Abort", s);
+  if (parsed.request_id().empty()) return Finish(call, options_.metrics, "Abort", absl::InvalidArgumentError("request_id: empty"));
+  if (!scheduler_.Abort(parsed.request_id(), absl::CancelledError(kAbortedByRpc), *principal)) {
+    return Finish(call, options_.metrics, "Abort", absl::NotFoundError("request_id: no live request with this id from this client (finished, "
                                             "never started, or started with other credentials)"));
   }
   v1::AbortResponse answer;
   answer.set_found(true);
   *response = SerializeResponse(answer);
-  return Finish(call, absl::OkStatus());
+  return Finish(call, options_.metrics, "Abort", absl::OkStatus());
 }
 
 }  // namespace crossreg::server

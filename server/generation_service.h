@@ -16,6 +16,7 @@
 #include "server/request_from_proto.h"
 #include "server/security/client_stream_limiter.h"
 #include "server/security/token_authenticator.h"
+#include "server/server_metrics.h"
 
 namespace crossreg::server {
 
@@ -29,6 +30,7 @@ struct GenerationServiceOptions {
   std::string backend_device;  // what it runs on
   const TokenAuthenticator* tokens = nullptr;  // must outlive the service; null: no auth
   int max_streams_per_client = 0;              // 0: no limit
+  ServerMetrics* metrics = nullptr;            // null: no metrics
 };
 
 using RawGenerationService = v1::Generation::WithRawCallbackMethod_Generate<

@@ -5,8 +5,10 @@
 // docs/security.md), with Prometheus metrics on their own port. SIGTERM/SIGINT drain
 // and exit 0.
 #include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -23,6 +25,7 @@
 #include "server/generation_service.h"
 #include "server/prometheus_metrics.h"
 #include "server/library_logs.h"
+#include "server/log_format.h"
 #include "server/reflection_service.h"
 #include "server/security/server_credentials.h"
 #include "server/security/token_file.h"
@@ -105,19 +108,39 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
     widest.mode = DecodingMode::kLossless;
     widest.gamma = options.max_gamma;
     engine_options.cost_curve_rows = std::min({MaxDecodeRows(widest), 64, options.max_batch_tokens});
+  } else if (options.metrics_port > 0) {
+    // A short curve anchors the speedup accounting's cost model (docs/metrics.md): up
+    // to a default-gamma speculative forward.
+    DecodingConfig typical;
+    typical.mode = DecodingMode::kLossless;
+    typical.gamma = options.default_gamma;
+    engine_options.cost_curve_rows = std::min({MaxDecodeRows(typical), 32, options.max_batch_tokens});
   }
   auto opened = OpenEngine(engine_options);
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   Engine& engine = **opened;
   const Model& model = *engine.model;
   if (engine.cost_curve.has_value()) {
-    spdlog::info("forward cost curve (adaptive gamma): {}", engine.CostCurveDescription());
+    spdlog::info("forward cost curve ({}): {}", options.adaptive_gamma ? "adaptive gamma, speedup metrics" : "speedup metrics",
+                 engine.CostCurveDescription());
   }
 
+  // GET /ready on the metrics port follows the gRPC health status.
+  std::atomic<bool> serving{false};
   std::unique_ptr<PrometheusMetrics> metrics;
   if (options.metrics_port > 0) {
-    metrics = std::make_unique<PrometheusMetrics>();
-    if (auto s = metrics->Serve(options.host, options.metrics_port); !s.ok()) return Fail(std::string(s.message()));
+    ModelInfoLabels info;
+    info.model_name = std::filesystem::path(engine.model_path).filename().string();
+    info.backend = std::string(engine.backend->name());
+    info.device = engine.backend->device();
+    info.adapter = engine.adapter_path.empty() ? "none"
+                                               : std::filesystem::path(engine.adapter_path).filename().string();
+    metrics = std::make_unique<PrometheusMetrics>(
+        info, engine.cost_curve.has_value() ? engine.cost_curve->points() : std::vector<std::pair<int, double>>{});
+    auto ready = [&serving] { return serving.load(); };
+    if (auto s = metrics->Serve(options.host, options.metrics_port, ready); !s.ok()) {
+      return Fail(std::string(s.message()));
+    }
   }
 
   SchedulerOptions scheduler_options;
@@ -125,6 +148,8 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   scheduler_options.max_running = options.max_running;
   scheduler_options.max_queue = options.max_queue;
   scheduler_options.decoding = engine.Environment(options.max_gamma);
+  // Requests may adapt their draft length only on a server started for it.
+  if (!options.adaptive_gamma) scheduler_options.decoding.cost_curve = nullptr;
   scheduler_options.debug_forward_delay = std::chrono::milliseconds(options.debug_forward_delay_ms);
   if (options.debug_forward_delay_ms > 0) {
     spdlog::warn("--debug_forward_delay_ms={}: every forward sleeps first (debugging only)", options.debug_forward_delay_ms);
@@ -143,6 +168,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
                                    : PromptByteBound(*model.tokenizer, model.config.max_position);
   service_options.tokens = &tokens;
   service_options.max_streams_per_client = options.max_streams_per_client;
+  service_options.metrics = metrics.get();
   service_options.model_path = engine.model_path;
   service_options.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
   const KvCacheConfig& kv_config = engine.kv->config();
@@ -164,6 +190,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (!server || bound_port == 0) return Fail(absl::StrCat("cannot listen on ", options.GrpcAddress()));
   SetHealth(*server, true);
+  serving.store(true);
 
   const ModelConfig& c = model.config;
   const std::string transport = options.tls_client_ca_file.empty()
@@ -185,6 +212,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   spdlog::info("signal {}: draining (new calls refused, in-flight calls get {:.0f} s)", signal_number,
                options.drain_timeout_s);
   SetHealth(*server, false);
+  serving.store(false);
   service.StartDraining();
   scheduler.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(options.drain_timeout_s * 1000)));
   // Every Generate call has its final event now; give their last writes a moment.
@@ -203,8 +231,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   // Logs on stderr, as container runtimes and process supervisors expect.
-  spdlog::set_default_logger(spdlog::stderr_color_mt("crossreg"));
-  spdlog::set_level(spdlog::level::from_str(options->log_level));
+  crossreg::server::ConfigureLogging(options->log_format, options->log_level);
   // Every thread started from here inherits the mask, so only sigwait sees them.
   sigset_t stop_signals;
   sigemptyset(&stop_signals);

@@ -32,8 +32,16 @@ MetricsHttpServer::MetricsHttpServer(std::shared_ptr<prometheus::Registry> regis
     prometheus::TextSerializer().Serialize(text, registry_->Collect());
     response.set_content(text.str(), "text/plain; version=0.0.4; charset=utf-8");
   });
+  http_->Get("/health", [](const httplib::Request&, httplib::Response& response) {
+    response.set_content("ok\n", "text/plain");
+  });
+  http_->Get("/ready", [this](const httplib::Request&, httplib::Response& response) {
+    const bool ready = !options_.ready || options_.ready();
+    response.status = ready ? 200 : 503;
+    response.set_content(ready ? "ready\n" : "not ready (loading or draining)\n", "text/plain");
+  });
   http_->Get("/", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content("crossreg metrics: GET /metrics\n", "text/plain");
+    response.set_content("crossreg metrics: GET /metrics; probes: GET /health, GET /ready\n", "text/plain");
   });
 }
 

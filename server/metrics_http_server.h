@@ -1,5 +1,7 @@
 // GET /metrics over HTTP, serving a prometheus-cpp registry in the text exposition
-// format, on cpp-httplib (the same library as the OpenAI front door) instead of
+// format, plus plain-HTTP probes: GET /health (200 while the process serves) and
+// GET /ready (200 when ready for traffic, else 503) for Kubernetes httpGet probes,
+// which, unlike its gRPC probes, keep working when the gRPC port serves TLS. On cpp-httplib (the same library as the OpenAI front door) instead of
 // prometheus-cpp's civetweb exposer, for two reasons:
 //  * idle or slow connections cannot block a scrape: a pool of worker threads, and
 //    read/write timeouts that close a connection that sends nothing (civetweb's default
@@ -8,6 +10,7 @@
 //    of a process that links cuBLAS: in the CUDA build the exposer failed to start.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +28,8 @@ struct MetricsHttpOptions {
   int threads = 4;               // concurrent connections served; more wait in the accept queue
   double read_timeout_s = 2.0;   // a connection that sends no complete request in this long is closed
   double write_timeout_s = 5.0;
+  // GET /ready answers 200 when it returns true; null: /ready is always 200.
+  std::function<bool()> ready;
 };
 
 class MetricsHttpServer {

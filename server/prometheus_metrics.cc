@@ -2,6 +2,7 @@
 
 #include <exception>
 #include <numeric>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -13,8 +14,10 @@ using prometheus::BuildGauge;
 using prometheus::BuildHistogram;
 using Buckets = prometheus::Histogram::BucketBoundaries;
 
-// Requests per mode whose decode rate the speedup gauge averages.
-constexpr size_t kSpeedupWindow = 64;
+// The speedup gauge covers the forwards of the last minute.
+constexpr int64_t kSpeedupWindowSeconds = 60;
+
+std::string Mode(DecodingMode mode) { return DecodingModeName(mode); }
 
 const Buckets kLatencyBuckets = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
                                  1,     2.5,    5,     10,   20,    40,   80,  160, 320};
@@ -38,43 +41,55 @@ std::string PrometheusMetrics::RowsBucketLabel(int rows) {
   return absl::StrCat(hi + 1, "+");
 }
 
-PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<std::pair<int, double>> cost_curve)
+    : registry_(std::make_shared<prometheus::Registry>()),
+      speedup_accounting_(ForwardCostModel(std::move(cost_curve))) {
   auto& r = *registry_;
+  BuildGauge()
+      .Name("crossreg_model_info")
+      .Help("1, with labels saying what this server serves: {model_name} (the model file or directory name), "
+            "{backend} (cpu, cuda), {device}, {adapter} (the adapter directory name, or none).")
+      .Register(r)
+      .Add({{"model_name", info.model_name},
+            {"backend", info.backend},
+            {"device", info.device},
+            {"adapter", info.adapter.empty() ? "none" : info.adapter}})
+      .Set(1);
   num_drafts_ = &BuildCounter()
                      .Name("crossreg_spec_decode_num_drafts_total")
-                     .Help("Draft verifications: decode forwards of finished requests in a speculative mode "
-                           "(lossless, lossy, ngram); each verifies one draft. Mean acceptance length = "
-                           "1 + num_accepted_tokens / num_drafts = tokens per forward.")
-                     .Register(r)
-                     .Add({});
+                     .Help("Decode forwards of speculative requests (lossless, lossy, ngram) by {mode}, counted as "
+                           "each forward runs; each verifies one draft (possibly empty). Mean acceptance length = "
+                           "1 + num_accepted_tokens / num_drafts.")
+                     .Register(r);
   num_draft_tokens_ = &BuildCounter()
                            .Name("crossreg_spec_decode_num_draft_tokens_total")
-                           .Help("Draft tokens tested by verification, summed over finished requests.")
-                           .Register(r)
-                           .Add({});
-  ar_fallback_forwards_ = &BuildCounter()
-                              .Name("crossreg_spec_decode_ar_fallback_forwards_total")
-                              .Help("Decode forwards of speculative requests that the adaptive draft length "
-                                    "(decoding.adaptive_gamma) ran as plain AR because drafting did not pay on the "
-                                    "measured cost curve; part of num_drafts.")
-                              .Register(r)
-                              .Add({});
+                           .Help("Draft tokens verified, by {mode}, counted per forward.")
+                           .Register(r);
   num_accepted_tokens_ = &BuildCounter()
                               .Name("crossreg_spec_decode_num_accepted_tokens_total")
-                              .Help("Draft tokens accepted by verification, summed over finished requests. "
+                              .Help("Draft tokens accepted by verification, by {mode}, counted per forward. "
                                     "Acceptance rate = this / num_draft_tokens.")
-                              .Register(r)
-                              .Add({});
+                              .Register(r);
+  ar_fallback_forwards_ = &BuildCounter()
+                              .Name("crossreg_spec_decode_ar_fallback_forwards_total")
+                              .Help("Decode forwards of speculative requests, by {mode}, that the adaptive draft "
+                                    "length (decoding.adaptive_gamma) ran as plain AR because drafting did not pay on "
+                                    "the cost curve; part of num_drafts.")
+                              .Register(r);
   accepted_per_pos_ = &BuildCounter()
                            .Name("crossreg_spec_decode_num_accepted_tokens_per_pos_total")
-                           .Help("Draft tokens accepted at draft position {position} (1 = first draft after the "
-                                 "last committed token), summed over finished requests. Per-position acceptance "
-                                 "rate = this / num_drafts.")
+                           .Help("Draft tokens accepted at 0-based draft {position} (0 = the first draft after the "
+                                 "last committed token), by {mode}, counted per forward.")
                            .Register(r);
+  draft_tokens_per_pos_ = &BuildCounter()
+                               .Name("crossreg_spec_decode_num_draft_tokens_per_pos_total")
+                               .Help("Draft tokens verified at 0-based draft {position}, by {mode}. Per-position "
+                                     "acceptance rate = num_accepted_tokens_per_pos / this.")
+                               .Register(r);
   tokens_per_forward_ = &BuildHistogram()
                              .Name("crossreg_tokens_per_forward")
                              .Help("Per finished request: committed tokens / decode forwards (TPF, the paper's "
-                                   "acceptance length; 1 for AR), by decoding mode.")
+                                   "acceptance length; 1 for AR), by {mode}.")
                              .Register(r);
   time_to_first_token_ = &BuildHistogram()
                               .Name("crossreg_time_to_first_token_seconds")
@@ -115,6 +130,12 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
                           "resume before new requests), after the last scheduler step.")
                     .Register(r)
                     .Add({});
+  preemptions_ = &BuildCounter()
+                      .Name("crossreg_num_preemptions_total")
+                      .Help("Preemptions: a running request sent back to the queue (its KV freed, to be "
+                            "recomputed) because the KV cache ran out.")
+                      .Register(r)
+                      .Add({});
   kv_usage_ = &BuildGauge()
                    .Name("crossreg_kv_cache_usage_perc")
                    .Help("Fraction of KV cache blocks in use, 0 to 1 (1 = full), after the last scheduler step.")
@@ -126,11 +147,16 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
                                  "draft rows) in buckets {rows}=1, 2-4, 5-8, ..., 65-128, 129+: the measured cost "
                                  "curve T(rows) that decides speculative speedup.")
                            .Register(r);
+  forward_cost_ = &BuildGauge()
+                       .Name("crossreg_forward_cost_seconds")
+                       .Help("The affine forward cost model T(rows) = fixed + per_row x rows the speedup "
+                             "accounting uses, fitted on recent forwards and anchored by the startup measurement: "
+                             "{term}=fixed or per_row, in seconds.")
+                       .Register(r);
   generation_tokens_ = &BuildCounter()
                             .Name("crossreg_generation_tokens_total")
-                            .Help("Tokens committed (generated) across all requests, as they are committed.")
-                            .Register(r)
-                            .Add({});
+                            .Help("Tokens committed (generated), by {mode}, as they are committed.")
+                            .Register(r);
   prompt_tokens_ = &BuildCounter()
                         .Name("crossreg_prompt_tokens_total")
                         .Help("Prompt tokens of finished requests.")
@@ -139,74 +165,152 @@ PrometheusMetrics::PrometheusMetrics() : registry_(std::make_shared<prometheus::
   request_success_ = &BuildCounter()
                           .Name("crossreg_request_success_total")
                           .Help("Requests that finished normally, by {finish_reason} (stop = EOS or a stop token, "
-                                "length = max_tokens, context = the model's context length).")
+                                "length = max_tokens, context = the model's context length), as the engine ended "
+                                "them (text stop sequences are counted in crossreg_requests_ended_total).")
                           .Register(r);
+  requests_ended_ = &BuildCounter()
+                         .Name("crossreg_requests_ended_total")
+                         .Help("Every submitted request, once, when it ends, by {mode} and {reason}: stop, length, "
+                               "context (finished); cancelled (by the client), deadline, aborted (an Abort call), "
+                               "disconnected (the stream broke), shutdown (the drain timed out), error.")
+                         .Register(r);
+  grpc_requests_ = &BuildCounter()
+                        .Name("crossreg_grpc_requests_total")
+                        .Help("Finished calls of crossreg.v1.Generation by {method} and gRPC status {code} (OK, "
+                              "INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, ...).")
+                        .Register(r);
+  decode_seconds_ = &BuildCounter()
+                         .Name("crossreg_decode_seconds_total")
+                         .Help("Forward seconds charged to the decode steps of {mode}: each forward's measured time "
+                               "split among its sequences by the cost model (an equal share of the fixed part, "
+                               "per_row for each row added). docs/metrics.md.")
+                         .Register(r);
+  ar_equivalent_seconds_ = &BuildCounter()
+                                .Name("crossreg_decode_ar_equivalent_seconds_total")
+                                .Help("Seconds AR would have needed for the tokens {mode} committed, at the batch "
+                                      "sizes it ran: per token, one row and an equal share of the fixed cost. "
+                                      "Speedup over AR = rate(this) / rate(crossreg_decode_seconds_total).")
+                                .Register(r);
   speedup_ = &BuildGauge()
                   .Name("crossreg_speedup_vs_ar")
-                  .Help("Measured speedup of {mode} over AR on this server: mean decode rate of the last 64 "
-                        "finished requests of the mode divided by that of the last 64 finished AR requests. "
-                        "A request's decode rate = (completion tokens - 1) / (total - time to first token) "
-                        "seconds. 0 until both have a finished request with two or more tokens.")
+                  .Help("Speedup of {mode} over AR on this server over the last 60 s: AR-equivalent seconds / "
+                        "charged decode seconds (docs/metrics.md). Below 1: the mode was slower than AR would "
+                        "have been. 1 for ar; absent until the mode ran.")
                   .Register(r);
+  // Every known series starts at 0, so that rates and ratios are defined (and the
+  // dashboard's queries resolve) before the first event of its kind.
+  for (DecodingMode mode : {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kLossy,
+                            DecodingMode::kNgram}) {
+    const std::string m = Mode(mode);
+    generation_tokens_->Add({{"mode", m}});
+    decode_seconds_->Add({{"mode", m}});
+    ar_equivalent_seconds_->Add({{"mode", m}});
+    for (int r = 0; r < kNumRequestEndReasons; ++r) {
+      requests_ended_->Add({{"mode", m}, {"reason", RequestEndReasonName(static_cast<RequestEndReason>(r))}});
+    }
+    if (mode == DecodingMode::kAutoregressive) continue;
+    num_drafts_->Add({{"mode", m}});
+    num_draft_tokens_->Add({{"mode", m}});
+    num_accepted_tokens_->Add({{"mode", m}});
+    ar_fallback_forwards_->Add({{"mode", m}});
+  }
+  forward_cost_->Add({{"term", "fixed"}});
+  forward_cost_->Add({{"term", "per_row"}});
 }
 
 PrometheusMetrics::~PrometheusMetrics() = default;
 
-absl::Status PrometheusMetrics::Serve(const std::string& host, int port) {
-  http_ = std::make_unique<MetricsHttpServer>(registry_);
+absl::Status PrometheusMetrics::Serve(const std::string& host, int port, std::function<bool()> ready) {
+  MetricsHttpOptions options;
+  options.ready = std::move(ready);
+  http_ = std::make_unique<MetricsHttpServer>(registry_, options);
   return http_->Start(host, port);
 }
 
-void PrometheusMetrics::OnForward(int rows, double seconds) {
-  forward_duration_->Add({{"rows", RowsBucketLabel(rows)}}, kForwardBuckets).Observe(seconds);
+void PrometheusMetrics::OnForward(const ForwardReport& forward) {
+  forward_duration_->Add({{"rows", RowsBucketLabel(forward.rows)}}, kForwardBuckets).Observe(forward.seconds);
+  for (const SequenceForward& s : forward.sequences) {
+    if (!s.speculative) continue;
+    const std::string mode = Mode(s.mode);
+    num_drafts_->Add({{"mode", mode}}).Increment();
+    if (s.ar_fallback) ar_fallback_forwards_->Add({{"mode", mode}}).Increment();
+    num_draft_tokens_->Add({{"mode", mode}}).Increment(s.drafted);
+    num_accepted_tokens_->Add({{"mode", mode}}).Increment(s.accepted);
+    for (size_t k = 0; k < s.drafted_at.size(); ++k) {
+      const std::string position = absl::StrCat(k);
+      draft_tokens_per_pos_->Add({{"mode", mode}, {"position", position}}).Increment(s.drafted_at[k]);
+      // Every reached position gets a series, so rates divide cleanly even at 0 accepted.
+      accepted_per_pos_->Add({{"mode", mode}, {"position", position}}).Increment(s.accepted_at[k]);
+    }
+  }
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  speedup_accounting_.OnForward(forward, &charges);
+  for (int m = 0; m < kNumDecodingModes; ++m) {
+    if (charges[m].actual <= 0 && charges[m].ar_equivalent <= 0) continue;
+    const std::string mode = Mode(static_cast<DecodingMode>(m));
+    decode_seconds_->Add({{"mode", mode}}).Increment(charges[m].actual);
+    ar_equivalent_seconds_->Add({{"mode", mode}}).Increment(charges[m].ar_equivalent);
+  }
+  const ForwardCostModel& model = speedup_accounting_.model();
+  forward_cost_->Add({{"term", "fixed"}}).Set(model.fixed());
+  forward_cost_->Add({{"term", "per_row"}}).Set(model.per_row());
+  UpdateSpeedupGauges(charges);
+}
+
+void PrometheusMetrics::UpdateSpeedupGauges(const std::array<ModeSeconds, kNumDecodingModes>& charges) {
+  const int64_t now =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start_).count();
+  std::array<ModeSeconds, kNumDecodingModes> sums{};
+  {
+    std::lock_guard<std::mutex> lock(speedup_mu_);
+    if (speedup_window_.empty() || speedup_window_.back().second != now) speedup_window_.push_back({now, {}});
+    for (int m = 0; m < kNumDecodingModes; ++m) {
+      speedup_window_.back().modes[m].actual += charges[m].actual;
+      speedup_window_.back().modes[m].ar_equivalent += charges[m].ar_equivalent;
+    }
+    while (!speedup_window_.empty() && speedup_window_.front().second <= now - kSpeedupWindowSeconds) {
+      speedup_window_.pop_front();
+    }
+    for (const SpeedupBucket& b : speedup_window_) {
+      for (int m = 0; m < kNumDecodingModes; ++m) {
+        sums[m].actual += b.modes[m].actual;
+        sums[m].ar_equivalent += b.modes[m].ar_equivalent;
+      }
+    }
+  }
+  for (int m = 0; m < kNumDecodingModes; ++m) {
+    if (sums[m].actual <= 0) continue;
+    speedup_->Add({{"mode", Mode(static_cast<DecodingMode>(m))}}).Set(sums[m].ar_equivalent / sums[m].actual);
+  }
+}
+
+double PrometheusMetrics::RecentSpeedup(DecodingMode mode) const {
+  std::lock_guard<std::mutex> lock(speedup_mu_);
+  ModeSeconds sum;
+  for (const SpeedupBucket& b : speedup_window_) {
+    sum.actual += b.modes[static_cast<size_t>(mode)].actual;
+    sum.ar_equivalent += b.modes[static_cast<size_t>(mode)].ar_equivalent;
+  }
+  return sum.actual > 0 ? sum.ar_equivalent / sum.actual : 0.0;
 }
 
 void PrometheusMetrics::OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) {
   if (tokens <= 0) return;
-  generation_tokens_->Increment(tokens);
+  generation_tokens_->Add({{"mode", Mode(mode)}}).Increment(tokens);
   const double per_token = seconds_since_last / tokens;
   for (int i = 0; i < tokens; ++i) inter_token_latency_->Observe(per_token);
 }
 
 void PrometheusMetrics::OnRequestFinished(DecodingMode mode, const RequestEvent& finished) {
   const SpeculativeStats& s = finished.stats;
-  if (mode != DecodingMode::kAutoregressive) {
-    num_drafts_->Increment(static_cast<double>(s.forwards));
-    num_draft_tokens_->Increment(static_cast<double>(s.drafted));
-    num_accepted_tokens_->Increment(static_cast<double>(s.accepted));
-    ar_fallback_forwards_->Increment(static_cast<double>(s.ar_forwards));
-    for (size_t k = 0; k < s.accepted_per_position.size(); ++k) {
-      if (s.accepted_per_position[k] == 0) continue;
-      accepted_per_pos_->Add({{"position", absl::StrCat(k + 1)}}).Increment(static_cast<double>(s.accepted_per_position[k]));
-    }
-  }
   if (s.forwards > 0) {
-    tokens_per_forward_->Add({{"mode", DecodingModeName(mode)}}, kTokensPerForwardBuckets).Observe(s.tokens_per_forward());
+    tokens_per_forward_->Add({{"mode", Mode(mode)}}, kTokensPerForwardBuckets).Observe(s.tokens_per_forward());
   }
   time_to_first_token_->Observe(finished.timings.time_to_first_token);
   e2e_latency_->Observe(finished.timings.total_seconds);
   queue_time_->Observe(finished.timings.queue_seconds);
   prompt_tokens_->Increment(static_cast<double>(finished.prompt_tokens));
   request_success_->Add({{"finish_reason", FinishReasonName(finished.finish_reason)}}).Increment();
-  RecordDecodeRate(mode, finished);
-}
-
-void PrometheusMetrics::RecordDecodeRate(DecodingMode mode, const RequestEvent& finished) {
-  const double decode_seconds = finished.timings.total_seconds - finished.timings.time_to_first_token;
-  if (finished.stats.committed < 2 || decode_seconds <= 0) return;
-  const double rate = static_cast<double>(finished.stats.committed - 1) / decode_seconds;
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& window = decode_rates_[mode];
-  window.push_back(rate);
-  if (window.size() > kSpeedupWindow) window.pop_front();
-  auto mean = [](const std::deque<double>& w) { return std::accumulate(w.begin(), w.end(), 0.0) / w.size(); };
-  auto ar = decode_rates_.find(DecodingMode::kAutoregressive);
-  if (ar == decode_rates_.end() || ar->second.empty()) return;
-  const double ar_rate = mean(ar->second);
-  for (const auto& [m, w] : decode_rates_) {
-    if (m == DecodingMode::kAutoregressive || w.empty()) continue;
-    speedup_->Add({{"mode", DecodingModeName(m)}}).Set(mean(w) / ar_rate);
-  }
 }
 
 void PrometheusMetrics::OnQueueState(const QueueState& state) {
@@ -214,6 +318,36 @@ void PrometheusMetrics::OnQueueState(const QueueState& state) {
   waiting_->Set(state.waiting);
   preempted_->Set(state.preempted);
   kv_usage_->Set(state.kv_usage);
+  if (state.preemptions > preemptions_seen_) {
+    preemptions_->Increment(static_cast<double>(state.preemptions - preemptions_seen_));
+    preemptions_seen_ = state.preemptions;
+  }
+}
+
+void PrometheusMetrics::OnRequestEnded(DecodingMode mode, RequestEndReason reason) {
+  requests_ended_->Add({{"mode", Mode(mode)}, {"reason", RequestEndReasonName(reason)}}).Increment();
+}
+
+void PrometheusMetrics::OnGrpcCall(const std::string& method, int code) {
+  static const char* kCodes[] = {"OK",
+                                 "CANCELLED",
+                                 "UNKNOWN",
+                                 "INVALID_ARGUMENT",
+                                 "DEADLINE_EXCEEDED",
+                                 "NOT_FOUND",
+                                 "ALREADY_EXISTS",
+                                 "PERMISSION_DENIED",
+                                 "RESOURCE_EXHAUSTED",
+                                 "FAILED_PRECONDITION",
+                                 "ABORTED",
+                                 "OUT_OF_RANGE",
+                                 "UNIMPLEMENTED",
+                                 "INTERNAL",
+                                 "UNAVAILABLE",
+                                 "DATA_LOSS",
+                                 "UNAUTHENTICATED"};
+  const std::string name = code >= 0 && code < 17 ? kCodes[code] : absl::StrCat(code);
+  grpc_requests_->Add({{"method", method}, {"code", name}}).Increment();
 }
 
 }  // namespace crossreg::server

@@ -48,6 +48,9 @@ ABSL_FLAG(int, default_max_tokens, kDefaults.default_max_tokens, "max_tokens for
 ABSL_FLAG(double, drain_timeout_s, kDefaults.drain_timeout_s,
           "On SIGTERM/SIGINT: seconds in-flight requests may run before they are cancelled");
 ABSL_FLAG(std::string, log_level, kDefaults.log_level, "trace, debug, info, warn, error or off");
+ABSL_FLAG(std::string, log_format, "text",
+          "text (spdlog lines) or json (one object per line: time, level, msg, and event fields such as a "
+          "request's end: request_id, client, mode, reason, tokens, timings)");
 ABSL_FLAG(std::string, tls_cert_file, kDefaults.tls_cert_file,
           "TLS: PEM certificate chain (leaf first) to serve gRPC over TLS; needs --tls_key_file");
 ABSL_FLAG(std::string, tls_key_file, kDefaults.tls_key_file, "TLS: PEM private key of --tls_cert_file");
@@ -170,6 +173,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
   o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   o.log_level = absl::GetFlag(FLAGS_log_level);
+  auto log_format = ParseLogFormat(absl::GetFlag(FLAGS_log_format));
+  if (!log_format.ok()) return log_format.status();
+  o.log_format = *log_format;
   o.tls_cert_file = absl::GetFlag(FLAGS_tls_cert_file);
   o.tls_key_file = absl::GetFlag(FLAGS_tls_key_file);
   o.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca_file);

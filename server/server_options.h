@@ -6,6 +6,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/runtime/open_engine.h"
+#include "server/log_format.h"
 
 namespace crossreg::server {
 
@@ -31,6 +32,7 @@ struct ServerOptions {
   int default_max_tokens = 128;  // max_tokens when a request leaves it unset
   double drain_timeout_s = 30;   // on SIGTERM: how long in-flight calls may run on
   std::string log_level = "info";
+  LogFormat log_format = LogFormat::kText;  // text or json lines on stderr
 
   // Security and limits (docs/security.md).
   std::string tls_cert_file;       // PEM chain; with tls_key_file: serve TLS

@@ -102,9 +102,13 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   const int32_t* table = a.block_tables + a.table_offset[r];
   const T* k_cache = static_cast<const T*>(a.k_cache) + kv_off;
   const T* v_cache = static_cast<const T*>(a.v_cache) + kv_off;
-  const float* pred_k = a.pred_k + kv_off;
-  const float* pred_v = a.pred_v + kv_off;
-  const int32_t* own = a.group_rows + a.group_begin[r] - n_cached;  // own[t] for t >= n_cached
+  // Null without predictive rows (never read then); no offset may be applied to null.
+  const float* pred_k = a.pred_k != nullptr ? a.pred_k + kv_off : nullptr;
+  const float* pred_v = a.pred_v != nullptr ? a.pred_v + kv_off : nullptr;
+  // own(t), t >= n_cached: the row of the t-th key among this group's own rows (an
+  // index, not a pointer shifted before the array: group_rows is null without any).
+  const int64_t own_base = int64_t{a.group_begin[r]} - n_cached;
+  auto own = [&](int64_t t) { return int64_t{a.group_rows[own_base + t]}; };
   const float* qp = a.q + r * a.q_stride + static_cast<int64_t>(h) * hd;
   __m512 q[NV];
   const __m512 scale = _mm512_set1_ps(a.scale);
@@ -153,7 +157,7 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
       for (; t < t1; ++t) s[t] = DotQ<NV, T>(q, kb + (t - t0) * kv_dim, last);
     }
   }
-  for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, pred_k + int64_t{own[t]} * kv_dim, last);
+  for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, pred_k + own(t) * kv_dim, last);
   // Softmax over the n scores.
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t t = 0; t < n; t += 16) {
@@ -219,7 +223,7 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   }
   for (int64_t t = n_cached; t < n; ++t) {
     const __m512 p = _mm512_set1_ps(s[t]);
-    const float* v = pred_v + int64_t{own[t]} * kv_dim;
+    const float* v = pred_v + own(t) * kv_dim;
     for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
   }
   float* out = a.out + r * a.out_stride + static_cast<int64_t>(h) * hd;

@@ -466,6 +466,9 @@ TEST(SecurityProcessTest, TlsServesTlsClientsOnly) {
                        pki->Credentials());
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_NE(server.Log().find("(TLS, no authentication)"), std::string::npos) << server.Log();
+  // Kubernetes' gRPC probes cannot speak TLS; its HTTP probes use the metrics port.
+  EXPECT_EQ(HttpGet(server.metrics_port(), "/ready").value_or(""), "ready\n");
+  EXPECT_EQ(HttpGet(server.metrics_port(), "/health").value_or(""), "ok\n");
   auto stub = server.NewStub();
   EXPECT_TRUE(ModelInfo(*stub, "").ok());
   StreamResult r = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 4));

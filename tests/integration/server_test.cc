@@ -2,6 +2,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -270,48 +271,55 @@ TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
   ServerProcess server({"--adapter=" + *adapter_dir_});
   ASSERT_TRUE(server.Start()) << server.Log();
   auto stub = server.NewStub();
-  int64_t forwards = 0, drafted = 0, accepted = 0;
-  std::map<int, int64_t> per_position;
+  // Per mode: forwards, drafted, accepted, and accepted per 0-based position.
+  std::map<std::string, std::array<int64_t, 3>> sums;
+  std::map<std::pair<std::string, int>, int64_t> per_position;
   for (const auto& m : kModes) {
     for (const auto& prompt : kPrompts) {
       StreamResult r = RunGenerate(*stub, GreedyRequest(prompt, m.mode, 32));
       ASSERT_TRUE(r.status.ok());
       if (m.mode == v1::DECODING_MODE_AR) continue;
-      forwards += r.complete.spec().forwards();
-      drafted += r.complete.spec().drafted();
-      accepted += r.complete.spec().accepted();
+      auto& s = sums[m.cli_name];
+      s[0] += r.complete.spec().forwards();
+      s[1] += r.complete.spec().drafted();
+      s[2] += r.complete.spec().accepted();
       for (int k = 0; k < r.complete.spec().accepted_per_position_size(); ++k) {
-        per_position[k + 1] += r.complete.spec().accepted_per_position(k);
+        per_position[{m.cli_name, k}] += r.complete.spec().accepted_per_position(k);
       }
     }
   }
   auto metrics = ScrapeMetrics(server.metrics_port());
   ASSERT_TRUE(metrics.ok()) << metrics.status();
   auto& m = *metrics;
-  EXPECT_EQ(m["crossreg_spec_decode_num_drafts_total"], forwards);
-  EXPECT_EQ(m["crossreg_spec_decode_num_draft_tokens_total"], drafted);
-  EXPECT_EQ(m["crossreg_spec_decode_num_accepted_tokens_total"], accepted);
-  for (const auto& [position, count] : per_position) {
-    if (count == 0) continue;
-    const std::string key = "crossreg_spec_decode_num_accepted_tokens_per_pos_total{position=\"" +
-                            std::to_string(position) + "\"}";
-    EXPECT_EQ(m[key], count) << key;
+  for (const auto& [mode, s] : sums) {
+    const std::string label = "{mode=\"" + mode + "\"}";
+    EXPECT_EQ(m["crossreg_spec_decode_num_drafts_total" + label], s[0]) << mode;
+    EXPECT_EQ(m["crossreg_spec_decode_num_draft_tokens_total" + label], s[1]) << mode;
+    EXPECT_EQ(m["crossreg_spec_decode_num_accepted_tokens_total" + label], s[2]) << mode;
+  }
+  for (const auto& [key, count] : per_position) {
+    const std::string series = "crossreg_spec_decode_num_accepted_tokens_per_pos_total{mode=\"" + key.first +
+                               "\",position=\"" + std::to_string(key.second) + "\"}";
+    if (count == 0 && m.count(series) == 0) continue;
+    EXPECT_EQ(m[series], count) << series;
   }
   for (const char* name : {"crossreg_time_to_first_token_seconds_count", "crossreg_e2e_request_latency_seconds_count",
                            "crossreg_request_queue_time_seconds_count"}) {
     EXPECT_EQ(m[name], 12) << name;
   }
-  EXPECT_GT(m["crossreg_generation_tokens_total"], 0);
+  EXPECT_GT(m["crossreg_generation_tokens_total{mode=\"ar\"}"], 0);
   EXPECT_GT(m["crossreg_prompt_tokens_total"], 0);
   EXPECT_EQ(m.count("crossreg_num_requests_running"), 1u);
   EXPECT_EQ(m.count("crossreg_num_requests_waiting"), 1u);
+  EXPECT_EQ(m["crossreg_grpc_requests_total{code=\"OK\",method=\"Generate\"}"], 12);
   EXPECT_EQ(server.Terminate(), 0);
 }
 
 TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) {
   ServerProcess server({"--adaptive_gamma"});
   ASSERT_TRUE(server.Start()) << server.Log();
-  EXPECT_NE(server.Log().find("forward cost curve (adaptive gamma): 1 rows"), std::string::npos) << server.Log();
+  EXPECT_NE(server.Log().find("forward cost curve (adaptive gamma, speedup metrics): 1 rows"), std::string::npos)
+      << server.Log();
   auto stub = server.NewStub();
   int64_t ar_forwards = 0;
   for (int p = 0; p < 2; ++p) {
@@ -332,7 +340,7 @@ TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) 
   }
   auto m = ScrapeMetrics(server.metrics_port());
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ((*m)["crossreg_spec_decode_ar_fallback_forwards_total"], static_cast<double>(ar_forwards));
+  EXPECT_EQ((*m)["crossreg_spec_decode_ar_fallback_forwards_total{mode=\"ngram\"}"], static_cast<double>(ar_forwards));
   EXPECT_EQ(server.Terminate(), 0);
 }
 
@@ -406,8 +414,11 @@ TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondi
 }
 
 TEST(ServerProcessTest, SigtermDrainsRefusesNewCallsAndExitsZero) {
-  ServerProcess server({"--drain_timeout_s=1"});
+  // 20 ms per forward: the in-flight request outlasts the 1 s drain.
+  ServerProcess server({"--drain_timeout_s=1", "--debug_forward_delay_ms=20"});
   ASSERT_TRUE(server.Start()) << server.Log();
+  auto ready = HttpGet(server.metrics_port(), "/ready");
+  EXPECT_TRUE(ready.ok()) << ready.status();
   auto stub = server.NewStub();
   grpc::ClientContext context;
   auto reader = stub->Generate(&context, LongRequest("in-flight"));
@@ -415,6 +426,11 @@ TEST(ServerProcessTest, SigtermDrainsRefusesNewCallsAndExitsZero) {
   ASSERT_TRUE(reader->Read(&response));
   server.SendSignal(SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // Draining: the HTTP probes say "not ready", so no new traffic is routed here.
+  auto draining = HttpGet(server.metrics_port(), "/ready");
+  EXPECT_FALSE(draining.ok());
+  EXPECT_NE(draining.status().message().find("503"), std::string::npos) << draining.status();
+  EXPECT_TRUE(HttpGet(server.metrics_port(), "/health").ok());
   StreamResult refused = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 8));
   EXPECT_TRUE(refused.status.error_code() == grpc::StatusCode::UNAVAILABLE ||
               refused.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED)

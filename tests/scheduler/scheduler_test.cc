@@ -308,7 +308,7 @@ TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
 // Records the largest queues the scheduler reported.
 class QueuePeakSink final : public MetricsSink {
  public:
-  void OnForward(int, double) override {}
+  void OnForward(const ForwardReport&) override {}
   void OnTokensCommitted(DecodingMode, int, double) override {}
   void OnRequestFinished(DecodingMode, const RequestEvent&) override {}
   void OnQueueState(const QueueState& state) override {
@@ -384,10 +384,28 @@ TEST(SchedulerTest, OwnersKeepTheirRequestsApart) {
 // Sums what the sink hears; checked against the requests' own stats.
 class CountingSink final : public MetricsSink {
  public:
-  void OnForward(int rows, double seconds) override {
+  void OnForward(const ForwardReport& f) override {
     ++forwards;
-    this->rows += rows;
-    EXPECT_GE(seconds, 0);
+    rows += f.rows;
+    EXPECT_GE(f.seconds, 0);
+    int sequence_rows = 0;
+    for (const SequenceForward& s : f.sequences) {
+      sequence_rows += s.rows;
+      forward_committed[s.mode] += s.committed;
+      if (!s.speculative) continue;
+      EXPECT_NE(s.mode, DecodingMode::kAutoregressive);
+      EXPECT_FALSE(s.prefill);
+      spec_forwards[s.mode] += 1;
+      drafted[s.mode] += s.drafted;
+      accepted[s.mode] += s.accepted;
+      int at = 0;
+      for (size_t k = 0; k < s.accepted_at.size(); ++k) {
+        at += s.accepted_at[k];
+        EXPECT_LE(s.accepted_at[k], s.drafted_at[k]);
+      }
+      EXPECT_EQ(at, s.accepted);
+    }
+    EXPECT_EQ(sequence_rows, f.rows);
   }
   void OnTokensCommitted(DecodingMode mode, int tokens, double seconds_since_last) override {
     committed[mode] += tokens;
@@ -408,7 +426,8 @@ class CountingSink final : public MetricsSink {
   }
   // Only the scheduler thread writes; read after Shutdown.
   int64_t forwards = 0, rows = 0, queue_reports = 0;
-  std::map<DecodingMode, int64_t> committed, finished_requests, finished_committed;
+  std::map<DecodingMode, int64_t> committed, finished_requests, finished_committed, forward_committed;
+  std::map<DecodingMode, int64_t> spec_forwards, drafted, accepted;
 };
 
 TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
@@ -423,13 +442,24 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   }
   ASSERT_TRUE(rec.WaitForFinals(9));
   rig.scheduler->Shutdown(milliseconds(1000));
-  std::map<DecodingMode, int64_t> committed, count;
+  std::map<DecodingMode, int64_t> committed, count, spec_forwards, drafted, accepted;
   for (int i = 0; i < 9; ++i) {
     const auto r = rec.Get(absl::StrCat("m", i));
-    committed[modes[i % 3]] += r.final_event->stats.committed;
-    count[modes[i % 3]] += 1;
+    const DecodingMode mode = modes[i % 3];
+    committed[mode] += r.final_event->stats.committed;
+    count[mode] += 1;
+    if (mode != DecodingMode::kAutoregressive) {
+      spec_forwards[mode] += r.final_event->stats.forwards;
+      drafted[mode] += r.final_event->stats.drafted;
+      accepted[mode] += r.final_event->stats.accepted;
+    }
     EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), r.final_event->stats.committed);
   }
+  // The per-forward reports add up to each mode's per-request statistics.
+  EXPECT_EQ(sink.forward_committed, committed);
+  EXPECT_EQ(sink.spec_forwards, spec_forwards);
+  EXPECT_EQ(sink.drafted, drafted);
+  EXPECT_EQ(sink.accepted, accepted);
   EXPECT_EQ(sink.committed, committed);
   EXPECT_EQ(sink.finished_committed, committed);
   EXPECT_EQ(sink.finished_requests, count);

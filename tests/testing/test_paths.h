@@ -16,5 +16,8 @@ inline std::string TokenizerTestData(const std::string& name) {
   return SharedDir() + "/testdata/tokenizer/" + name;
 }
 inline std::string BinDir() { return CROSSREG_BIN_DIR; }
+#ifdef CROSSREG_SOURCE_DIR
+inline std::string SourceDir() { return CROSSREG_SOURCE_DIR; }
+#endif
 
 }  // namespace crossreg::testing

@@ -1,0 +1,34 @@
+// What one forward did, per sequence in its batch: the scheduler's measurement of a
+// step, handed to the MetricsSink as it happens (speculative counters per forward,
+// the speedup accounting of speedup_accounting.h).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/decoding/decoding_config.h"
+
+namespace crossreg {
+
+struct SequenceForward {
+  DecodingMode mode = DecodingMode::kAutoregressive;
+  bool prefill = false;  // a prefill chunk (the last one commits the first token)
+  int rows = 0;          // rows it put into the batch
+  int committed = 0;     // tokens this forward committed for it
+  // Decode forwards of speculative requests (lossless, lossy, ngram): what Verify did.
+  bool speculative = false;  // a decode forward of a speculative request
+  bool ar_fallback = false;  // ... that the adaptive draft length ran as plain AR
+  int drafted = 0;           // draft tokens verified
+  int accepted = 0;          // ... and accepted
+  // [k]: 1 if the draft at 0-based position k was verified (reached) / accepted.
+  std::vector<int> drafted_at;
+  std::vector<int> accepted_at;
+};
+
+struct ForwardReport {
+  double seconds = 0;  // wall time of the forward
+  int rows = 0;        // rows in the batch
+  std::vector<SequenceForward> sequences;
+};
+
+}  // namespace crossreg

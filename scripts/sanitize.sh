@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The tests under sanitizers, as CI runs them (scripts/test.sh calls this):
+#   build-asan: AddressSanitizer + UndefinedBehaviorSanitizer (any report fails), the
+#               unit, server-unit, scheduler and integration tests (the integration
+#               tests start the sanitized crossreg-server, so its reports count too);
+#   build-tsan: ThreadSanitizer, the scheduler tests (the scheduler thread, client
+#               threads submitting and aborting, event handlers).
+# The statistical DistributionTest suite is left out under ASan (45 s each there; it runs
+# the same code as the exactness tests, which stay in).
+# Usage: scripts/sanitize.sh [asan|tsan|all] (default all). Assumes scripts/setup.sh ran.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+WHICH=${1:-all}
+JOBS=${SANITIZE_JOBS:-$(nproc)}
+
+# Reports are errors: the test process exits non-zero and CTest shows the report.
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:strict_string_checks=1:detect_stack_use_after_return=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
+
+configure() {  # dir, sanitizers
+  # -O1 keeps the sanitized tests quick to build and not too slow to run; the
+  # portable kernels are not forced: every SIMD path this CPU has is checked.
+  cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DCROSSREG_SANITIZE="$2" -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >/dev/null
+}
+
+if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
+  echo "[sanitize] ASan+UBSan: building unit, scheduler, server and integration tests"
+  configure build-asan address,undefined
+  time cmake --build build-asan -j "$JOBS" --target crossreg_unit_tests crossreg_scheduler_tests \
+    crossreg_server_unit_tests crossreg_integration_tests crossreg-server crossreg-generate
+  echo "[sanitize] ASan+UBSan: ctest -L 'unit|scheduler|integration'"
+  time ctest --test-dir build-asan -L 'unit|scheduler|integration' -E 'parity|DistributionTest' --output-on-failure \
+    -j "$JOBS" --timeout 1200
+fi
+
+if [ "$WHICH" = all ] || [ "$WHICH" = tsan ]; then
+  echo "[sanitize] TSan: building the scheduler tests"
+  configure build-tsan thread
+  time cmake --build build-tsan -j "$JOBS" --target crossreg_scheduler_tests
+  echo "[sanitize] TSan: ctest -L scheduler"
+  time ctest --test-dir build-tsan -L scheduler --output-on-failure -j "$JOBS" --timeout 1200
+fi

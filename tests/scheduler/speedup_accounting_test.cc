@@ -1,0 +1,123 @@
+// The speedup accounting (scheduler/speedup_accounting.h, docs/metrics.md): the cost
+// fit, and the per-forward attribution alone, mixed, with prefill, on made-up forwards
+// whose true cost is known.
+#include "scheduler/speedup_accounting.h"
+
+#include <cmath>
+
+#include "gtest/gtest.h"
+
+namespace crossreg {
+namespace {
+
+constexpr double kFixed = 0.010, kPerRow = 0.002;  // the "true" T(R) = 10 ms + 2 ms x R
+double TrueSeconds(int rows) { return kFixed + kPerRow * rows; }
+
+SequenceForward Decode(DecodingMode mode, int rows, int committed) {
+  SequenceForward s;
+  s.mode = mode;
+  s.rows = rows;
+  s.committed = committed;
+  s.speculative = mode != DecodingMode::kAutoregressive;
+  return s;
+}
+
+ForwardReport Forward(std::vector<SequenceForward> sequences) {
+  ForwardReport f;
+  for (const auto& s : sequences) f.rows += s.rows;
+  f.seconds = TrueSeconds(f.rows);
+  f.sequences = std::move(sequences);
+  return f;
+}
+
+std::vector<std::pair<int, double>> Anchor() { return {{1, TrueSeconds(1)}, {2, TrueSeconds(2)}, {16, TrueSeconds(16)}}; }
+
+double Speedup(const SpeedupAccounting& a, DecodingMode mode) {
+  const ModeSeconds& m = a.totals()[static_cast<size_t>(mode)];
+  return m.actual > 0 ? m.ar_equivalent / m.actual : 0;
+}
+
+TEST(ForwardCostModelTest, RecoversAnAffineCostFromItsAnchorAndFromLiveForwards) {
+  ForwardCostModel anchored(Anchor());
+  EXPECT_NEAR(anchored.fixed(), kFixed, 1e-9);
+  EXPECT_NEAR(anchored.per_row(), kPerRow, 1e-9);
+  ForwardCostModel live;
+  for (int i = 0; i < 200; ++i) live.Observe(1 + i % 9, TrueSeconds(1 + i % 9));
+  EXPECT_NEAR(live.fixed(), kFixed, 1e-6);
+  EXPECT_NEAR(live.per_row(), kPerRow, 1e-6);
+  // One row count only: the split is unknown, all of it is charged per row.
+  ForwardCostModel flat;
+  for (int i = 0; i < 10; ++i) flat.Observe(9, TrueSeconds(9));
+  EXPECT_EQ(flat.fixed(), 0.0);
+  EXPECT_NEAR(flat.per_row(), TrueSeconds(9) / 9, 1e-9);
+  // The anchor keeps it identified when live forwards all have one row count.
+  ForwardCostModel kept(Anchor());
+  for (int i = 0; i < 5000; ++i) kept.Observe(9, TrueSeconds(9));
+  EXPECT_NEAR(kept.fixed(), kFixed, 1e-6);
+  EXPECT_NEAR(kept.per_row(), kPerRow, 1e-6);
+}
+
+TEST(SpeedupAccountingTest, ArIsExactlyOneAndChargesSumToTheMeasuredTime) {
+  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  const ForwardReport f = Forward({Decode(DecodingMode::kAutoregressive, 1, 1), Decode(DecodingMode::kAutoregressive, 1, 1),
+                                   Decode(DecodingMode::kLossless, 9, 3)});
+  a.OnForward(f, &charges);
+  double total = 0;
+  for (const ModeSeconds& m : charges) total += m.actual;
+  EXPECT_NEAR(total, f.seconds, 1e-12);
+  EXPECT_NEAR(Speedup(a, DecodingMode::kAutoregressive), 1.0, 1e-12);
+}
+
+TEST(SpeedupAccountingTest, AlonePoorDraftsAreBelowOneAndGoodOnesAboveOne) {
+  // Alone, one sequence: 9 rows (x_last + 8 drafts) cost T(9) = 28 ms, where AR pays
+  // T(1) = 12 ms per token: 1.2 tokens per forward is a loss, 4 a win.
+  for (const auto& [committed, expected] : {std::pair{1.2, 1.2 * 12.0 / 28.0}, std::pair{4.0, 4.0 * 12.0 / 28.0}}) {
+    SpeedupAccounting a{ForwardCostModel(Anchor())};
+    for (int i = 0; i < 100; ++i) {
+      // 1.2 tokens per forward on average: 1 four times, 2 once.
+      const int j = committed == 4.0 ? 4 : (i % 5 == 0 ? 2 : 1);
+      a.OnForward(Forward({Decode(DecodingMode::kLossless, 9, j)}));
+    }
+    EXPECT_NEAR(Speedup(a, DecodingMode::kLossless), expected, 1e-6) << committed << " tokens per forward";
+  }
+}
+
+TEST(SpeedupAccountingTest, MixedWithArAPoorModeStaysBelowOneAndArStaysOne) {
+  // Seven AR sequences share each batch with one lossless sequence that commits one
+  // token per forward at 17 rows: the AR requests are slowed by its rows, and those
+  // rows are charged to it, not to them.
+  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  for (int i = 0; i < 100; ++i) {
+    std::vector<SequenceForward> batch(7, Decode(DecodingMode::kAutoregressive, 1, 1));
+    batch.push_back(Decode(DecodingMode::kLossless, 17, 1));
+    a.OnForward(Forward(batch));
+  }
+  // Per forward: lossless is charged 10/8 + 2*17 = 35.25 ms; AR would have paid 10/8 + 2.
+  EXPECT_NEAR(Speedup(a, DecodingMode::kLossless), 3.25 / 35.25, 1e-6);
+  EXPECT_NEAR(Speedup(a, DecodingMode::kAutoregressive), 1.0, 1e-9);
+}
+
+TEST(SpeedupAccountingTest, PrefillIsChargedButNotCounted) {
+  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  SequenceForward prefill = Decode(DecodingMode::kLossless, 100, 0);
+  prefill.prefill = true;
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  a.OnForward(Forward({prefill, Decode(DecodingMode::kNgram, 5, 3)}), &charges);
+  const ModeSeconds& ngram = charges[static_cast<size_t>(DecodingMode::kNgram)];
+  EXPECT_NEAR(ngram.actual, kFixed / 2 + kPerRow * 5, 1e-12);  // not the prefill's 200 ms
+  EXPECT_NEAR(ngram.ar_equivalent, 3 * (kFixed / 2 + kPerRow), 1e-12);
+  EXPECT_EQ(charges[static_cast<size_t>(DecodingMode::kLossless)].actual, 0.0);
+}
+
+TEST(SpeedupAccountingTest, WithoutAnyCostKnowledgeTimeIsChargedByRows) {
+  SpeedupAccounting a{ForwardCostModel()};
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  ForwardReport f = Forward({Decode(DecodingMode::kAutoregressive, 1, 1), Decode(DecodingMode::kLossy, 3, 2)});
+  a.OnForward(f, &charges);
+  EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kLossy)].actual, f.seconds * 3 / 4, 1e-12);
+  EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kLossy)].ar_equivalent, f.seconds * 2 / 4, 1e-12);
+}
+
+}  // namespace
+}  // namespace crossreg
