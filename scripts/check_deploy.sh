@@ -154,9 +154,20 @@ for target, path in sorted(renders.items()):
         [m["name"] for m in c.get("volumeMounts", []) if m["mountPath"] == "/tmp"])
     check(f"{label}: restricted securityContext, emptyDir /tmp", sec_ok and tmp_ok, f"pod {psc}, container {csc}")
 
-    probes_ok = all(c.get(p, {}).get("grpc", {}).get("port") == 50051
-                    for p in ("startupProbe", "readinessProbe", "livenessProbe"))
-    check(f"{label}: grpc startup/readiness/liveness probes on 50051", probes_ok)
+    # gRPC probes on 50051; with TLS on that port (the kubelet's gRPC probes cannot speak
+    # TLS) HTTP probes on the metrics port: /ready for startup and readiness, /health for
+    # liveness.
+    tls = flag_value(args, "tls_cert_file") not in (None, "")
+    if tls:
+        want = {"startupProbe": "/ready", "readinessProbe": "/ready", "livenessProbe": "/health"}
+        probes_ok = all(c.get(p, {}).get("httpGet", {}).get("path") == path
+                        and c.get(p, {}).get("httpGet", {}).get("port") in ("metrics", 9090)
+                        for p, path in want.items())
+        check(f"{label}: TLS on 50051, so HTTP probes /ready and /health on the metrics port", probes_ok)
+    else:
+        probes_ok = all(c.get(p, {}).get("grpc", {}).get("port") == 50051
+                        for p in ("startupProbe", "readinessProbe", "livenessProbe"))
+        check(f"{label}: grpc startup/readiness/liveness probes on 50051", probes_ok)
 
     check(f"{label}: no --threads (follows the CPU limit)", flag_value(args, "threads") is None, f"args {args}")
 

@@ -16,7 +16,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
-ABSL_FLAG(std::string, server, "localhost:50051", "crossreg-server address, host:port");
+ABSL_FLAG(std::string, server, "localhost:50051",
+          "crossreg-server address: host:port, or a gRPC target such as dns:///crossreg-headless.ns.svc:50051 "
+          "(every address the name resolves to) or ipv4:10.0.0.1:50051,10.0.0.2:50051");
+ABSL_FLAG(std::string, lb, "pick_first",
+          "Load balancing over the target's addresses: pick_first (one connection) or round_robin (a connection "
+          "to every address, calls spread over them; use with a dns:/// target of a headless Service)");
 ABSL_FLAG(double, connect_timeout_s, 5.0, "How long to wait for the server to accept the connection");
 ABSL_FLAG(bool, tls, false, "Connect over TLS, trusting the system's CA certificates (see --tls_ca_file)");
 ABSL_FLAG(std::string, tls_ca_file, "", "TLS: PEM CA bundle to verify the server with (implies --tls)");
@@ -126,6 +131,11 @@ absl::StatusOr<std::shared_ptr<grpc::Channel>> ConnectFromFlags() {
   const std::string target = absl::GetFlag(FLAGS_server);
   if (target.empty()) return absl::InvalidArgumentError("--server is empty; give host:port");
   grpc::ChannelArguments args;
+  const std::string lb = absl::GetFlag(FLAGS_lb);
+  if (lb != "pick_first" && lb != "round_robin") {
+    return absl::InvalidArgumentError("--lb must be pick_first or round_robin, got '" + lb + "'");
+  }
+  args.SetLoadBalancingPolicyName(lb);
   bool tls = false;
   auto credentials = ChannelCredentialsFromFlags(args, tls);
   if (!credentials.ok()) return credentials.status();

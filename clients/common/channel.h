@@ -1,4 +1,5 @@
-// Connecting to crossreg-server: --server, --connect_timeout_s, and the transport's
+// Connecting to crossreg-server: --server (an address or a gRPC target), --lb
+// (pick_first, or round_robin over every address), --connect_timeout_s, and the transport's
 // security: TLS (--tls, --tls_ca_file, --tls_server_name), a client certificate for
 // mutual TLS (--tls_cert_file, --tls_key_file) and a bearer token (--auth_token_file,
 // or the CROSSREG_AUTH_TOKEN environment variable, or --auth_token).

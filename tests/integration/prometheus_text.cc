@@ -1,5 +1,6 @@
 #include "tests/integration/prometheus_text.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -14,20 +15,23 @@
 
 namespace crossreg::testing {
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path) {
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path, const std::string& host) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return absl::InternalError("socket");
   timeval tv{5, 0};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (inet_pton(AF_INET, host.c_str(), &addr.sin_addr) != 1) {
+    close(fd);
+    return absl::InvalidArgumentError(absl::StrCat("not an IPv4 address: ", host));
+  }
   addr.sin_port = htons(static_cast<uint16_t>(port));
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     close(fd);
     return absl::UnavailableError(absl::StrCat("connect to port ", port));
   }
-  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+  const std::string request = absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: ", host, "\r\n\r\n");
   if (write(fd, request.data(), request.size()) != static_cast<ssize_t>(request.size())) {
     close(fd);
     return absl::UnavailableError("write");
@@ -92,8 +96,8 @@ absl::StatusOr<std::map<std::string, double>> ParsePrometheusText(const std::str
   return out;
 }
 
-absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port) {
-  auto body = HttpGet(port, "/metrics");
+absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port, const std::string& host) {
+  auto body = HttpGet(port, "/metrics", host);
   if (!body.ok()) return body.status();
   return ParsePrometheusText(*body);
 }

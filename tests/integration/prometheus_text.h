@@ -9,13 +9,13 @@
 
 namespace crossreg::testing {
 
-absl::StatusOr<std::string> HttpGet(int port, const std::string& path);
+absl::StatusOr<std::string> HttpGet(int port, const std::string& path, const std::string& host = "127.0.0.1");
 
 // Series key: the name plus its labels as written ("a_total{position=\"1\"}").
 // INVALID_ARGUMENT naming the first malformed line.
 absl::StatusOr<std::map<std::string, double>> ParsePrometheusText(const std::string& body);
 
-// Scrapes 127.0.0.1:port/metrics and parses it.
-absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port);
+// Scrapes host:port/metrics (an IPv4 address) and parses it.
+absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port, const std::string& host = "127.0.0.1");
 
 }  // namespace crossreg::testing

@@ -62,12 +62,13 @@ std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double ti
 }
 
 ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string model,
-                             std::shared_ptr<grpc::ChannelCredentials> credentials) {
-  grpc_port_ = FreeLoopbackPort();
+                             std::shared_ptr<grpc::ChannelCredentials> credentials, std::string host, int port)
+    : host_(std::move(host)) {
+  grpc_port_ = port > 0 ? port : FreeLoopbackPort();
   metrics_port_ = FreeLoopbackPort();
   args_ = {BinDir() + "/crossreg-server",
            "--model=" + (model.empty() ? Stories260KGguf() : model),
-           "--host=127.0.0.1",
+           "--host=" + host_,
            "--port=" + std::to_string(grpc_port_),
            "--metrics_port=" + std::to_string(metrics_port_),
            "--threads=1"};

@@ -23,8 +23,10 @@ class ServerProcess {
  public:
   // `extra_flags` are added after --model/--host/--port/--metrics_port.
   // `credentials` are the channel's (TLS servers); null: plaintext.
+  // `host`/`port`: where it listens (port 0: a free one).
   explicit ServerProcess(std::vector<std::string> extra_flags, std::string model = "",
-                         std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr);
+                         std::shared_ptr<grpc::ChannelCredentials> credentials = nullptr,
+                         std::string host = "127.0.0.1", int port = 0);
   ~ServerProcess();  // SIGKILL if still running
 
   // Starts the binary and waits up to `timeout_s` for SERVING; false with the log tail.
@@ -39,7 +41,7 @@ class ServerProcess {
   // A new channel (its own connection) to this server with other credentials.
   std::shared_ptr<grpc::Channel> NewChannel(const std::shared_ptr<grpc::ChannelCredentials>& credentials,
                                             grpc::ChannelArguments args = {}) const;
-  std::string address() const { return "127.0.0.1:" + std::to_string(grpc_port_); }
+  std::string address() const { return host_ + ":" + std::to_string(grpc_port_); }
   std::unique_ptr<v1::Generation::Stub> NewStub() const { return v1::Generation::NewStub(channel_); }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
@@ -47,6 +49,7 @@ class ServerProcess {
 
  private:
   std::vector<std::string> args_;
+  std::string host_;
   std::string log_path_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;

@@ -1,0 +1,66 @@
+// Scale-out as Kubernetes runs it: two replicas behind one client target. With
+// pick_first a gRPC client pins one connection; with --lb round_robin over every
+// address of the target (a headless Service's DNS answer, here two loopback
+// addresses) the load generator spreads its calls over both replicas.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/integration/prometheus_text.h"
+#include "tests/integration/server_process.h"
+#include "tests/testing/test_paths.h"
+
+namespace crossreg::testing {
+namespace {
+
+// Generate calls a replica finished, from its metrics.
+double GenerateCalls(const ServerProcess& server, const std::string& host) {
+  auto m = ScrapeMetrics(server.metrics_port(), host);
+  EXPECT_TRUE(m.ok()) << m.status();
+  if (!m.ok()) return -1;
+  double calls = 0;
+  for (const auto& [key, value] : *m) {
+    if (key.rfind("crossreg_grpc_requests_total{", 0) == 0 && key.find("method=\"Generate\"") != std::string::npos) {
+      calls += value;
+    }
+  }
+  return calls;
+}
+
+int RunLoadgen(const std::string& target, const std::string& lb, int requests) {
+  const std::string command = BinDir() + "/crossreg-loadgen --server '" + target + "' --lb " + lb +
+                              " --requests " + std::to_string(requests) +
+                              " --concurrency 4 --max_tokens 8 --format json > /dev/null 2>&1";
+  const int status = std::system(command.c_str());
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+TEST(ScaleOutTest, RoundRobinSpreadsCallsOverTwoReplicas) {
+  const int port = FreeLoopbackPort();
+  ServerProcess a({}, "", nullptr, "127.0.0.1", port);
+  ServerProcess b({}, "", nullptr, "127.0.0.2", port);
+  ASSERT_TRUE(a.Start()) << a.Log();
+  if (!b.Start()) GTEST_SKIP() << "cannot listen on 127.0.0.2 here: " << b.Log();
+  const std::string target = "ipv4:127.0.0.1:" + std::to_string(port) + ",127.0.0.2:" + std::to_string(port);
+
+  ASSERT_EQ(RunLoadgen(target, "round_robin", 32), 0);
+  const double on_a = GenerateCalls(a, "127.0.0.1"), on_b = GenerateCalls(b, "127.0.0.2");
+  std::printf("[ figures  ] round_robin: 32 requests -> %.0f on replica A, %.0f on replica B\n", on_a, on_b);
+  EXPECT_EQ(on_a + on_b, 32);
+  EXPECT_GE(on_a, 32 * 0.4);
+  EXPECT_GE(on_b, 32 * 0.4);
+
+  // pick_first, for contrast: one connection, one replica.
+  ASSERT_EQ(RunLoadgen(target, "pick_first", 32), 0);
+  const double first_a = GenerateCalls(a, "127.0.0.1") - on_a, first_b = GenerateCalls(b, "127.0.0.2") - on_b;
+  std::printf("[ figures  ] pick_first: 32 requests -> %.0f on replica A, %.0f on replica B\n", first_a, first_b);
+  EXPECT_EQ(first_a + first_b, 32);
+  EXPECT_EQ(std::max(first_a, first_b), 32);
+  EXPECT_EQ(a.Terminate(), 0);
+  EXPECT_EQ(b.Terminate(), 0);
+}
+
+}  // namespace
+}  // namespace crossreg::testing
