@@ -9,7 +9,7 @@ python3 -m training.distill --base training/runs/pretrain/model --out training/r
    own earlier argmax predictions + random tokens, then a random-length placeholder suffix)
    and minimise L = -sum_t (s_t+1) p_t.log q_t / sum_t (s_t+1).
 3. Export OUT/adapter: PEFT adapter_config.json + adapter_model.safetensors +
-   crossreg_adapter.json ({"placeholder_token_id", "window"}).
+   crossreg_adapter.json ({"placeholder_token_id", "window", "layout"}; training/README.md).
 Prefixes come from --corpus (a packed corpus: train stream for training examples, held-out
 stream for evaluation; its tokenizer must be the base's), or --corpus-root / --corpus-tokens.
 GPU: bf16 base weights (--dtype auto), bf16 autocast, TF32, fused AdamW, SDPA; LoRA weights and

@@ -1,5 +1,6 @@
 """Hugging Face directory export/import (LlamaForCausalLM) and PEFT LoRA adapters."""
 import json
+import math
 import os
 from typing import Dict, Optional
 
@@ -107,9 +108,42 @@ def peft_name(i: int, sub: str, proj: str, ab: str) -> str:
     return f"base_model.model.model.layers.{i}.{sub}.{proj}.lora_{ab}.weight"
 
 
+CROSSREG_LAYOUT = "crossreg-v1"
+
+
+def check_adapter_metadata(config: LlamaConfig, r: int, alpha: float, xr: dict) -> None:
+    """The rules the engine's loader (engine/model/lora_adapter.cc) applies to
+    adapter_config.json's r / lora_alpha and to crossreg_adapter.json, checked before
+    writing so that an export the engine would refuse fails here instead."""
+    if not (isinstance(r, int) and r >= 1):
+        raise ValueError(f"r must be a positive integer, got {r!r}")
+    if not (isinstance(alpha, (int, float)) and math.isfinite(alpha) and alpha > 0):
+        raise ValueError(f"lora_alpha must be a positive number, got {alpha!r}")
+    ph = xr.get("placeholder_token_id")
+    if not (isinstance(ph, int) and 0 <= ph < config.vocab_size):
+        raise ValueError(f"placeholder_token_id must be in [0, {config.vocab_size}), got {ph!r}")
+    if config.bos_token_id is not None and ph == config.bos_token_id:
+        raise ValueError(f"placeholder_token_id {ph} is the BOS token; the placeholder fills "
+                         "empty draft slots and must not be BOS")
+    eos = config.eos_token_id
+    if ph in (eos if isinstance(eos, (list, tuple)) else [eos]):
+        raise ValueError(f"placeholder_token_id {ph} is an end-of-sequence token")
+    window = xr.get("window")
+    if window is not None and not (isinstance(window, int) and
+                                   1 <= window <= config.max_position_embeddings):
+        raise ValueError(f"window must be in [1, {config.max_position_embeddings}] (the "
+                         f"model's context length), got {window!r}")
+    if xr.get("layout", CROSSREG_LAYOUT) != CROSSREG_LAYOUT:
+        raise ValueError(f"layout {xr['layout']!r} is not {CROSSREG_LAYOUT!r}")
+
+
 def save_adapter(model: LlamaForCausalLM, path: str, r: int, alpha: float,
                  base_model_name_or_path: str, placeholder_token_id: int, window: int,
                  extra_crossreg: Optional[dict] = None) -> None:
+    xr = {"placeholder_token_id": int(placeholder_token_id), "window": int(window),
+          "layout": CROSSREG_LAYOUT}
+    xr.update(extra_crossreg or {})
+    check_adapter_metadata(model.config, r, alpha, xr)
     os.makedirs(path, exist_ok=True)
     tensors, targets = {}, []
     for i, sub, proj, m in model.lora_modules():
@@ -128,9 +162,6 @@ def save_adapter(model: LlamaForCausalLM, path: str, r: int, alpha: float,
            "rank_pattern": {}, "alpha_pattern": {}, "revision": None}
     with open(os.path.join(path, "adapter_config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
-    xr = {"placeholder_token_id": int(placeholder_token_id), "window": int(window),
-          "layout": "crossreg-v1"}
-    xr.update(extra_crossreg or {})
     with open(os.path.join(path, "crossreg_adapter.json"), "w") as f:
         json.dump(xr, f, indent=2)
 

@@ -353,6 +353,11 @@ const GgufTensorInfo* GgufFile::FindTensor(std::string_view name) const {
 
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> mapping, MappedFile::Open(path));
+  return Parse(std::move(mapping));
+}
+
+absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<MappedFile> mapping) {
+  const std::string& path = mapping->path();
   auto file = std::unique_ptr<GgufFile>(new GgufFile());
   file->path_ = path;
   file->file_ = mapping;

@@ -66,6 +66,8 @@ class GgufFile {
   // Parses header, metadata and tensor directory. Tensor types other than
   // F32/F16/BF16 are refused with their ggml type name.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
+  // The same over bytes already in memory (MappedFile::FromBytes); errors name file->path().
+  static absl::StatusOr<std::unique_ptr<GgufFile>> Parse(std::shared_ptr<MappedFile> file);
 
   uint32_t version() const { return version_; }
   const GgufMetadata& metadata() const { return metadata_; }

@@ -24,7 +24,9 @@ absl::Status ErrnoError(const std::string& what, const std::string& path, int er
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO planted where a file is expected must not hang; it is
+  // refused below as not a regular file. Regular files ignore the flag.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return ErrnoError("cannot open", path, errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -52,8 +54,17 @@ absl::StatusOr<std::shared_ptr<MappedFile>> MappedFile::Open(const std::string& 
   return std::shared_ptr<MappedFile>(new MappedFile(path, data, size));
 }
 
+std::shared_ptr<MappedFile> MappedFile::FromBytes(std::string name, std::string_view bytes) {
+  // operator new[] aligns to at least 16 bytes on the 64-bit targets crossreg builds for.
+  auto owned = std::make_unique<unsigned char[]>(bytes.empty() ? 1 : bytes.size());
+  if (!bytes.empty()) std::memcpy(owned.get(), bytes.data(), bytes.size());
+  std::shared_ptr<MappedFile> file(new MappedFile(std::move(name), owned.get(), bytes.size()));
+  file->owned_ = std::move(owned);
+  return file;
+}
+
 MappedFile::~MappedFile() {
-  if (data_ != nullptr && size_ > 0) {
+  if (owned_ == nullptr && data_ != nullptr && size_ > 0) {
     ::munmap(const_cast<unsigned char*>(data_), size_);
   }
 }

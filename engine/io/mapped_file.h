@@ -1,9 +1,11 @@
-// A read-only memory mapping of a whole file (RAII).
+// A read-only memory mapping of a whole file (RAII), or an in-memory copy of bytes
+// with the same interface, so that every parser has one entry point for both.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -12,6 +14,9 @@ namespace crossreg {
 class MappedFile {
  public:
   static absl::StatusOr<std::shared_ptr<MappedFile>> Open(const std::string& path);
+  // A copy of `bytes` that parsers read as the file `name` (fuzzers, tests). The copy is
+  // 16-byte aligned, so alignment checks see what a page-aligned mapping would give.
+  static std::shared_ptr<MappedFile> FromBytes(std::string name, std::string_view bytes);
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -26,6 +31,7 @@ class MappedFile {
   std::string path_;
   const unsigned char* data_ = nullptr;
   size_t size_ = 0;
+  std::unique_ptr<unsigned char[]> owned_;  // FromBytes: the copy; data_ points into it
 };
 
 }  // namespace crossreg

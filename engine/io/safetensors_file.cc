@@ -114,6 +114,12 @@ bool IsRegularFile(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> mapping, MappedFile::Open(path));
+  return Parse(std::move(mapping));
+}
+
+absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Parse(
+    std::shared_ptr<MappedFile> mapping) {
+  const std::string& path = mapping->path();
   const uint64_t size = mapping->size();
   if (size < 8) {
     return Corrupt(path, absl::StrCat("file truncated (", size,

@@ -18,6 +18,8 @@ class SafetensorsFile {
   // Validates the JSON header, dtypes (F32/F16/BF16), shapes against byte ranges,
   // and that ranges lie inside the file.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
+  // The same over bytes already in memory (MappedFile::FromBytes); errors name file->path().
+  static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Parse(std::shared_ptr<MappedFile> file);
 
   const std::map<std::string, TensorRef, std::less<>>& tensors() const { return tensors_; }
   const TensorRef* Find(std::string_view name) const;

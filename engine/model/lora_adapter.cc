@@ -5,8 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -74,6 +73,7 @@ std::optional<V> LookupPattern(const std::vector<std::pair<std::string, V>>& pat
 
 // adapter_config.json, reduced to what the engine needs.
 struct LoraConfig {
+  std::string path;  // adapter_config.json, for messages
   int r = 0;
   double alpha = 0.0;
   bool use_rslora = false;
@@ -88,11 +88,12 @@ struct LoraConfig {
   int RankOf(int layer, LoraTarget t) const {
     return LookupPattern(rank_pattern, ModulePath(layer, t)).value_or(r);
   }
-  float ScaleOf(int layer, LoraTarget t) const {
+  // In double: the caller checks the range before narrowing to float.
+  double ScaleOf(int layer, LoraTarget t) const {
     const std::string path = ModulePath(layer, t);
     const double alpha_here = LookupPattern(alpha_pattern, path).value_or(alpha);
     const double rank = RankOf(layer, t);
-    return static_cast<float>(use_rslora ? alpha_here / std::sqrt(rank) : alpha_here / rank);
+    return use_rslora ? alpha_here / std::sqrt(rank) : alpha_here / rank;
   }
 };
 
@@ -101,10 +102,14 @@ bool PathExists(const std::string& path) {
   return std::filesystem::exists(path, ec);
 }
 
-absl::StatusOr<json> ReadJsonFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+// Through MappedFile, which refuses what is not a regular file (a FIFO would block a
+// plain read forever).
+absl::StatusOr<std::string> ReadTextFile(const std::string& path) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  return std::string(reinterpret_cast<const char*>(file->data()), file->size());
+}
+
+absl::StatusOr<json> ParseJsonObject(const std::string& path, std::string_view text) {
   json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!j.is_object()) {
@@ -122,6 +127,20 @@ const json* FindKey(const json& object, const char* key) {
 
 absl::Status Bad(const std::string& path, const std::string& problem) {
   return absl::InvalidArgumentError(absl::StrCat(path, ": ", problem));
+}
+
+// A JSON value quoted in an error message: scalars as written (long strings cut short),
+// containers by type only (dumping a deeply nested one would recurse without bound).
+std::string Describe(const json& v) {
+  if (v.is_array() || v.is_object()) return absl::StrCat("an ", v.type_name());
+  std::string text = v.dump(-1, ' ', false, json::error_handler_t::replace);
+  if (text.size() > 64) text = absl::StrCat(text.substr(0, 64), "...");
+  return text;
+}
+
+// A positive, finite number (lora_alpha and alpha_pattern values).
+bool PositiveFinite(const json& v) {
+  return v.is_number() && std::isfinite(v.get<double>()) && v.get<double>() > 0;
 }
 
 std::optional<int64_t> AsInt(const json& j) {
@@ -163,15 +182,16 @@ absl::Status ParseTargetModules(const std::string& path, const json& j, LoraConf
 
 absl::Status ParseLayersToTransform(const std::string& path, const json& j, int num_layers,
                                     LoraConfig& config) {
-  std::vector<json> entries;
+  // Pointers, not copies: copying a JSON value recurses as deep as it nests.
+  std::vector<const json*> entries;
   if (j.is_array()) {
-    entries.assign(j.begin(), j.end());
+    for (const json& e : j) entries.push_back(&e);
   } else {
-    entries.push_back(j);  // PEFT also accepts a single index
+    entries.push_back(&j);  // PEFT also accepts a single index
   }
   std::fill(config.layer_adapted.begin(), config.layer_adapted.end(), false);
-  for (const json& e : entries) {
-    const std::optional<int64_t> layer = AsInt(e);
+  for (const json* e : entries) {
+    const std::optional<int64_t> layer = AsInt(*e);
     if (!layer) return Bad(path, "layers_to_transform must be a layer index or a list of them");
     if (*layer < 0 || *layer >= num_layers) {
       return Bad(path, absl::StrCat("layers_to_transform index ", *layer,
@@ -185,23 +205,25 @@ absl::Status ParseLayersToTransform(const std::string& path, const json& j, int 
 absl::StatusOr<LoraConfig> ParseLoraConfig(const std::string& path, const json& j,
                                            const ModelConfig& base) {
   LoraConfig config;
+  config.path = path;
   config.layer_adapted.assign(base.num_layers, true);
   if (const json* v = FindKey(j, "peft_type")) {
     if (!v->is_string() || v->get<std::string>() != "LORA") {
-      return Bad(path, absl::StrCat("peft_type ", v->dump(), " is not \"LORA\""));
+      return Bad(path, absl::StrCat("peft_type ", Describe(*v), " is not \"LORA\""));
     }
   }
   const json* r = FindKey(j, "r");
   if (r == nullptr) return Bad(path, "missing \"r\" (LoRA rank)");
   const std::optional<int64_t> rank = AsInt(*r);
   if (!rank || *rank <= 0 || *rank > (1 << 20)) {
-    return Bad(path, absl::StrCat("\"r\" must be a positive integer, got ", r->dump()));
+    return Bad(path, absl::StrCat("\"r\" must be a positive integer, got ", Describe(*r)));
   }
   config.r = static_cast<int>(*rank);
   config.alpha = config.r;
   if (const json* v = FindKey(j, "lora_alpha")) {
-    if (!v->is_number() || !std::isfinite(v->get<double>())) {
-      return Bad(path, absl::StrCat("lora_alpha must be a number, got ", v->dump()));
+    // alpha <= 0 would switch the adapter off or flip its sign: not a trained adapter.
+    if (!PositiveFinite(*v)) {
+      return Bad(path, absl::StrCat("lora_alpha must be a positive number, got ", Describe(*v)));
     }
     config.alpha = v->get<double>();
   }
@@ -217,7 +239,7 @@ absl::StatusOr<LoraConfig> ParseLoraConfig(const std::string& path, const json& 
   }
   if (const json* v = FindKey(j, "bias")) {
     if (!v->is_string() || v->get<std::string>() != "none") {
-      return Bad(path, absl::StrCat("bias ", v->dump(), " is not supported (only \"none\")"));
+      return Bad(path, absl::StrCat("bias ", Describe(*v), " is not supported (only \"none\")"));
     }
   }
   if (const json* v = FindKey(j, "use_dora")) {
@@ -235,7 +257,7 @@ absl::StatusOr<LoraConfig> ParseLoraConfig(const std::string& path, const json& 
       const std::optional<int64_t> rk = AsInt(value);
       if (!rk || *rk <= 0 || *rk > (1 << 20)) {
         return Bad(path, absl::StrCat("rank_pattern[\"", key, "\"] must be a positive integer, got ",
-                                      value.dump()));
+                                      Describe(value)));
       }
       config.rank_pattern.emplace_back(key, static_cast<int>(*rk));
     }
@@ -243,9 +265,9 @@ absl::StatusOr<LoraConfig> ParseLoraConfig(const std::string& path, const json& 
   if (const json* v = FindKey(j, "alpha_pattern")) {
     if (!v->is_object()) return Bad(path, "alpha_pattern must be an object");
     for (const auto& [key, value] : v->items()) {
-      if (!value.is_number() || !std::isfinite(value.get<double>())) {
-        return Bad(path, absl::StrCat("alpha_pattern[\"", key, "\"] must be a number, got ",
-                                      value.dump()));
+      if (!PositiveFinite(value)) {
+        return Bad(path, absl::StrCat("alpha_pattern[\"", key, "\"] must be a positive number, got ",
+                                      Describe(value)));
       }
       config.alpha_pattern.emplace_back(key, value.get<double>());
     }
@@ -366,27 +388,76 @@ absl::Status LoadWeights(const std::string& path, const SafetensorsFile& file,
         }
       }
       m.rank = config.RankOf(layer, t);
-      m.scale = config.ScaleOf(layer, t);
-      if (!std::isfinite(m.scale)) {
-        return Bad(path, absl::StrCat("scale of layer ", layer, " ", LoraTargetName(t),
-                                      " is not finite"));
+      const double scale = config.ScaleOf(layer, t);
+      if (!(scale <= std::numeric_limits<float>::max())) {
+        return Bad(config.path, absl::StrCat("scale (lora_alpha / r) of layer ", layer, " ",
+                                             LoraTargetName(t), " is ", scale,
+                                             ", beyond float range"));
       }
+      m.scale = static_cast<float>(scale);
       adapter.max_rank = std::max(adapter.max_rank, m.rank);
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ReadCrossregExtras(const std::string& path, const ModelConfig& base,
-                                LoraAdapter& adapter) {
-  ASSIGN_OR_RETURN(json j, ReadJsonFile(path));
-  if (const json* v = FindKey(j, "placeholder_token_id")) {
-    const std::optional<int64_t> id = AsInt(*v);
-    if (!id || *id < 0 || *id >= base.vocab_size) {
-      return Bad(path, absl::StrCat("placeholder_token_id must be an integer in [0, ",
-                                    base.vocab_size, "), got ", v->dump()));
+// Why a placeholder id may not be used, or "" when it may.
+std::string PlaceholderProblem(int64_t id, const ModelConfig& base) {
+  if (id == base.bos_token_id) {
+    return absl::StrCat("is the BOS token (", id, "): the placeholder fills empty draft slots "
+                        "and must be a token the adapter was trained with there, not BOS, "
+                        "which marks the start of a sequence");
+  }
+  for (int eos : base.eos_token_ids) {
+    if (id == eos) {
+      return absl::StrCat("is an end-of-sequence token (", id, "): a placeholder that ends "
+                          "generation when drafted cannot fill empty draft slots");
     }
-    adapter.placeholder_token_id = static_cast<int32_t>(*id);
+  }
+  return "";
+}
+
+// crossreg_adapter.json: {"placeholder_token_id": int, "window": int, "layout": "crossreg-v1"}.
+// placeholder_token_id is required; window and layout are optional (older exports lack
+// them) but checked when present; other keys are ignored with a warning.
+absl::Status ReadCrossregExtras(const std::string& path, std::string_view text,
+                                const ModelConfig& base, LoraAdapter& adapter) {
+  ASSIGN_OR_RETURN(json j, ParseJsonObject(path, text));
+  const json* placeholder = FindKey(j, "placeholder_token_id");
+  if (placeholder == nullptr) {
+    return Bad(path, "missing \"placeholder_token_id\" (the token that fills empty draft "
+                     "slots, e.g. the trainer's <|draft|>)");
+  }
+  const std::optional<int64_t> id = AsInt(*placeholder);
+  if (!id || *id < 0 || *id >= base.vocab_size) {
+    return Bad(path, absl::StrCat("placeholder_token_id must be an integer in [0, ",
+                                  base.vocab_size, "), got ", Describe(*placeholder)));
+  }
+  if (const std::string problem = PlaceholderProblem(*id, base); !problem.empty()) {
+    return Bad(path, absl::StrCat("placeholder_token_id ", problem));
+  }
+  adapter.placeholder_token_id = static_cast<int32_t>(*id);
+
+  if (const json* v = FindKey(j, "window")) {
+    const std::optional<int64_t> window = AsInt(*v);
+    if (!window || *window < 1 || *window > base.max_position) {
+      return Bad(path, absl::StrCat("window (predictive rows per training example) must be an "
+                                    "integer in [1, ", base.max_position,
+                                    "] (the model's context length), got ", Describe(*v)));
+    }
+    adapter.window = static_cast<int>(*window);
+  }
+  if (const json* v = FindKey(j, "layout")) {
+    if (!v->is_string() || v->get_ref<const std::string&>() != kCrossregLayoutV1) {
+      return Bad(path, absl::StrCat("layout ", Describe(*v), " is not supported (known: \"",
+                                    kCrossregLayoutV1, "\")"));
+    }
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (key != "placeholder_token_id" && key != "window" && key != "layout") {
+      std::string shown = key.substr(0, 64);
+      adapter.warnings.push_back(absl::StrCat(path, ": unknown key \"", shown, "\" ignored"));
+    }
   }
   return absl::OkStatus();
 }
@@ -427,7 +498,6 @@ const char* LoraTargetName(LoraTarget t) {
 
 absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& dir,
                                                              const ModelConfig& base) {
-  RETURN_IF_ERROR(base.Validate());
   const std::string config_path = dir + "/adapter_config.json";
   const std::string weights_path = dir + "/adapter_model.safetensors";
   const std::string extras_path = dir + "/crossreg_adapter.json";
@@ -443,15 +513,47 @@ absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& 
     }
     return absl::NotFoundError(absl::StrCat("LoRA adapter weights not found: ", weights_path));
   }
-  ASSIGN_OR_RETURN(json config_json, ReadJsonFile(config_path));
+  LoraAdapterFiles files;
+  files.dir = dir;
+  ASSIGN_OR_RETURN(files.adapter_config_json, ReadTextFile(config_path));
+  ASSIGN_OR_RETURN(files.adapter_model, MappedFile::Open(weights_path));
+  if (PathExists(extras_path)) {
+    ASSIGN_OR_RETURN(files.crossreg_adapter_json, ReadTextFile(extras_path));
+  }
+  return LoadLoraAdapterFromFiles(files, base);
+}
+
+absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapterFromFiles(const LoraAdapterFiles& files,
+                                                                      const ModelConfig& base) {
+  RETURN_IF_ERROR(base.Validate());
+  const std::string config_path = files.dir + "/adapter_config.json";
+  const std::string extras_path = files.dir + "/crossreg_adapter.json";
+  if (files.adapter_model == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(files.dir, ": no adapter_model.safetensors"));
+  }
+  ASSIGN_OR_RETURN(json config_json, ParseJsonObject(config_path, files.adapter_config_json));
   ASSIGN_OR_RETURN(LoraConfig config, ParseLoraConfig(config_path, config_json, base));
-  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file, SafetensorsFile::Open(weights_path));
+  ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                   SafetensorsFile::Parse(files.adapter_model));
 
   auto adapter = std::make_unique<LoraAdapter>();
-  adapter->source = dir;
+  adapter->source = files.dir;
   adapter->layers.resize(base.num_layers);
-  RETURN_IF_ERROR(LoadWeights(weights_path, *file, config, base, *adapter));
-  if (PathExists(extras_path)) RETURN_IF_ERROR(ReadCrossregExtras(extras_path, base, *adapter));
+  RETURN_IF_ERROR(LoadWeights(files.adapter_model->path(), *file, config, base, *adapter));
+  if (files.crossreg_adapter_json.has_value()) {
+    RETURN_IF_ERROR(ReadCrossregExtras(extras_path, *files.crossreg_adapter_json, base, *adapter));
+  } else {
+    adapter->metadata_missing = true;
+    std::string warning = absl::StrCat(
+        extras_path, " not found: this may be a plain PEFT LoRA, not trained for "
+        "Cross-Regression (lossless output stays exact, but drafts may rarely be accepted); "
+        "using placeholder_token_id ", adapter->placeholder_token_id);
+    if (const std::string problem = PlaceholderProblem(adapter->placeholder_token_id, base);
+        !problem.empty()) {
+      absl::StrAppend(&warning, ", which ", problem);
+    }
+    adapter->warnings.push_back(std::move(warning));
+  }
   return adapter;
 }
 
@@ -460,6 +562,7 @@ std::unique_ptr<LoraAdapter> MakeRandomLoraAdapter(const ModelConfig& base,
   auto adapter = std::make_unique<LoraAdapter>();
   adapter->source = absl::StrCat("random(seed=", options.seed, ")");
   adapter->placeholder_token_id = options.placeholder_token_id;
+  adapter->window = options.window;
   adapter->layers.resize(std::max(base.num_layers, 0));
   if (options.rank <= 0) return adapter;  // nothing adapted
   Rng rng(options.seed);

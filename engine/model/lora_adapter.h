@@ -5,10 +5,12 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/io/mapped_file.h"
 #include "engine/model/model_config.h"
 
 namespace crossreg {
@@ -36,20 +38,43 @@ struct LoraLayer {
   LoraMatrix& at(LoraTarget t) { return targets[static_cast<size_t>(t)]; }
 };
 
+// crossreg_adapter.json "layout" this engine implements (schema: training/README.md).
+inline constexpr char kCrossregLayoutV1[] = "crossreg-v1";
+
 struct LoraAdapter {
   std::string source;
   std::vector<LoraLayer> layers;  // one per base layer
   // Token that fills predictive-row slots with no draft (crossreg_adapter.json
-  // "placeholder_token_id"; default 0).
+  // "placeholder_token_id"; 0 when that file is missing).
   int32_t placeholder_token_id = 0;
+  // Predictive rows per training example (crossreg_adapter.json "window"; 0: not given).
+  int window = 0;
   int max_rank = 0;
+  // No crossreg_adapter.json: a plain PEFT LoRA, perhaps not trained for
+  // Cross-Regression. It loads (placeholder 0) with a warning.
+  bool metadata_missing = false;
+  // Problems that do not stop loading, one line each, for the program to print (the
+  // engine itself does not log).
+  std::vector<std::string> warnings;
 };
 
 // Reads adapter_config.json (+ optional rank_pattern / alpha_pattern, use_rslora),
-// adapter_model.safetensors (F32/F16/BF16) and optional crossreg_adapter.json.
-// Validates every name and shape against `base`; errors name file, tensor and shape.
+// adapter_model.safetensors (F32/F16/BF16) and crossreg_adapter.json (optional: its
+// absence is a warning). Validates every name and shape against `base`; errors name
+// file, field or tensor, and shape.
 absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapter(const std::string& dir,
                                                              const ModelConfig& base);
+
+// The same over the three files' contents already in memory (fuzzing, tests); `dir`
+// only names them in messages.
+struct LoraAdapterFiles {
+  std::string dir;
+  std::string adapter_config_json;
+  std::shared_ptr<MappedFile> adapter_model;            // adapter_model.safetensors
+  std::optional<std::string> crossreg_adapter_json;     // nullopt: the file is absent
+};
+absl::StatusOr<std::unique_ptr<LoraAdapter>> LoadLoraAdapterFromFiles(const LoraAdapterFiles& files,
+                                                                      const ModelConfig& base);
 
 // Random adapter on all seven targets: A, B uniform in ±magnitude/sqrt(fan_in).
 // zero_b gives the identity adapter. Deterministic from the seed.
@@ -60,6 +85,7 @@ struct RandomLoraOptions {
   bool zero_b = false;
   uint64_t seed = 1;
   int32_t placeholder_token_id = 0;
+  int window = 0;  // recorded as crossreg_adapter.json "window" when > 0
 };
 std::unique_ptr<LoraAdapter> MakeRandomLoraAdapter(const ModelConfig& base, const RandomLoraOptions& options);
 

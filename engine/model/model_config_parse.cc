@@ -42,6 +42,11 @@ absl::StatusOr<float> GgufFloatOr(const GgufMetadata& md, const std::string& key
   if (!md.Has(key) && fallback.has_value()) return *fallback;
   auto v = md.GetFloat(key);
   if (!v.ok()) return GgufKeyError(v.status());
+  // f64 values past float's range would make the conversion undefined.
+  if (std::isfinite(*v) && std::fabs(*v) > std::numeric_limits<float>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("GGUF model config: key '", key, "' value ", *v, " is out of range"));
+  }
   return static_cast<float>(*v);
 }
 
@@ -280,8 +285,13 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufMetadata& md) {
 
 absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const std::string& path) {
   ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
-  const char* text = reinterpret_cast<const char*>(file->data());
-  const json j = json::parse(text, text + file->size(), nullptr, /*allow_exceptions=*/false);
+  return ModelConfigFromHfJsonText(
+      std::string_view(reinterpret_cast<const char*>(file->data()), file->size()), path);
+}
+
+absl::StatusOr<ModelConfig> ModelConfigFromHfJsonText(std::string_view text,
+                                                      const std::string& path) {
+  const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path, ": not valid JSON"));
   if (!j.is_object()) return absl::InvalidArgumentError(absl::StrCat(path, ": not a JSON object"));
   JsonFields f(path, j);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "engine/io/gguf_file.h"
@@ -16,5 +17,8 @@ absl::StatusOr<ModelConfig> ModelConfigFromGguf(const GgufMetadata& metadata);
 
 // model_type llama | mistral | qwen2 (or the matching `architectures` entry).
 absl::StatusOr<ModelConfig> ModelConfigFromHfJson(const std::string& config_json_path);
+// The same from the file's text already in memory; `name` is used in error messages.
+absl::StatusOr<ModelConfig> ModelConfigFromHfJsonText(std::string_view text,
+                                                      const std::string& name);
 
 }  // namespace crossreg

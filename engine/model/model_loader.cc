@@ -1,7 +1,9 @@
 #include "engine/model/model_loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <filesystem>
 #include <functional>
 #include <system_error>
@@ -190,17 +192,16 @@ absl::Status BindLayers(const ModelConfig& c, const TensorNames& names, WeightBi
   return absl::OkStatus();
 }
 
-// Creates the tokenizer and fills in special ids the config lacks.
-absl::Status AttachTokenizer(const std::string& source, absl::StatusOr<TokenizerSpec> spec,
-                             Model& model) {
+// Creates the tokenizer and fills in special ids the config lacks. `tokenizer_source`
+// names where the vocabulary came from (tokenizer.json, or the GGUF keys).
+absl::Status AttachTokenizer(const std::string& source, const std::string& tokenizer_source,
+                             absl::StatusOr<TokenizerSpec> spec, Model& model) {
   if (!spec.ok()) {
     return absl::Status(spec.status().code(),
                         absl::StrCat(source, ": tokenizer: ", spec.status().message()));
   }
-  if (static_cast<int64_t>(spec->tokens.size()) > model.config.vocab_size) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source, ": tokenizer has ", spec->tokens.size(), " tokens, more than the model's vocab_size ",
-        model.config.vocab_size));
+  if (absl::Status s = ValidateTokenizerForModel(*spec, model.config.vocab_size); !s.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(source, ": ", tokenizer_source, ": ", s.message()));
   }
   if (model.config.bos_token_id < 0 && spec->bos_id >= 0) model.config.bos_token_id = spec->bos_id;
   if (model.config.eos_token_ids.empty() && spec->eos_id >= 0) {
@@ -249,7 +250,9 @@ absl::StatusOr<std::unique_ptr<Model>> LoadGguf(const std::string& path) {
   const bool meta_order = c.arch == Architecture::kLlama;
   RETURN_IF_ERROR(BindGlobals(c, GgufNames(), bind, model->weights));
   RETURN_IF_ERROR(BindLayers(c, GgufNames(), bind, meta_order, model->weights));
-  RETURN_IF_ERROR(AttachTokenizer(path, TokenizerSpecFromGguf(file->metadata()), *model));
+  RETURN_IF_ERROR(AttachTokenizer(path, "tokenizer (tokenizer.ggml.*)",
+                                  TokenizerSpecFromGguf(file->metadata()), *model));
+  if (auto chat = file->metadata().GetString("tokenizer.chat_template"); chat.ok()) model->chat_template = *chat;
   RETURN_IF_ERROR(WithSource(path, c.Validate()));
   return model;
 }
@@ -265,10 +268,12 @@ absl::Status ReadGenerationConfig(const std::string& path, Model& model) {
   auto number = [&](const char* key, float& out) -> absl::Status {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) return absl::OkStatus();
-    if (!it->is_number()) {
+    // A double past float's range would make the conversion undefined.
+    if (!it->is_number() || !std::isfinite(it->get<double>()) ||
+        std::fabs(it->get<double>()) > std::numeric_limits<float>::max()) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": key '", key, "' must be a number"));
     }
-    out = it->get<float>();
+    out = static_cast<float>(it->get<double>());
     return absl::OkStatus();
   };
   GenerationDefaults& g = model.generation_defaults;
@@ -281,8 +286,15 @@ absl::Status ReadGenerationConfig(const std::string& path, Model& model) {
     g.top_k = it->get<int>();
   }
   if (auto it = j.find("eos_token_id"); it != j.end() && !it->is_null()) {
-    std::vector<json> ids = it->is_array() ? it->get<std::vector<json>>() : std::vector<json>{*it};
-    for (const json& id : ids) {
+    // Pointers, not copies: copying a JSON value recurses as deep as it nests.
+    std::vector<const json*> ids;
+    if (it->is_array()) {
+      for (const json& id : *it) ids.push_back(&id);
+    } else {
+      ids.push_back(&*it);
+    }
+    for (const json* id_ptr : ids) {
+      const json& id = *id_ptr;
       if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX) {
         return absl::InvalidArgumentError(
             absl::StrCat(path, ": key 'eos_token_id' must be a non-negative integer or a list of them"));
@@ -293,6 +305,37 @@ absl::Status ReadGenerationConfig(const std::string& path, Model& model) {
     }
   }
   return absl::OkStatus();
+}
+
+// tokenizer_config.json: only "chat_template", a string or a list of {name, template}
+// (the one named "default" is the chat template).
+absl::Status ReadChatTemplate(const std::string& path, Model& model) {
+  ASSIGN_OR_RETURN(std::shared_ptr<MappedFile> file, MappedFile::Open(path));
+  const char* text = reinterpret_cast<const char*>(file->data());
+  const json j = json::parse(text, text + file->size(), nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a valid JSON object"));
+  }
+  auto it = j.find("chat_template");
+  if (it == j.end() || it->is_null()) return absl::OkStatus();
+  if (it->is_string()) {
+    model.chat_template = it->get<std::string>();
+    return absl::OkStatus();
+  }
+  if (it->is_array()) {
+    for (const json& entry : *it) {
+      // Only well-typed entries count (json::value() would throw on a non-string name).
+      const auto name = entry.is_object() ? entry.find("name") : entry.end();
+      const auto text = entry.is_object() ? entry.find("template") : entry.end();
+      if (entry.is_object() && name != entry.end() && name->is_string() && name->get<std::string>() == "default" &&
+          text != entry.end() && text->is_string()) {
+        model.chat_template = text->get<std::string>();
+      }
+    }
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat(path, ": key 'chat_template' must be a string or a list of {name, template}"));
 }
 
 bool IsRegularFile(const std::string& path) {
@@ -312,9 +355,13 @@ absl::StatusOr<std::unique_ptr<Model>> LoadHfDirectory(const std::string& dir) {
   if (!bind.Has("lm_head.weight")) c.tied_embeddings = true;
   RETURN_IF_ERROR(BindGlobals(c, HfNames(), bind, model->weights));
   RETURN_IF_ERROR(BindLayers(c, HfNames(), bind, /*meta_rope_order=*/false, model->weights));
-  RETURN_IF_ERROR(AttachTokenizer(dir, TokenizerSpecFromHfJson(dir + "/tokenizer.json"), *model));
+  const std::string tokenizer_path = dir + "/tokenizer.json";
+  RETURN_IF_ERROR(AttachTokenizer(dir, tokenizer_path,
+                                  TokenizerSpecFromHfJson(tokenizer_path, c.vocab_size), *model));
   const std::string gen_path = dir + "/generation_config.json";
   if (IsRegularFile(gen_path)) RETURN_IF_ERROR(ReadGenerationConfig(gen_path, *model));
+  const std::string tokenizer_config_path = dir + "/tokenizer_config.json";
+  if (IsRegularFile(tokenizer_config_path)) RETURN_IF_ERROR(ReadChatTemplate(tokenizer_config_path, *model));
   RETURN_IF_ERROR(WithSource(dir, c.Validate()));
   return model;
 }

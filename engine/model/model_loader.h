@@ -25,10 +25,14 @@ struct Model {
   ModelWeights weights;
   std::unique_ptr<Tokenizer> tokenizer;
   GenerationDefaults generation_defaults;
+  // The chat template (Jinja source) from tokenizer_config.json "chat_template" or the
+  // GGUF key tokenizer.chat_template; empty when the model has none.
+  std::string chat_template;
 };
 
 // `path`: a .gguf file, or a directory with config.json, *.safetensors, tokenizer.json
-// (and optionally model.safetensors.index.json, generation_config.json).
+// (and optionally model.safetensors.index.json, generation_config.json,
+// tokenizer_config.json for the chat template).
 // Validates architecture, every tensor's presence, dtype and shape.
 absl::StatusOr<std::unique_ptr<Model>> LoadModel(const std::string& path);
 

@@ -119,7 +119,9 @@ absl::Status WritePeftAdapter(const LoraAdapter& adapter, const ModelConfig& bas
   RETURN_IF_ERROR(WriteFileBytes(dir + "/adapter_config.json", config.dump(2)));
   RETURN_IF_ERROR(
       WriteSafetensors(dir + "/adapter_model.safetensors", tensors, {{"format", "pt"}}));
-  const nlohmann::json extras = {{"placeholder_token_id", adapter.placeholder_token_id}};
+  nlohmann::json extras = {{"placeholder_token_id", adapter.placeholder_token_id},
+                           {"layout", kCrossregLayoutV1}};
+  if (adapter.window > 0) extras["window"] = adapter.window;
   return WriteFileBytes(dir + "/crossreg_adapter.json", extras.dump(2));
 }
 

@@ -6,11 +6,16 @@ namespace crossreg {
 
 void SpecialTokenSplitter::Add(std::string piece, int32_t id) {
   if (piece.empty()) return;
-  auto& entries = by_first_byte_[static_cast<unsigned char>(piece[0])];
-  entries.push_back({std::move(piece), id});
-  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
-    return a.piece.size() > b.piece.size();
-  });
+  by_first_byte_[static_cast<unsigned char>(piece[0])].push_back({std::move(piece), id});
+}
+
+void SpecialTokenSplitter::Finish() {
+  // Longest first; among equal lengths the first added wins.
+  for (auto& [byte, entries] : by_first_byte_) {
+    std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+      return a.piece.size() > b.piece.size();
+    });
+  }
 }
 
 std::vector<TextFragment> SpecialTokenSplitter::Split(std::string_view text) const {

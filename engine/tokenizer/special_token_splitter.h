@@ -17,7 +17,10 @@ struct TextFragment {
 
 class SpecialTokenSplitter {
  public:
+  // Add every piece, then Finish() once before Split (sorting once keeps building
+  // linear-logarithmic however many pieces share a first byte).
   void Add(std::string piece, int32_t id);
+  void Finish();
   bool empty() const { return by_first_byte_.empty(); }
   // Leftmost-longest matching of the added pieces.
   std::vector<TextFragment> Split(std::string_view text) const;

@@ -85,6 +85,19 @@ class StreamDecoder {
 
 // Builders from the two on-disk forms.
 absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufMetadata& metadata);
-absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(const std::string& tokenizer_json_path);
+// Every id in model.vocab and added_tokens must lie below the number of entries (and
+// below `model_vocab_size` when > 0) before any table is sized from it.
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(const std::string& tokenizer_json_path,
+                                                      int64_t model_vocab_size = 0);
+// The same from the file's text already in memory; `name` is used in error messages.
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJsonText(std::string_view text,
+                                                          const std::string& name,
+                                                          int64_t model_vocab_size = 0);
+
+// What a tokenizer must offer to serve a model of `model_vocab_size` embeddings: no more
+// tokens than embeddings (fewer is fine: embeddings are often padded), and a way to
+// encode every byte (all 256 byte tokens / byte-level symbols, or an unknown token), so
+// that no input text is silently dropped.
+absl::Status ValidateTokenizerForModel(const TokenizerSpec& spec, int64_t model_vocab_size);
 
 }  // namespace crossreg

@@ -1,5 +1,7 @@
 // TokenizerSpecFromGguf: the tokenizer.ggml.* keys of a GGUF file.
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "absl/status/status.h"
@@ -18,13 +20,20 @@ absl::Status KeyError(std::string_view key, const absl::Status& cause) {
       absl::StrCat("GGUF tokenizer key ", std::string(key), ": ", cause.message()));
 }
 
-// Optional id key; absent or out of range (e.g. 0xFFFFFFFF for "none") means -1.
+// Optional id key; absent, negative or 0xFFFFFFFF (how some converters write "none")
+// means -1. Any other id must name a token: a BOS past the vocabulary silently dropped
+// would change every prompt's encoding.
 absl::StatusOr<int32_t> OptionalTokenId(const GgufMetadata& metadata, std::string_view key,
                                         size_t vocab_size) {
   if (!metadata.Has(key)) return -1;
   absl::StatusOr<int64_t> id = metadata.GetInt(key);
   if (!id.ok()) return KeyError(key, id.status());
-  if (*id < 0 || static_cast<uint64_t>(*id) >= vocab_size) return -1;
+  if (*id < 0 || *id == 0xFFFFFFFF) return -1;
+  if (static_cast<uint64_t>(*id) >= vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("GGUF tokenizer key ", std::string(key), " = ",
+                                                   *id, " is outside the vocabulary of ",
+                                                   vocab_size, " tokens"));
+  }
   return static_cast<int32_t>(*id);
 }
 
@@ -70,7 +79,10 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufMetadata& metadata
   if (!tokens.ok()) return KeyError("tokenizer.ggml.tokens", tokens.status());
   spec.tokens = std::move(*tokens);
   const size_t n = spec.tokens.size();
-  if (n == 0) return absl::InvalidArgumentError("GGUF tokenizer.ggml.tokens is empty");
+  if (n < 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "GGUF tokenizer.ggml.tokens has ", n, " token(s); a vocabulary needs at least 2"));
+  }
 
   if (metadata.Has("tokenizer.ggml.scores")) {
     absl::StatusOr<std::vector<double>> scores = metadata.GetNumberArray("tokenizer.ggml.scores");
@@ -80,7 +92,19 @@ absl::StatusOr<TokenizerSpec> TokenizerSpecFromGguf(const GgufMetadata& metadata
                                                      scores->size(), " entries for ", n,
                                                      " tokens"));
     }
-    spec.scores.assign(scores->begin(), scores->end());
+    spec.scores.reserve(n);
+    for (size_t i = 0; i < n; ++i) {
+      const double score = (*scores)[i];
+      if (std::isnan(score)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("GGUF tokenizer.ggml.scores[", i, "] is NaN"));
+      }
+      // f64 arrays may hold finite values past float's range: clamp them (a conversion
+      // out of range is undefined); infinities convert as they are.
+      constexpr double kMax = std::numeric_limits<float>::max();
+      spec.scores.push_back(
+          static_cast<float>(std::isfinite(score) ? std::clamp(score, -kMax, kMax) : score));
+    }
   } else if (is_spm) {
     return absl::InvalidArgumentError("GGUF llama vocab has no tokenizer.ggml.scores");
   }

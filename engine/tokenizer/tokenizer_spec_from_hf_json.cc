@@ -7,13 +7,14 @@
 // "<|endoftext|>"). EOS is the first present of "</s>", "<|end_of_text|>",
 // "<|endoftext|>", "<eos>", "<|im_end|>". UNK is model.unk_token. tokenizer_config.json
 // is not read.
-#include <fstream>
+#include <algorithm>
 #include <limits>
 #include <map>
-#include <sstream>
 
 #include "absl/status/status.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "engine/io/mapped_file.h"
 #include "engine/status_macros.h"
 #include "engine/tokenizer/pretokenizer_regex.h"
 #include "engine/tokenizer/spm_bpe_tokenizer.h"
@@ -29,18 +30,30 @@ constexpr std::string_view kSpaceMarker = "\xE2\x96\x81";  // "▁"
 // Tokens no merge produces sort below every merge result.
 constexpr float kUnmergedScore = -1e9f;
 
+// A piece quoted in an error message: escaped, and cut short if long.
+std::string Quoted(std::string_view piece) {
+  constexpr size_t kMaxShown = 48;
+  const std::string_view head = piece.substr(0, kMaxShown);
+  std::string shown = absl::CHexEscape(absl::string_view(head.data(), head.size()));
+  if (piece.size() > kMaxShown) absl::StrAppend(&shown, "...");
+  return absl::StrCat("'", shown, "'");
+}
+
 class HfJsonReader {
  public:
-  explicit HfJsonReader(std::string path) : path_(std::move(path)) {}
-  absl::StatusOr<TokenizerSpec> Read();
+  HfJsonReader(std::string path, int64_t model_vocab_size)
+      : path_(std::move(path)), model_vocab_size_(model_vocab_size) {}
+  absl::StatusOr<TokenizerSpec> Read(std::string_view text);
 
  private:
   absl::Status Error(std::string_view field, std::string_view problem) const {
     return absl::InvalidArgumentError(
         absl::StrCat(path_, ": field '", std::string(field), "' ", std::string(problem)));
   }
-  absl::Status ReadVocab(const json& model, TokenizerSpec* spec);
+  absl::Status ReadVocab(const json& vocab, TokenizerSpec* spec);
   absl::Status ReadAddedTokens(const json& root, TokenizerSpec* spec);
+  // Checked before the id sizes any table: an id may not exceed the entry count.
+  absl::Status CheckId(std::string_view field, std::string_view piece, int64_t id) const;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> ReadMerges(
       const json& model) const;
   absl::StatusOr<TokenizerSpec::PreTokenizer> ByteLevelRegexKind(const json& pre) const;
@@ -51,7 +64,11 @@ class HfJsonReader {
   }
 
   std::string path_;
+  int64_t model_vocab_size_ = 0;  // > 0: the model's embedding rows
+  int64_t id_limit_ = 0;          // every id lies in [0, id_limit_)
+  std::string id_limit_reason_;
   std::map<std::string, int32_t> ids_;  // vocab and added tokens
+  size_t max_piece_size_ = 0;          // longest key of ids_
 };
 
 // Types of the pre-tokenizer steps ("ByteLevel", "Split", ...), flattening Sequence.
@@ -87,12 +104,8 @@ std::string StringField(const json& node, const char* key) {
   return it != node.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
-absl::StatusOr<TokenizerSpec> HfJsonReader::Read() {
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path_, ": cannot open tokenizer.json"));
-  std::stringstream text;
-  text << in.rdbuf();
-  const json root = json::parse(text.str(), nullptr, /*allow_exceptions=*/false);
+absl::StatusOr<TokenizerSpec> HfJsonReader::Read(std::string_view text) {
+  const json root = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (root.is_discarded()) return absl::InvalidArgumentError(absl::StrCat(path_, ": not valid JSON"));
   if (!root.is_object()) return Error("(root)", "is not a JSON object");
   auto model_it = root.find("model");
@@ -105,8 +118,23 @@ absl::StatusOr<TokenizerSpec> HfJsonReader::Read() {
                                             "'; only BPE tokenizers are supported"));
   }
 
+  // Ids are bounded by the number of entries (a vocabulary is dense, up to the odd
+  // gap) and by the model's embedding rows, before any table is sized from them.
+  auto vocab = model.find("vocab");
+  if (vocab == model.end() || !vocab->is_object()) return Error("model.vocab", "is missing");
+  auto added = root.find("added_tokens");
+  const size_t added_count = added != root.end() && added->is_array() ? added->size() : 0;
+  id_limit_ = static_cast<int64_t>(vocab->size() + added_count);
+  id_limit_reason_ = absl::StrCat("the ", vocab->size(), " entries of model.vocab and ",
+                                  added_count, " of added_tokens");
+  if (model_vocab_size_ > 0 && model_vocab_size_ < id_limit_) {
+    id_limit_ = model_vocab_size_;
+    id_limit_reason_ = "the model's vocab_size";
+  }
+  id_limit_ = std::min<int64_t>(id_limit_, std::numeric_limits<int32_t>::max());
+
   TokenizerSpec spec;
-  RETURN_IF_ERROR(ReadVocab(model, &spec));
+  RETURN_IF_ERROR(ReadVocab(*vocab, &spec));
   RETURN_IF_ERROR(ReadAddedTokens(root, &spec));
   ASSIGN_OR_RETURN(auto merges, ReadMerges(model));
 
@@ -164,27 +192,43 @@ absl::StatusOr<TokenizerSpec> HfJsonReader::Read() {
     }
   }
   ChooseSpecialIds(root, model, &spec);
+  if (spec.tokens.size() < 2) {
+    return Error("model.vocab", absl::StrCat("holds ", spec.tokens.size(),
+                                             " token(s) with added_tokens; a vocabulary needs "
+                                             "at least 2"));
+  }
   return spec;
 }
 
-absl::Status HfJsonReader::ReadVocab(const json& model, TokenizerSpec* spec) {
-  auto vocab = model.find("vocab");
-  if (vocab == model.end() || !vocab->is_object()) return Error("model.vocab", "is missing");
+absl::Status HfJsonReader::CheckId(std::string_view field, std::string_view piece,
+                                   int64_t id) const {
+  if (id >= 0 && id < id_limit_) return absl::OkStatus();
+  return Error(field, absl::StrCat("entry ", Quoted(piece), " has id ", id, ", outside [0, ",
+                                   id_limit_, ") (", id_limit_reason_, ")"));
+}
+
+absl::Status HfJsonReader::ReadVocab(const json& vocab, TokenizerSpec* spec) {
   int64_t max_id = -1;
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 ||
-        it.value().get<int64_t>() >= std::numeric_limits<int32_t>::max()) {
-      return Error("model.vocab", absl::StrCat("entry '", it.key(), "' has no valid id"));
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+    const json& id = it.value();
+    if (!id.is_number_integer()) {
+      return Error("model.vocab", absl::StrCat("entry ", Quoted(it.key()),
+                                               " has no valid id (not an integer)"));
     }
-    max_id = std::max<int64_t>(max_id, it.value().get<int64_t>());
+    // An unsigned id above INT64_MAX is refused like a negative one.
+    RETURN_IF_ERROR(CheckId("model.vocab", it.key(),
+                            id.is_number_unsigned() && id.get<uint64_t>() > INT64_MAX
+                                ? -1 : id.get<int64_t>()));
+    max_id = std::max<int64_t>(max_id, id.get<int64_t>());
   }
   spec->tokens.assign(max_id + 1, "");
   spec->token_types.assign(max_id + 1, TokenType::kUnused);  // gaps stay unused
-  for (auto it = vocab->begin(); it != vocab->end(); ++it) {
+  for (auto it = vocab.begin(); it != vocab.end(); ++it) {
     const int32_t id = it.value().get<int32_t>();
     spec->tokens[id] = it.key();
     spec->token_types[id] = TokenType::kNormal;
     ids_.emplace(it.key(), id);
+    max_piece_size_ = std::max(max_piece_size_, it.key().size());
   }
   return absl::OkStatus();
 }
@@ -196,11 +240,13 @@ absl::Status HfJsonReader::ReadAddedTokens(const json& root, TokenizerSpec* spec
   for (const json& token : *added) {
     auto id_it = token.is_object() ? token.find("id") : token.end();
     if (!token.is_object() || id_it == token.end() || !id_it->is_number_integer() ||
-        !token.contains("content") || !token["content"].is_string() ||
-        id_it->get<int64_t>() < 0 || id_it->get<int64_t>() >= (1 << 24)) {
+        !token.contains("content") || !token["content"].is_string()) {
       return Error("added_tokens", "has an entry without a valid id and content");
     }
-    const auto id = id_it->get<int32_t>();
+    RETURN_IF_ERROR(CheckId("added_tokens", token["content"].get_ref<const std::string&>(),
+                            id_it->is_number_unsigned() && id_it->get<uint64_t>() > INT64_MAX
+                                ? -1 : id_it->get<int64_t>()));
+    const auto id = static_cast<int32_t>(id_it->get<int64_t>());
     if (static_cast<size_t>(id) >= spec->tokens.size()) {
       spec->tokens.resize(id + 1);
       spec->token_types.resize(id + 1, TokenType::kUnused);
@@ -209,6 +255,7 @@ absl::Status HfJsonReader::ReadAddedTokens(const json& root, TokenizerSpec* spec
     spec->token_types[id] =
         BoolField(token, "special", false) ? TokenType::kControl : TokenType::kUserDefined;
     ids_[spec->tokens[id]] = id;
+    max_piece_size_ = std::max(max_piece_size_, spec->tokens[id].size());
   }
   return absl::OkStatus();
 }
@@ -232,9 +279,12 @@ absl::StatusOr<std::vector<std::pair<std::string, std::string>>> HfJsonReader::R
     const std::string s = m.get<std::string>();
     size_t split = s.find(' ');
     if (split == std::string::npos) {
-      return Error("model.merges", absl::StrCat("entry ", i, " '", s, "' has no space"));
+      return Error("model.merges", absl::StrCat("entry ", i, " ", Quoted(s), " has no space"));
     }
-    for (size_t p = split; p != std::string::npos; p = s.find(' ', p + 1)) {
+    // The left half is a token, so no split lies past the longest token: this bounds
+    // the search in a merge string of many spaces.
+    for (size_t p = split; p != std::string::npos && p <= max_piece_size_;
+         p = s.find(' ', p + 1)) {
       if (IdOf(s.substr(0, p)) >= 0 && IdOf(s.substr(p + 1)) >= 0) {
         split = p;
         break;
@@ -304,8 +354,22 @@ void HfJsonReader::ChooseSpecialIds(const json& root, const json& model,
 
 }  // namespace
 
-absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(const std::string& path) {
-  return HfJsonReader(path).Read();
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJson(const std::string& path,
+                                                      int64_t model_vocab_size) {
+  // MappedFile refuses what is not a regular file (a FIFO would block a stream forever).
+  absl::StatusOr<std::shared_ptr<MappedFile>> file = MappedFile::Open(path);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("tokenizer.json: ", file.status().message()));
+  }
+  return HfJsonReader(path, model_vocab_size)
+      .Read(std::string_view(reinterpret_cast<const char*>((*file)->data()), (*file)->size()));
+}
+
+absl::StatusOr<TokenizerSpec> TokenizerSpecFromHfJsonText(std::string_view text,
+                                                          const std::string& name,
+                                                          int64_t model_vocab_size) {
+  return HfJsonReader(name, model_vocab_size).Read(text);
 }
 
 }  // namespace crossreg

@@ -135,6 +135,11 @@ int Run() {
   options.kv_dtype = *kv_dtype;
   auto loaded = LoadEngineModel(options);
   if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
+  if (loaded->adapter != nullptr) {
+    for (const std::string& warning : loaded->adapter->warnings) {
+      std::fprintf(stderr, "[crossreg-generate] warning: --adapter: %s\n", warning.c_str());
+    }
+  }
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
   request.prompt_ids = absl::GetFlag(FLAGS_prompt_ids).empty()
                            ? loaded->model->tokenizer->Encode(prompt_text, absl::GetFlag(FLAGS_add_bos))

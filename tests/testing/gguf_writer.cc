@@ -58,7 +58,11 @@ void PutValue(std::string& out, const GgufValue& v) {
       } else {
         Put<uint64_t>(out, v.array_numbers.size());
         for (double d : v.array_numbers) {
-          PutNumber(out, v.array_type, d, static_cast<uint64_t>(d), static_cast<int64_t>(d));
+          // Converting a value outside an integer type's range is undefined (a negative
+          // float score to uint64): convert only what fits; the element type picks one.
+          const uint64_t u = d >= 0 && d < 0x1p64 ? static_cast<uint64_t>(d) : 0;
+          const int64_t i = d >= -0x1p63 && d < 0x1p63 ? static_cast<int64_t>(d) : 0;
+          PutNumber(out, v.array_type, d, u, i);
         }
       }
       return;

@@ -86,3 +86,27 @@ def test_merged_weights_equal_lora_forward(tmp_path):
     assert cfg["r"] == 4 and cfg["lora_alpha"] == 8 and cfg["peft_type"] == "LORA"
     with torch.no_grad():
         assert torch.equal(m2(ids, use_lora=True)[0], a)
+
+
+def test_save_adapter_refuses_metadata_the_engine_refuses(tmp_path):
+    """save_adapter applies the engine loader's rules (engine/model/lora_adapter.cc)."""
+    m = tiny(bos_token_id=1, eos_token_id=2)
+    m.add_lora(4, 8.0, seed=1)
+    ok = dict(r=4, alpha=8, base_model_name_or_path="base", placeholder_token_id=49, window=16)
+    save_adapter(m, str(tmp_path / "ok"), **ok)
+    bad = [
+        (dict(placeholder_token_id=1), "BOS"),
+        (dict(placeholder_token_id=2), "end-of-sequence"),
+        (dict(placeholder_token_id=50), "placeholder_token_id"),
+        (dict(window=0), "window"),
+        (dict(window=65), "window"),
+        (dict(alpha=0), "lora_alpha"),
+        (dict(alpha=-8.0), "lora_alpha"),
+        (dict(r=0), "r must be"),
+    ]
+    for change, message in bad:
+        with pytest.raises(ValueError, match=message):
+            save_adapter(m, str(tmp_path / "bad"), **{**ok, **change})
+    with pytest.raises(ValueError, match="layout"):
+        save_adapter(m, str(tmp_path / "bad"), **ok, extra_crossreg={"layout": "v0"})
+    assert not (tmp_path / "bad").exists()
