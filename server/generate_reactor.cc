@@ -3,7 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
-#include "server/log_format.h"
+#include "server/request_end.h"
 #include "server/grpc_status.h"
 #include "server/request_parsing.h"
 #include "server/security/call_principal.h"
@@ -155,57 +155,24 @@ void GenerateReactor::RecordEndLocked(RequestEndReason reason, const v1::Complet
                                       const absl::Status& error) {
   if (end_recorded_ || !submitted_) return;
   end_recorded_ = true;
-  if (context_.metrics != nullptr) context_.metrics->OnRequestEnded(mode_, reason);
-  nlohmann::ordered_json fields;
-  fields["request_id"] = request_id_;
-  fields["client"] = principal_;
-  fields["mode"] = DecodingModeName(mode_);
-  fields["reason"] = RequestEndReasonName(reason);
-  fields["prompt_tokens"] = prompt_tokens_;
-  fields["completion_tokens"] = completion_tokens_;
+  RequestEnd end;
+  end.api = "grpc";
+  end.request_id = request_id_;
+  end.client = principal_;
+  end.mode = mode_;
+  end.reason = reason;
+  end.prompt_tokens = prompt_tokens_;
+  end.completion_tokens = completion_tokens_;
   if (complete != nullptr) {
-    fields["finish"] = v1::FinishReason_Name(complete->finish_reason());
-    fields["tpf"] = complete->spec().tokens_per_forward();
-    fields["queue_s"] = complete->timings().queue_seconds();
-    fields["ttft_s"] = complete->timings().time_to_first_token_seconds();
-    fields["total_s"] = complete->timings().total_seconds();
-  } else {
-    fields["total_s"] = SecondsSince(arrival_);
+    end.finish = v1::FinishReason_Name(complete->finish_reason());
+    end.tokens_per_forward = complete->spec().tokens_per_forward();
+    end.timings = RequestTimings{complete->timings().queue_seconds(), complete->timings().time_to_first_token_seconds(),
+                                 complete->timings().total_seconds()};
   }
-  if (!error.ok()) fields["status"] = error.ToString();
-  LogEvent(spdlog::level::info, "request_end", "request ended", fields);
+  end.total_seconds = SecondsSince(arrival_);
+  end.error = error;
+  RecordRequestEnd(context_.metrics, end);
 }
-
-namespace {
-
-// Why the scheduler cancelled or failed a request, from the status it gave.
-RequestEndReason EndReasonOfError(const absl::Status& error) {
-  switch (error.code()) {
-    case absl::StatusCode::kDeadlineExceeded:
-      return RequestEndReason::kDeadline;
-    case absl::StatusCode::kCancelled:
-      if (absl::StartsWith(error.message(), kAbortedByRpc)) return RequestEndReason::kAborted;
-      if (absl::StrContains(error.message(), "shut down")) return RequestEndReason::kShutdown;
-      return RequestEndReason::kCancelled;
-    default:
-      return RequestEndReason::kError;
-  }
-}
-
-RequestEndReason EndReasonOfFinish(FinishReason reason) {
-  switch (reason) {
-    case FinishReason::kLength:
-      return RequestEndReason::kLength;
-    case FinishReason::kContext:
-      return RequestEndReason::kContext;
-    case FinishReason::kStop:
-    case FinishReason::kNone:
-      break;
-  }
-  return RequestEndReason::kStop;
-}
-
-}  // namespace
 
 void GenerateReactor::EndLocked(grpc::Status status) {
   if (!final_status_) final_status_ = std::move(status);

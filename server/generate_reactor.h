@@ -20,6 +20,7 @@
 #include "crossreg/v1/generation.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "scheduler/scheduler.h"
+#include "server/request_end.h"
 #include "server/request_from_proto.h"
 #include "server/security/client_stream_limiter.h"
 #include "server/security/token_authenticator.h"
@@ -27,9 +28,6 @@
 #include "server/stop_text_stream.h"
 
 namespace crossreg::server {
-
-// The reason of an Abort call, recognised when its cancellation comes back.
-inline constexpr char kAbortedByRpc[] = "aborted by an Abort call";
 
 // What every Generate call shares; owned by the service.
 struct GenerateContext {

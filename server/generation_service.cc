@@ -26,7 +26,7 @@ GenerationService::GenerationService(Scheduler& scheduler, const GenerationServi
   generate_context_.defaults = options_.defaults;
   generate_context_.draining = &draining_;
   generate_context_.tokens = options_.tokens != nullptr ? options_.tokens : &no_tokens_;
-  generate_context_.stream_limiter = &stream_limiter_;
+  generate_context_.stream_limiter = options_.stream_limiter != nullptr ? options_.stream_limiter : &stream_limiter_;
   generate_context_.metrics = options_.metrics;
 }
 

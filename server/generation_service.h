@@ -29,7 +29,10 @@ struct GenerationServiceOptions {
   std::string backend;         // "cpu", "cuda"
   std::string backend_device;  // what it runs on
   const TokenAuthenticator* tokens = nullptr;  // must outlive the service; null: no auth
-  int max_streams_per_client = 0;              // 0: no limit
+  int max_streams_per_client = 0;              // 0: no limit (when stream_limiter is null)
+  // Shared with the HTTP front door, so a client's limit counts both; null: the
+  // service keeps its own with max_streams_per_client.
+  ClientStreamLimiter* stream_limiter = nullptr;
   ServerMetrics* metrics = nullptr;            // null: no metrics
 };
 

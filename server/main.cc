@@ -23,6 +23,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "scheduler/scheduler.h"
 #include "server/generation_service.h"
+#include "server/http/http_front_door.h"
 #include "server/prometheus_metrics.h"
 #include "server/library_logs.h"
 #include "server/log_format.h"
@@ -120,6 +121,12 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   Engine& engine = **opened;
   const Model& model = *engine.model;
+  if (engine.adapter != nullptr) {
+    for (const std::string& w : engine.adapter->warnings) spdlog::warn("adapter {}: {}", engine.adapter_path, w);
+  }
+  const std::string served_model_name = options.served_model_name.empty()
+                                            ? std::filesystem::path(engine.model_path).stem().string()
+                                            : options.served_model_name;
   if (engine.cost_curve.has_value()) {
     spdlog::info("forward cost curve ({}): {}", options.adaptive_gamma ? "adaptive gamma, speedup metrics" : "speedup metrics",
                  engine.CostCurveDescription());
@@ -167,7 +174,8 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
       options.max_prompt_bytes > 0 ? static_cast<size_t>(options.max_prompt_bytes)
                                    : PromptByteBound(*model.tokenizer, model.config.max_position);
   service_options.tokens = &tokens;
-  service_options.max_streams_per_client = options.max_streams_per_client;
+  ClientStreamLimiter stream_limiter(options.max_streams_per_client);  // gRPC and HTTP together
+  service_options.stream_limiter = &stream_limiter;
   service_options.metrics = metrics.get();
   service_options.model_path = engine.model_path;
   service_options.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
@@ -192,14 +200,52 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   SetHealth(*server, true);
   serving.store(true);
 
+  // The OpenAI-compatible front door, on the same scheduler.
+  std::atomic<bool> http_draining{false};
+  std::unique_ptr<HttpFrontDoor> http;
+  const ChatTemplateFamily chat_family = RecognizeChatTemplate(model.chat_template, "", "").family;
+  if (options.http_port > 0) {
+    HttpFrontDoorOptions h;
+    h.host = options.host;
+    h.port = options.http_port;
+    h.threads = options.http_threads;
+    h.max_body_bytes = static_cast<size_t>(options.max_message_bytes);
+    h.tls = {options.tls_cert_file, options.tls_key_file, options.tls_client_ca_file};
+    h.served_model_name = served_model_name;
+    h.context_length = model.config.max_position;
+    const TokenizerSpec& spec = model.tokenizer->spec();
+    auto piece = [&spec](int32_t id) {
+      return id >= 0 && id < static_cast<int32_t>(spec.tokens.size()) ? spec.tokens[id] : std::string();
+    };
+    h.chat = RecognizeChatTemplate(model.chat_template, piece(spec.bos_id), piece(spec.eos_id));
+    h.scheduler = &scheduler;
+    h.env = scheduler_options.decoding;
+    h.defaults = service_options.defaults;
+    h.tokens = &tokens;
+    h.stream_limiter = &stream_limiter;
+    h.metrics = metrics.get();
+    h.draining = &http_draining;
+    http = std::make_unique<HttpFrontDoor>(std::move(h));
+    if (auto s = http->Start(); !s.ok()) return Fail(std::string(s.message()));
+    if (model.chat_template.empty()) {
+      spdlog::info("HTTP: the model has no chat template: /v1/chat/completions is refused, /v1/completions works");
+    } else if (chat_family == ChatTemplateFamily::kNone) {
+      spdlog::warn("HTTP: the model's chat template is not one crossreg recognises (Llama 3, Llama 2, Mistral, "
+                   "ChatML): /v1/chat/completions is refused");
+    }
+  }
+
   const ModelConfig& c = model.config;
   const std::string transport = options.tls_client_ca_file.empty()
                                     ? (options.tls_cert_file.empty() ? "plaintext" : "TLS")
                                     : "mutual TLS";
-  spdlog::info("crossreg-server ready: grpc {}:{} ({}, {}), metrics {}, backend {}, model {} ({} layers, d={}, vocab "
+  spdlog::info("crossreg-server ready: grpc {}:{} ({}, {}), http {}, metrics {}, backend {}, model {} ({} layers, d={}, vocab "
                "{}, context {}), adapter {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, max_batch_tokens "
                "{}, gamma default {} max {}",
                options.host, bound_port, transport, tokens.enabled() ? "bearer tokens" : "no authentication",
+               http ? absl::StrCat(options.host, ":", http->port(), " (OpenAI API, model \"", served_model_name,
+                                   "\", chat template ", ChatTemplateFamilyName(chat_family), ")")
+                    : "off",
                options.metrics_port > 0 ? absl::StrCat(options.host, ":", options.metrics_port, "/metrics") : "off",
                engine.BackendDescription(), engine.model_path, c.num_layers, c.hidden_size, c.vocab_size,
                c.max_position,
@@ -214,9 +260,11 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   SetHealth(*server, false);
   serving.store(false);
   service.StartDraining();
+  http_draining.store(true);
   scheduler.Shutdown(std::chrono::milliseconds(static_cast<int64_t>(options.drain_timeout_s * 1000)));
   // Every Generate call has its final event now; give their last writes a moment.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (http) http->Stop();
   spdlog::info("crossreg-server stopped");
   return 0;
 }

@@ -179,6 +179,11 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                         .Help("Finished calls of crossreg.v1.Generation by {method} and gRPC status {code} (OK, "
                               "INVALID_ARGUMENT, UNAUTHENTICATED, RESOURCE_EXHAUSTED, ...).")
                         .Register(r);
+  http_requests_ = &BuildCounter()
+                        .Name("crossreg_http_requests_total")
+                        .Help("Finished requests of the OpenAI-compatible HTTP front door by {route} "
+                              "(/v1/completions, /v1/chat/completions, /v1/models) and HTTP {status}.")
+                        .Register(r);
   decode_seconds_ = &BuildCounter()
                          .Name("crossreg_decode_seconds_total")
                          .Help("Forward seconds charged to the decode steps of {mode}: each forward's measured time "
@@ -348,6 +353,10 @@ void PrometheusMetrics::OnGrpcCall(const std::string& method, int code) {
                                  "UNAUTHENTICATED"};
   const std::string name = code >= 0 && code < 17 ? kCodes[code] : absl::StrCat(code);
   grpc_requests_->Add({{"method", method}, {"code", name}}).Increment();
+}
+
+void PrometheusMetrics::OnHttpCall(const std::string& route, int status) {
+  http_requests_->Add({{"route", route}, {"status", absl::StrCat(status)}}).Increment();
 }
 
 }  // namespace crossreg::server

@@ -31,6 +31,8 @@ class ServerMetrics {
   virtual void OnRequestEnded(DecodingMode mode, RequestEndReason reason) = 0;
   // A finished RPC: method "Generate", "GetModelInfo", "Abort"; code: the gRPC status.
   virtual void OnGrpcCall(const std::string& method, int code) = 0;
+  // A finished HTTP request of the OpenAI front door: its route and HTTP status.
+  virtual void OnHttpCall(const std::string& route, int status) = 0;
 };
 
 }  // namespace crossreg::server

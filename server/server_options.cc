@@ -24,6 +24,14 @@ ABSL_FLAG(std::string, host, kDefaults.host,
           "Address to listen on (0.0.0.0: all interfaces, as containers need; 127.0.0.1: local only)");
 ABSL_FLAG(int, port, kDefaults.port, "gRPC port");
 ABSL_FLAG(int, metrics_port, kDefaults.metrics_port, "Prometheus /metrics port; 0 = no metrics endpoint");
+ABSL_FLAG(int, http_port, kDefaults.http_port,
+          "OpenAI-compatible HTTP port (POST /v1/completions, /v1/chat/completions, GET /v1/models, /health); 0 = "
+          "off. Same scheduler, tokens and TLS files as gRPC");
+ABSL_FLAG(int, http_threads, kDefaults.http_threads,
+          "HTTP connections served at once; a streaming request holds one for its duration");
+ABSL_FLAG(std::string, served_model_name, kDefaults.served_model_name,
+          "The model's name in the HTTP API (GET /v1/models, the \"model\" field); empty = the model file's or "
+          "directory's name");
 ABSL_FLAG(std::string, backend, crossreg::BackendChoiceName(kDefaults.backend),
           "Compute backend: cpu, cuda (fails when no CUDA device is available) or auto (CUDA when this build has it "
           "and a device is visible, else CPU)");
@@ -93,6 +101,7 @@ absl::Status ServerOptions::Validate() const {
     return absl::OkStatus();
   };
   for (auto s : {range("port", port, 0, 65535), range("metrics_port", metrics_port, 0, 65535),
+                 range("http_port", http_port, 0, 65535), range("http_threads", http_threads, 1, 100000),
                  range("threads", threads, 0, 4096), range("cuda_device", cuda_device, 0, 1024), range("kv_memory_mb", kv_memory_mb, 1, int64_t{1} << 30),
                  range("kv_blocks", kv_blocks, 0, 1 << 30), range("kv_block_size", kv_block_size, 1, 4096),
                  range("max_batch_tokens", max_batch_tokens, 1, 1 << 20), range("max_running", max_running, 1, 1 << 16),
@@ -124,6 +133,12 @@ absl::Status ServerOptions::Validate() const {
         "--tls_client_ca_file needs --tls_cert_file and --tls_key_file (mutual TLS is TLS plus client certificates)");
   }
   if (host.empty()) return absl::InvalidArgumentError("--host must not be empty");
+  if (http_port != 0 && (http_port == port || http_port == metrics_port)) {
+    return absl::InvalidArgumentError(absl::StrCat("--http_port ", http_port, " is already --port or --metrics_port"));
+  }
+  if (metrics_port != 0 && metrics_port == port) {
+    return absl::InvalidArgumentError(absl::StrCat("--metrics_port ", metrics_port, " is already --port"));
+  }
   static const char* kLevels[] = {"trace", "debug", "info", "warn", "error", "critical", "off"};
   bool known_level = false;
   for (const char* level : kLevels) known_level |= log_level == level;
@@ -142,7 +157,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   const std::vector<std::string> positional = tools::ParseFlags(
       argc, argv, "server/",
       "The crossreg gRPC inference server (crossreg.v1.Generation, health, reflection, /metrics).\n"
-      "  crossreg-server --model PATH [--adapter DIR] [--port 50051] [--metrics_port 9090]\n"
+      "  crossreg-server --model PATH [--adapter DIR] [--port 50051] [--http_port 8000] [--metrics_port 9090]\n"
       "Flags may be written with dashes or underscores (--kv-blocks).");
   if (positional.size() > 1) {
     return absl::InvalidArgumentError(absl::StrCat("unexpected argument '", positional[1], "' (flags start with --)"));
@@ -153,6 +168,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
+  o.http_port = absl::GetFlag(FLAGS_http_port);
+  o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   auto backend = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) return backend.status();
   o.backend = *backend;

@@ -16,6 +16,9 @@ struct ServerOptions {
   std::string host = "0.0.0.0";  // all interfaces: the server runs in containers
   int port = 50051;              // gRPC
   int metrics_port = 9090;       // Prometheus /metrics; 0 = off
+  int http_port = 8000;          // OpenAI-compatible HTTP front door; 0 = off
+  int http_threads = 128;        // HTTP connections served at once (a stream holds one)
+  std::string served_model_name; // the "model" of the HTTP API; empty: the model's file or directory name
   BackendChoice backend = BackendChoice::kAuto;  // cpu, cuda, or auto (CUDA when a device is visible)
   int cuda_device = 0;           // CUDA backend: device ordinal
   int threads = 0;               // CPU backend threads; 0 = one per usable core (cgroup CPU limit)

@@ -246,7 +246,7 @@ TEST(RequestEndsTest, CancelledDeadlineAndDisconnectedRequestsAreCountedAndLogge
     const auto lines = std::distance(std::sregex_iterator(log.begin(), log.end(), once), std::sregex_iterator());
     EXPECT_EQ(lines, 1) << id << "\n" << log;
   }
-  EXPECT_NE(log.find("request ended request_id=will-expire client=peer:127.0.0.1 mode=ar reason=deadline"),
+  EXPECT_NE(log.find("request ended request_id=will-expire api=grpc client=peer:127.0.0.1 mode=ar reason=deadline"),
             std::string::npos)
       << log;
   EXPECT_EQ(server.Terminate(), 0);

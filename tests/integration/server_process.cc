@@ -66,11 +66,13 @@ ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string m
     : host_(std::move(host)) {
   grpc_port_ = port > 0 ? port : FreeLoopbackPort();
   metrics_port_ = FreeLoopbackPort();
+  http_port_ = FreeLoopbackPort();
   args_ = {BinDir() + "/crossreg-server",
            "--model=" + (model.empty() ? Stories260KGguf() : model),
            "--host=" + host_,
            "--port=" + std::to_string(grpc_port_),
            "--metrics_port=" + std::to_string(metrics_port_),
+           "--http_port=" + std::to_string(http_port_),
            "--threads=1"};
   args_.insert(args_.end(), extra_flags.begin(), extra_flags.end());
   char path[] = "/tmp/crossreg_server_log_XXXXXX";

@@ -45,6 +45,7 @@ class ServerProcess {
   std::unique_ptr<v1::Generation::Stub> NewStub() const { return v1::Generation::NewStub(channel_); }
   int grpc_port() const { return grpc_port_; }
   int metrics_port() const { return metrics_port_; }
+  int http_port() const { return http_port_; }
   std::string Log() const;  // everything it wrote to stdout/stderr
 
  private:
@@ -53,6 +54,7 @@ class ServerProcess {
   std::string log_path_;
   int grpc_port_ = 0;
   int metrics_port_ = 0;
+  int http_port_ = 0;
   pid_t pid_ = -1;
   int exit_status_ = -1;
   std::shared_ptr<grpc::Channel> channel_;

@@ -1,0 +1,65 @@
+// The OpenAI-compatible HTTP front door (--http_port): POST /v1/completions and
+// /v1/chat/completions (JSON, or server-sent events with "stream": true), GET
+// /v1/models and GET /health, on the same scheduler as the gRPC API, with the same
+// request rules, bearer tokens, TLS files, per-client stream limits and metrics.
+// Served by cpp-httplib (Debian's libcpp-httplib-dev; docs/api.md says why).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "scheduler/scheduler.h"
+#include "server/http/chat_template.h"
+#include "server/request_from_proto.h"
+#include "server/security/client_stream_limiter.h"
+#include "server/security/server_credentials.h"
+#include "server/security/token_authenticator.h"
+#include "server/server_metrics.h"
+
+namespace httplib {
+class Server;
+}
+
+namespace crossreg::server {
+
+struct HttpFrontDoorOptions {
+  std::string host = "0.0.0.0";
+  int port = 0;                 // 0: any free port (see port())
+  int threads = 128;            // connections served at once (a streaming request holds one)
+  size_t max_body_bytes = 4 << 20;
+  double read_timeout_s = 10;   // a request's headers and body must arrive within this
+  TlsFiles tls;                 // empty: plain HTTP
+  std::string served_model_name;  // what /v1/models lists and "model" may name
+  int64_t context_length = 0;
+  ChatTemplate chat;            // family kNone: chat requests are refused
+  // Shared with the gRPC service; must outlive the front door.
+  Scheduler* scheduler = nullptr;
+  DecodingEnvironment env;
+  RequestDefaults defaults;
+  const TokenAuthenticator* tokens = nullptr;
+  ClientStreamLimiter* stream_limiter = nullptr;
+  ServerMetrics* metrics = nullptr;           // may be null
+  const std::atomic<bool>* draining = nullptr;  // true: new requests get 503
+};
+
+class HttpFrontDoor {
+ public:
+  explicit HttpFrontDoor(HttpFrontDoorOptions options);
+  ~HttpFrontDoor();  // stops and joins
+
+  // Checks the TLS files, binds host:port and serves on threads of its own.
+  absl::Status Start();
+  // Stops accepting; requests in flight are cut (call after the scheduler drained).
+  void Stop();
+  int port() const { return port_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int port_ = 0;
+};
+
+}  // namespace crossreg::server

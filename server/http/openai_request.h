@@ -1,0 +1,43 @@
+// An OpenAI-style JSON request (POST /v1/completions, /v1/chat/completions) read
+// into the same crossreg.v1.GenerateRequest the gRPC API takes, so one set of rules
+// validates both (server/request_from_proto.h): the decoding controls are accepted
+// as extra top-level fields (mode, beta, tau, gamma, fork_outcomes, fork_depth,
+// ngram_assist, adaptive_gamma). Errors name the field as the JSON body spells it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "crossreg/v1/generation.pb.h"
+
+namespace crossreg::server {
+
+enum class OpenAiEndpoint { kCompletions, kChatCompletions };
+
+struct ChatMessage {
+  std::string role;  // system, user, assistant
+  std::string content;
+};
+
+struct OpenAiRequest {
+  OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
+  std::string model;                  // may be empty: the served model
+  bool stream = false;
+  bool include_usage = false;         // stream_options.include_usage
+  bool return_token_ids = false;      // crossreg extension: prompt and completion token ids in the reply
+  std::vector<ChatMessage> messages;  // chat
+  // The request without its prompt for chat (the template makes it); for completions
+  // with `prompt` as text or token ids.
+  v1::GenerateRequest proto;
+};
+
+// INVALID_ARGUMENT "field: what is wrong" for malformed JSON, wrong types, values
+// out of range that JSON alone can tell (n != 1), unsupported options.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body, OpenAiEndpoint endpoint);
+
+// A RequestFromProto / scheduler message that names a proto field ("decoding.beta:
+// ...") with the JSON body's name for it ("beta: ..."); others unchanged.
+std::string InJsonTerms(const std::string& message, OpenAiEndpoint endpoint);
+
+}  // namespace crossreg::server
