@@ -91,7 +91,7 @@ RUN if ldd /usr/local/bin/* | grep 'not found' | grep -v -E '^[[:space:]]*libcud
     fi
 # Numeric, so that Kubernetes' runAsNonRoot can check it without a runAsUser.
 USER 10001:10001
-EXPOSE 50051 9090
+EXPOSE 50051 8000 9090
 # The binary finds the default model in /usr/local/share/crossreg/models/default.
 # --threads is left to its default, which follows the container's CPU limit.
-ENTRYPOINT ["/usr/local/bin/crossreg-server", "--host=0.0.0.0", "--port=50051", "--metrics_port=9090"]
+ENTRYPOINT ["/usr/local/bin/crossreg-server", "--host=0.0.0.0", "--port=50051", "--http_port=8000", "--metrics_port=9090"]

@@ -3,18 +3,22 @@
 # builds it into ./build (Release). Safe to run again: apt and ninja skip what is done.
 #   scripts/setup.sh            # packages + build
 #   SKIP_APT=1 scripts/setup.sh # build only
+#   WITH_TEST_TOOLS=1 ...       # also what scripts/test.sh needs beyond the build: clang and
+#                               # libFuzzer (scripts/fuzz.sh), openssl (the TLS tests' certificates)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config git clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config git
   libabsl-dev nlohmann-json3-dev libpcre2-dev
   libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev
+  libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev
   python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
   python3-grpcio python3-protobuf
 )
+
+[ "${WITH_TEST_TOOLS:-0}" = 1 ] && PACKAGES+=(clang libclang-rt-14-dev openssl)
 
 if [ "${SKIP_APT:-0}" != 1 ]; then
   missing=()

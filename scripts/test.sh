@@ -4,22 +4,33 @@
 # exactness tests once more on the portable kernels (CROSSREG_SIMD=scalar). Where the
 # CUDA toolkit is installed it also builds the CUDA tree (-DCROSSREG_CUDA=ON: the
 # backend, its GPU tests, which skip with a message on a machine without a GPU, and the
-# server with --backend cuda|auto, checked by the backend-selection test).
+# server with --backend cuda|auto, checked by the backend-selection test). Then the
+# deployment files (scripts/check_deploy.sh: kustomize renders, promtool), the tests
+# under ASan+UBSan and TSan (scripts/sanitize.sh) and every libFuzzer target for
+# FUZZ_SECONDS (default 30) each (scripts/fuzz.sh).
+# SKIP_CUDA=1, SKIP_DEPLOY_CHECK=1, SKIP_SANITIZERS=1, SKIP_FUZZ=1 leave a stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-echo "[test] ctest"
+stage_start=$(date +%s)
+stage() {  # prints how long the previous stage took
+  local now
+  now=$(date +%s)
+  echo "[test] ---- $* (previous stage: $((now - stage_start)) s)"
+  stage_start=$now
+}
+WITH_TEST_TOOLS=1 scripts/setup.sh
+stage "ctest"
 ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900
 # The exactness tests again on the portable kernels (no AVX at all), so every SIMD path
 # of this CPU and the one a CPU without AVX-512 would run keep AR's outputs.
-echo "[test] ctest exactness tests with CROSSREG_SIMD=scalar"
+stage "ctest exactness tests with CROSSREG_SIMD=scalar"
 CROSSREG_SIMD=scalar ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900 \
   -R 'CrossRegressionExactness|DistributionTest|SchedulerExactness|StoriesReference|BatchInvariance|VerifyTest|VerifyRule'
 
 NVCC=$(command -v nvcc || true)
 [ -z "$NVCC" ] && [ -x /usr/local/cuda/bin/nvcc ] && NVCC=/usr/local/cuda/bin/nvcc
 if [ -n "$NVCC" ] && [ "${SKIP_CUDA:-0}" != 1 ]; then
-  echo "[test] CUDA build with $NVCC (sm_80, sm_90): backend, GPU tests, benchmark, server"
+  stage "CUDA build with $NVCC (sm_80, sm_90): backend, GPU tests, benchmark, server"
   cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$NVCC" >/dev/null
   cmake --build build-cuda -j "$(nproc)" --target crossreg_cuda crossreg_gpu_tests crossreg-bench-gpu \
@@ -31,3 +42,17 @@ if [ -n "$NVCC" ] && [ "${SKIP_CUDA:-0}" != 1 ]; then
 else
   echo "[test] no nvcc found: CUDA backend not built"
 fi
+
+if [ "${SKIP_DEPLOY_CHECK:-0}" != 1 ]; then
+  stage "deployment files: kustomize overlays, metric names, promtool (scripts/check_deploy.sh)"
+  scripts/check_deploy.sh
+fi
+if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
+  stage "sanitizers: ASan+UBSan (unit, scheduler, integration), TSan (scheduler) (scripts/sanitize.sh)"
+  scripts/sanitize.sh
+fi
+if [ "${SKIP_FUZZ:-0}" != 1 ]; then
+  stage "fuzzers: every libFuzzer target for ${FUZZ_SECONDS:-30} s (scripts/fuzz.sh)"
+  scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+fi
+stage "done"
