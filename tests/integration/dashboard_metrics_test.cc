@@ -2,6 +2,7 @@
 // (docs/metrics.md) alone and under mixed traffic, request ends by reason (cancelled,
 // deadline, disconnected) in the counter and the log, and every metric and label the
 // Grafana dashboard and the Prometheus rules use, exported.
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -206,9 +207,20 @@ TEST(RequestEndsTest, CancelledDeadlineAndDisconnectedRequestsAreCountedAndLogge
     request.set_request_id("will-expire");
     EXPECT_EQ(RunGenerate(*stub, request, &context).status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
   }
+  // Both ends recorded and nothing running, so the next running request is the client's.
+  for (int i = 0; i < 200; ++i) {
+    const Metrics now = Scrape(server.metrics_port());
+    if (Sum(now, "crossreg_requests_ended_total") >= 2 && Sum(now, "crossreg_num_requests_running") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  std::string killed_client_output;
   {  // The client process dies mid-stream.
+    const std::string cli_log = std::filesystem::temp_directory_path() / ("crossreg_cli_" + std::to_string(getpid()));
     const pid_t child = fork();
     if (child == 0) {
+      const int fd = open(cli_log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      dup2(fd, 1);
+      dup2(fd, 2);
       const std::string server_flag = "--server=" + server.address();
       execl((BinDir() + "/crossreg").c_str(), "crossreg", server_flag.c_str(), "--prompt=Once upon a time",
             "--max_tokens=1500", "--ignore_eos", "--request_id=will-vanish", static_cast<char*>(nullptr));
@@ -222,14 +234,17 @@ TEST(RequestEndsTest, CancelledDeadlineAndDisconnectedRequestsAreCountedAndLogge
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     kill(child, SIGKILL);
     waitpid(child, nullptr, 0);
+    killed_client_output = ReadFile(cli_log);
+    std::filesystem::remove(cli_log);
   }
+  SCOPED_TRACE("the killed client's output: " + killed_client_output);
   {  // And one that finishes.
     StreamResult r = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_AR, 3));
     EXPECT_TRUE(r.status.ok()) << r.status.error_message();
   }
   // The ends are recorded as the server notices them.
   Metrics m;
-  for (int i = 0; i < 100; ++i) {
+  for (int i = 0; i < 300; ++i) {
     m = Scrape(server.metrics_port());
     if (Sum(m, "crossreg_requests_ended_total") >= 4) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
