@@ -5,7 +5,8 @@
 // fuzz_safetensors: their Hugging Face shards in F32, F16 and BF16, and an adapter's;
 // fuzz_tokenizer_json / fuzz_config_json: the Hugging Face files of those models, and
 // variants of each (pre-tokenizers, architectures, RoPE scaling);
-// fuzz_adapter: PEFT adapters for fuzz_base_model.h, packed as fuzz_input.h describes.
+// fuzz_adapter: PEFT adapters for fuzz_base_model.h, packed as fuzz_input.h describes;
+// fuzz_request / fuzz_openai_request: make_request_seeds.cc (built with protobuf).
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -23,6 +24,7 @@
 #include "engine/tokenizer/tokenizer.h"
 #include "fuzz/fuzz_base_model.h"
 #include "fuzz/fuzz_input.h"
+#include "fuzz/seed_writer.h"
 #include "tests/testing/gguf_writer.h"
 #include "tests/testing/hf_model_writer.h"
 #include "tests/testing/hf_tokenizer_writer.h"
@@ -33,26 +35,6 @@ namespace {
 
 using json = nlohmann::json;
 using testing::ReadBytes;
-using testing::WriteBytes;
-
-class SeedWriter {
- public:
-  explicit SeedWriter(std::string out) : out_(std::move(out)) {}
-
-  absl::Status Add(const std::string& target, const std::string& name, const std::string& bytes) {
-    const std::string dir = absl::StrCat(out_, "/", target);
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
-    ++count_;
-    return WriteBytes(absl::StrCat(dir, "/", name), bytes);
-  }
-  int count() const { return count_; }
-
- private:
-  std::string out_;
-  int count_ = 0;
-};
 
 // A GGUF model, its Hugging Face directory and the seeds cut from them.
 absl::Status ModelSeeds(SeedWriter& seeds, const std::string& scratch, testing::TinyVocab vocab,
@@ -186,6 +168,9 @@ absl::Status WriteAll(const std::string& out) {
   RETURN_IF_ERROR(ModelSeeds(seeds, scratch, testing::TinyVocab::kByteLevel, "bytelevel"));
   RETURN_IF_ERROR(ConfigSeeds(seeds));
   RETURN_IF_ERROR(AdapterSeeds(seeds, scratch));
+#ifdef CROSSREG_FUZZ_REQUESTS
+  RETURN_IF_ERROR(WriteRequestSeeds(seeds));
+#endif
   std::filesystem::remove_all(scratch);
   std::printf("crossreg-fuzz-seeds: %d seeds in %s\n", seeds.count(), out.c_str());
   return absl::OkStatus();

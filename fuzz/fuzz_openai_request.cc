@@ -1,0 +1,103 @@
+// OpenAI-style HTTP bodies as the front door reads them (server/http/http_front_door.cc):
+// the input is a JSON body, parsed for /v1/completions and for /v1/chat/completions
+// (ParseOpenAiRequest). For each tiny server (fuzz/tiny_server.h) a completion goes
+// to RequestFromProto; a chat is rendered with every chat template family
+// (RenderChat), held to the prompt byte limit, tokenized with special tokens parsed
+// and no BOS added, and then goes to RequestFromProto with those ids. Every refusal's
+// message is put in the body's terms (InJsonTerms), as the reply would be. Checks:
+// refusals carry the codes the API documents, ids lie in the vocabulary, an accepted
+// request satisfies the engine's rules.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "crossreg/v1/generation.pb.h"
+#include "fuzz/tiny_server.h"
+#include "server/http/chat_template.h"
+#include "server/http/openai_request.h"
+#include "server/request_from_proto.h"
+
+namespace crossreg::fuzz {
+namespace {
+
+using server::OpenAiEndpoint;
+
+void CheckRefusal(const absl::Status& s, OpenAiEndpoint endpoint, const char* what) {
+  Require(s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kFailedPrecondition, what);
+  const std::string message(s.message());
+  Require(!message.empty(), what);
+  Require(!server::InJsonTerms(message, endpoint).empty(), "InJsonTerms emptied a message");
+}
+
+void Submit(const v1::GenerateRequest& proto, const TinyServer& server, OpenAiEndpoint endpoint) {
+  auto api = server::RequestFromProto(proto, server.env, server.defaults);
+  Trace(absl::StrCat("  RequestFromProto on ", server.name), api.status());
+  if (!api.ok()) {
+    CheckRefusal(api.status(), endpoint, "RequestFromProto refusal");
+    return;
+  }
+  const GenerationRequest& r = api->request;
+  Require(!r.prompt_ids.empty() && static_cast<int64_t>(r.prompt_ids.size()) < server.config.max_position,
+          "accepted prompt length");
+  for (int32_t id : r.prompt_ids) Require(id >= 0 && id < server.config.vocab_size, "accepted prompt id outside the vocabulary");
+  Require(r.max_new_tokens >= 1, "accepted max_new_tokens < 1");
+}
+
+// What the front door does with a chat on one server, for each template family.
+void Chat(const server::OpenAiRequest& request, const TinyServer& server) {
+  const OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions;
+  for (const server::ChatTemplate& chat : server.chat_templates) {
+    Require(server::ChatTemplateFamilyName(chat.family) != nullptr, "no family name");
+    auto prompt = server::RenderChat(chat, request.messages);
+    Trace(absl::StrCat("RenderChat ", server::ChatTemplateFamilyName(chat.family), chat.default_system ? " (default system)" : "",
+                       " on ", server.name, prompt.ok() ? absl::StrCat(", ", prompt->size(), " bytes") : ""),
+          prompt.status());
+    if (!prompt.ok()) {
+      Require(chat.family != server::ChatTemplateFamily::kLlama3 && chat.family != server::ChatTemplateFamily::kChatMl,
+              "Llama 3 / ChatML refused a conversation");
+      CheckRefusal(prompt.status(), endpoint, "RenderChat refusal");
+      continue;
+    }
+    Require(chat.family != server::ChatTemplateFamily::kNone, "rendered without a template");
+    if (server.defaults.max_prompt_bytes > 0 && prompt->size() > server.defaults.max_prompt_bytes) continue;
+    const std::vector<int32_t> ids = server.tokenizer->Encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
+    for (int32_t id : ids) Require(id >= 0 && id < server.tokenizer->vocab_size(), "chat token id outside the vocabulary");
+    v1::GenerateRequest proto = request.proto;
+    proto.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
+    Submit(proto, server, endpoint);
+  }
+}
+
+}  // namespace
+}  // namespace crossreg::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace crossreg;
+  using fuzz::Require;
+  const auto& servers = fuzz::TinyServers();
+  const std::string body(reinterpret_cast<const char*>(data), size);
+  for (server::OpenAiEndpoint endpoint : {server::OpenAiEndpoint::kCompletions, server::OpenAiEndpoint::kChatCompletions}) {
+    auto request = server::ParseOpenAiRequest(body, endpoint);
+    fuzz::Trace(endpoint == server::OpenAiEndpoint::kCompletions ? "ParseOpenAiRequest(completions)"
+                                                                 : "ParseOpenAiRequest(chat)",
+                request.status());
+    if (!request.ok()) {
+      Require(request.status().code() == absl::StatusCode::kInvalidArgument, "ParseOpenAiRequest refusal code");
+      fuzz::CheckRefusal(request.status(), endpoint, "ParseOpenAiRequest refusal");
+      continue;
+    }
+    Require(request->endpoint == endpoint, "endpoint not kept");
+    if (endpoint == server::OpenAiEndpoint::kChatCompletions) {
+      Require(!request->messages.empty(), "a chat without messages");
+      Require(request->proto.prompt_case() == v1::GenerateRequest::PROMPT_NOT_SET, "a chat with a prompt");
+      for (const fuzz::TinyServer& server : servers) fuzz::Chat(*request, server);
+    } else {
+      Require(request->proto.prompt_case() != v1::GenerateRequest::PROMPT_NOT_SET, "a completion without a prompt");
+      for (const fuzz::TinyServer& server : servers) fuzz::Submit(request->proto, server, endpoint);
+    }
+  }
+  return 0;
+}
