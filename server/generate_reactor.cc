@@ -13,6 +13,10 @@
 namespace crossreg::server {
 namespace {
 
+// How far ahead of our copy of a call's deadline the client's own copy may pass (the
+// time the call spent in transit and queued before it was read).
+constexpr auto kDeadlineSkew = std::chrono::milliseconds(250);
+
 double SecondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -296,8 +300,11 @@ void GenerateReactor::OnCancel() {
     std::lock_guard<std::mutex> lock(mu_);
     abort = submitted_ && !scheduler_ended_;
     // gRPC also calls OnCancel when the deadline passes; the scheduler's own
-    // DEADLINE_EXCEEDED may not have arrived yet.
-    const bool deadline = std::chrono::system_clock::now() >= deadline_;
+    // DEADLINE_EXCEEDED may not have arrived yet. The client's deadline runs from
+    // before the call was sent, ours from when it arrived, so the client usually gives
+    // up (and cancels the stream) a little before our copy passes: a cancel that close
+    // to the deadline is counted as the deadline.
+    const bool deadline = std::chrono::system_clock::now() + kDeadlineSkew >= deadline_;
     RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kCancelled, nullptr,
                     deadline ? absl::DeadlineExceededError("the deadline passed")
                              : absl::CancelledError("the client cancelled the call"));
