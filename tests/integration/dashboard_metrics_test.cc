@@ -214,6 +214,7 @@ TEST(RequestEndsTest, CancelledDeadlineAndDisconnectedRequestsAreCountedAndLogge
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   std::string killed_client_output;
+  ASSERT_TRUE(std::filesystem::exists(BinDir() + "/crossreg")) << "the crossreg client is not built in " << BinDir();
   {  // The client process dies mid-stream.
     const std::string cli_log = std::filesystem::temp_directory_path() / ("crossreg_cli_" + std::to_string(getpid()));
     const pid_t child = fork();
@@ -224,6 +225,7 @@ TEST(RequestEndsTest, CancelledDeadlineAndDisconnectedRequestsAreCountedAndLogge
       const std::string server_flag = "--server=" + server.address();
       execl((BinDir() + "/crossreg").c_str(), "crossreg", server_flag.c_str(), "--prompt=Once upon a time",
             "--max_tokens=1500", "--ignore_eos", "--request_id=will-vanish", static_cast<char*>(nullptr));
+      std::perror("exec crossreg");
       _exit(127);
     }
     // Kill it once its request runs (the process may take a while to start under load).

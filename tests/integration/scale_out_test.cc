@@ -5,6 +5,8 @@
 #include <sys/wait.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -30,6 +32,10 @@ double GenerateCalls(const ServerProcess& server, const std::string& host) {
 }
 
 int RunLoadgen(const std::string& target, const std::string& lb, int requests) {
+  if (!std::filesystem::exists(BinDir() + "/crossreg-loadgen")) {
+    ADD_FAILURE() << "crossreg-loadgen is not built in " << BinDir();
+    return -1;
+  }
   const std::string command = BinDir() + "/crossreg-loadgen --server '" + target + "' --lb " + lb +
                               " --requests " + std::to_string(requests) +
                               " --concurrency 4 --max_tokens 8 --format json > /dev/null 2>&1";
