@@ -20,9 +20,11 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 configure() {  # dir, sanitizers
   # -O1 keeps the sanitized tests quick to build and not too slow to run; the
-  # portable kernels are not forced: every SIMD path this CPU has is checked.
+  # portable kernels are not forced: every SIMD path this CPU has is checked. At -O1
+  # with ASan, GCC 12 warns "may be used uninitialized" inside libstdc++'s <regex>
+  # (std::function moved into an NFA state: a false positive), so that warning is off.
   cmake -S . -B "$1" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" \
-    -DCROSSREG_SANITIZE="$2" -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all" >/dev/null
+    -DCROSSREG_SANITIZE="$2" -DCMAKE_CXX_FLAGS="-fno-sanitize-recover=all -Wno-maybe-uninitialized" >/dev/null
 }
 
 if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
