@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "engine/cpu/exp_avx512.h"
 #include "engine/cpu/ops.h"
 
 namespace crossreg::cpu::internal {
@@ -12,26 +13,6 @@ namespace {
 
 inline __mmask16 TailMask(int64_t left) {
   return left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
-}
-
-// e^x for 16 lanes: x = n·ln2 + r with |r| <= ln2/2, e^r by a degree-6 polynomial
-// (Taylor, error < 2e-7 relative on the interval), 2^n by exponent arithmetic. Inputs
-// below -87.3 give 0 and above 88.7 saturate, as softmax and SiLU need.
-inline __m512 Exp(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-87.3f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // r = x - n·ln2 in two steps (Cody-Waite) to keep r's low bits.
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);  // p · 2^n
 }
 
 inline __m512 LoadBf16(const uint16_t* p, __mmask16 m) {
@@ -75,7 +56,7 @@ void SwiGluAvx512(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask(n - i);
     const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, Exp(_mm512_sub_ps(_mm512_setzero_ps(), g))));
+    const __m512 silu = _mm512_div_ps(g, _mm512_add_ps(one, ExpAvx512(_mm512_sub_ps(_mm512_setzero_ps(), g))));
     _mm512_mask_storeu_ps(gate + i, m, _mm512_mul_ps(silu, _mm512_maskz_loadu_ps(m, up + i)));
   }
 }
@@ -89,7 +70,7 @@ void SoftmaxAvx512(float* x, int64_t n) {
   __m512 sum = _mm512_setzero_ps();
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask(n - i);
-    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max)));
+    const __m512 e = _mm512_maskz_mov_ps(m, ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), max)));
     _mm512_mask_storeu_ps(x + i, m, e);
     sum = _mm512_add_ps(sum, e);
   }

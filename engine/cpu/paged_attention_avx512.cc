@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/cpu/exp_avx512.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/paged_attention_internal.h"
 
@@ -30,23 +31,6 @@ inline float ToFloat(uint16_t v) {
 template <int NV>
 inline __mmask16 MaskOf(int i, __mmask16 last) {
   return i == NV - 1 ? last : __mmask16(0xffff);
-}
-
-// Exp as in ops_avx512.cc (polynomial, < 2e-7 relative).
-inline __m512 Exp(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.7f)), _mm512_set1_ps(-87.3f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
 }
 
 template <int NV, typename KeyT>
@@ -168,7 +152,7 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   __m512 sum = _mm512_setzero_ps();
   for (int64_t t = 0; t < n; t += 16) {
     const __mmask16 m = n - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - t)) - 1u);
-    const __m512 e = _mm512_maskz_mov_ps(m, Exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), max)));
+    const __m512 e = _mm512_maskz_mov_ps(m, ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), max)));
     _mm512_mask_storeu_ps(s + t, m, e);
     sum = _mm512_add_ps(sum, e);
   }

@@ -26,6 +26,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/integration/generation_client.h"
 #include "tests/integration/prometheus_text.h"
+#include "tests/integration/random_adapter_server.h"
 #include "tests/integration/server_process.h"
 #include "tests/testing/test_paths.h"
 
@@ -69,37 +70,11 @@ double SpeedupBetween(const Metrics& before, const Metrics& after, const std::st
   return charged > 0 ? ar_equivalent / charged : 0;
 }
 
-class DashboardMetricsTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto model = LoadModel(Stories260KGguf());
-    ASSERT_TRUE(model.ok()) << model.status();
-    adapter_dir_ = new std::string(std::filesystem::temp_directory_path() /
-                                   ("crossreg_dash_adapter_" + std::to_string(getpid())));
-    std::filesystem::create_directories(*adapter_dir_);
-    RandomLoraOptions options;  // random: its drafts are almost never accepted
-    options.rank = 4;
-    options.magnitude = 0.5f;
-    options.seed = 11;
-    auto adapter = MakeRandomLoraAdapter((*model)->config, options);
-    ASSERT_TRUE(WritePeftAdapter(*adapter, (*model)->config, *adapter_dir_).ok());
-    server_ = new ServerProcess({"--adapter=" + *adapter_dir_, "--max_gamma=16"});
-    ASSERT_TRUE(server_->Start()) << server_->Log();
-  }
-  static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
-    if (adapter_dir_ != nullptr) std::filesystem::remove_all(*adapter_dir_);
-    delete adapter_dir_;
-  }
-  static ServerProcess* server_;
-  static std::string* adapter_dir_;
+class DashboardMetricsTest : public RandomAdapterServerTest<DashboardMetricsTest> {
+ public:
+  static constexpr const char* kName = "dash";
+  static constexpr uint64_t kAdapterSeed = 11;
 };
-ServerProcess* DashboardMetricsTest::server_ = nullptr;
-std::string* DashboardMetricsTest::adapter_dir_ = nullptr;
 
 void RunMany(ServerProcess& server, v1::DecodingMode mode, const std::string& prompt, int requests, int tokens) {
   auto stub = server.NewStub();

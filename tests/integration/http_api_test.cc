@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/integration/generation_client.h"
 #include "tests/integration/prometheus_text.h"
+#include "tests/integration/random_adapter_server.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_certificates.h"
 #include "tests/testing/hf_model_writer.h"
@@ -88,50 +89,11 @@ std::string StreamedText(const std::vector<std::string>& events, bool chat, Json
   return text;
 }
 
-bool KvReturnsToZero(int metrics_port, double timeout_s = 15) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
-  while (std::chrono::steady_clock::now() < until) {
-    auto m = ScrapeMetrics(metrics_port);
-    if (m.ok() && m->count("crossreg_kv_cache_usage_perc") && m->at("crossreg_kv_cache_usage_perc") == 0.0 &&
-        m->count("crossreg_num_requests_running") && m->at("crossreg_num_requests_running") == 0.0) {
-      return true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-class HttpApiTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto model = LoadModel(Stories260KGguf());
-    ASSERT_TRUE(model.ok()) << model.status();
-    adapter_dir_ = new std::string(std::filesystem::temp_directory_path() /
-                                   ("crossreg_http_adapter_" + std::to_string(getpid())));
-    std::filesystem::create_directories(*adapter_dir_);
-    RandomLoraOptions options;
-    options.rank = 4;
-    options.magnitude = 0.5f;
-    options.seed = 7;
-    auto adapter = MakeRandomLoraAdapter((*model)->config, options);
-    ASSERT_TRUE(WritePeftAdapter(*adapter, (*model)->config, *adapter_dir_).ok());
-    server_ = new ServerProcess({"--adapter=" + *adapter_dir_, "--max_gamma=16"});
-    ASSERT_TRUE(server_->Start()) << server_->Log();
-  }
-  static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
-    if (adapter_dir_ != nullptr) std::filesystem::remove_all(*adapter_dir_);
-    delete adapter_dir_;
-  }
-  static ServerProcess* server_;
-  static std::string* adapter_dir_;
+class HttpApiTest : public RandomAdapterServerTest<HttpApiTest> {
+ public:
+  static constexpr const char* kName = "http";
+  static constexpr uint64_t kAdapterSeed = 7;
 };
-ServerProcess* HttpApiTest::server_ = nullptr;
-std::string* HttpApiTest::adapter_dir_ = nullptr;
 
 const struct {
   v1::DecodingMode grpc;

@@ -8,7 +8,10 @@
 #include <cctype>
 #include <cstdlib>
 #include <limits>
+#include <chrono>
+#include <cstdint>
 #include <sstream>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -100,6 +103,19 @@ absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port, const std:
   auto body = HttpGet(port, "/metrics", host);
   if (!body.ok()) return body.status();
   return ParsePrometheusText(*body);
+}
+
+bool KvReturnsToZero(int metrics_port, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
+  while (std::chrono::steady_clock::now() < until) {
+    auto m = ScrapeMetrics(metrics_port);
+    if (m.ok() && m->count("crossreg_kv_cache_usage_perc") && m->at("crossreg_kv_cache_usage_perc") == 0.0 &&
+        m->count("crossreg_num_requests_running") && m->at("crossreg_num_requests_running") == 0.0) {
+      return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
 }
 
 }  // namespace crossreg::testing

@@ -18,4 +18,9 @@ absl::StatusOr<std::map<std::string, double>> ParsePrometheusText(const std::str
 // Scrapes host:port/metrics (an IPv4 address) and parses it.
 absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port, const std::string& host = "127.0.0.1");
 
+// Polls 127.0.0.1:port/metrics until the KV cache is empty and no request runs
+// (crossreg_kv_cache_usage_perc and crossreg_num_requests_running both 0); false if
+// that takes longer than `timeout_s`.
+bool KvReturnsToZero(int metrics_port, double timeout_s = 15);
+
 }  // namespace crossreg::testing

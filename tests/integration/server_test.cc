@@ -17,6 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/generation_client.h"
 #include "tests/integration/prometheus_text.h"
+#include "tests/integration/random_adapter_server.h"
 #include "tests/integration/server_process.h"
 #include "engine/model/peft_writer.h"
 #include "tests/testing/test_paths.h"
@@ -37,55 +38,18 @@ const ModeCase kModes[] = {{v1::DECODING_MODE_AR, "ar"},
                            {v1::DECODING_MODE_LOSSY, "lossy"},  // beta=0, tau=0
                            {v1::DECODING_MODE_NGRAM, "ngram"}};
 
-// Polls /metrics until crossreg_kv_cache_usage_perc is 0.
-bool KvReturnsToZero(int metrics_port, double timeout_s = 15) {
-  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
-  while (std::chrono::steady_clock::now() < until) {
-    auto m = ScrapeMetrics(metrics_port);
-    if (m.ok() && m->count("crossreg_kv_cache_usage_perc") && m->at("crossreg_kv_cache_usage_perc") == 0.0) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
-
-class ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    auto model = LoadModel(Stories260KGguf());
-    ASSERT_TRUE(model.ok()) << model.status();
-    adapter_dir_ = new std::string(std::filesystem::temp_directory_path() /
-                                   ("crossreg_it_adapter_" + std::to_string(getpid())));
-    std::filesystem::create_directories(*adapter_dir_);
-    RandomLoraOptions options;
-    options.rank = 4;
-    options.magnitude = 0.5f;
-    options.seed = 7;
-    auto adapter = MakeRandomLoraAdapter((*model)->config, options);
-    ASSERT_TRUE(WritePeftAdapter(*adapter, (*model)->config, *adapter_dir_).ok());
-    server_ = new ServerProcess({"--adapter=" + *adapter_dir_, "--max_gamma=16"});
-    ASSERT_TRUE(server_->Start()) << server_->Log();
-  }
-  static void TearDownTestSuite() {
-    if (server_ != nullptr) {
-      EXPECT_EQ(server_->Terminate(), 0) << server_->Log();
-    }
-    delete server_;
-    server_ = nullptr;
-    if (adapter_dir_ != nullptr) std::filesystem::remove_all(*adapter_dir_);
-    delete adapter_dir_;
-  }
-  static ServerProcess* server_;
-  static std::string* adapter_dir_;
+class ServerTest : public RandomAdapterServerTest<ServerTest> {
+ public:
+  static constexpr const char* kName = "it";
+  static constexpr uint64_t kAdapterSeed = 7;
 };
-ServerProcess* ServerTest::server_ = nullptr;
-std::string* ServerTest::adapter_dir_ = nullptr;
 
 TEST_F(ServerTest, GreedyStreamsEqualTheCliInEveryMode) {
   auto stub = server_->NewStub();
   for (const auto& m : kModes) {
     for (const auto& prompt : kPrompts) {
       SCOPED_TRACE(std::string(m.cli_name) + " / " + prompt);
-      CliResult cli = RunCli(Stories260KGguf(), *adapter_dir_, prompt, m.cli_name, 48);
+      CliResult cli = RunCli(Stories260KGguf(), adapter_dir(), prompt, m.cli_name, 48);
       ASSERT_TRUE(cli.ok) << cli.error;
       StreamResult r = RunGenerate(*stub, GreedyRequest(prompt, m.mode, 48));
       ASSERT_TRUE(r.status.ok()) << r.status.error_message();
@@ -268,7 +232,7 @@ TEST_F(ServerTest, GetModelInfoDescribesTheModel) {
 
 TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
   // A fresh server, so that the counters start at zero.
-  ServerProcess server({"--adapter=" + *adapter_dir_});
+  ServerProcess server({"--adapter=" + adapter_dir()});
   ASSERT_TRUE(server.Start()) << server.Log();
   auto stub = server.NewStub();
   // Per mode: forwards, drafted, accepted, and accepted per 0-based position.

@@ -1,0 +1,45 @@
+#include "tests/integration/random_adapter_server.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/peft_writer.h"
+#include "tests/testing/test_paths.h"
+
+namespace crossreg::testing {
+
+absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name,
+                                                                                 uint64_t seed) {
+  auto model = LoadModel(Stories260KGguf());
+  if (!model.ok()) return model.status();
+  std::unique_ptr<RandomAdapterServer> s(new RandomAdapterServer());
+  s->adapter_dir_ = std::filesystem::temp_directory_path() / absl::StrCat("crossreg_", name, "_adapter_", getpid());
+  std::error_code ec;
+  std::filesystem::create_directories(s->adapter_dir_, ec);
+  if (ec) return absl::InternalError(absl::StrCat("cannot create ", s->adapter_dir_, ": ", ec.message()));
+  RandomLoraOptions options;
+  options.rank = 4;
+  options.magnitude = 0.5f;
+  options.seed = seed;
+  auto adapter = MakeRandomLoraAdapter((*model)->config, options);
+  if (absl::Status written = WritePeftAdapter(*adapter, (*model)->config, s->adapter_dir_); !written.ok()) {
+    return written;
+  }
+  s->server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--adapter=" + s->adapter_dir_, "--max_gamma=16"});
+  if (!s->server_->Start()) return absl::InternalError(absl::StrCat("the server did not start:\n", s->server_->Log()));
+  return s;
+}
+
+RandomAdapterServer::~RandomAdapterServer() {
+  server_.reset();
+  std::error_code ec;
+  std::filesystem::remove_all(adapter_dir_, ec);
+}
+
+}  // namespace crossreg::testing
