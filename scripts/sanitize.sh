@@ -4,7 +4,8 @@
 #               unit, server-unit, scheduler and integration tests (the integration
 #               tests start the sanitized crossreg-server, so its reports count too);
 #   build-tsan: ThreadSanitizer, the scheduler tests (the scheduler thread, client
-#               threads submitting and aborting, event handlers).
+#               threads submitting and aborting, event handlers) and the CPU backend's
+#               threaded forwards (rows split between threads, per-op threads).
 # The statistical DistributionTest suite is left out under ASan (45 s each there; it runs
 # the same code as the exactness tests, which stay in).
 # Usage: scripts/sanitize.sh [asan|tsan|all] (default all). Assumes scripts/setup.sh ran.
@@ -38,9 +39,11 @@ if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
 fi
 
 if [ "$WHICH" = all ] || [ "$WHICH" = tsan ]; then
-  echo "[sanitize] TSan: building the scheduler tests"
+  echo "[sanitize] TSan: building the scheduler and unit tests"
   configure build-tsan thread
-  time cmake --build build-tsan -j "$JOBS" --target crossreg_scheduler_tests
+  time cmake --build build-tsan -j "$JOBS" --target crossreg_scheduler_tests crossreg_unit_tests
   echo "[sanitize] TSan: ctest -L scheduler"
   time ctest --test-dir build-tsan -L scheduler --output-on-failure -j "$JOBS" --timeout 1200
+  echo "[sanitize] TSan: the threaded forwards (batch invariance, rows split and per-op threads)"
+  time ctest --test-dir build-tsan -L unit -R 'rowsplit|perop' --output-on-failure -j "$JOBS" --timeout 1200
 fi

@@ -27,11 +27,13 @@ class CpuBackend final : public Backend {
         kv_dtype_(options.kv_dtype),
         simd_(cpu::ClampSimdLevel(options.simd)),
         pool_(options.num_threads),
+        row_split_max_weight_bytes_(options.row_split_max_weight_bytes),
         inv_freq_(cfg_.RopeInverseFrequencies()) {
     const size_t per_layer = LayerSlots() * static_cast<size_t>(cfg_.kv_dim()) * ElementBytes();
     k_store_.assign(per_layer * cfg_.num_layers, 0);
     v_store_.assign(per_layer * cfg_.num_layers, 0);
     PackWeights();
+    weight_bytes_ = WeightBytesPerForward();
   }
 
   std::string_view name() const override { return "cpu"; }
@@ -79,23 +81,54 @@ class CpuBackend final : public Backend {
       }
     }
   }
-  // Runs fn(row) for every row: across the pool's threads when there is enough work
-  // (rows x width elements), else here. Per-row ops never mix rows, so the split does
-  // not change any result.
+  // The rows one thread computes, and the pool its ops may use: every row with the
+  // backend's pool, or (row-split forward) one thread's share with a pool of one.
+  struct RowSlice {
+    int64_t begin = 0, end = 0;
+    cpu::ThreadPool* pool = nullptr;
+    cpu::SpinBarrier* barrier = nullptr;  // row-split: the other threads, met once per layer
+    std::vector<int64_t> pred_rows;  // its predictive rows (indices into the whole batch)
+    int64_t rows() const { return end - begin; }
+  };
+  // Row r's K and V (this layer's) into the cache at its slot.
+  void StoreKv(int layer, const ForwardPlan& plan, int64_t r) {
+    const int64_t kvd = cfg_.kv_dim();
+    const int64_t slot = plan.slots[static_cast<size_t>(r)];
+    StoreTransposed(k_.data() + r * kvd, KeyAt(layer, 0), slot);
+    StoreTransposed(v_.data() + r * kvd, ValueAt(layer, 0), slot);
+  }
+  // Runs fn(row) for every row of the slice: across the pool's threads when there is
+  // enough work (rows x width elements), else here. Per-row ops never mix rows, so the
+  // split does not change any result.
   template <typename Fn>
-  void ForRows(int64_t rows, int64_t width, Fn fn) {
-    if (rows * width < (int64_t{1} << 15) || pool_.num_threads() == 1) {
-      for (int64_t r = 0; r < rows; ++r) fn(r);
+  void ForRows(const RowSlice& s, int64_t width, Fn fn) {
+    if (s.rows() * width < (int64_t{1} << 15) || s.pool->num_threads() == 1) {
+      for (int64_t r = s.begin; r < s.end; ++r) fn(r);
       return;
     }
-    pool_.ParallelFor(rows, 1, [&](int64_t b, int64_t e) {
-      for (int64_t r = b; r < e; ++r) fn(r);
+    s.pool->ParallelFor(s.rows(), 1, [&](int64_t b, int64_t e) {
+      for (int64_t r = b; r < e; ++r) fn(s.begin + r);
     });
+  }
+  // Whether this forward's rows are split between the threads, each running every
+  // layer on its share (one barrier per layer), instead of splitting each op: for small
+  // models, whose ops are too short to pay for a parallel region each.
+  // Measured on 2 Zen 5 cores (docs/benchmarks.md): stories260K (1 MB) gains from 8
+  // rows on, the 22 MB default model from 16 (at 8 it is a wash: each core then reads
+  // all 22 MB for 4 rows).
+  bool SplitRows(int64_t rows) const {
+    if (pool_.num_threads() == 1 || weight_bytes_ > row_split_max_weight_bytes_) return false;
+    const int64_t min_rows_per_thread = weight_bytes_ <= (int64_t{4} << 20) ? 4 : 8;
+    return rows >= min_rows_per_thread * pool_.num_threads();
   }
   // Every linear weight (and the adapter's A and B) into the kernels' panel layout.
   void PackWeights();
-  void RunLayer(int layer, const ForwardPlan& plan);
-  void Attention(int layer, const ForwardPlan& plan);
+  void Embed(const ForwardPlan& plan, const RowSlice& s);
+  void RunLayer(int layer, const ForwardPlan& plan, const RowSlice& s);
+  void Attention(int layer, const ForwardPlan& plan, const RowSlice& s);
+  // Final norm and output layer for logit rows [j0, j1) (plan.logit_rows indices).
+  void Logits(const ForwardPlan& plan, int64_t j0, int64_t j1, cpu::ThreadPool& pool, std::vector<float>& logits);
+  void ComputeRowSplit(const ForwardPlan& plan, std::vector<float>& logits);
 
   // Base GEMMs of layers sharing the input x in one parallel region, then the
   // predictive rows' LoRA deltas.
@@ -108,7 +141,7 @@ class CpuBackend final : public Backend {
     cpu::PackedWeights wq, wk, wv, wo, w_gate, w_up, w_down;
     std::array<cpu::PackedLoraMatrix, kNumLoraTargets> lora;  // empty without an adapter
   };
-  void Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, int64_t rows);
+  void Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, const RowSlice& s);
 
   const Model& model_;
   const LoraAdapter* adapter_;
@@ -117,6 +150,9 @@ class CpuBackend final : public Backend {
   KvDtype kv_dtype_;
   cpu::SimdLevel simd_;
   cpu::ThreadPool pool_;
+  cpu::ThreadPool serial_{1};  // the ops of one thread's rows in a row-split forward
+  int64_t row_split_max_weight_bytes_;
+  int64_t weight_bytes_ = 0;
   std::vector<PackedLayer> layers_;
   cpu::PackedWeights output_;
   std::vector<float> inv_freq_;  // head_dim/2
@@ -125,9 +161,11 @@ class CpuBackend final : public Backend {
 
   // Per-forward scratch, rows x width.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
+  std::vector<float> final_norm_;      // logit rows x hidden
   std::vector<float> cos_, sin_;       // rows x head_dim/2
-  std::vector<int64_t> pred_rows_;     // indices of predictive rows (for the LoRA delta)
-  std::vector<float> pred_k_, pred_v_; // rows x kv_dim: this layer's predictive K/V
+  // 2 x rows x kv_dim: predictive K/V, half (layer % 2): in a row-split forward one
+  // thread may write layer l + 1's while another still reads layer l's.
+  std::vector<float> pred_k_, pred_v_;
 };
 
 void CpuBackend::PackWeights() {
@@ -150,15 +188,15 @@ void CpuBackend::PackWeights() {
   output_ = cpu::PackedWeights::Pack(model_.weights.output, &pool_);
 }
 
-void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, int64_t rows) {
+void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, const RowSlice& s) {
   cpu::LinearOutput base[3];
   int n = 0;
-  for (const auto& o : outputs) base[n++] = {o.w, o.y};
-  cpu::LinearShared(base, n, x, rows, pool_, simd_);
-  if (adapter_ == nullptr || pred_rows_.empty()) return;
+  for (const auto& o : outputs) base[n++] = {o.w, o.y + s.begin * o.w->out()};
+  cpu::LinearShared(base, n, x + s.begin * outputs.begin()->w->in(), s.rows(), *s.pool, simd_);
+  if (adapter_ == nullptr || s.pred_rows.empty()) return;
   for (const auto& o : outputs) {
-    cpu::AddLoraDelta(layers_[static_cast<size_t>(layer)].lora[static_cast<size_t>(o.target)], x, o.y, pred_rows_,
-                      pool_, simd_);
+    cpu::AddLoraDelta(layers_[static_cast<size_t>(layer)].lora[static_cast<size_t>(o.target)], x, o.y, s.pred_rows,
+                      *s.pool, simd_);
   }
 }
 
@@ -166,7 +204,6 @@ absl::Status CpuBackend::Compute(const ForwardPlan& plan, std::vector<float>& lo
   const int64_t rows = plan.rows;
   const int64_t hidden = cfg_.hidden_size;
   const int half = cfg_.head_dim / 2;
-  pred_rows_.assign(plan.predictive_rows.begin(), plan.predictive_rows.end());
   x_.resize(rows * hidden);
   xn_.resize(rows * hidden);
   q_.resize(rows * cfg_.q_dim());
@@ -178,10 +215,44 @@ absl::Status CpuBackend::Compute(const ForwardPlan& plan, std::vector<float>& lo
   up_.resize(rows * cfg_.intermediate_size);
   cos_.resize(rows * half);
   sin_.resize(rows * half);
-  pred_k_.resize(rows * cfg_.kv_dim());
-  pred_v_.resize(rows * cfg_.kv_dim());
+  pred_k_.resize(2 * rows * cfg_.kv_dim());
+  pred_v_.resize(2 * rows * cfg_.kv_dim());
+  logits.resize(plan.logit_rows.size() * static_cast<size_t>(cfg_.vocab_size));
+  final_norm_.resize(plan.logit_rows.size() * static_cast<size_t>(hidden));
+  if (SplitRows(rows)) {
+    ComputeRowSplit(plan, logits);
+    return absl::OkStatus();
+  }
+  RowSlice all{.begin = 0, .end = rows, .pool = &pool_, .barrier = nullptr,
+               .pred_rows = {plan.predictive_rows.begin(), plan.predictive_rows.end()}};
+  Embed(plan, all);
+  for (int layer = 0; layer < cfg_.num_layers; ++layer) RunLayer(layer, plan, all);
+  Logits(plan, 0, static_cast<int64_t>(plan.logit_rows.size()), pool_, logits);
+  return absl::OkStatus();
+}
 
-  ForRows(rows, hidden, [&](int64_t r) {
+void CpuBackend::ComputeRowSplit(const ForwardPlan& plan, std::vector<float>& logits) {
+  const int threads = pool_.num_threads();
+  cpu::SpinBarrier barrier(threads);
+  pool_.ParallelFor(threads, 1, [&](int64_t t, int64_t) {
+    RowSlice s{.begin = plan.rows * t / threads, .end = plan.rows * (t + 1) / threads, .pool = &serial_,
+               .barrier = &barrier, .pred_rows = {}};
+    for (int32_t r : plan.predictive_rows) {
+      if (r >= s.begin && r < s.end) s.pred_rows.push_back(r);
+    }
+    Embed(plan, s);
+    for (int layer = 0; layer < cfg_.num_layers; ++layer) RunLayer(layer, plan, s);
+    // This thread's rows are final; logit_rows ascend, so its logit rows are one range.
+    const auto first = std::lower_bound(plan.logit_rows.begin(), plan.logit_rows.end(), s.begin);
+    const auto last = std::lower_bound(plan.logit_rows.begin(), plan.logit_rows.end(), s.end);
+    Logits(plan, first - plan.logit_rows.begin(), last - plan.logit_rows.begin(), serial_, logits);
+  });
+}
+
+void CpuBackend::Embed(const ForwardPlan& plan, const RowSlice& s) {
+  const int64_t hidden = cfg_.hidden_size;
+  const int half = cfg_.head_dim / 2;
+  ForRows(s, hidden, [&](int64_t r) {
     cpu::EmbeddingRow(model_.weights.tok_embeddings, plan.tokens[static_cast<size_t>(r)], x_.data() + r * hidden);
     for (int i = 0; i < half; ++i) {
       // Angle in float, as the reference implementations compute it.
@@ -190,43 +261,42 @@ absl::Status CpuBackend::Compute(const ForwardPlan& plan, std::vector<float>& lo
       sin_[r * half + i] = std::sin(angle);
     }
   });
-
-  for (int layer = 0; layer < cfg_.num_layers; ++layer) RunLayer(layer, plan);
-
-  // Output layer only for the rows that want logits.
-  const int64_t n_out = static_cast<int64_t>(plan.logit_rows.size());
-  logits.resize(static_cast<size_t>(n_out) * cfg_.vocab_size);
-  if (n_out > 0) {
-    for (int64_t j = 0; j < n_out; ++j) {
-      const int64_t r = plan.logit_rows[static_cast<size_t>(j)];
-      cpu::RmsNorm(x_.data() + r * hidden, static_cast<const float*>(model_.weights.final_norm.data), hidden,
-                   cfg_.rms_norm_eps, xn_.data() + j * hidden);
-    }
-    cpu::Linear(output_, xn_.data(), n_out, logits.data(), pool_, simd_);
-  }
-  return absl::OkStatus();
 }
 
-void CpuBackend::RunLayer(int layer, const ForwardPlan& plan) {
+void CpuBackend::Logits(const ForwardPlan& plan, int64_t j0, int64_t j1, cpu::ThreadPool& pool,
+                        std::vector<float>& logits) {
+  if (j0 >= j1) return;
+  const int64_t hidden = cfg_.hidden_size;
+  // Its own buffer: in a row-split forward another thread may still be using xn_.
+  for (int64_t j = j0; j < j1; ++j) {
+    const int64_t r = plan.logit_rows[static_cast<size_t>(j)];
+    cpu::RmsNorm(x_.data() + r * hidden, static_cast<const float*>(model_.weights.final_norm.data), hidden,
+                 cfg_.rms_norm_eps, final_norm_.data() + j * hidden);
+  }
+  cpu::Linear(output_, final_norm_.data() + j0 * hidden, j1 - j0, logits.data() + j0 * cfg_.vocab_size, pool, simd_);
+}
+
+void CpuBackend::RunLayer(int layer, const ForwardPlan& plan, const RowSlice& s) {
   const LayerWeights& w = model_.weights.layers[static_cast<size_t>(layer)];
   const PackedLayer& pw = layers_[static_cast<size_t>(layer)];
-  const int64_t rows = plan.rows;
   const int64_t hidden = cfg_.hidden_size;
   const int64_t qd = cfg_.q_dim();
   const int64_t kvd = cfg_.kv_dim();
   const int64_t ffn = cfg_.intermediate_size;
   const auto* attn_norm = static_cast<const float*>(w.attn_norm.data);
   const auto* ffn_norm = static_cast<const float*>(w.ffn_norm.data);
+  float* pred_k = pred_k_.data() + (layer % 2) * plan.rows * kvd;
+  float* pred_v = pred_v_.data() + (layer % 2) * plan.rows * kvd;
 
   // Attention block.
-  ForRows(rows, hidden, [&](int64_t r) {
+  ForRows(s, hidden, [&](int64_t r) {
     cpu::RmsNorm(x_.data() + r * hidden, attn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   });
   Linear({{&pw.wq, LoraTarget::kQ, q_.data()}, {&pw.wk, LoraTarget::kK, k_.data()},
           {&pw.wv, LoraTarget::kV, v_.data()}},
-         layer, xn_.data(), rows);
+         layer, xn_.data(), s);
   const int half = cfg_.head_dim / 2;
-  ForRows(rows, qd, [&](int64_t r) {
+  ForRows(s, qd, [&](int64_t r) {
     if (!w.bq.empty()) {
       cpu::AddInPlace(q_.data() + r * qd, static_cast<const float*>(w.bq.data), qd);
       cpu::AddInPlace(k_.data() + r * kvd, static_cast<const float*>(w.bk.data), kvd);
@@ -239,56 +309,69 @@ void CpuBackend::RunLayer(int layer, const ForwardPlan& plan) {
     // Control rows append to the cache before attention, so a row sees the earlier
     // rows of its own sequence in this batch; predictive rows keep K/V for this layer only.
     if (plan.predictive(static_cast<int>(r))) {
-      std::copy_n(k_.data() + r * kvd, kvd, pred_k_.data() + r * kvd);
-      std::copy_n(v_.data() + r * kvd, kvd, pred_v_.data() + r * kvd);
-    } else {
-      const int64_t slot = plan.slots[static_cast<size_t>(r)];
-      StoreTransposed(k_.data() + r * kvd, KeyAt(layer, 0), slot);
-      StoreTransposed(v_.data() + r * kvd, ValueAt(layer, 0), slot);
+      std::copy_n(k_.data() + r * kvd, kvd, pred_k + r * kvd);
+      std::copy_n(v_.data() + r * kvd, kvd, pred_v + r * kvd);
+    } else if (s.barrier == nullptr) {
+      StoreKv(layer, plan, r);
     }
   });
-  Attention(layer, plan);
-  Linear({{&pw.wo, LoraTarget::kO, proj_.data()}}, layer, att_.data(), rows);
-  ForRows(rows, hidden, [&](int64_t r) {
+  if (s.barrier != nullptr) {
+    // Row-split: one thread stores every row's K/V, once all are computed, and no row
+    // attends before it is done. Keys in lanes put neighbouring slots in one cache
+    // line, so stores from two threads would pass the lines back and forth.
+    s.barrier->Wait();
+    if (s.begin == 0) {
+      for (int64_t r = 0; r < plan.rows; ++r) {
+        if (!plan.predictive(static_cast<int>(r))) StoreKv(layer, plan, r);
+      }
+    }
+    s.barrier->Wait();
+  }
+  Attention(layer, plan, s);
+  Linear({{&pw.wo, LoraTarget::kO, proj_.data()}}, layer, att_.data(), s);
+  ForRows(s, hidden, [&](int64_t r) {
     cpu::AddInPlace(x_.data() + r * hidden, proj_.data() + r * hidden, hidden);
     cpu::RmsNorm(x_.data() + r * hidden, ffn_norm, hidden, cfg_.rms_norm_eps, xn_.data() + r * hidden);
   });
 
   // Feed-forward block (SwiGLU).
   Linear({{&pw.w_gate, LoraTarget::kGate, gate_.data()}, {&pw.w_up, LoraTarget::kUp, up_.data()}}, layer,
-         xn_.data(), rows);
-  ForRows(rows, ffn, [&](int64_t r) { cpu::SwiGlu(gate_.data() + r * ffn, up_.data() + r * ffn, ffn); });
-  Linear({{&pw.w_down, LoraTarget::kDown, proj_.data()}}, layer, gate_.data(), rows);
-  ForRows(rows, hidden, [&](int64_t r) {
+         xn_.data(), s);
+  ForRows(s, ffn, [&](int64_t r) { cpu::SwiGlu(gate_.data() + r * ffn, up_.data() + r * ffn, ffn); });
+  Linear({{&pw.w_down, LoraTarget::kDown, proj_.data()}}, layer, gate_.data(), s);
+  ForRows(s, hidden, [&](int64_t r) {
     cpu::AddInPlace(x_.data() + r * hidden, proj_.data() + r * hidden, hidden);
   });
 }
 
-void CpuBackend::Attention(int layer, const ForwardPlan& plan) {
+void CpuBackend::Attention(int layer, const ForwardPlan& plan, const RowSlice& s) {
+  // The slice's rows: per-row arrays start at s.begin; the predictive K/V and the
+  // group lists keep whole-batch row indices.
+  const int64_t kvd = cfg_.kv_dim();
   cpu::PagedAttentionArgs a;
-  a.q = q_.data();
+  a.q = q_.data() + s.begin * cfg_.q_dim();
   a.q_stride = cfg_.q_dim();
   a.cache_element = kv_dtype_ == KvDtype::kBf16 ? cpu::KvElement::kBf16 : cpu::KvElement::kF32;
   a.kv_layout = cpu::KvLayout::kBlockTransposed;
   a.k_cache = KeyAt(layer, 0);
   a.v_cache = ValueAt(layer, 0);
-  a.pred_k = pred_k_.data();
-  a.pred_v = pred_v_.data();
+  a.pred_k = pred_k_.data() + (layer % 2) * plan.rows * kvd;
+  a.pred_v = pred_v_.data() + (layer % 2) * plan.rows * kvd;
   a.block_tables = plan.block_tables.data();
-  a.table_offset = plan.table_offset.data();
-  a.num_cached = plan.num_cached.data();
-  a.num_own = plan.num_own.data();
-  a.group_begin = plan.group_begin.data();
+  a.table_offset = plan.table_offset.data() + s.begin;
+  a.num_cached = plan.num_cached.data() + s.begin;
+  a.num_own = plan.num_own.data() + s.begin;
+  a.group_begin = plan.group_begin.data() + s.begin;
   a.group_rows = plan.group_rows.data();
-  a.rows = plan.rows;
+  a.rows = static_cast<int>(s.rows());
   a.num_heads = cfg_.num_heads;
   a.num_kv_heads = cfg_.num_kv_heads;
   a.head_dim = cfg_.head_dim;
   a.block_size = kv_cfg_.block_size;
   a.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
-  a.out = att_.data();
+  a.out = att_.data() + s.begin * cfg_.q_dim();
   a.out_stride = cfg_.q_dim();
-  cpu::PagedAttention(a, &pool_);
+  cpu::PagedAttention(a, s.pool->num_threads() > 1 ? s.pool : nullptr);
 }
 
 }  // namespace

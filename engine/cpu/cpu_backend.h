@@ -23,6 +23,12 @@ struct CpuBackendOptions {
   // Kernel path; lowered to what the CPU has (tests run every path). Default: the best.
   cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16;
   KvDtype kv_dtype = KvDtype::kF32;  // element type of the K/V storage
+  // Models whose weights (bytes read per forward) are at most this split a forward of
+  // enough rows between the threads, each running every layer on its share of the rows
+  // (one barrier per layer), instead of splitting every op: their ops are too short to
+  // pay for a parallel region each, and each core reading all of so few weights costs
+  // little. Results are the same either way (bitwise). 0: never.
+  int64_t row_split_max_weight_bytes = int64_t{32} << 20;
 };
 
 // `model` (and the adapter) must outlive the backend.

@@ -79,19 +79,37 @@ void AttendOne(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   const bool avx512 = DetectedSimdLevel() >= SimdLevel::kAvx512;
-  const int64_t tasks = int64_t{a.rows} * a.num_heads;
+  // Groups of consecutive rows of one sequence (the same block table), up to
+  // kMaxGroupRows each, which the AVX-512 kernel attends together; the portable path
+  // takes them one row at a time. Grouping never changes a row's result.
+  thread_local std::vector<int32_t> group_start;
+  group_start.clear();
+  for (int r = 0; r < a.rows; ++r) {
+    if (group_start.empty() || r - group_start.back() == internal::kMaxGroupRows ||
+        a.table_offset[r] != a.table_offset[group_start.back()]) {
+      group_start.push_back(r);
+    }
+  }
+  const int64_t groups = static_cast<int64_t>(group_start.size());
+  group_start.push_back(a.rows);
+  const std::vector<int32_t>& starts = group_start;
+  const int64_t tasks = groups * a.num_heads;
   auto run = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       // Head-major: the rows of one head read the same K/V slice, so consecutive tasks
       // find it in L1.
-      const int h = static_cast<int>(task / a.rows);
-      const int64_t r = task % a.rows;
-      if (avx512 && internal::AttendOneAvx512(a, r, h, scores)) continue;
-      if (a.cache_element == KvElement::kBf16) {
-        AttendOne<uint16_t>(a, r, h, scores);
-      } else {
-        AttendOne<float>(a, r, h, scores);
+      const int h = static_cast<int>(task / groups);
+      const int64_t g = task % groups;
+      const int r0 = starts[static_cast<size_t>(g)];
+      const int count = starts[static_cast<size_t>(g) + 1] - r0;
+      if (avx512 && internal::AttendRowsAvx512(a, r0, count, h, scores)) continue;
+      for (int64_t r = r0; r < r0 + count; ++r) {
+        if (a.cache_element == KvElement::kBf16) {
+          AttendOne<uint16_t>(a, r, h, scores);
+        } else {
+          AttendOne<float>(a, r, h, scores);
+        }
       }
     }
   };
@@ -103,7 +121,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
     return;
   }
   // Chunks of a few tasks: later rows of a prefill attend more positions.
-  pool->ParallelForDynamic(tasks, std::max<int64_t>(1, std::min<int64_t>(a.rows, 8)), run);
+  pool->ParallelForDynamic(tasks, std::max<int64_t>(1, std::min<int64_t>(groups, 2)), run);
 }
 
 }  // namespace crossreg::cpu

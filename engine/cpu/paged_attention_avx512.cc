@@ -76,8 +76,89 @@ inline __m512 Dot16(const __m512 (&q)[NV], const KeyT* k, int64_t stride, __mmas
   return Sum16(v);
 }
 
+// Lanes [0, n) of a vector (n clamped to [0, 16]).
+inline __mmask16 LanesBelow(int64_t n) {
+  return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1u);
+}
+
+// Row r's query for head h, times the softmax scale, as the keys-in-lanes scores read it.
+inline void ScaledQuery(const PagedAttentionArgs& a, int64_t r, int h, float* qs) {
+  const float* qp = a.q + r * a.q_stride + static_cast<int64_t>(h) * a.head_dim;
+  for (int d = 0; d < a.head_dim; ++d) qs[d] = qp[d] * a.scale;
+}
+
+// Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
+// head, keys in lanes: each key vector is loaded once and multiplied into every row's
+// accumulators, so the rows' FMA chains run side by side instead of one latency-bound
+// chain at a time. Row i's lanes see exactly the per-row arithmetic (the same loads on
+// its valid lanes, the same two chains over d, the same sum), so its scores do not
+// depend on which rows share the call.
+template <int R, typename T>
+void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
+                     const float (*qs)[256], float* const* s) {
+  const int hd = a.head_dim;
+  const int bs = a.block_size;
+  int64_t n_max = 0;
+  for (int i = 0; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
+  const T* kt = static_cast<const T*>(a.k_cache);
+  for (int64_t t0 = 0; t0 < n_max; t0 += bs) {
+    const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_head) * hd) * bs;
+    const int64_t t1 = std::min<int64_t>(n_max, t0 + bs);
+    for (int64_t t = t0; t < t1; t += 16) {
+      const __mmask16 m = LanesBelow(t1 - t);
+      __m512 acc0[R], acc1[R];
+      for (int i = 0; i < R; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
+      const T* col = kb + (t - t0);
+      int d = 0;
+      for (; d + 2 <= hd; d += 2) {
+        const __m512 k0 = Load16(col + int64_t{d} * bs, m);
+        const __m512 k1 = Load16(col + int64_t{d + 1} * bs, m);
+        for (int i = 0; i < R; ++i) {
+          acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d]), k0, acc0[i]);
+          acc1[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d + 1]), k1, acc1[i]);
+        }
+      }
+      if (d < hd) {
+        const __m512 k0 = Load16(col + int64_t{d} * bs, m);
+        for (int i = 0; i < R; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d]), k0, acc0[i]);
+      }
+      for (int i = 0; i < R; ++i) {
+        const __mmask16 mi = LanesBelow(std::min<int64_t>(n_cached[i], t0 + bs) - t);
+        if (mi != 0) _mm512_mask_storeu_ps(s[i] + t, mi, _mm512_add_ps(acc0[i], acc1[i]));
+      }
+    }
+  }
+}
+
+// Σ_t p[t] · V[t][d0 + d] over the cached positions, for DN (8 or 16) head elements,
+// values in lanes: one accumulator per head element collects 16 positions at a time,
+// summed across lanes at the end. DN is a constant so the accumulators stay in registers.
+template <int DN, typename T>
+inline void SumValues(const PagedAttentionArgs& a, const int32_t* table, int kv_head, int d0, const float* p,
+                      int64_t n_cached, float* out) {
+  const int hd = a.head_dim;
+  const int bs = a.block_size;
+  const T* vt = static_cast<const T*>(a.v_cache);
+  __m512 acc[16];
+  for (int d = 0; d < 16; ++d) acc[d] = _mm512_setzero_ps();
+  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
+    const T* vb = vt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_head) * hd + d0) * bs;
+    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
+    for (int64_t t = t0; t < t1; t += 16) {
+      const __mmask16 m = LanesBelow(t1 - t);
+      const __m512 pt = _mm512_maskz_loadu_ps(m, p + t);
+      for (int d = 0; d < DN; ++d) acc[d] = _mm512_fmadd_ps(pt, Load16(vb + int64_t{d} * bs + (t - t0), m), acc[d]);
+    }
+  }
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, Sum16(acc));
+  for (int d = 0; d < DN; ++d) out[d] = sums[d];
+}
+
+// One (row, head). `s` holds at least n + 16 floats; when `cached_scored`, its first
+// num_cached entries already hold the cached positions' scores (ScoreCachedRows).
 template <int NV, typename T>
-void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores, __mmask16 last) {
+void Attend(const PagedAttentionArgs& a, int64_t r, int h, float* s, bool cached_scored, __mmask16 last) {
   const int hd = a.head_dim;
   const int64_t kv_dim = static_cast<int64_t>(a.num_kv_heads) * hd;
   const int64_t kv_off = static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * hd;
@@ -97,39 +178,27 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   __m512 q[NV];
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int i = 0; i < NV; ++i) q[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(MaskOf<NV>(i, last), qp + 16 * i), scale);
-  scores.resize(static_cast<size_t>(n) + 16);
-  float* s = scores.data();
   // Scores, block by block of the paged cache, then the group's own rows.
   const int bs = a.block_size;
-  if (a.kv_layout == KvLayout::kBlockTransposed) {
+  if (cached_scored) {
+    // ScoreCachedRows filled s[0, n_cached).
+  } else if (a.kv_layout == KvLayout::kBlockTransposed && bs % 16 == 0) {
     // Keys in lanes: element d of 16 consecutive keys is one vector, so a block's
     // scores are head_dim FMAs per 16 positions against the broadcast query.
-    alignas(64) float qs[256];
-    for (int d = 0; d < hd; ++d) qs[d] = qp[d] * a.scale;
+    alignas(64) float qs[1][256];
+    float* const rows_s[1] = {s};
+    ScaledQuery(a, r, h, qs[0]);
+    ScoreCachedRows<1, T>(a, table, static_cast<int>(kv_off / hd), &n_cached, qs, rows_s);
+  } else if (a.kv_layout == KvLayout::kBlockTransposed) {
+    // Blocks narrower than a vector: one key at a time, gathered into a row.
     const T* kt = static_cast<const T*>(a.k_cache);
+    alignas(64) float key[256];
     for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
       const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd) * bs;
       const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-      if (bs % 16 == 0) {
-        for (int64_t t = t0; t < t1; t += 16) {
-          const __mmask16 m = t1 - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (t1 - t)) - 1u);
-          __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-          const T* col = kb + (t - t0);
-          int d = 0;
-          for (; d + 2 <= hd; d += 2) {
-            acc0 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d]), Load16(col + int64_t{d} * bs, m), acc0);
-            acc1 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d + 1]), Load16(col + int64_t{d + 1} * bs, m), acc1);
-          }
-          if (d < hd) acc0 = _mm512_fmadd_ps(_mm512_set1_ps(qs[d]), Load16(col + int64_t{d} * bs, m), acc0);
-          _mm512_mask_storeu_ps(s + t, m, _mm512_add_ps(acc0, acc1));
-        }
-      } else {
-        // Blocks narrower than a vector: one key at a time, gathered into a row.
-        alignas(64) float key[256];
-        for (int64_t t = t0; t < t1; ++t) {
-          for (int d = 0; d < hd; ++d) key[d] = ToFloat(kb[int64_t{d} * bs + (t - t0)]);
-          s[t] = DotQ<NV, float>(q, key, last);
-        }
+      for (int64_t t = t0; t < t1; ++t) {
+        for (int d = 0; d < hd; ++d) key[d] = ToFloat(kb[int64_t{d} * bs + (t - t0)]);
+        s[t] = DotQ<NV, float>(q, key, last);
       }
     }
   } else {
@@ -162,23 +231,14 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
   __m512 o[NV];
   for (int i = 0; i < NV; ++i) o[i] = _mm512_setzero_ps();
   if (a.kv_layout == KvLayout::kBlockTransposed && bs % 16 == 0) {
-    // Values in lanes: for 16 head elements at a time, one accumulator each collects
-    // p (16 positions) x V[d] (the same 16 positions), summed across lanes at the end.
-    const T* vt = static_cast<const T*>(a.v_cache);
+    // Values in lanes (SumValues), 16 head elements at a time.
+    const int kv_head = static_cast<int>(kv_off / hd);
     for (int d0 = 0; d0 < hd; d0 += 16) {
-      const int dn = std::min(16, hd - d0);
-      __m512 acc[16];
-      for (int d = 0; d < 16; ++d) acc[d] = _mm512_setzero_ps();
-      for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-        const T* vb = vt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd + d0) * bs;
-        const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-        for (int64_t t = t0; t < t1; t += 16) {
-          const __mmask16 m = t1 - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (t1 - t)) - 1u);
-          const __m512 p = _mm512_maskz_loadu_ps(m, s + t);
-          for (int d = 0; d < dn; ++d) acc[d] = _mm512_fmadd_ps(p, Load16(vb + int64_t{d} * bs + (t - t0), m), acc[d]);
-        }
+      if (hd - d0 >= 16) {
+        SumValues<16, T>(a, table, kv_head, d0, s, n_cached, cached_part + d0);
+      } else {
+        SumValues<8, T>(a, table, kv_head, d0, s, n_cached, cached_part + d0);
       }
-      _mm512_store_ps(cached_part + d0, Sum16(acc));
     }
     for (int i = 0; i < NV; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
   } else if (a.kv_layout == KvLayout::kBlockTransposed) {
@@ -216,29 +276,55 @@ void Attend(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& s
 }
 
 template <typename T>
-bool AttendDispatch(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores) {
-  if (a.head_dim % 8 != 0 || a.head_dim > 256) return false;
-  const int rem = a.head_dim % 16;
-  const __mmask16 last = rem == 0 ? __mmask16(0xffff) : __mmask16(0x00ff);
-  switch ((a.head_dim + 15) / 16) {
-    case 1: Attend<1, T>(a, r, h, scores, last); return true;
-    case 2: Attend<2, T>(a, r, h, scores, last); return true;
-    case 3: Attend<3, T>(a, r, h, scores, last); return true;
-    case 4: Attend<4, T>(a, r, h, scores, last); return true;
-    case 5: Attend<5, T>(a, r, h, scores, last); return true;
-    case 6: Attend<6, T>(a, r, h, scores, last); return true;
-    case 8: Attend<8, T>(a, r, h, scores, last); return true;
-    case 16: Attend<16, T>(a, r, h, scores, last); return true;
-    default: return false;
+bool AttendRowsDispatch(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores) {
+  if (a.head_dim % 8 != 0 || a.head_dim > 256 || count < 1 || count > kMaxGroupRows) return false;
+  const int nv = (a.head_dim + 15) / 16;
+  if (nv == 7 || (nv > 8 && nv != 16)) return false;
+  const __mmask16 last = a.head_dim % 16 == 0 ? __mmask16(0xffff) : __mmask16(0x00ff);
+  // Each row's scores in its own stretch of `scores` (n + 16 floats: room for a masked
+  // vector past the end).
+  int64_t begin[kMaxGroupRows + 1] = {0};
+  for (int i = 0; i < count; ++i) begin[i + 1] = begin[i] + a.num_cached[r0 + i] + a.num_own[r0 + i] + 16;
+  scores.resize(static_cast<size_t>(begin[count]));
+  float* s[kMaxGroupRows];
+  for (int i = 0; i < count; ++i) s[i] = scores.data() + begin[i];
+  const bool joint = count > 1 && a.kv_layout == KvLayout::kBlockTransposed && a.block_size % 16 == 0;
+  if (joint) {
+    alignas(64) float qs[kMaxGroupRows][256];
+    int64_t n_cached[kMaxGroupRows];
+    for (int i = 0; i < count; ++i) {
+      ScaledQuery(a, r0 + i, h, qs[i]);
+      n_cached[i] = a.num_cached[r0 + i];
+    }
+    const int32_t* table = a.block_tables + a.table_offset[r0];
+    const int kv_head = h / (a.num_heads / a.num_kv_heads);
+    switch (count) {
+      case 2: ScoreCachedRows<2, T>(a, table, kv_head, n_cached, qs, s); break;
+      case 3: ScoreCachedRows<3, T>(a, table, kv_head, n_cached, qs, s); break;
+      default: ScoreCachedRows<4, T>(a, table, kv_head, n_cached, qs, s); break;
+    }
   }
+  for (int i = 0; i < count; ++i) {
+    const int64_t r = r0 + i;
+    switch (nv) {
+      case 1: Attend<1, T>(a, r, h, s[i], joint, last); break;
+      case 2: Attend<2, T>(a, r, h, s[i], joint, last); break;
+      case 3: Attend<3, T>(a, r, h, s[i], joint, last); break;
+      case 4: Attend<4, T>(a, r, h, s[i], joint, last); break;
+      case 5: Attend<5, T>(a, r, h, s[i], joint, last); break;
+      case 6: Attend<6, T>(a, r, h, s[i], joint, last); break;
+      case 8: Attend<8, T>(a, r, h, s[i], joint, last); break;
+      default: Attend<16, T>(a, r, h, s[i], joint, last); break;
+    }
+  }
+  return true;
 }
 
 }  // namespace
 
-bool AttendOneAvx512(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores) {
-  return a.cache_element == KvElement::kBf16 ? AttendDispatch<uint16_t>(a, r, h, scores)
-                                             : AttendDispatch<float>(a, r, h, scores);
+bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores) {
+  return a.cache_element == KvElement::kBf16 ? AttendRowsDispatch<uint16_t>(a, r0, count, h, scores)
+                                             : AttendRowsDispatch<float>(a, r0, count, h, scores);
 }
 
 }  // namespace crossreg::cpu::internal
-

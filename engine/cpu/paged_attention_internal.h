@@ -8,8 +8,14 @@
 
 namespace crossreg::cpu::internal {
 
-// One (row, head) when head_dim is one the kernel is built for (a multiple of 8 up to
-// 256); false otherwise (the portable path then runs). Call only with AVX-512.
-bool AttendOneAvx512(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scores);
+// Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
+// each key load (their scores' FMA chains interleave).
+inline constexpr int kMaxGroupRows = 4;
+
+// Rows [r0, r0 + count) for head h, count <= kMaxGroupRows, all with the same block
+// table (one sequence), when head_dim is one the kernel is built for (a multiple of 8
+// up to 256); false otherwise (the portable path then runs). Each row's result is
+// bitwise the same as with count = 1. Call only with AVX-512.
+bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores);
 
 }  // namespace crossreg::cpu::internal

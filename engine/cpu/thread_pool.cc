@@ -115,4 +115,20 @@ void ThreadPool::WorkerLoop(int worker_index) {
   }
 }
 
+void SpinBarrier::Wait() {
+  const uint32_t generation = generation_.load(std::memory_order_acquire);
+  if (arrived_.fetch_add(1, std::memory_order_acq_rel) + 1 == parties_) {
+    arrived_.store(0, std::memory_order_relaxed);
+    generation_.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  for (int spins = 0; generation_.load(std::memory_order_acquire) == generation; ++spins) {
+    if (spins < kSpinIterations) {
+      CROSSREG_CPU_RELAX();
+    } else {
+      std::this_thread::yield();
+    }
+  }
+}
+
 }  // namespace crossreg::cpu

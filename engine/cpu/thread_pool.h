@@ -57,4 +57,17 @@ class ThreadPool {
   std::atomic<int64_t> next_{0};  // dynamic: first item not yet taken
 };
 
+// A barrier for the threads of one ParallelFor region that split a forward's rows
+// between them (they meet once per layer). Spins, then yields its core.
+class SpinBarrier {
+ public:
+  explicit SpinBarrier(int parties) : parties_(parties) {}
+  void Wait();
+
+ private:
+  const int parties_;
+  std::atomic<int> arrived_{0};
+  std::atomic<uint32_t> generation_{0};
+};
+
 }  // namespace crossreg::cpu

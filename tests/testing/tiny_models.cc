@@ -20,13 +20,15 @@ ModelConfig TinyConfig(int vocab, int max_position) {
 }
 
 EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens, cpu::SimdLevel simd,
-                           KvDtype kv_dtype) {
+                           KvDtype kv_dtype, EngineThreading threading) {
   CpuBackendOptions options;
   options.simd = simd;
   options.kv_dtype = kv_dtype;
-  options.num_threads = 1;  // tiny shapes: a second thread only adds synchronisation
+  options.num_threads = threading.threads;
+  if (!threading.row_split) options.row_split_max_weight_bytes = 0;
   options.adapter = adapter;
-  options.kv = {4, (tokens + 3) / 4};
+  const int bs = threading.block_size;
+  options.kv = {bs, (tokens + bs - 1) / bs};
   EngineUnderTest e;
   auto backend = CreateCpuBackend(model, options);
   EXPECT_TRUE(backend.ok()) << backend.status();

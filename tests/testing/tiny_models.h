@@ -21,8 +21,15 @@ struct EngineUnderTest {
   std::unique_ptr<PagedKvCache> kv;
   DecodingEnvironment env;
 };
+// How the CPU backend runs: one thread and blocks of 4 unless a test asks otherwise.
+struct EngineThreading {
+  int threads = 1;      // tiny shapes: a second thread only adds synchronisation
+  int block_size = 4;   // 16: the keys-in-lanes attention's vector path
+  bool row_split = true;  // a forward's rows split between the threads (small models)
+};
 EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024,
-                           cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16, KvDtype kv_dtype = KvDtype::kF32);
+                           cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16, KvDtype kv_dtype = KvDtype::kF32,
+                           EngineThreading threading = {});
 
 // A deep copy of an f32 model whose linear weights are W + scale·B·A.
 std::unique_ptr<Model> MergeLora(const Model& model, const LoraAdapter& adapter);

@@ -1,9 +1,12 @@
 // Batch invariance, bitwise, on every SIMD path this CPU has, both K/V element types,
-// small heads (the rows-in-lanes attention) and large ones: a control row's logits are
+// small heads and large ones, K/V blocks of 4 (one key at a time) and of 16 (keys in
+// lanes, rows of a sequence attended together), one thread, a row-split forward and
+// per-op threads: a control row's logits are
 // the same bits whether it runs alone (an AR step) or inside a verify step with other
 // control rows, predictive rows and another sequence's rows. Lossless decoding's
 // token-for-token identity with AR rests on this.
 #include <cstring>
+#include <iterator>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -16,7 +19,19 @@
 namespace crossreg {
 namespace {
 
-using Params = std::tuple<cpu::SimdLevel, KvDtype, int /*head_dim*/, DType>;
+// How the engine runs the batch: threads, K/V block size, rows split between threads.
+struct Threading {
+  const char* name;
+  testing::EngineThreading threading;
+};
+const Threading kThreadings[] = {
+    {"t1_bs4", {.threads = 1, .block_size = 4, .row_split = true}},
+    {"t1_bs16", {.threads = 1, .block_size = 16, .row_split = true}},
+    // 15 rows over 3 threads: 5 each, so sequence b's control rows straddle two threads.
+    {"t3_bs16_rowsplit", {.threads = 3, .block_size = 16, .row_split = true}},
+    {"t2_bs16_perop", {.threads = 2, .block_size = 16, .row_split = false}},
+};
+using Params = std::tuple<cpu::SimdLevel, KvDtype, int /*head_dim*/, DType, int /*kThreadings index*/>;
 
 ModelConfig ConfigWithHeadDim(int head_dim) {
   ModelConfig c = testing::TinyConfig(80);
@@ -30,12 +45,12 @@ ModelConfig ConfigWithHeadDim(int head_dim) {
 class BatchInvarianceTest : public ::testing::TestWithParam<Params> {};
 
 TEST_P(BatchInvarianceTest, ControlRowLogitsAreTheSameBitsAloneAndInAVerifyStep) {
-  const auto [level, kv_dtype, head_dim, weights] = GetParam();
+  const auto [level, kv_dtype, head_dim, weights, threading] = GetParam();
   auto model = MakeRandomModel(ConfigWithHeadDim(head_dim), {weights, 11, 1.0f});
   RandomLoraOptions lo;
   lo.magnitude = 2.0f;
   auto adapter = MakeRandomLoraAdapter(model->config, lo);
-  auto e = testing::MakeEngine(*model, adapter.get(), 512, level, kv_dtype);
+  auto e = testing::MakeEngine(*model, adapter.get(), 512, level, kv_dtype, kThreadings[threading].threading);
   const int vocab = model->config.vocab_size;
   const std::vector<int32_t> prefix = {3, 14, 15, 9, 26, 5, 35, 8, 9, 7, 9, 32, 38, 4, 6, 2, 64, 33, 8, 3, 27};
   const std::vector<int32_t> step = {50, 28, 8, 41, 9, 71};
@@ -83,7 +98,9 @@ std::vector<Params> AllParams() {
   for (cpu::SimdLevel level : cpu::AvailableSimdLevels()) {
     for (KvDtype kv : {KvDtype::kF32, KvDtype::kBf16}) {
       for (int hd : {8, 64}) {
-        for (DType w : {DType::kF32, DType::kBF16}) out.emplace_back(level, kv, hd, w);
+        for (DType w : {DType::kF32, DType::kBF16}) {
+          for (int t = 0; t < static_cast<int>(std::size(kThreadings)); ++t) out.emplace_back(level, kv, hd, w, t);
+        }
       }
     }
   }
@@ -92,7 +109,8 @@ std::vector<Params> AllParams() {
 
 std::string ParamName(const ::testing::TestParamInfo<Params>& info) {
   return std::string(cpu::SimdLevelName(std::get<0>(info.param))) + "_kv" + KvDtypeName(std::get<1>(info.param)) +
-         "_hd" + std::to_string(std::get<2>(info.param)) + "_" + std::string(DTypeName(std::get<3>(info.param)));
+         "_hd" + std::to_string(std::get<2>(info.param)) + "_" + std::string(DTypeName(std::get<3>(info.param))) + "_" +
+         kThreadings[std::get<4>(info.param)].name;
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPath, BatchInvarianceTest, ::testing::ValuesIn(AllParams()), ParamName);
