@@ -48,7 +48,7 @@ if [ "${SKIP_DEPLOY_CHECK:-0}" != 1 ]; then
   scripts/check_deploy.sh
 fi
 if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
-  stage "sanitizers: ASan+UBSan (unit, scheduler, integration), TSan (scheduler) (scripts/sanitize.sh)"
+  stage "sanitizers: ASan+UBSan (unit, scheduler, integration), TSan (scheduler, threaded forwards) (scripts/sanitize.sh)"
   scripts/sanitize.sh
 fi
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
