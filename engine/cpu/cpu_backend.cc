@@ -86,7 +86,7 @@ class CpuBackend final : public Backend {
   struct RowSlice {
     int64_t begin = 0, end = 0;
     cpu::ThreadPool* pool = nullptr;
-    cpu::SpinBarrier* barrier = nullptr;  // row-split: the other threads, met once per layer
+    cpu::SpinBarrier* barrier = nullptr;  // row-split: the other threads, met around each K/V store
     std::vector<int64_t> pred_rows;  // its predictive rows (indices into the whole batch)
     int64_t rows() const { return end - begin; }
   };
@@ -111,7 +111,8 @@ class CpuBackend final : public Backend {
     });
   }
   // Whether this forward's rows are split between the threads, each running every
-  // layer on its share (one barrier per layer), instead of splitting each op: for small
+  // layer on its share (meeting around each layer's K/V store), instead of splitting
+  // each op: for small
   // models, whose ops are too short to pay for a parallel region each.
   // Measured on 2 Zen 5 cores (docs/benchmarks.md): stories260K (1 MB) gains from 8
   // rows on, the 22 MB default model from 16 (at 8 it is a wash: each core then reads
@@ -166,6 +167,8 @@ class CpuBackend final : public Backend {
   // 2 x rows x kv_dim: predictive K/V, half (layer % 2): in a row-split forward one
   // thread may write layer l + 1's while another still reads layer l's.
   std::vector<float> pred_k_, pred_v_;
+  float* PredK(int layer, int64_t rows) { return pred_k_.data() + (layer % 2) * rows * cfg_.kv_dim(); }
+  float* PredV(int layer, int64_t rows) { return pred_v_.data() + (layer % 2) * rows * cfg_.kv_dim(); }
 };
 
 void CpuBackend::PackWeights() {
@@ -285,8 +288,8 @@ void CpuBackend::RunLayer(int layer, const ForwardPlan& plan, const RowSlice& s)
   const int64_t ffn = cfg_.intermediate_size;
   const auto* attn_norm = static_cast<const float*>(w.attn_norm.data);
   const auto* ffn_norm = static_cast<const float*>(w.ffn_norm.data);
-  float* pred_k = pred_k_.data() + (layer % 2) * plan.rows * kvd;
-  float* pred_v = pred_v_.data() + (layer % 2) * plan.rows * kvd;
+  float* pred_k = PredK(layer, plan.rows);
+  float* pred_v = PredV(layer, plan.rows);
 
   // Attention block.
   ForRows(s, hidden, [&](int64_t r) {
@@ -347,7 +350,6 @@ void CpuBackend::RunLayer(int layer, const ForwardPlan& plan, const RowSlice& s)
 void CpuBackend::Attention(int layer, const ForwardPlan& plan, const RowSlice& s) {
   // The slice's rows: per-row arrays start at s.begin; the predictive K/V and the
   // group lists keep whole-batch row indices.
-  const int64_t kvd = cfg_.kv_dim();
   cpu::PagedAttentionArgs a;
   a.q = q_.data() + s.begin * cfg_.q_dim();
   a.q_stride = cfg_.q_dim();
@@ -355,8 +357,8 @@ void CpuBackend::Attention(int layer, const ForwardPlan& plan, const RowSlice& s
   a.kv_layout = cpu::KvLayout::kBlockTransposed;
   a.k_cache = KeyAt(layer, 0);
   a.v_cache = ValueAt(layer, 0);
-  a.pred_k = pred_k_.data() + (layer % 2) * plan.rows * kvd;
-  a.pred_v = pred_v_.data() + (layer % 2) * plan.rows * kvd;
+  a.pred_k = PredK(layer, plan.rows);
+  a.pred_v = PredV(layer, plan.rows);
   a.block_tables = plan.block_tables.data();
   a.table_offset = plan.table_offset.data() + s.begin;
   a.num_cached = plan.num_cached.data() + s.begin;

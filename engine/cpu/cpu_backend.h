@@ -25,7 +25,7 @@ struct CpuBackendOptions {
   KvDtype kv_dtype = KvDtype::kF32;  // element type of the K/V storage
   // Models whose weights (bytes read per forward) are at most this split a forward of
   // enough rows between the threads, each running every layer on its share of the rows
-  // (one barrier per layer), instead of splitting every op: their ops are too short to
+  // (the threads meet around each layer's K/V store), instead of splitting every op: their ops are too short to
   // pay for a parallel region each, and each core reading all of so few weights costs
   // little. Results are the same either way (bitwise). 0: never.
   int64_t row_split_max_weight_bytes = int64_t{32} << 20;

@@ -92,6 +92,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   }
   const int64_t groups = static_cast<int64_t>(group_start.size());
   group_start.push_back(a.rows);
+  // The workers read this thread's list through the reference (naming the thread_local
+  // inside the lambda would give each worker its own, empty, list).
   const std::vector<int32_t>& starts = group_start;
   const int64_t tasks = groups * a.num_heads;
   auto run = [&](int64_t begin, int64_t end) {
