@@ -14,6 +14,8 @@
 #                                 scripts/gpu_check.sh
 # Exit status: 0 every check passed, 1 some failed, 2 no GPU on this machine.
 # QUICK=1 benchmarks 4 layers instead of 32 (a smoke run).
+# GC_STEPS picks steps (default: all of "build tests backend bench peer streams");
+# GC_JOBS sets the build's parallelism (default: every core).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -34,6 +36,8 @@ OUT=${OUT:-$ROOT/gpu_check_out}
 mkdir -p "$OUT"
 SUMMARY=()   # "step|result|detail"
 FAILED=0
+GC_STEPS=" ${GC_STEPS:-build tests backend bench peer streams} "
+want() { [[ "$GC_STEPS" == *" $1 "* ]]; }
 record() { SUMMARY+=("$1|$2|$3"); [ "$2" = PASS ] || FAILED=1; echo "[gpu_check] $1: $2 $3"; }
 # step NAME TIMEOUT_S LOG COMMAND...: runs it with a time limit, output to LOG and the console.
 step() {
@@ -60,17 +64,19 @@ SHARED=$ROOT/.gpu_check/shared
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 
 # 1. Build: the CUDA backend, its tests and benchmark, the server and its CLI.
-if step build 420 "$OUT/build.log" bash -c "
+if ! want build; then
+  :
+elif step build 420 "$OUT/build.log" bash -c "
     cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCROSSREG_CUDA=ON \
       -DCMAKE_CUDA_COMPILER=$NVCC -DCMAKE_CUDA_ARCHITECTURES=$ARCH -DCROSSREG_SHARED_DIR=$SHARED >/dev/null &&
-    cmake --build build-gpu -j $(nproc) --target crossreg_gpu_tests crossreg-bench-gpu crossreg-server crossreg \
+    cmake --build build-gpu -j ${GC_JOBS:-$(nproc)} --target crossreg_gpu_tests crossreg-bench-gpu crossreg-server crossreg \
       crossreg-generate crossreg-random-adapter crossreg_backend_selection_tests"; then
   record build PASS "sm_$ARCH"
 else
   record build FAIL "see $OUT/build.log"
 fi
 
-if [ -x build-gpu/bin/crossreg_gpu_tests ]; then
+if want tests && [ -x build-gpu/bin/crossreg_gpu_tests ]; then
   # 2. GPU tests: kernels vs CPU references, CPU-vs-CUDA logits per row, GPU exactness.
   step "gpu tests" 300 "$OUT/gpu_tests.log" ctest --test-dir build-gpu -L gpu --output-on-failure
   rc=$?
@@ -87,14 +93,16 @@ fi
 # 4. Benchmarks at Llama-3-8B shapes (random bf16 weights made on the device).
 LAYERS=32
 [ "${QUICK:-0}" = 1 ] && LAYERS=4
-if [ -x build-gpu/bin/crossreg-bench-gpu ]; then
+if want bench && [ -x build-gpu/bin/crossreg-bench-gpu ]; then
   if step "crossreg-bench-gpu" 300 "$OUT/bench_gpu.md" build-gpu/bin/crossreg-bench-gpu --layers "$LAYERS"; then
     record "crossreg-bench-gpu" PASS "$LAYERS layers, figures in $OUT/bench_gpu.md"
   else
     record "crossreg-bench-gpu" FAIL "see $OUT/bench_gpu.md"
   fi
 fi
-if python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
+if ! want peer; then
+  :
+elif python3 -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then
   if step "pytorch peer" 300 "$OUT/pytorch_peer.md" python3 engine/cuda/tools/bench_pytorch_peer.py --layers "$LAYERS"; then
     record "pytorch peer" PASS "$LAYERS layers, figures in $OUT/pytorch_peer.md"
   else
@@ -105,7 +113,7 @@ else
 fi
 
 # 5. crossreg-server --backend cuda vs --backend cpu, greedy, every mode.
-if [ -x build-gpu/bin/crossreg-server ]; then
+if want streams && [ -x build-gpu/bin/crossreg-server ]; then
   STORIES=$SHARED/models/stories260K/stories260K.gguf
   ADAPTER=$OUT/stories260K_random_adapter
   build-gpu/bin/crossreg-random-adapter --model "$STORIES" --out "$ADAPTER" --rank 8 >/dev/null 2>&1

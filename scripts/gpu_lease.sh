@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# One GPU lease (30 minutes of device time) spent as three device-tool calls, each under its
+# 10-minute limit, with the GPU's training and the CPU's build/checks side by side:
+#   train  the default base model's pretraining on the GPU (scripts/pretrain_default.sh) while
+#          the CPU builds the CUDA tree (niced, 12 jobs) and then runs the GPU tests and the
+#          backend-selection test (scripts/gpu_check.sh "build tests backend"): tests check
+#          correctness, not time, so sharing the GPU with training costs them nothing.
+#   distill  the adapter's distillation (scripts/distill_default.sh) while the CUDA-built
+#          server is compared with the CPU server, greedy, every mode (gpu_check "streams").
+#          Needs the warm machine of `train` (its base model and build stay there); call it
+#          within the 30 s the machine stays warm.
+#   bench  crossreg-bench-gpu and the PyTorch eager peer at Llama-3-8B shapes, alone on the
+#          GPU (timings).
+# Each stage returns at most 8 files: training's shards and tarballs, plus lease-<stage>.tar.gz
+# with every log. Device tool calls (carry lists keep the tree under 64 MiB: the corpus and
+# .devdeps do not fit beside models/default, which `train` does not need):
+#   run(carry=["training/data/corpus", ".devdeps", ".gpu_check"], command="scripts/gpu_lease.sh train")
+#   run(command="scripts/gpu_lease.sh distill")
+#   run(command="scripts/gpu_lease.sh bench")
+set -uo pipefail
+cd "$(dirname "$0")/.."
+: "${OUT:?the device tool sets OUT}"
+stage=${1:?usage: gpu_lease.sh train|distill|bench}
+LOGS=/tmp/lease-$stage
+rm -rf "$LOGS" && mkdir -p "$LOGS"
+echo "[lease] $stage on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)," \
+     "$(nproc) cores, python3 $(python3 -c 'import torch; print("torch", torch.__version__)' 2>&1)"
+
+pack_logs() {
+  tar czf "$OUT/lease-$stage.tar.gz" -C "$LOGS" . 2>/dev/null
+  for f in "$LOGS"/check/summary.md; do [ -f "$f" ] && cat "$f"; done
+  ls -la "$OUT"
+}
+
+case "$stage" in
+  train)
+    (GC_STEPS="build tests backend" GC_JOBS=12 OUT=$LOGS/check timeout 560 nice -n 10 \
+       scripts/gpu_check.sh >"$LOGS/check.out" 2>&1) &
+    check=$!
+    TIME_BUDGET_S=${PRETRAIN_BUDGET_S:-520} RETURN_DIR=$OUT timeout 585 scripts/pretrain_default.sh
+    echo "[lease] pretrain exit $?"
+    wait "$check"; echo "[lease] gpu_check exit $?"
+    tail -5 "$LOGS/check.out"
+    pack_logs
+    ;;
+  distill)
+    if [ ! -f training/runs/pretrain/model/config.json ]; then
+      echo "[lease] no base model at training/runs/pretrain/model: this machine is not train's" >&2
+      exit 3
+    fi
+    (GC_STEPS="streams" OUT=$LOGS/check timeout 560 nice -n 10 \
+       scripts/gpu_check.sh >"$LOGS/check.out" 2>&1) &
+    check=$!
+    TIME_BUDGET_S=${DISTILL_BUDGET_S:-520} RETURN_DIR=$OUT timeout 585 scripts/distill_default.sh
+    echo "[lease] distill exit $?"
+    wait "$check"; echo "[lease] gpu_check exit $?"
+    pack_logs
+    ;;
+  bench)
+    GC_STEPS="${BENCH_STEPS:-bench peer}" OUT=$LOGS/check timeout 560 scripts/gpu_check.sh \
+      >"$LOGS/check.out" 2>&1
+    echo "[lease] gpu_check exit $?"
+    pack_logs
+    ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench" >&2; exit 2 ;;
+esac
