@@ -65,8 +65,21 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   }
   if (any_bf16) {
     x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
-    tiles_bf16 = make_tiles(internal::PackRowTilesBf16(x, in, plan, x_bf16.data(), level >= SimdLevel::kAvx512),
-                            x_bf16.data(), sizeof(uint32_t));
+    const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
+    const bool avx512 = level >= SimdLevel::kAvx512;
+    // The buffer is this thread's: take its address here, not inside the workers.
+    uint32_t* const packed = x_bf16.data();
+    auto pack = [&](int64_t begin, int64_t end) {
+      internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
+    };
+    // Prefill's hundreds of rows take ~5% of a linear layer to round and pack, too much to
+    // leave to one core; decode's few rows would pay more for the round trip than they save.
+    if (rows > kStreamingRows && pool.num_threads() > 1) {
+      pool.ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
+    } else {
+      pack(0, static_cast<int64_t>(plan.size()));
+    }
+    tiles_bf16 = make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
   std::vector<PanelArgs> args(static_cast<size_t>(count));
   std::vector<int64_t> first_panel(static_cast<size_t>(count) + 1, 0);

@@ -52,5 +52,10 @@ std::vector<int64_t> PackRowTilesF32(const float* x, int64_t in, const std::vect
                                      float* out);
 std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
                                       uint32_t* out, bool avx512);
+// The same in two halves, so that prefill can pack its many tiles on every core: each
+// tile's start, then tiles [begin, end) packed at those starts (tiles are independent).
+std::vector<int64_t> RowTileStartsBf16(int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles);
+void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                           const std::vector<int64_t>& starts, uint32_t* out, bool avx512, int64_t begin, int64_t end);
 
 }  // namespace crossreg::cpu::internal

@@ -33,27 +33,42 @@ std::vector<int64_t> PackRowTilesF32(const float* x, int64_t in, const std::vect
 // Rounds to bf16 (nearest even) the way F32ToBf16 does; packs tiles of pairs.
 void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out);
 
-std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
-                                      uint32_t* out, bool avx512) {
+std::vector<int64_t> RowTileStartsBf16(int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles) {
   std::vector<int64_t> starts;
-  const int64_t steps = (in + 1) / 2;
   int64_t offset = 0;
-  for (const auto& [first, rows] : tiles) {
+  for (const auto& tile : tiles) {
     starts.push_back(offset);
+    offset += (in + 1) / 2 * tile.second;
+  }
+  return starts;
+}
+
+void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                           const std::vector<int64_t>& starts, uint32_t* out, bool avx512, int64_t begin,
+                           int64_t end) {
+  const int64_t steps = (in + 1) / 2;
+  for (int64_t t = begin; t < end; ++t) {
+    const auto [first, rows] = tiles[static_cast<size_t>(t)];
+    uint32_t* tile_out = out + starts[static_cast<size_t>(t)];
     if (avx512) {
-      PackRowTilesBf16Avx512(x, in, first, rows, out + offset);
-    } else {
-      for (int64_t p = 0; p < steps; ++p) {
-        for (int64_t r = 0; r < rows; ++r) {
-          const float* xr = x + (first + r) * in;
-          const uint32_t lo = F32ToBf16(xr[2 * p]);
-          const uint32_t hi = 2 * p + 1 < in ? F32ToBf16(xr[2 * p + 1]) : 0;
-          out[offset + p * rows + r] = lo | (hi << 16);
-        }
+      PackRowTilesBf16Avx512(x, in, first, rows, tile_out);
+      continue;
+    }
+    for (int64_t p = 0; p < steps; ++p) {
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + (first + r) * in;
+        const uint32_t lo = F32ToBf16(xr[2 * p]);
+        const uint32_t hi = 2 * p + 1 < in ? F32ToBf16(xr[2 * p + 1]) : 0;
+        tile_out[p * rows + r] = lo | (hi << 16);
       }
     }
-    offset += steps * rows;
   }
+}
+
+std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                                      uint32_t* out, bool avx512) {
+  std::vector<int64_t> starts = RowTileStartsBf16(in, tiles);
+  PackRowTilesBf16Range(x, in, tiles, starts, out, avx512, 0, static_cast<int64_t>(tiles.size()));
   return starts;
 }
 

@@ -116,6 +116,25 @@ TEST_P(LinearKernelTest, RowResultDoesNotDependOnRowsThreadsOrLayersBesideIt) {
   }
 }
 
+// Prefill-sized inputs: more rows than a decode step, so three threads share the packing
+// of the activations' row tiles as well as the panels. Every row's bits equal the row alone
+// on one thread (odd `in`: the last bf16 pair is half padding).
+TEST_P(LinearKernelTest, PrefillRowsPackedByEveryThreadMatchOneRowOnOneThread) {
+  Rng rng(6);
+  ThreadPool one(1), three(3);
+  const int64_t in = 129, out = 70, rows = 131;
+  auto w = MakeWeight(dtype(), out, in, rng);
+  const PackedWeights packed = PackedWeights::Pack(w.ref);
+  const auto x = RandomRows(rows, in, rng);
+  std::vector<float> batched(static_cast<size_t>(rows * out), -7.0f);
+  Linear(packed, x.data(), rows, batched.data(), three, level());
+  for (int64_t r = 0; r < rows; ++r) {
+    std::vector<float> alone(static_cast<size_t>(out));
+    Linear(packed, x.data() + r * in, 1, alone.data(), one, level());
+    ASSERT_EQ(std::memcmp(alone.data(), batched.data() + r * out, sizeof(float) * out), 0) << "row " << r;
+  }
+}
+
 std::vector<Params> AllParams() {
   std::vector<Params> out;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
