@@ -23,8 +23,9 @@ ROOT=$PWD
 if [ "${1:-}" = pack ]; then
   set -e
   ../shared/tools/device-deps.sh .devdeps
-  # Beyond that list: cpp-httplib (the server's HTTP endpoints) and what it links.
-  (cd .devdeps && apt-get download libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 >/dev/null)
+  # Beyond that list: cpp-httplib (the server's HTTP endpoints) and what it links, and
+  # civetweb's CMake config, which prometheus-cpp's CMake config asks for.
+  (cd .devdeps && apt-get download libcpp-httplib-dev libcpp-httplib0.11 libbrotli-dev libbrotli1 libcivetweb-dev >/dev/null)
   rm -rf .gpu_check && mkdir -p .gpu_check/shared/models
   cp -r ../shared/models/stories260K .gpu_check/shared/models/
   du -sh .devdeps .gpu_check

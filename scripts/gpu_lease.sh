@@ -11,12 +11,18 @@
 #          within the 30 s the machine stays warm.
 #   bench  crossreg-bench-gpu and the PyTorch eager peer at Llama-3-8B shapes, alone on the
 #          GPU (timings).
+#   prebuilt  no build on the device: the GPU tests, both benchmarks and the stories260K
+#          server comparison with binaries built here (build-cuda, copied and stripped into
+#          .gpubin), about 1 minute. Used on 2026-11-23 (docs/cuda.md).
 # Each stage returns at most 8 files: training's shards and tarballs, plus lease-<stage>.tar.gz
 # with every log. Device tool calls (carry lists keep the tree under 64 MiB: the corpus and
-# .devdeps do not fit beside models/default, which `train` does not need):
+# .devdeps do not fit beside models/default, which `train` does not need: move it aside first):
 #   run(carry=["training/data/corpus", ".devdeps", ".gpu_check"], command="scripts/gpu_lease.sh train")
 #   run(command="scripts/gpu_lease.sh distill")
 #   run(command="scripts/gpu_lease.sh bench")
+#   here: mkdir -p .gpubin && cp build-cuda/bin/{crossreg_gpu_tests,crossreg-bench-gpu,crossreg-server,\
+#         crossreg,crossreg-generate,crossreg-random-adapter} .gpubin/ && strip .gpubin/*
+#   run(carry=[".devdeps", ".gpu_check", ".gpubin"], command="scripts/gpu_lease.sh prebuilt")
 set -uo pipefail
 cd "$(dirname "$0")/.."
 : "${OUT:?the device tool sets OUT}"
@@ -62,5 +68,33 @@ case "$stage" in
     echo "[lease] gpu_check exit $?"
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench" >&2; exit 2 ;;
+  prebuilt)
+    # Binaries built on the CPU machine (build-cuda, sm_80+sm_90, same Debian libraries as
+    # .devdeps) carried as .gpubin: no device time spent compiling. The tests look for the
+    # shared data at the path compiled in (/work/shared); .gpu_check carries stories260K.
+    source .devdeps/activate.sh
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    done
+    for lib in $(ldd .gpubin/crossreg_gpu_tests | awk '/not found/{print $1}'); do
+      d=$(find /usr/local /opt -name "$lib" 2>/dev/null | head -1)
+      [ -n "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$d")" && echo "[lease] $lib in $d"
+    done
+    [ -e /work/shared ] || { mkdir -p /work && ln -s "$PWD/.gpu_check/shared" /work/shared; }
+    B=.gpubin
+    ldd $B/crossreg_gpu_tests | grep -i "not found"
+    timeout 200 $B/crossreg_gpu_tests 2>&1 | tee "$LOGS/gpu_tests.log" | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) *\]|tests ran|Failure|error" | tail -60
+    echo "[lease] gpu tests exit ${PIPESTATUS[0]}"
+    timeout 170 $B/crossreg-bench-gpu --layers 32 2>&1 | tee "$LOGS/bench_gpu.md"
+    echo "[lease] bench exit ${PIPESTATUS[0]}"
+    timeout 120 python3 engine/cuda/tools/bench_pytorch_peer.py --layers 32 2>&1 | tee "$LOGS/pytorch_peer.md"
+    echo "[lease] peer exit ${PIPESTATUS[0]}"
+    STORIES=/work/shared/models/stories260K/stories260K.gguf
+    $B/crossreg-random-adapter --model "$STORIES" --out "$LOGS/adapter" --rank 8 >/dev/null 2>&1
+    timeout 90 python3 scripts/compare_backends.py --bin $B --model "$STORIES" --adapter "$LOGS/adapter" \
+      --backends cuda,cpu --max_tokens 64 2>&1 | tee "$LOGS/streams_stories260K.md" | tail -8
+    echo "[lease] streams exit ${PIPESTATUS[0]}"
+    pack_logs
+    ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt" >&2; exit 2 ;;
 esac
