@@ -45,6 +45,47 @@ def heldout_prompts(corpus_root, holdout_pct, count, max_chars):
     return prompts[:count]
 
 
+def packed_heldout_prompts(corpus_dir, count, max_chars):
+    """The same prompts, cut from the held-out stream of a packed corpus (scripts/build_corpus.sh):
+    its documents are `<|bos|> file <|eos|>` in manifest order, so each decoded document is
+    matched to its manifest row by sha256 (a document that does not match is skipped)."""
+    import hashlib
+    from training import packed_corpus
+    from training.tokenizer import ByteBPETokenizer
+    meta, tok_path, streams = packed_corpus.load(corpus_dir, ("heldout",))
+    tok = ByteBPETokenizer.load(tok_path)
+    bos, eos = meta["tokenizer"]["specials"]["<|bos|>"], meta["tokenizer"]["specials"]["<|eos|>"]
+    with open(os.path.join(corpus_dir, "manifest.tsv")) as fh:
+        rows = [line.rstrip("\n").split("\t") for line in fh][1:]
+    names = {r[0]: f"{r[3]}:{r[4]}" for r in rows if r[2] == "heldout"}
+    ids = streams["heldout"].tolist()
+    docs, start = [], None
+    for i, t in enumerate(ids):
+        if t == bos:
+            start = i + 1
+        elif t == eos and start is not None:
+            docs.append(ids[start:i])
+            start = None
+    named = []
+    for doc in docs:
+        text = tok.decode(doc)
+        name = names.get(hashlib.sha256(text.encode()).hexdigest())
+        if name is not None:
+            named.append((hashlib.sha256(name.encode()).hexdigest(), name, text))
+    # One prompt per file, files in the order of their name's hash: spread over the packages
+    # rather than the alphabet's first few.
+    prompts = []
+    for _, name, text in sorted(named):
+        lines = text.splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if i >= 15 and line.lstrip().startswith("def ") and line.rstrip().endswith(":"):
+                prompts.append({"file": name, "line": i + 1, "text": "".join(lines[: i + 1])[-max_chars:]})
+                break
+        if len(prompts) >= count:
+            break
+    return prompts
+
+
 def write_untrained_adapter(model_dir, trained_adapter, out_dir):
     """The trained adapter's shape with PEFT's initial state (B = 0): Q = base on the rows."""
     import torch
@@ -101,6 +142,9 @@ def main():
     ap.add_argument("--binary", default=os.path.join(ROOT, "build/bin/crossreg-generate"))
     ap.add_argument("--corpus-root", default="/usr/lib/python3.11")
     ap.add_argument("--holdout-pct", type=float, default=5.0)
+    ap.add_argument("--packed-corpus", default=None,
+                    help="take the prompts from this packed corpus's held-out stream "
+                         "(training/data/corpus) instead of --corpus-root's files")
     ap.add_argument("--prompts", type=int, default=12)
     ap.add_argument("--max-chars", type=int, default=1200, help="prompt length cap (characters)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
@@ -109,7 +153,10 @@ def main():
     args = ap.parse_args()
     adapter = args.adapter or os.path.join(args.model, "adapter")
 
-    prompts = heldout_prompts(args.corpus_root, args.holdout_pct, args.prompts, args.max_chars)
+    if args.packed_corpus:
+        prompts = packed_heldout_prompts(args.packed_corpus, args.prompts, args.max_chars)
+    else:
+        prompts = heldout_prompts(args.corpus_root, args.holdout_pct, args.prompts, args.max_chars)
     print(f"[acceptance] {len(prompts)} held-out prompts from {len({p['file'] for p in prompts})} files", flush=True)
     untrained = tempfile.mkdtemp(prefix="crossreg-untrained-adapter-")
     write_untrained_adapter(args.model, adapter, untrained)
