@@ -89,7 +89,7 @@ def main():
     p.add_argument("--layers", type=int, default=32)
     p.add_argument("--context", type=int, default=512)
     p.add_argument("--batches", default="1,8,32")
-    p.add_argument("--gammas", default="4,8,16")
+    p.add_argument("--gammas", default="4,8,16,30")
     p.add_argument("--accepted", type=int, default=2)
     p.add_argument("--iters", type=int, default=20)
     args = p.parse_args()

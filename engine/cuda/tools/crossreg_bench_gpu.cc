@@ -3,7 +3,7 @@
 // ((weight + K/V bytes) / measured device-to-device copy bandwidth), and the cost of
 // a Cross-Regression forward (1 + m control rows and γ predictive rows per
 // sequence) relative to the AR forward.
-//   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16]
+//   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16,30]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,7 +23,8 @@
 ABSL_FLAG(int, layers, 32, "Decoder layers (Llama-3-8B has 32; fewer for a quick run)");
 ABSL_FLAG(int, context, 512, "Cached tokens per sequence before the timed forwards");
 ABSL_FLAG(std::vector<std::string>, batches, std::vector<std::string>({"1", "8", "32"}), "Sequences per forward");
-ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"4", "8", "16"}), "Predictive rows per sequence");
+ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"4", "8", "16", "30"}),
+          "Predictive rows per sequence (30: 1 + m + 30 = 33 rows, issue 11's T(33)/T(1))");
 ABSL_FLAG(int, accepted, 2, "m: drafts accepted last step, fed as extra control rows (1 + m control rows)");
 ABSL_FLAG(int, rank, 16, "LoRA rank of the random predictive-stream adapter");
 ABSL_FLAG(int, iters, 20, "Timed forwards per figure (after 3 warm-up forwards)");
