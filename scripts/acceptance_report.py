@@ -22,6 +22,18 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
 
+def def_prompts(name, lines, limit, max_chars):
+    """Prefixes of a file that end at its first `limit` `def ...:` lines past the imports
+    (line 16 on): the model then writes a function body."""
+    out = []
+    for i, line in enumerate(lines):
+        if i >= 15 and line.lstrip().startswith("def ") and line.rstrip().endswith(":"):
+            out.append({"file": name, "line": i + 1, "text": "".join(lines[: i + 1])[-max_chars:]})
+            if len(out) == limit:
+                break
+    return out
+
+
 def heldout_prompts(corpus_root, holdout_pct, count, max_chars):
     """Prefixes of held-out files that end just after a `def` line: the model writes a body."""
     from training.common import is_heldout, list_corpus  # same split as the trainer
@@ -31,15 +43,7 @@ def heldout_prompts(corpus_root, holdout_pct, count, max_chars):
         with open(os.path.join(corpus_root, rel), encoding="utf-8", errors="replace") as fh:
             lines = fh.read().splitlines(keepends=True)
         # Up to two prompts per file, at the first `def` lines past the imports.
-        taken = 0
-        for i, line in enumerate(lines):
-            if i < 15 or not line.lstrip().startswith("def ") or not line.rstrip().endswith(":"):
-                continue
-            text = "".join(lines[: i + 1])[-max_chars:]
-            prompts.append({"file": rel, "line": i + 1, "text": text})
-            taken += 1
-            if taken == 2:
-                break
+        prompts += def_prompts(rel, lines, 2, max_chars)
         if len(prompts) >= count:
             break
     return prompts[:count]
@@ -76,11 +80,7 @@ def packed_heldout_prompts(corpus_dir, count, max_chars):
     # rather than the alphabet's first few.
     prompts = []
     for _, name, text in sorted(named):
-        lines = text.splitlines(keepends=True)
-        for i, line in enumerate(lines):
-            if i >= 15 and line.lstrip().startswith("def ") and line.rstrip().endswith(":"):
-                prompts.append({"file": name, "line": i + 1, "text": "".join(lines[: i + 1])[-max_chars:]})
-                break
+        prompts += def_prompts(name, text.splitlines(keepends=True), 1, max_chars)
         if len(prompts) >= count:
             break
     return prompts

@@ -46,14 +46,13 @@ void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
 
 // Row tiles of x (rows x in, f32, row stride in) into `out`, transposed as above:
 // f32 values, or bf16 pairs rounded to nearest even (K padded with zeros to whole pairs;
-// identical bits on every path). Tiles follow each other in `out`; returns each tile's
-// start (in elements of 4 bytes).
+// identical bits on every path). Tiles follow each other in `out`; the f32 packer returns
+// each tile's start (in elements of 4 bytes).
 std::vector<int64_t> PackRowTilesF32(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
                                      float* out);
-std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
-                                      uint32_t* out, bool avx512);
-// The same in two halves, so that prefill can pack its many tiles on every core: each
-// tile's start, then tiles [begin, end) packed at those starts (tiles are independent).
+// The bf16 packer comes in two halves, so that prefill can pack its many tiles on every
+// core: each tile's start, then tiles [begin, end) packed at those starts (tiles are
+// independent).
 std::vector<int64_t> RowTileStartsBf16(int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles);
 void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
                            const std::vector<int64_t>& starts, uint32_t* out, bool avx512, int64_t begin, int64_t end);

@@ -65,13 +65,6 @@ void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pa
   }
 }
 
-std::vector<int64_t> PackRowTilesBf16(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
-                                      uint32_t* out, bool avx512) {
-  std::vector<int64_t> starts = RowTileStartsBf16(in, tiles);
-  PackRowTilesBf16Range(x, in, tiles, starts, out, avx512, 0, static_cast<int64_t>(tiles.size()));
-  return starts;
-}
-
 void PanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
   const PackedWeights& w = *a.w;
   const int64_t steps = w.k_steps();
