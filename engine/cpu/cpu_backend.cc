@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/kv_store.h"
 #include "engine/cpu/linear.h"
 #include "engine/cpu/lora_delta.h"
 #include "engine/cpu/ops.h"
@@ -66,37 +67,36 @@ class CpuBackend final : public Backend {
     return v_store_.data() +
            (static_cast<size_t>(layer) * LayerSlots() + static_cast<size_t>(slot)) * cfg_.kv_dim() * ElementBytes();
   }
-  // One row's K or V into the cache, in lanes within each block
-  // (cpu::KvLayout::kBlockTransposed): element (kv_head, d) of a block's positions is
-  // contiguous, so attention covers 16 positions per vector op.
-  void StoreTransposed(const float* src, unsigned char* layer_base, int64_t slot) {
-    const int64_t bs = kv_cfg_.block_size, hd = cfg_.head_dim, kvh = cfg_.num_kv_heads;
-    const int64_t base = (slot / bs) * kvh * hd * bs + slot % bs;
-    for (int64_t i = 0; i < kvh * hd; ++i) {  // i = kv_head * hd + d
-      const int64_t at = base + i * bs;
-      if (kv_dtype_ == KvDtype::kF32) {
-        reinterpret_cast<float*>(layer_base)[at] = src[i];
-      } else {
-        reinterpret_cast<uint16_t*>(layer_base)[at] = F32ToBf16(src[i]);
-      }
-    }
-  }
   // The rows one thread computes, and the pool its ops may use: every row with the
   // backend's pool, or (row-split forward) one thread's share with a pool of one.
   struct RowSlice {
     int64_t begin = 0, end = 0;
     cpu::ThreadPool* pool = nullptr;
     cpu::SpinBarrier* barrier = nullptr;  // row-split: the other threads, met around each K/V store
+    int thread = 0, threads = 1;          // row-split: this thread's index among them
     std::vector<int64_t> pred_rows;  // its predictive rows (indices into the whole batch)
     int64_t rows() const { return end - begin; }
   };
-  // Row r's K and V (this layer's) into the cache at its slot.
-  void StoreKv(int layer, const ForwardPlan& plan, int64_t r) {
-    const int64_t kvd = cfg_.kv_dim();
-    const int64_t slot = plan.slots[static_cast<size_t>(r)];
-    StoreTransposed(k_.data() + r * kvd, KeyAt(layer, 0), slot);
-    StoreTransposed(v_.data() + r * kvd, ValueAt(layer, 0), slot);
+  // Elements [i_begin, i_end) of every control row's K and V (this layer's) into the
+  // cache at the rows' slots (engine/cpu/kv_store.h).
+  void StoreKv(int layer, const ForwardPlan& plan, int64_t i_begin, int64_t i_end) {
+    cpu::KvStoreArgs a{.src = k_.data(), .src_stride = cfg_.kv_dim(), .slots = plan.slots.data(), .rows = plan.rows,
+                       .width = cfg_.kv_dim(), .block_size = kv_cfg_.block_size,
+                       .bf16 = kv_dtype_ == KvDtype::kBf16, .cache = KeyAt(layer, 0)};
+    cpu::StoreKvRows(a, i_begin, i_end, simd_);
+    a.src = v_.data();
+    a.cache = ValueAt(layer, 0);
+    cpu::StoreKvRows(a, i_begin, i_end, simd_);
   }
+  // Share t of `parts` of the elements, in whole vectors of 16.
+  std::pair<int64_t, int64_t> ElementShare(int t, int parts) const {
+    const int64_t width = cfg_.kv_dim();
+    const int64_t vectors = (width + 15) / 16;
+    return {std::min(width, vectors * t / parts * 16), std::min(width, vectors * (t + 1) / parts * 16)};
+  }
+  // Row elements of K/V from which a store is split between the threads: below it the
+  // parallel region (~1.5 µs) costs more than the store.
+  static constexpr int64_t kParallelStoreElements = int64_t{1} << 13;
   // Runs fn(row) for every row of the slice: across the pool's threads when there is
   // enough work (rows x width elements), else here. Per-row ops never mix rows, so the
   // split does not change any result.
@@ -112,15 +112,20 @@ class CpuBackend final : public Backend {
   }
   // Whether this forward's rows are split between the threads, each running every
   // layer on its share (meeting around each layer's K/V store), instead of splitting
-  // each op: for small
-  // models, whose ops are too short to pay for a parallel region each.
-  // Measured on 2 Zen 5 cores (docs/benchmarks.md): stories260K (1 MB) gains from 8
-  // rows on, the 22 MB default model from 16 (at 8 it is a wash: each core then reads
-  // all 22 MB for 4 rows).
+  // each op. Measured on 2 Zen 5 cores (docs/benchmarks.md): stories260K (1 MB) gains
+  // from 8 rows on; the 45 MB default model from 16 (T(16) 1.83 -> 1.57-1.67 ms, T(32)
+  // 3.6 -> 2.6-2.7 ms); the 219 MB ~110M model loses at 16-24 rows (each core streams
+  // every weight for its few rows: T(16) 6.8 -> 9.6 ms), breaks even at 32 and gains from
+  // 48 (19.9 -> 17.5 ms; 64 rows 27.2 -> 22.6 ms), where the per-op path's parallel regions
+  // and cross-core hand-offs outweigh the second read of each weight (the cores run the
+  // same layer at once, so it mostly hits the shared L3). Prefill-sized forwards stay per
+  // op: their rows' attention grows along the prompt, and the per-op path balances it.
   bool SplitRows(int64_t rows) const {
-    if (pool_.num_threads() == 1 || weight_bytes_ > row_split_max_weight_bytes_) return false;
-    const int64_t min_rows_per_thread = weight_bytes_ <= (int64_t{4} << 20) ? 4 : 8;
-    return rows >= min_rows_per_thread * pool_.num_threads();
+    if (pool_.num_threads() == 1 || row_split_max_weight_bytes_ <= 0) return false;
+    const int64_t per_thread = rows / pool_.num_threads();
+    if (weight_bytes_ <= (int64_t{4} << 20)) return per_thread >= 4;
+    if (weight_bytes_ <= row_split_max_weight_bytes_) return per_thread >= 8;
+    return per_thread >= 24 && per_thread <= 64;
   }
   // Every linear weight (and the adapter's A and B) into the kernels' panel layout.
   void PackWeights();
@@ -239,7 +244,7 @@ void CpuBackend::ComputeRowSplit(const ForwardPlan& plan, std::vector<float>& lo
   cpu::SpinBarrier barrier(threads);
   pool_.ParallelFor(threads, 1, [&](int64_t t, int64_t) {
     RowSlice s{.begin = plan.rows * t / threads, .end = plan.rows * (t + 1) / threads, .pool = &serial_,
-               .barrier = &barrier, .pred_rows = {}};
+               .barrier = &barrier, .thread = static_cast<int>(t), .threads = threads, .pred_rows = {}};
     for (int32_t r : plan.predictive_rows) {
       if (r >= s.begin && r < s.end) s.pred_rows.push_back(r);
     }
@@ -309,26 +314,30 @@ void CpuBackend::RunLayer(int layer, const ForwardPlan& plan, const RowSlice& s)
                    sin_.data() + r * half);
     cpu::ApplyRope(k_.data() + r * kvd, cfg_.num_kv_heads, cfg_.head_dim, cos_.data() + r * half,
                    sin_.data() + r * half);
-    // Control rows append to the cache before attention, so a row sees the earlier
-    // rows of its own sequence in this batch; predictive rows keep K/V for this layer only.
+    // Predictive rows keep K/V for this layer only; control rows go to the cache below.
     if (plan.predictive(static_cast<int>(r))) {
       std::copy_n(k_.data() + r * kvd, kvd, pred_k + r * kvd);
       std::copy_n(v_.data() + r * kvd, kvd, pred_v + r * kvd);
-    } else if (s.barrier == nullptr) {
-      StoreKv(layer, plan, r);
     }
   });
+  // Control rows append to the cache before attention, so a row sees the earlier rows
+  // of its own sequence in this batch. Keys in lanes put neighbouring slots in one
+  // cache line, so the threads split the store by elements (lines), never by rows.
   if (s.barrier != nullptr) {
-    // Row-split: one thread stores every row's K/V, once all are computed, and no row
-    // attends before it is done. Keys in lanes put neighbouring slots in one cache
-    // line, so stores from two threads would pass the lines back and forth.
+    // Row-split: every row's K/V must be computed before any is stored, and stored
+    // before any row attends.
     s.barrier->Wait();
-    if (s.begin == 0) {
-      for (int64_t r = 0; r < plan.rows; ++r) {
-        if (!plan.predictive(static_cast<int>(r))) StoreKv(layer, plan, r);
-      }
-    }
+    const auto [i0, i1] = ElementShare(s.thread, s.threads);
+    StoreKv(layer, plan, i0, i1);
     s.barrier->Wait();
+  } else if (s.rows() * kvd >= kParallelStoreElements && s.pool->num_threads() > 1) {
+    const int parts = s.pool->num_threads();
+    s.pool->ParallelFor(parts, 1, [&](int64_t t, int64_t) {
+      const auto [i0, i1] = ElementShare(static_cast<int>(t), parts);
+      StoreKv(layer, plan, i0, i1);
+    });
+  } else {
+    StoreKv(layer, plan, 0, kvd);
   }
   Attention(layer, plan, s);
   Linear({{&pw.wo, LoraTarget::kO, proj_.data()}}, layer, att_.data(), s);

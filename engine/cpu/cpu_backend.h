@@ -24,11 +24,13 @@ struct CpuBackendOptions {
   cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16;
   KvDtype kv_dtype = KvDtype::kF32;  // element type of the K/V storage
   // Models whose weights (bytes read per forward) are at most this split a forward of
-  // enough rows between the threads, each running every layer on its share of the rows
-  // (the threads meet around each layer's K/V store), instead of splitting every op: their ops are too short to
-  // pay for a parallel region each, and each core reading all of so few weights costs
-  // little. Results are the same either way (bitwise). 0: never.
-  int64_t row_split_max_weight_bytes = int64_t{32} << 20;
+  // 8 or more rows per thread between the threads, each running every layer on its
+  // share of the rows (the threads meet around each layer's K/V store), instead of
+  // splitting every op: their ops are too short to pay for a parallel region each, and
+  // each core reading all of so few weights costs little. Larger models split only
+  // forwards of 24 to 64 rows per thread (engine/cpu/cpu_backend.cc, SplitRows).
+  // Results are the same either way (bitwise). 0: never split.
+  int64_t row_split_max_weight_bytes = int64_t{64} << 20;
 };
 
 // `model` (and the adapter) must outlive the backend.

@@ -5,6 +5,7 @@
 // Compiled with -mavx512f etc.; called only after run-time detection.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -87,6 +88,29 @@ inline void ScaledQuery(const PagedAttentionArgs& a, int64_t r, int h, float* qs
   for (int d = 0; d < a.head_dim; ++d) qs[d] = qp[d] * a.scale;
 }
 
+// Blocks of the paged cache asked for ahead of the one being read. After a forward has
+// streamed the weights, a layer's K/V are in DRAM, and one head's walk over its blocks
+// (a dependent chain per block) would wait on each miss in turn: asking a few blocks
+// ahead keeps the misses in flight together.
+inline constexpr int64_t kPrefetchBlocks = 4;
+
+// Every cache line of one (block, kv head) of K or V: head_dim x block_size elements,
+// contiguous in the block-transposed layout.
+template <typename T>
+inline void PrefetchBlock(const PagedAttentionArgs& a, const T* cache, const int32_t* table, int kv_head,
+                          int64_t block_index, int hint) {
+  const int64_t elements = int64_t{a.head_dim} * a.block_size;
+  const char* p = reinterpret_cast<const char*>(cache + (int64_t{table[block_index]} * a.num_kv_heads + kv_head) * elements);
+  const int64_t bytes = elements * static_cast<int64_t>(sizeof(T));
+  for (int64_t off = 0; off < bytes; off += 64) {
+    if (hint == _MM_HINT_T0) {
+      _mm_prefetch(p + off, _MM_HINT_T0);
+    } else {
+      _mm_prefetch(p + off, _MM_HINT_T1);
+    }
+  }
+}
+
 // Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
 // head, keys in lanes: each key vector is loaded once and multiplied into every row's
 // accumulators, so the rows' FMA chains run side by side instead of one latency-bound
@@ -101,7 +125,14 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   int64_t n_max = 0;
   for (int i = 0; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   const T* kt = static_cast<const T*>(a.k_cache);
+  const T* vt = static_cast<const T*>(a.v_cache);
+  const int64_t blocks = (n_max + bs - 1) / bs;
+  for (int64_t b = 0; b < std::min(blocks, kPrefetchBlocks); ++b) PrefetchBlock(a, kt, table, kv_head, b, _MM_HINT_T0);
   for (int64_t t0 = 0; t0 < n_max; t0 += bs) {
+    // The keys a few blocks ahead, and this block's values for the weighted sum (to L2:
+    // a long context's values outgrow L1 before the sum reads them).
+    if (t0 / bs + kPrefetchBlocks < blocks) PrefetchBlock(a, kt, table, kv_head, t0 / bs + kPrefetchBlocks, _MM_HINT_T0);
+    PrefetchBlock(a, vt, table, kv_head, t0 / bs, _MM_HINT_T1);
     const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_head) * hd) * bs;
     const int64_t t1 = std::min<int64_t>(n_max, t0 + bs);
     for (int64_t t = t0; t < t1; t += 16) {
