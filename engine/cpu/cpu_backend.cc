@@ -86,6 +86,8 @@ class CpuBackend final : public Backend {
     cpu::StoreKvRows(a, i_begin, i_end, simd_);
     a.src = v_.data();
     a.cache = ValueAt(layer, 0);
+    a.value_rows = true;
+    a.head_dim = cfg_.head_dim;
     cpu::StoreKvRows(a, i_begin, i_end, simd_);
   }
   // Share t of `parts` of the elements, in whole vectors of 16.
@@ -162,7 +164,9 @@ class CpuBackend final : public Backend {
   std::vector<PackedLayer> layers_;
   cpu::PackedWeights output_;
   std::vector<float> inv_freq_;  // head_dim/2
-  std::vector<unsigned char> k_store_;  // [layer][slot][kv_dim], f32 or bf16 elements
+  // Per layer, num_blocks blocks of block_size slots x kv_dim elements (f32 or bf16),
+  // keys and values each in their layout within a block (engine/cpu/kv_store.h).
+  std::vector<unsigned char> k_store_;
   std::vector<unsigned char> v_store_;
 
   // Per-forward scratch, rows x width.

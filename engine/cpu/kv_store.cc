@@ -1,5 +1,8 @@
 #include "engine/cpu/kv_store.h"
 
+#include <algorithm>
+#include <cstring>
+
 #include "engine/dtype.h"
 
 namespace crossreg::cpu {
@@ -22,11 +25,40 @@ void StoreRunScalar(const KvStoreArgs& a, int64_t r0, int n, int64_t i_begin, in
   }
 }
 
+// Values: each row's elements [i_begin, i_end), one contiguous piece per kv head.
+void StoreValueRows(const KvStoreArgs& a, int64_t i_begin, int64_t i_end, bool avx512) {
+  const int64_t bs = a.block_size;
+  const int64_t hd = a.head_dim;
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const int64_t slot = a.slots[r];
+    if (slot < 0) continue;
+    const float* src = a.src + r * a.src_stride;
+    const int64_t block_base = (slot / bs) * a.width * bs;
+    for (int64_t i = i_begin; i < i_end;) {
+      const int64_t head = i / hd;
+      const int64_t end = std::min(i_end, (head + 1) * hd);
+      const int64_t at = block_base + (head * bs + slot % bs) * hd + (i - head * hd);
+      if (!a.bf16) {
+        std::memcpy(static_cast<float*>(a.cache) + at, src + i, static_cast<size_t>(end - i) * sizeof(float));
+      } else if (avx512) {
+        internal::StoreBf16Avx512(src + i, end - i, static_cast<uint16_t*>(a.cache) + at);
+      } else {
+        for (int64_t e = i; e < end; ++e) static_cast<uint16_t*>(a.cache)[at + e - i] = F32ToBf16(src[e]);
+      }
+      i = end;
+    }
+  }
+}
+
 }  // namespace
 
 void StoreKvRows(const KvStoreArgs& a, int64_t i_begin, int64_t i_end, SimdLevel level) {
   if (i_begin >= i_end) return;
   const bool avx512 = ClampSimdLevel(level) >= SimdLevel::kAvx512;
+  if (a.value_rows) {
+    StoreValueRows(a, i_begin, i_end, avx512);
+    return;
+  }
   const int64_t bs = a.block_size;
   int64_t r = 0;
   while (r < a.rows) {

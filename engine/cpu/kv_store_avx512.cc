@@ -80,4 +80,11 @@ void StoreKvRunAvx512(const KvStoreArgs& a, int64_t r0, int n, int64_t i_begin, 
   }
 }
 
+void StoreBf16Avx512(const float* src, int64_t n, uint16_t* dst) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - i)) - 1u);
+    _mm256_mask_storeu_epi16(dst + i, m, ToBf16(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
+
 }  // namespace crossreg::cpu::internal

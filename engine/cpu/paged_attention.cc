@@ -20,6 +20,7 @@ struct CachedRows {
   const int32_t* table;
   const T* base;
   int kv_head;
+  bool values;  // kBlockTransposed lays keys and values out differently
   const T* slot_major(int64_t t) const {
     const int64_t slot = int64_t{table[t / a.block_size]} * a.block_size + t % a.block_size;
     return base + slot * a.num_kv_heads * a.head_dim + int64_t{kv_head} * a.head_dim;
@@ -32,6 +33,11 @@ struct CachedRows {
       return;
     }
     const int64_t block = table[t / a.block_size];
+    if (values) {
+      const T* v = base + ((block * a.num_kv_heads + kv_head) * a.block_size + t % a.block_size) * a.head_dim;
+      for (int d = 0; d < a.head_dim; ++d) out[d] = ToFloat(v[d]);
+      return;
+    }
     const T* k = base + ((block * a.num_kv_heads + kv_head) * a.head_dim) * a.block_size + t % a.block_size;
     for (int d = 0; d < a.head_dim; ++d) out[d] = ToFloat(k[int64_t{d} * a.block_size]);
   }
@@ -51,8 +57,8 @@ void AttendOne(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>
   const int64_t n_cached = a.num_cached[r];
   const int64_t n = n_cached + a.num_own[r];
   const int32_t* table = a.block_tables + a.table_offset[r];
-  const CachedRows<T> keys{a, table, static_cast<const T*>(a.k_cache), kv_head};
-  const CachedRows<T> values{a, table, static_cast<const T*>(a.v_cache), kv_head};
+  const CachedRows<T> keys{a, table, static_cast<const T*>(a.k_cache), kv_head, false};
+  const CachedRows<T> values{a, table, static_cast<const T*>(a.v_cache), kv_head, true};
   auto own_row = [&](int64_t t) { return int64_t{a.group_rows[a.group_begin[r] + (t - n_cached)]}; };
   scores.resize(static_cast<size_t>(n) + static_cast<size_t>(hd));
   float* key = scores.data() + n;  // scratch for one key or value row
@@ -96,16 +102,25 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   // inside the lambda would give each worker its own, empty, list).
   const std::vector<int32_t>& starts = group_start;
   const int64_t tasks = groups * a.num_heads;
+  const int64_t element_bytes = a.cache_element == KvElement::kBf16 ? 2 : 4;
+  // One head's keys and values up to this size stay in L2 from one group to the next.
+  constexpr int64_t kWarmKvBytes = int64_t{256} << 10;
   auto run = [&](int64_t begin, int64_t end) {
     thread_local std::vector<float> scores;
     for (int64_t task = begin; task < end; ++task) {
       // Head-major: the rows of one head read the same K/V slice, so consecutive tasks
-      // find it in L1.
+      // find it in L1 or L2.
       const int h = static_cast<int>(task / groups);
       const int64_t g = task % groups;
       const int r0 = starts[static_cast<size_t>(g)];
       const int count = starts[static_cast<size_t>(g) + 1] - r0;
-      if (avx512 && internal::AttendRowsAvx512(a, r0, count, h, scores)) continue;
+      // The K/V of a group's sequence was just read here for the previous group when
+      // both are rows of one sequence (one block table) and the same head; then it is
+      // in this core's caches unless the context outgrows them.
+      const bool warm = task > begin && g > 0 &&
+                        a.table_offset[starts[static_cast<size_t>(g) - 1]] == a.table_offset[r0] &&
+                        2 * int64_t{a.num_cached[r0 + count - 1]} * a.head_dim * element_bytes <= kWarmKvBytes;
+      if (avx512 && internal::AttendRowsAvx512(a, r0, count, h, scores, !warm)) continue;
       for (int64_t r = r0; r < r0 + count; ++r) {
         if (a.cache_element == KvElement::kBf16) {
           AttendOne<uint16_t>(a, r, h, scores);

@@ -20,10 +20,15 @@ enum class KvElement { kF32, kBf16 };
 // Where a cached key's or value's elements live (keys and values alike).
 enum class KvLayout {
   kSlotMajor,        // [slot][kv_dim]: a position's K (V) row is contiguous (the CUDA layout)
-  kBlockTransposed,  // per block: [block][kv_head][head_dim][block_size]: element d of the
-                     // block's 16 positions is contiguous, so one vector op covers 16
-                     // positions (the CPU backend's layout; element (slot, kv_head, d) at
-                     // ((block * num_kv_heads + kv_head) * head_dim + d) * block_size + offset)
+  kBlockTransposed,  // the CPU backend's layout (engine/cpu/kv_store.h), per block:
+                     // keys [block][kv_head][head_dim][block_size] (element d of the
+                     // block's positions contiguous: one vector op scores 16 positions;
+                     // key (slot, kv_head, d) at ((block * num_kv_heads + kv_head) *
+                     // head_dim + d) * block_size + offset), values
+                     // [block][kv_head][block_size][head_dim] (a position's head slice
+                     // contiguous: the weighted sum keeps head elements in lanes; value
+                     // (slot, kv_head, d) at ((block * num_kv_heads + kv_head) *
+                     // block_size + offset) * head_dim + d)
 };
 
 struct PagedAttentionArgs {

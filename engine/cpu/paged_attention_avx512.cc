@@ -65,18 +65,6 @@ inline __m512 Sum16(__m512 (&v)[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
 }
 
-// Scores of 16 consecutive keys `stride` elements apart.
-template <int NV, typename KeyT>
-inline __m512 Dot16(const __m512 (&q)[NV], const KeyT* k, int64_t stride, __mmask16 last) {
-  __m512 v[16];
-  for (int t = 0; t < 16; ++t) {
-    __m512 acc = _mm512_mul_ps(q[0], Load16(k + t * stride, MaskOf<NV>(0, last)));
-    for (int i = 1; i < NV; ++i) acc = _mm512_fmadd_ps(q[i], Load16(k + t * stride + 16 * i, MaskOf<NV>(i, last)), acc);
-    v[t] = acc;
-  }
-  return Sum16(v);
-}
-
 // Lanes [0, n) of a vector (n clamped to [0, 16]).
 inline __mmask16 LanesBelow(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1u);
@@ -111,203 +99,334 @@ inline void PrefetchBlock(const PagedAttentionArgs& a, const T* cache, const int
   }
 }
 
+// Scores of R rows against V vectors of 16 keys each, keys t .. t + 16V (col[v]: element
+// d of vector v's keys at col[v] + d * bs), one FMA chain per (row, vector) over d in
+// order, stored for each row's own keys (s[i][t...], lanes below n_cached[i]). R x V
+// accumulators in registers, each key vector loaded once for every row: 16 chains hide
+// the FMA latency, and a step loads V vectors and R query elements for R x V FMAs.
+template <int R, int V, typename T>
+inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs, const float (*qs)[256], int64_t t,
+                         const int64_t* n_cached, float* const* s) {
+  __m512 acc[R][V];
+  #pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
+  }
+  const T* c[V];
+  __mmask16 mv[V];
+  #pragma GCC unroll 16
+  for (int v = 0; v < V; ++v) {
+    c[v] = col[v];
+    mv[v] = m[v];
+  }
+  for (int d = 0; d < hd; ++d) {
+    __m512 k[V];
+    #pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) k[v] = Load16(c[v] + int64_t{d} * bs, mv[v]);
+    #pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const __m512 q = _mm512_set1_ps(qs[i][d]);
+      #pragma GCC unroll 16
+      for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(q, k[v], acc[i][v]);
+    }
+  }
+  #pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    #pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) {
+      const __mmask16 mi = LanesBelow(n_cached[i] - (t + 16 * v));
+      if (mi != 0) _mm512_mask_storeu_ps(s[i] + t + 16 * v, mi, acc[i][v]);
+    }
+  }
+}
+
 // Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
-// head, keys in lanes: each key vector is loaded once and multiplied into every row's
-// accumulators, so the rows' FMA chains run side by side instead of one latency-bound
-// chain at a time. Row i's lanes see exactly the per-row arithmetic (the same loads on
-// its valid lanes, the same two chains over d, the same sum), so its scores do not
-// depend on which rows share the call.
+// head, keys in lanes, four vectors of 16 keys at a time (ScoreVectors). Row i's lanes
+// see exactly the per-row arithmetic (the same chain over d for each of its keys,
+// whichever vectors share the step), so its scores do not depend on which rows share
+// the call; lanes past a row's own keys are computed but never stored. With
+// `prefetch`, the keys are asked for a few blocks ahead and the values (to L2) as their
+// blocks are scored: the first pass over a head's cache after a forward has streamed
+// the weights finds it in DRAM.
 template <int R, typename T>
 void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
-                     const float (*qs)[256], float* const* s) {
+                     const float (*qs)[256], float* const* s, bool prefetch) {
   const int hd = a.head_dim;
   const int bs = a.block_size;
   int64_t n_max = 0;
+  #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   const T* kt = static_cast<const T*>(a.k_cache);
   const T* vt = static_cast<const T*>(a.v_cache);
   const int64_t blocks = (n_max + bs - 1) / bs;
-  for (int64_t b = 0; b < std::min(blocks, kPrefetchBlocks); ++b) PrefetchBlock(a, kt, table, kv_head, b, _MM_HINT_T0);
-  for (int64_t t0 = 0; t0 < n_max; t0 += bs) {
-    // The keys a few blocks ahead, and this block's values for the weighted sum (to L2:
-    // a long context's values outgrow L1 before the sum reads them).
-    if (t0 / bs + kPrefetchBlocks < blocks) PrefetchBlock(a, kt, table, kv_head, t0 / bs + kPrefetchBlocks, _MM_HINT_T0);
-    PrefetchBlock(a, vt, table, kv_head, t0 / bs, _MM_HINT_T1);
-    const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_head) * hd) * bs;
-    const int64_t t1 = std::min<int64_t>(n_max, t0 + bs);
-    for (int64_t t = t0; t < t1; t += 16) {
-      const __mmask16 m = LanesBelow(t1 - t);
-      __m512 acc0[R], acc1[R];
-      for (int i = 0; i < R; ++i) acc0[i] = acc1[i] = _mm512_setzero_ps();
-      const T* col = kb + (t - t0);
-      int d = 0;
-      for (; d + 2 <= hd; d += 2) {
-        const __m512 k0 = Load16(col + int64_t{d} * bs, m);
-        const __m512 k1 = Load16(col + int64_t{d + 1} * bs, m);
-        for (int i = 0; i < R; ++i) {
-          acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d]), k0, acc0[i]);
-          acc1[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d + 1]), k1, acc1[i]);
-        }
+  int64_t keys_prefetched = 0, values_prefetched = 0;  // blocks asked for so far
+  constexpr int kVectors = 4;
+  for (int64_t t = 0; t < n_max; t += 16 * kVectors) {
+    if (prefetch) {
+      const int64_t last_block = (std::min(n_max, t + 16 * kVectors) - 1) / bs;
+      for (; keys_prefetched < std::min(blocks, last_block + 1 + kPrefetchBlocks); ++keys_prefetched) {
+        PrefetchBlock(a, kt, table, kv_head, keys_prefetched, _MM_HINT_T0);
       }
-      if (d < hd) {
-        const __m512 k0 = Load16(col + int64_t{d} * bs, m);
-        for (int i = 0; i < R; ++i) acc0[i] = _mm512_fmadd_ps(_mm512_set1_ps(qs[i][d]), k0, acc0[i]);
+      for (; values_prefetched <= last_block; ++values_prefetched) {
+        PrefetchBlock(a, vt, table, kv_head, values_prefetched, _MM_HINT_T1);
       }
+    }
+    const T* col[kVectors];
+    __mmask16 m[kVectors];
+    int vectors = 0;
+    for (; vectors < kVectors && t + 16 * vectors < n_max; ++vectors) {
+      const int64_t tv = t + 16 * vectors;
+      col[vectors] = kt + ((int64_t{table[tv / bs]} * a.num_kv_heads + kv_head) * hd) * bs + tv % bs;
+      m[vectors] = LanesBelow(n_max - tv);
+    }
+    switch (vectors) {
+      case 4: ScoreVectors<R, 4, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+      case 3: ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+      case 2: ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+      default: ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+    }
+  }
+}
+
+// Σ_t p_i[t] · V[t] over the cached positions of R rows (one sequence, one head),
+// values laid out a position's head slice contiguous (kBlockTransposed), head elements
+// in lanes: each value vector is loaded once for every row, and row i's accumulators
+// take one FMA per position, in order, from zero, whichever rows share the call, so its
+// result does not depend on them. R x NV accumulators stay in registers (R x NV <= 16).
+template <int R, int NV, typename T>
+void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
+                   const float* const* p, __mmask16 last, float (*out)[256]) {
+  static_assert(R * NV <= 16);
+  const int64_t hd = a.head_dim;
+  const int64_t bs = a.block_size;
+  const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd;
+  const int64_t block_elements = int64_t{a.num_kv_heads} * bs * hd;
+  int64_t n_min = n_cached[0], n_max = n_cached[0];
+  for (int i = 1; i < R; ++i) {
+    n_min = std::min(n_min, n_cached[i]);
+    n_max = std::max(n_max, n_cached[i]);
+  }
+  __m512 o[R][NV];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 16
+    for (int v = 0; v < NV; ++v) o[i][v] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0, t0 = 0; t0 < n_max; ++b, t0 += bs) {
+    const T* vb = vt + int64_t{table[b]} * block_elements - t0 * hd;
+    const int64_t t1 = std::min(n_max, t0 + bs);
+    // Positions every row attends, then the last rows' own tail.
+    const int64_t t_all = std::min(t1, std::max(t0, n_min));
+    for (int64_t t = t0; t < t_all; ++t) {
+      __m512 v[NV];
+#pragma GCC unroll 16
+      for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
+#pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        const __mmask16 mi = LanesBelow(std::min<int64_t>(n_cached[i], t0 + bs) - t);
-        if (mi != 0) _mm512_mask_storeu_ps(s[i] + t, mi, _mm512_add_ps(acc0[i], acc1[i]));
+        const __m512 pt = _mm512_set1_ps(p[i][t]);
+#pragma GCC unroll 16
+        for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
+      }
+    }
+    for (int64_t t = t_all; t < t1; ++t) {
+      __m512 v[NV];
+#pragma GCC unroll 16
+      for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        if (t >= n_cached[i]) continue;
+        const __m512 pt = _mm512_set1_ps(p[i][t]);
+#pragma GCC unroll 16
+        for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
       }
     }
   }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+#pragma GCC unroll 16
+    for (int k = 0; k < NV; ++k) _mm512_mask_storeu_ps(out[i] + 16 * k, MaskOf<NV>(k, last), o[i][k]);
+  }
 }
 
-// Σ_t p[t] · V[t][d0 + d] over the cached positions, for DN (8 or 16) head elements,
-// values in lanes: one accumulator per head element collects 16 positions at a time,
-// summed across lanes at the end. DN is a constant so the accumulators stay in registers.
-template <int DN, typename T>
-inline void SumValues(const PagedAttentionArgs& a, const int32_t* table, int kv_head, int d0, const float* p,
-                      int64_t n_cached, float* out) {
-  const int hd = a.head_dim;
-  const int bs = a.block_size;
-  const T* vt = static_cast<const T*>(a.v_cache);
-  __m512 acc[16];
-  for (int d = 0; d < 16; ++d) acc[d] = _mm512_setzero_ps();
-  for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-    const T* vb = vt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_head) * hd + d0) * bs;
-    const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-    for (int64_t t = t0; t < t1; t += 16) {
-      const __mmask16 m = LanesBelow(t1 - t);
-      const __m512 pt = _mm512_maskz_loadu_ps(m, p + t);
-      for (int d = 0; d < DN; ++d) acc[d] = _mm512_fmadd_ps(pt, Load16(vb + int64_t{d} * bs + (t - t0), m), acc[d]);
+// SumValuesRows for any R: rows in passes of at most 16 / NV (a pass per row for head_dim
+// 256), each pass reading the values again (from cache).
+template <int R, int NV, typename T>
+void SumValuesGroup(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
+                    const float* const* p, __mmask16 last, float (*out)[256]) {
+  constexpr int kPass = std::max(1, std::min(R, 16 / NV));
+  if constexpr (kPass >= R) {
+    SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out);
+  } else {
+    constexpr int kFull = R / kPass * kPass;
+    for (int i = 0; i < kFull; i += kPass) {
+      SumValuesRows<kPass, NV, T>(a, table, kv_head, n_cached + i, p + i, last, out + i);
+    }
+    if constexpr (R % kPass != 0) {
+      SumValuesRows<R % kPass, NV, T>(a, table, kv_head, n_cached + kFull, p + kFull, last, out + kFull);
     }
   }
-  alignas(64) float sums[16];
-  _mm512_store_ps(sums, Sum16(acc));
-  for (int d = 0; d < DN; ++d) out[d] = sums[d];
 }
 
-// One (row, head). `s` holds at least n + 16 floats; when `cached_scored`, its first
-// num_cached entries already hold the cached positions' scores (ScoreCachedRows).
-template <int NV, typename T>
-void Attend(const PagedAttentionArgs& a, int64_t r, int h, float* s, bool cached_scored, __mmask16 last) {
-  const int hd = a.head_dim;
-  const int64_t kv_dim = static_cast<int64_t>(a.num_kv_heads) * hd;
-  const int64_t kv_off = static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * hd;
-  const int64_t n_cached = a.num_cached[r];
-  const int64_t n = n_cached + a.num_own[r];
-  const int32_t* table = a.block_tables + a.table_offset[r];
-  const T* k_cache = static_cast<const T*>(a.k_cache) + kv_off;
-  const T* v_cache = static_cast<const T*>(a.v_cache) + kv_off;
-  // Null without predictive rows (never read then); no offset may be applied to null.
-  const float* pred_k = a.pred_k != nullptr ? a.pred_k + kv_off : nullptr;
-  const float* pred_v = a.pred_v != nullptr ? a.pred_v + kv_off : nullptr;
-  // own(t), t >= n_cached: the row of the t-th key among this group's own rows (an
-  // index, not a pointer shifted before the array: group_rows is null without any).
-  const int64_t own_base = int64_t{a.group_begin[r]} - n_cached;
-  auto own = [&](int64_t t) { return int64_t{a.group_rows[own_base + t]}; };
-  const float* qp = a.q + r * a.q_stride + static_cast<int64_t>(h) * hd;
-  __m512 q[NV];
+// Row r's query for head h, times the softmax scale, in registers.
+template <int NV>
+inline void LoadScaledQuery(const PagedAttentionArgs& a, int64_t r, int h, __mmask16 last, __m512 (&q)[NV]) {
+  const float* qp = a.q + r * a.q_stride + static_cast<int64_t>(h) * a.head_dim;
   const __m512 scale = _mm512_set1_ps(a.scale);
   for (int i = 0; i < NV; ++i) q[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(MaskOf<NV>(i, last), qp + 16 * i), scale);
-  // Scores, block by block of the paged cache, then the group's own rows.
-  const int bs = a.block_size;
-  if (cached_scored) {
-    // ScoreCachedRows filled s[0, n_cached).
-  } else if (a.kv_layout == KvLayout::kBlockTransposed && bs % 16 == 0) {
-    // Keys in lanes: element d of 16 consecutive keys is one vector, so a block's
-    // scores are head_dim FMAs per 16 positions against the broadcast query.
-    alignas(64) float qs[1][256];
-    float* const rows_s[1] = {s};
-    ScaledQuery(a, r, h, qs[0]);
-    ScoreCachedRows<1, T>(a, table, static_cast<int>(kv_off / hd), &n_cached, qs, rows_s);
-  } else if (a.kv_layout == KvLayout::kBlockTransposed) {
-    // Blocks narrower than a vector: one key at a time, gathered into a row.
-    const T* kt = static_cast<const T*>(a.k_cache);
-    alignas(64) float key[256];
-    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-      const T* kb = kt + ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd) * bs;
-      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-      for (int64_t t = t0; t < t1; ++t) {
-        for (int d = 0; d < hd; ++d) key[d] = ToFloat(kb[int64_t{d} * bs + (t - t0)]);
-        s[t] = DotQ<NV, float>(q, key, last);
-      }
-    }
-  } else {
-    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-      const T* kb = k_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
-      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-      int64_t t = t0;
-      for (; t + 16 <= t1; t += 16) _mm512_storeu_ps(s + t, Dot16<NV, T>(q, kb + (t - t0) * kv_dim, kv_dim, last));
-      for (; t < t1; ++t) s[t] = DotQ<NV, T>(q, kb + (t - t0) * kv_dim, last);
-    }
+}
+
+// The head's offset into a K/V row and the predictive rows' K (V) of it (null without
+// predictive rows: never read then, and no offset may be applied to null).
+struct HeadView {
+  int64_t kv_dim, kv_off;
+  const float* pred_k;
+  const float* pred_v;
+  HeadView(const PagedAttentionArgs& a, int h)
+      : kv_dim(static_cast<int64_t>(a.num_kv_heads) * a.head_dim),
+        kv_off(static_cast<int64_t>(h / (a.num_heads / a.num_kv_heads)) * a.head_dim),
+        pred_k(a.pred_k != nullptr ? a.pred_k + kv_off : nullptr),
+        pred_v(a.pred_v != nullptr ? a.pred_v + kv_off : nullptr) {}
+  // The row of the t-th key among row r's own rows, t >= n_cached (an index, not a
+  // pointer shifted before the array: group_rows is null without any).
+  int64_t own(const PagedAttentionArgs& a, int64_t r, int64_t t) const {
+    return int64_t{a.group_rows[int64_t{a.group_begin[r]} + t - a.num_cached[r]]};
   }
-  for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, pred_k + own(t) * kv_dim, last);
-  // Softmax over the n scores.
+};
+
+// Scores of row r's own rows (s[num_cached, n)), then the softmax over all n scores in
+// place, unnormalised: returns 1 / Σ.
+template <int NV>
+float OwnScoresSoftmax(const PagedAttentionArgs& a, int64_t r, const HeadView& hv, const __m512 (&q)[NV], float* s,
+                       __mmask16 last) {
+  const int64_t n_cached = a.num_cached[r];
+  const int64_t n = n_cached + a.num_own[r];
+  for (int64_t t = n_cached; t < n; ++t) s[t] = DotQ<NV, float>(q, hv.pred_k + hv.own(a, r, t) * hv.kv_dim, last);
   __m512 mx = _mm512_set1_ps(-INFINITY);
   for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 m = n - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - t)) - 1u);
+    const __mmask16 m = LanesBelow(n - t);
     mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, s + t));
   }
   const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
   __m512 sum = _mm512_setzero_ps();
   for (int64_t t = 0; t < n; t += 16) {
-    const __mmask16 m = n - t >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (n - t)) - 1u);
+    const __mmask16 m = LanesBelow(n - t);
     const __m512 e = _mm512_maskz_mov_ps(m, ExpAvx512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, s + t), max)));
     _mm512_mask_storeu_ps(s + t, m, e);
     sum = _mm512_add_ps(sum, e);
   }
-  const float inv = 1.0f / _mm512_reduce_add_ps(sum);
-  // Weighted sum of values.
-  alignas(64) float cached_part[256];  // Σ over cached positions, per head element
+  return 1.0f / _mm512_reduce_add_ps(sum);
+}
+
+// Row r's output for head h: the cached positions' weighted values (cached_part), plus
+// its own rows' (one FMA chain per vector, continuing from cached_part), times inv.
+template <int NV>
+void FinishRow(const PagedAttentionArgs& a, int64_t r, int h, const HeadView& hv, const float* s,
+               const float* cached_part, float inv, __mmask16 last) {
+  const int64_t n_cached = a.num_cached[r];
+  const int64_t n = n_cached + a.num_own[r];
   __m512 o[NV];
-  for (int i = 0; i < NV; ++i) o[i] = _mm512_setzero_ps();
-  if (a.kv_layout == KvLayout::kBlockTransposed && bs % 16 == 0) {
-    // Values in lanes (SumValues), 16 head elements at a time.
-    const int kv_head = static_cast<int>(kv_off / hd);
-    for (int d0 = 0; d0 < hd; d0 += 16) {
-      if (hd - d0 >= 16) {
-        SumValues<16, T>(a, table, kv_head, d0, s, n_cached, cached_part + d0);
-      } else {
-        SumValues<8, T>(a, table, kv_head, d0, s, n_cached, cached_part + d0);
-      }
-    }
-    for (int i = 0; i < NV; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
-  } else if (a.kv_layout == KvLayout::kBlockTransposed) {
-    // Blocks narrower than a vector: one value row at a time, gathered.
-    alignas(64) float row[256];
-    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-      const T* vb = static_cast<const T*>(a.v_cache) +
-                    ((int64_t{table[t0 / bs]} * a.num_kv_heads + kv_off / hd) * hd) * bs;
-      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-      for (int64_t t = t0; t < t1; ++t) {
-        for (int d = 0; d < hd; ++d) row[d] = ToFloat(vb[int64_t{d} * bs + (t - t0)]);
-        const __m512 p = _mm512_set1_ps(s[t]);
-        for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(row + 16 * i, MaskOf<NV>(i, last)), o[i]);
-      }
-    }
-  } else {
-    for (int64_t t0 = 0; t0 < n_cached; t0 += bs) {
-      const T* vb = v_cache + int64_t{table[t0 / bs]} * bs * kv_dim;
-      const int64_t t1 = std::min<int64_t>(n_cached, t0 + bs);
-      for (int64_t t = t0; t < t1; ++t) {
-        const __m512 p = _mm512_set1_ps(s[t]);
-        const T* v = vb + (t - t0) * kv_dim;
-        for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
-      }
-    }
-  }
+  for (int i = 0; i < NV; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
   for (int64_t t = n_cached; t < n; ++t) {
     const __m512 p = _mm512_set1_ps(s[t]);
-    const float* v = pred_v + own(t) * kv_dim;
+    const float* v = hv.pred_v + hv.own(a, r, t) * hv.kv_dim;
     for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
   }
-  float* out = a.out + r * a.out_stride + static_cast<int64_t>(h) * hd;
+  float* out = a.out + r * a.out_stride + static_cast<int64_t>(h) * a.head_dim;
   const __m512 norm = _mm512_set1_ps(inv);
   for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + 16 * i, MaskOf<NV>(i, last), _mm512_mul_ps(o[i], norm));
 }
 
+// Rows [r0, r0 + R) of one sequence, head h, keys and values in lanes (block-transposed
+// cache, block_size a multiple of 16): the cached scores and the cached values' sum run
+// for the rows together (ScoreCachedRows, SumValuesRows), the rest per row. `s[i]` holds
+// at least n + 16 floats for row r0 + i.
+template <int R, int NV, typename T>
+void AttendLanes(const PagedAttentionArgs& a, int64_t r0, int h, float* const* s, __mmask16 last, bool prefetch) {
+  const HeadView hv(a, h);
+  const int kv_head = static_cast<int>(hv.kv_off / a.head_dim);
+  const int32_t* table = a.block_tables + a.table_offset[r0];
+  alignas(64) float qs[R][256];
+  int64_t n_cached[R];
+  for (int i = 0; i < R; ++i) {
+    ScaledQuery(a, r0 + i, h, qs[i]);
+    n_cached[i] = a.num_cached[r0 + i];
+  }
+  ScoreCachedRows<R, T>(a, table, kv_head, n_cached, qs, s, prefetch);
+  float inv[R];
+  for (int i = 0; i < R; ++i) {
+    __m512 q[NV];
+    LoadScaledQuery<NV>(a, r0 + i, h, last, q);
+    inv[i] = OwnScoresSoftmax<NV>(a, r0 + i, hv, q, s[i], last);
+  }
+  alignas(64) float cached_part[R][256];
+  SumValuesGroup<R, NV, T>(a, table, kv_head, n_cached, s, last, cached_part);
+  for (int i = 0; i < R; ++i) FinishRow<NV>(a, r0 + i, h, hv, s[i], cached_part[i], inv[i], last);
+}
+
+// One (row, head) over the other cache layouts (slot-major, or blocks narrower than a
+// vector): one key at a time. `s` holds at least n + 16 floats.
+template <int NV, typename T>
+void AttendKeys(const PagedAttentionArgs& a, int64_t r, int h, float* s, __mmask16 last) {
+  const HeadView hv(a, h);
+  const int hd = a.head_dim;
+  const int bs = a.block_size;
+  const int64_t n_cached = a.num_cached[r];
+  const int32_t* table = a.block_tables + a.table_offset[r];
+  const int64_t kv_head = hv.kv_off / hd;
+  __m512 q[NV];
+  LoadScaledQuery<NV>(a, r, h, last, q);
+  const bool transposed = a.kv_layout == KvLayout::kBlockTransposed;
+  // Position t's key (value) row, gathered from a narrow transposed block into `row`, or
+  // in place (slot-major).
+  alignas(64) float row[256];
+  auto cached_row = [&](const void* cache, int64_t t) -> const float* {
+    const T* base = static_cast<const T*>(cache);
+    if (transposed && cache == a.v_cache) {
+      const T* v = base + ((int64_t{table[t / bs]} * a.num_kv_heads + kv_head) * bs + t % bs) * hd;
+      for (int d = 0; d < hd; ++d) row[d] = ToFloat(v[d]);
+      return row;
+    }
+    if (transposed) {
+      const T* b = base + ((int64_t{table[t / bs]} * a.num_kv_heads + kv_head) * hd) * bs + t % bs;
+      for (int d = 0; d < hd; ++d) row[d] = ToFloat(b[int64_t{d} * bs]);
+      return row;
+    }
+    const T* k = base + (int64_t{table[t / bs]} * bs + t % bs) * hv.kv_dim + hv.kv_off;
+    for (int d = 0; d < hd; ++d) row[d] = ToFloat(k[d]);
+    return row;
+  };
+  for (int64_t t = 0; t < n_cached; ++t) s[t] = DotQ<NV, float>(q, cached_row(a.k_cache, t), last);
+  const float inv = OwnScoresSoftmax<NV>(a, r, hv, q, s, last);
+  __m512 o[NV];
+  for (int i = 0; i < NV; ++i) o[i] = _mm512_setzero_ps();
+  for (int64_t t = 0; t < n_cached; ++t) {
+    const __m512 p = _mm512_set1_ps(s[t]);
+    const float* v = cached_row(a.v_cache, t);
+    for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+  }
+  alignas(64) float cached_part[256];
+  for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(cached_part + 16 * i, MaskOf<NV>(i, last), o[i]);
+  FinishRow<NV>(a, r, h, hv, s, cached_part, inv, last);
+}
+
+template <int NV, typename T>
+void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, float* const* s, __mmask16 last,
+                 bool prefetch) {
+  if (a.kv_layout == KvLayout::kBlockTransposed && a.block_size % 16 == 0) {
+    switch (count) {
+      case 1: return AttendLanes<1, NV, T>(a, r0, h, s, last, prefetch);
+      case 2: return AttendLanes<2, NV, T>(a, r0, h, s, last, prefetch);
+      case 3: return AttendLanes<3, NV, T>(a, r0, h, s, last, prefetch);
+      default: return AttendLanes<4, NV, T>(a, r0, h, s, last, prefetch);
+    }
+  }
+  for (int i = 0; i < count; ++i) AttendKeys<NV, T>(a, r0 + i, h, s[i], last);
+}
+
 template <typename T>
-bool AttendRowsDispatch(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores) {
+bool AttendRowsDispatch(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
+                        bool prefetch) {
   if (a.head_dim % 8 != 0 || a.head_dim > 256 || count < 1 || count > kMaxGroupRows) return false;
   const int nv = (a.head_dim + 15) / 16;
   if (nv == 7 || (nv > 8 && nv != 16)) return false;
@@ -319,43 +438,25 @@ bool AttendRowsDispatch(const PagedAttentionArgs& a, int64_t r0, int count, int 
   scores.resize(static_cast<size_t>(begin[count]));
   float* s[kMaxGroupRows];
   for (int i = 0; i < count; ++i) s[i] = scores.data() + begin[i];
-  const bool joint = count > 1 && a.kv_layout == KvLayout::kBlockTransposed && a.block_size % 16 == 0;
-  if (joint) {
-    alignas(64) float qs[kMaxGroupRows][256];
-    int64_t n_cached[kMaxGroupRows];
-    for (int i = 0; i < count; ++i) {
-      ScaledQuery(a, r0 + i, h, qs[i]);
-      n_cached[i] = a.num_cached[r0 + i];
-    }
-    const int32_t* table = a.block_tables + a.table_offset[r0];
-    const int kv_head = h / (a.num_heads / a.num_kv_heads);
-    switch (count) {
-      case 2: ScoreCachedRows<2, T>(a, table, kv_head, n_cached, qs, s); break;
-      case 3: ScoreCachedRows<3, T>(a, table, kv_head, n_cached, qs, s); break;
-      default: ScoreCachedRows<4, T>(a, table, kv_head, n_cached, qs, s); break;
-    }
-  }
-  for (int i = 0; i < count; ++i) {
-    const int64_t r = r0 + i;
-    switch (nv) {
-      case 1: Attend<1, T>(a, r, h, s[i], joint, last); break;
-      case 2: Attend<2, T>(a, r, h, s[i], joint, last); break;
-      case 3: Attend<3, T>(a, r, h, s[i], joint, last); break;
-      case 4: Attend<4, T>(a, r, h, s[i], joint, last); break;
-      case 5: Attend<5, T>(a, r, h, s[i], joint, last); break;
-      case 6: Attend<6, T>(a, r, h, s[i], joint, last); break;
-      case 8: Attend<8, T>(a, r, h, s[i], joint, last); break;
-      default: Attend<16, T>(a, r, h, s[i], joint, last); break;
-    }
+  switch (nv) {
+    case 1: AttendGroup<1, T>(a, r0, count, h, s, last, prefetch); break;
+    case 2: AttendGroup<2, T>(a, r0, count, h, s, last, prefetch); break;
+    case 3: AttendGroup<3, T>(a, r0, count, h, s, last, prefetch); break;
+    case 4: AttendGroup<4, T>(a, r0, count, h, s, last, prefetch); break;
+    case 5: AttendGroup<5, T>(a, r0, count, h, s, last, prefetch); break;
+    case 6: AttendGroup<6, T>(a, r0, count, h, s, last, prefetch); break;
+    case 8: AttendGroup<8, T>(a, r0, count, h, s, last, prefetch); break;
+    default: AttendGroup<16, T>(a, r0, count, h, s, last, prefetch); break;
   }
   return true;
 }
 
 }  // namespace
 
-bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores) {
-  return a.cache_element == KvElement::kBf16 ? AttendRowsDispatch<uint16_t>(a, r0, count, h, scores)
-                                             : AttendRowsDispatch<float>(a, r0, count, h, scores);
+bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
+                      bool prefetch) {
+  return a.cache_element == KvElement::kBf16 ? AttendRowsDispatch<uint16_t>(a, r0, count, h, scores, prefetch)
+                                             : AttendRowsDispatch<float>(a, r0, count, h, scores, prefetch);
 }
 
 }  // namespace crossreg::cpu::internal

@@ -15,7 +15,10 @@ inline constexpr int kMaxGroupRows = 4;
 // Rows [r0, r0 + count) for head h, count <= kMaxGroupRows, all with the same block
 // table (one sequence), when head_dim is one the kernel is built for (a multiple of 8
 // up to 256); false otherwise (the portable path then runs). Each row's result is
-// bitwise the same as with count = 1. Call only with AVX-512.
-bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores);
+// bitwise the same as with count = 1. `prefetch`: ask for the head's K/V ahead of use
+// (off when this thread has just read them for the previous rows). Call only with
+// AVX-512.
+bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
+                      bool prefetch);
 
 }  // namespace crossreg::cpu::internal

@@ -1,5 +1,6 @@
-// The K/V store into the block-transposed cache (engine/cpu/kv_store.h) on every SIMD
-// path this CPU has, against the layout's formula written out element by element: runs
+// The K/V store into the CPU cache (engine/cpu/kv_store.h), keys' and values' layouts,
+// on every SIMD path this CPU has, against each layout's formula written out element
+// by element: runs
 // that start mid-block, cross a block, exceed one vector, skip predictive rows or jump
 // between blocks; f32 and bf16 elements (rounding ties, NaN); stores split by element
 // ranges. Every byte of the cache is compared, so a store outside a row's slots fails.
@@ -24,6 +25,7 @@ namespace {
 struct Layout {
   int block_size;
   int64_t width;
+  int head_dim;  // the values' layout: elements per kv head
 };
 
 // The slot patterns a forward produces, and some it might.
@@ -46,7 +48,10 @@ void Reference(const KvStoreArgs& a, std::vector<unsigned char>& cache) {
     const int64_t slot = a.slots[r];
     if (slot < 0) continue;
     for (int64_t i = 0; i < a.width; ++i) {
-      const int64_t at = ((slot / a.block_size) * a.width + i) * a.block_size + slot % a.block_size;
+      const int64_t block = slot / a.block_size, offset = slot % a.block_size;
+      const int64_t at = a.value_rows ? block * a.width * a.block_size +
+                                            ((i / a.head_dim) * a.block_size + offset) * a.head_dim + i % a.head_dim
+                                      : (block * a.width + i) * a.block_size + offset;
       const float v = a.src[r * a.src_stride + i];
       if (a.bf16) {
         const uint16_t h = F32ToBf16(v);
@@ -58,10 +63,12 @@ void Reference(const KvStoreArgs& a, std::vector<unsigned char>& cache) {
   }
 }
 
-class KvStoreTest : public ::testing::TestWithParam<std::tuple<SimdLevel, bool, Layout>> {};
+using Case = std::tuple<SimdLevel, bool, Layout, bool>;  // level, bf16, layout, values
+
+class KvStoreTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(KvStoreTest, MatchesTheLayoutFormulaByteForByte) {
-  const auto [level, bf16, layout] = GetParam();
+  const auto [level, bf16, layout, values] = GetParam();
   const int bs = layout.block_size;
   const int64_t width = layout.width;
   const int64_t stride = width + 5;  // rows need not be packed
@@ -85,7 +92,9 @@ TEST_P(KvStoreTest, MatchesTheLayoutFormulaByteForByte) {
                   .width = width,
                   .block_size = bs,
                   .bf16 = bf16,
-                  .cache = nullptr};
+                  .cache = nullptr,
+                  .value_rows = values,
+                  .head_dim = layout.head_dim};
     Reference(a, want);
     a.cache = got.data();
     StoreKvRows(a, 0, width, level);
@@ -100,23 +109,24 @@ TEST_P(KvStoreTest, MatchesTheLayoutFormulaByteForByte) {
   }
 }
 
-std::vector<std::tuple<SimdLevel, bool, Layout>> Cases() {
-  std::vector<std::tuple<SimdLevel, bool, Layout>> cases;
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
   for (SimdLevel level : AvailableSimdLevels()) {
     for (bool bf16 : {false, true}) {
-      for (Layout layout : {Layout{16, 768}, Layout{16, 40}, Layout{8, 72}, Layout{32, 24}}) {
-        cases.emplace_back(level, bf16, layout);
+      for (Layout layout : {Layout{16, 768, 64}, Layout{16, 40, 8}, Layout{8, 72, 24}, Layout{32, 24, 8}}) {
+        for (bool values : {false, true}) cases.emplace_back(level, bf16, layout, values);
       }
     }
   }
   return cases;
 }
 
-std::string CaseName(const ::testing::TestParamInfo<std::tuple<SimdLevel, bool, Layout>>& info) {
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   const SimdLevel level = std::get<0>(info.param);
   const Layout layout = std::get<2>(info.param);
   return std::string(SimdLevelName(level)) + (std::get<1>(info.param) ? "_bf16" : "_f32") + "_bs" +
-         std::to_string(layout.block_size) + "_w" + std::to_string(layout.width);
+         std::to_string(layout.block_size) + "_w" + std::to_string(layout.width) +
+         (std::get<3>(info.param) ? "_values_hd" + std::to_string(layout.head_dim) : "_keys");
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPath, KvStoreTest, ::testing::ValuesIn(Cases()), CaseName);
