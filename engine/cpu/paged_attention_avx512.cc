@@ -48,23 +48,6 @@ inline float DotQ(const __m512 (&q)[NV], const KeyT* k, __mmask16 last) {
   return _mm512_reduce_add_ps(_mm512_add_ps(a, b));
 }
 
-// Sums of 16 vectors, lane i of the result = Σ lanes of v[i]: a transpose-and-add tree
-// (about 3 instructions per vector instead of a full horizontal reduction each).
-inline __m512 Sum16(__m512 (&v)[16]) {
-  __m512 w[8];
-  for (int i = 0; i < 8; ++i) {
-    w[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]), _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
-  }
-  __m512 u[4];
-  for (int j = 0; j < 4; ++j) {
-    const __m512d a = _mm512_castps_pd(w[2 * j]), b = _mm512_castps_pd(w[2 * j + 1]);
-    u[j] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
-  }
-  const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(u[0], u[1], 0x44), _mm512_shuffle_f32x4(u[0], u[1], 0xEE));
-  const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(u[2], u[3], 0x44), _mm512_shuffle_f32x4(u[2], u[3], 0xEE));
-  return _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, 0x88), _mm512_shuffle_f32x4(ab, cd, 0xDD));
-}
-
 // Lanes [0, n) of a vector (n clamped to [0, 16]).
 inline __mmask16 LanesBelow(int64_t n) {
   return n >= 16 ? __mmask16(0xffff) : n <= 0 ? __mmask16(0) : static_cast<__mmask16>((1u << n) - 1u);
