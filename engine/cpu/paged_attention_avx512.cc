@@ -91,32 +91,25 @@ template <int R, int V, typename T>
 inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs, const float (*qs)[256], int64_t t,
                          const int64_t* n_cached, float* const* s) {
   __m512 acc[R][V];
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) acc[i][v] = _mm512_setzero_ps();
-  }
-  const T* c[V];
-  __mmask16 mv[V];
-  #pragma GCC unroll 16
-  for (int v = 0; v < V; ++v) {
-    c[v] = col[v];
-    mv[v] = m[v];
   }
   for (int d = 0; d < hd; ++d) {
     __m512 k[V];
-    #pragma GCC unroll 16
-    for (int v = 0; v < V; ++v) k[v] = Load16(c[v] + int64_t{d} * bs, mv[v]);
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
+    for (int v = 0; v < V; ++v) k[v] = Load16(col[v] + int64_t{d} * bs, m[v]);
+#pragma GCC unroll 16
     for (int i = 0; i < R; ++i) {
       const __m512 q = _mm512_set1_ps(qs[i][d]);
-      #pragma GCC unroll 16
+#pragma GCC unroll 16
       for (int v = 0; v < V; ++v) acc[i][v] = _mm512_fmadd_ps(q, k[v], acc[i][v]);
     }
   }
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
-    #pragma GCC unroll 16
+#pragma GCC unroll 16
     for (int v = 0; v < V; ++v) {
       const __mmask16 mi = LanesBelow(n_cached[i] - (t + 16 * v));
       if (mi != 0) _mm512_mask_storeu_ps(s[i] + t + 16 * v, mi, acc[i][v]);
@@ -138,7 +131,7 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   const int hd = a.head_dim;
   const int bs = a.block_size;
   int64_t n_max = 0;
-  #pragma GCC unroll 16
+#pragma GCC unroll 16
   for (int i = 0; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   const T* kt = static_cast<const T*>(a.k_cache);
   const T* vt = static_cast<const T*>(a.v_cache);
@@ -185,11 +178,8 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
   const int64_t bs = a.block_size;
   const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd;
   const int64_t block_elements = int64_t{a.num_kv_heads} * bs * hd;
-  int64_t n_min = n_cached[0], n_max = n_cached[0];
-  for (int i = 1; i < R; ++i) {
-    n_min = std::min(n_min, n_cached[i]);
-    n_max = std::max(n_max, n_cached[i]);
-  }
+  int64_t n_max = n_cached[0];
+  for (int i = 1; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   __m512 o[R][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
@@ -199,26 +189,13 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
   for (int64_t b = 0, t0 = 0; t0 < n_max; ++b, t0 += bs) {
     const T* vb = vt + int64_t{table[b]} * block_elements - t0 * hd;
     const int64_t t1 = std::min(n_max, t0 + bs);
-    // Positions every row attends, then the last rows' own tail.
-    const int64_t t_all = std::min(t1, std::max(t0, n_min));
-    for (int64_t t = t0; t < t_all; ++t) {
+    for (int64_t t = t0; t < t1; ++t) {
       __m512 v[NV];
 #pragma GCC unroll 16
       for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
 #pragma GCC unroll 16
       for (int i = 0; i < R; ++i) {
-        const __m512 pt = _mm512_set1_ps(p[i][t]);
-#pragma GCC unroll 16
-        for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
-      }
-    }
-    for (int64_t t = t_all; t < t1; ++t) {
-      __m512 v[NV];
-#pragma GCC unroll 16
-      for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        if (t >= n_cached[i]) continue;
+        if (t >= n_cached[i]) continue;  // past this row's own positions (a later row's)
         const __m512 pt = _mm512_set1_ps(p[i][t]);
 #pragma GCC unroll 16
         for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
