@@ -46,9 +46,12 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // pairs for bf16 panels (a group may mix them).
   const auto plan = internal::PlanRowTiles(rows, MaxRowTile(level));
   bool any_f32 = false, any_bf16 = false;
+  int64_t macs = 0;
   for (int i = 0; i < count; ++i) {
     (outputs[i].w->format() == PanelFormat::kF32 ? any_f32 : any_bf16) = true;
+    macs += rows * outputs[i].w->in() * outputs[i].w->out();
   }
+  const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
   thread_local std::vector<float> x_f32;
   thread_local std::vector<uint32_t> x_bf16;
   std::vector<internal::RowTile> tiles_f32, tiles_bf16;
@@ -72,9 +75,15 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     auto pack = [&](int64_t begin, int64_t end) {
       internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
     };
+    // The threads pack the row tiles between them whenever the layer itself is split.
     // Prefill's hundreds of rows take ~5% of a linear layer to round and pack, too much to
-    // leave to one core; decode's few rows would pay more for the round trip than they save.
-    if (rows > kStreamingRows && pool.num_threads() > 1) {
+    // leave to one core. A verify step's few tiles are cheap to pack, but the per-row ops
+    // before the layer split its rows between the threads in the same order (first rows
+    // here), so each core mostly packs rows it wrote itself, from its own cache; packed by
+    // one core, half of the rows would first cross to it from the other (with the per-row
+    // ops split from 6 rows on: ~4% of a 16-32 row forward of the ~110M model,
+    // docs/benchmarks.md).
+    if (parallel && plan.size() > 1) {
       pool.ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
     } else {
       pack(0, static_cast<int64_t>(plan.size()));
@@ -83,7 +92,6 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   }
   std::vector<PanelArgs> args(static_cast<size_t>(count));
   std::vector<int64_t> first_panel(static_cast<size_t>(count) + 1, 0);
-  int64_t macs = 0;
   for (int i = 0; i < count; ++i) {
     const PackedWeights& w = *outputs[i].w;
     PanelArgs& a = args[static_cast<size_t>(i)];
@@ -95,7 +103,6 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     a.y = outputs[i].y;
     a.y_stride = w.out();
     first_panel[static_cast<size_t>(i) + 1] = first_panel[static_cast<size_t>(i)] + w.panels();
-    macs += rows * w.in() * w.out();
   }
   const int64_t total = first_panel.back();
   // The concatenated panels of every output, mapped back onto their layers.
@@ -109,7 +116,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
       }
     }
   };
-  if (macs < kParallelMacs || pool.num_threads() == 1) {
+  if (!parallel) {
     run(0, total);
     return;
   }
