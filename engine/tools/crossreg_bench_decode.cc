@@ -205,10 +205,20 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
                 100.0 * tps / roof_tps, batch * dram_bandwidth / bytes);
   }
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
-  std::printf("| rows | ms/forward | T(rows)/T(1) |\n|---|---|---|\n");
+  // The floor of each ratio on this machine in this run: the rows' linear-layer math at
+  // the measured peak (every row with logits) cannot take less than that, however well
+  // it overlaps the weight stream; T(1) is what this run measured.
+  const bool bf16_weights = model.weights.layers.front().wq.dtype != DType::kF32;
+  const double row_peak = bf16_weights ? peaks.bf16_dot_flops : peaks.f32_fma_flops;
+  const double row_flops =
+      2 * (LinearMacsPerToken(model.config) + static_cast<double>(model.config.hidden_size) * model.config.vocab_size);
+  std::printf("| rows | ms/forward | T(rows)/T(1) | linear math at the measured peak, ms | lowest T(rows)/T(1) "
+              "that allows |\n|---|---|---|---|---|\n");
   const std::vector<double> times = TimeRows(*engine, row_counts, context, std::max(repeats, 15));
   for (size_t i = 0; i < row_counts.size(); ++i) {
-    std::printf("| %d | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0]);
+    const double math = row_peak > 0 ? row_counts[i] * row_flops / row_peak : 0.0;
+    std::printf("| %d | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0],
+                math * 1e3, std::max(1.0, math / times[0]));
   }
   if (prefill > 0) {
     const double t = TimePrefill(*engine, prefill, std::max(repeats, 3));
