@@ -222,13 +222,11 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   }
   if (prefill > 0) {
     const double t = TimePrefill(*engine, prefill, std::max(repeats, 3));
-    const bool bf16 = model.weights.layers.front().wq.dtype != DType::kF32;
-    const double peak = bf16 ? peaks.bf16_dot_flops : peaks.f32_fma_flops;
     const double flops = 2 * LinearMacsPerToken(model.config) * prefill / t;
     std::printf("\nPrefill of %d tokens (one forward): %.1f ms, %.0f tokens/s; linear layers %.1f GFLOP/s = "
                 "%.0f%% of the measured %s peak (%.0f GFLOP/s)\n",
-                prefill, t * 1e3, prefill / t, flops / 1e9, peak > 0 ? 100 * flops / peak : 0.0,
-                bf16 ? "bf16 dot-product" : "f32 FMA", peak / 1e9);
+                prefill, t * 1e3, prefill / t, flops / 1e9, row_peak > 0 ? 100 * flops / row_peak : 0.0,
+                bf16_weights ? "bf16 dot-product" : "f32 FMA", row_peak / 1e9);
   }
 }
 
