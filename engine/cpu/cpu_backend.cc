@@ -74,7 +74,7 @@ class CpuBackend final : public Backend {
     cpu::ThreadPool* pool = nullptr;
     cpu::SpinBarrier* barrier = nullptr;  // row-split: the other threads, met around each K/V store
     int thread = 0, threads = 1;          // row-split: this thread's index among them
-    std::vector<int64_t> pred_rows;  // its predictive rows (indices into the whole batch)
+    std::vector<int64_t> pred_rows;  // its predictive rows (indices into its rows: row begin + i)
     int64_t rows() const { return end - begin; }
   };
   // Elements [i_begin, i_end) of every control row's K and V (this layer's) into the
@@ -150,6 +150,18 @@ class CpuBackend final : public Backend {
   struct PackedLayer {
     cpu::PackedWeights wq, wk, wv, wo, w_gate, w_up, w_down;
     std::array<cpu::PackedLoraMatrix, kNumLoraTargets> lora;  // empty without an adapter
+    const cpu::PackedWeights& Base(LoraTarget t) const {
+      switch (t) {
+        case LoraTarget::kQ: return wq;
+        case LoraTarget::kK: return wk;
+        case LoraTarget::kV: return wv;
+        case LoraTarget::kO: return wo;
+        case LoraTarget::kGate: return w_gate;
+        case LoraTarget::kUp: return w_up;
+        case LoraTarget::kDown: return w_down;
+      }
+      return wq;
+    }
   };
   void Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, const RowSlice& s);
 
@@ -194,24 +206,23 @@ void CpuBackend::PackWeights() {
     if (adapter_ == nullptr) continue;
     for (int t = 0; t < kNumLoraTargets; ++t) {
       const auto target = static_cast<LoraTarget>(t);
-      p.lora[static_cast<size_t>(t)] =
-          cpu::PackedLoraMatrix::Pack(adapter_->layers[static_cast<size_t>(l)].at(target),
-                                      LoraInFeatures(cfg_, target), LoraOutFeatures(cfg_, target));
+      p.lora[static_cast<size_t>(t)] = cpu::PackedLoraMatrix::Pack(
+          adapter_->layers[static_cast<size_t>(l)].at(target), LoraInFeatures(cfg_, target),
+          LoraOutFeatures(cfg_, target), p.Base(target).format());
     }
   }
   output_ = cpu::PackedWeights::Pack(model_.weights.output, &pool_);
 }
 
 void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, const RowSlice& s) {
-  cpu::LinearOutput base[3];
+  cpu::LinearOutput base[cpu::kMaxLoraGroup];
+  const cpu::PackedLoraMatrix* lora[cpu::kMaxLoraGroup];
   int n = 0;
-  for (const auto& o : outputs) base[n++] = {o.w, o.y + s.begin * o.w->out()};
-  cpu::LinearShared(base, n, x + s.begin * outputs.begin()->w->in(), s.rows(), *s.pool, simd_);
-  if (adapter_ == nullptr || s.pred_rows.empty()) return;
   for (const auto& o : outputs) {
-    cpu::AddLoraDelta(layers_[static_cast<size_t>(layer)].lora[static_cast<size_t>(o.target)], x, o.y, s.pred_rows,
-                      *s.pool, simd_);
+    lora[n] = adapter_ != nullptr ? &layers_[static_cast<size_t>(layer)].lora[static_cast<size_t>(o.target)] : nullptr;
+    base[n++] = {o.w, o.y + s.begin * o.w->out()};
   }
+  cpu::LinearWithLora(base, lora, n, x + s.begin * outputs.begin()->w->in(), s.rows(), s.pred_rows, *s.pool, simd_);
 }
 
 absl::Status CpuBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
@@ -252,7 +263,7 @@ void CpuBackend::ComputeRowSplit(const ForwardPlan& plan, std::vector<float>& lo
     RowSlice s{.begin = plan.rows * t / threads, .end = plan.rows * (t + 1) / threads, .pool = &serial_,
                .barrier = &barrier, .thread = static_cast<int>(t), .threads = threads, .pred_rows = {}};
     for (int32_t r : plan.predictive_rows) {
-      if (r >= s.begin && r < s.end) s.pred_rows.push_back(r);
+      if (r >= s.begin && r < s.end) s.pred_rows.push_back(r - s.begin);
     }
     Embed(plan, s);
     for (int layer = 0; layer < cfg_.num_layers; ++layer) RunLayer(layer, plan, s);

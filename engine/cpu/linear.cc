@@ -35,6 +35,35 @@ int64_t MaxRowTile(SimdLevel level) {
   return 1;
 }
 
+// The concatenated panels of every output, split between the threads (or all on this
+// one), each range mapped back onto its layers.
+void RunOutputs(const std::vector<PanelArgs>& args, int64_t rows, bool parallel, ThreadPool& pool, SimdLevel level) {
+  const size_t count = args.size();
+  std::vector<int64_t> first_panel(count + 1, 0);
+  for (size_t i = 0; i < count; ++i) first_panel[i + 1] = first_panel[i] + args[i].w->panels();
+  const int64_t total = first_panel.back();
+  auto run = [&](int64_t begin, int64_t end) {
+    for (size_t i = 0; i < count && begin < end; ++i) {
+      const int64_t lo = std::max(begin, first_panel[i]);
+      const int64_t hi = std::min(end, first_panel[i + 1]);
+      if (lo < hi) RunPanels(level, args[i], lo - first_panel[i], hi - first_panel[i]);
+    }
+  };
+  if (!parallel) {
+    run(0, total);
+    return;
+  }
+  if (rows <= kStreamingRows) {
+    // Decode and verify steps stream the weights from memory: one contiguous range of
+    // panels per thread keeps each core's reads sequential (its prefetches run into
+    // panels it will use).
+    pool.ParallelFor(total, 1, run);
+  } else {
+    // Prefill is compute-bound: dynamic chunks of two panels balance the cores.
+    pool.ParallelForDynamic(total, 2, run);
+  }
+}
+
 }  // namespace
 
 void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
@@ -91,7 +120,6 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     tiles_bf16 = make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
   std::vector<PanelArgs> args(static_cast<size_t>(count));
-  std::vector<int64_t> first_panel(static_cast<size_t>(count) + 1, 0);
   for (int i = 0; i < count; ++i) {
     const PackedWeights& w = *outputs[i].w;
     PanelArgs& a = args[static_cast<size_t>(i)];
@@ -102,33 +130,49 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     a.rows = rows;
     a.y = outputs[i].y;
     a.y_stride = w.out();
-    first_panel[static_cast<size_t>(i) + 1] = first_panel[static_cast<size_t>(i)] + w.panels();
   }
-  const int64_t total = first_panel.back();
-  // The concatenated panels of every output, mapped back onto their layers.
-  auto run = [&](int64_t begin, int64_t end) {
-    for (int i = 0; i < count && begin < end; ++i) {
-      const int64_t lo = std::max(begin, first_panel[static_cast<size_t>(i)]);
-      const int64_t hi = std::min(end, first_panel[static_cast<size_t>(i) + 1]);
-      if (lo < hi) {
-        RunPanels(level, args[static_cast<size_t>(i)], lo - first_panel[static_cast<size_t>(i)],
-                  hi - first_panel[static_cast<size_t>(i)]);
-      }
+  RunOutputs(args, rows, parallel, pool, level);
+}
+
+void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool, SimdLevel level) {
+  if (count <= 0 || rows <= 0) return;
+  level = ClampSimdLevel(level);
+  const auto plan = internal::PlanRowTiles(rows, MaxRowTile(level));
+  const bool avx512 = level >= SimdLevel::kAvx512;
+  int64_t macs = 0;
+  for (int i = 0; i < count; ++i) macs += rows * jobs[i].w->in() * jobs[i].w->out();
+  const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
+  // Each input in its own tiles (these calls are small: the packing stays on this thread).
+  thread_local std::vector<std::vector<uint32_t>> packed;
+  if (packed.size() < static_cast<size_t>(count)) packed.resize(static_cast<size_t>(count));
+  std::vector<std::vector<internal::RowTile>> tiles(static_cast<size_t>(count));
+  std::vector<PanelArgs> args(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const PackedWeights& w = *jobs[i].w;
+    const int64_t in = w.in();
+    std::vector<uint32_t>& buf = packed[static_cast<size_t>(i)];
+    std::vector<int64_t> starts;
+    if (w.format() == PanelFormat::kF32) {
+      buf.resize(static_cast<size_t>(rows * in));
+      starts = internal::PackRowTilesF32(jobs[i].x, in, plan, reinterpret_cast<float*>(buf.data()));
+    } else {
+      buf.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
+      starts = internal::RowTileStartsBf16(in, plan);
+      internal::PackRowTilesBf16Range(jobs[i].x, in, plan, starts, buf.data(), avx512, 0,
+                                      static_cast<int64_t>(plan.size()));
     }
-  };
-  if (!parallel) {
-    run(0, total);
-    return;
+    for (size_t t = 0; t < plan.size(); ++t) {
+      tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, buf.data() + starts[t]});
+    }
+    PanelArgs& a = args[static_cast<size_t>(i)];
+    a.w = &w;
+    a.tiles = tiles[static_cast<size_t>(i)].data();
+    a.num_tiles = static_cast<int>(plan.size());
+    a.rows = rows;
+    a.y = jobs[i].y;
+    a.y_stride = w.out();
   }
-  if (rows <= kStreamingRows) {
-    // Decode and verify steps stream the weights from memory: one contiguous range of
-    // panels per thread keeps each core's reads sequential (its prefetches run into
-    // panels it will use).
-    pool.ParallelFor(total, 1, run);
-  } else {
-    // Prefill is compute-bound: dynamic chunks of two panels balance the cores.
-    pool.ParallelForDynamic(total, 2, run);
-  }
+  RunOutputs(args, rows, parallel, pool, level);
 }
 
 void Linear(const PackedWeights& w, const float* x, int64_t rows, float* y, ThreadPool& pool, SimdLevel level) {

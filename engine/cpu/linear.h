@@ -29,6 +29,17 @@ struct LinearOutput {
 void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
                   SimdLevel level = DetectedSimdLevel());
 
+// Several small linear layers, each with its own input but the same row count, in one
+// parallel region (the adapter's B products of a group of layers). x: (rows, w->in()),
+// y: (rows, w->out()).
+struct LinearJob {
+  const PackedWeights* w;
+  const float* x;
+  float* y;
+};
+void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool,
+                SimdLevel level = DetectedSimdLevel());
+
 // Plain double-precision loops over the unpacked weight (activations not rounded):
 // the reference the kernels are tested against.
 void LinearReference(const TensorRef& w, const float* x, int64_t rows, float* y);

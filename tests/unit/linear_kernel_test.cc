@@ -135,6 +135,32 @@ TEST_P(LinearKernelTest, PrefillRowsPackedByEveryThreadMatchOneRowOnOneThread) {
   }
 }
 
+// The adapter's B products: several layers, each with its own input, in one call; each
+// output's bits equal its layer alone.
+TEST_P(LinearKernelTest, EachLayerOfLinearEachEqualsItAlone) {
+  Rng rng(7);
+  ThreadPool two(2);
+  const int64_t rows = 5;
+  std::vector<OwnedWeight> w;
+  std::vector<PackedWeights> packed;
+  std::vector<std::vector<float>> x, y, alone;
+  const std::pair<int64_t, int64_t> shapes[] = {{70, 32}, {33, 9}, {600, 480}};  // (out, in)
+  for (const auto& [out, in] : shapes) {
+    w.push_back(MakeWeight(dtype(), out, in, rng));
+    packed.push_back(PackedWeights::Pack(w.back().ref));
+    x.push_back(RandomRows(rows, in, rng));
+    y.emplace_back(static_cast<size_t>(rows * out), -7.0f);
+    alone.emplace_back(static_cast<size_t>(rows * out), -7.0f);
+  }
+  std::vector<LinearJob> jobs;
+  for (size_t i = 0; i < packed.size(); ++i) jobs.push_back({&packed[i], x[i].data(), y[i].data()});
+  LinearEach(jobs.data(), static_cast<int>(jobs.size()), rows, two, level());  // parallel: > 2^18 multiply-adds
+  for (size_t i = 0; i < packed.size(); ++i) {
+    Linear(packed[i], x[i].data(), rows, alone[i].data(), two, level());
+    EXPECT_EQ(std::memcmp(alone[i].data(), y[i].data(), sizeof(float) * y[i].size()), 0) << "layer " << i;
+  }
+}
+
 std::vector<Params> AllParams() {
   std::vector<Params> out;
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
