@@ -53,13 +53,13 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
   if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
-  const double one = cost.curve->Seconds(1);
+  const double one = cost.curve->Seconds(config.mode, 1);
   const double fixed_share = one / std::max(1, cost.batch_sequences);
   int best = 0;
   double best_rate = 1.0 / fixed_share;  // AR: one token for this sequence's share of one row
   for (int g = 1; g <= config.gamma; ++g) {
     const int rows = MaxDecodeRows(WithGamma(config, g));
-    const double seconds = fixed_share + std::max(0.0, cost.curve->Seconds(rows) - one);
+    const double seconds = fixed_share + std::max(0.0, cost.curve->Seconds(config.mode, rows) - one);
     const double rate = acceptance.ExpectedTokens(DraftCapacity(config, g)) / seconds;
     if (rate > best_rate * 1.0001) {  // ties go to the cheaper choice
       best = g;

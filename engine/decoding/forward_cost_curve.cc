@@ -7,20 +7,32 @@
 
 namespace crossreg {
 
-absl::StatusOr<ForwardCostCurve> ForwardCostCurve::FromPoints(std::vector<std::pair<int, double>> points) {
-  if (points.empty()) return absl::InvalidArgumentError("cost curve: no points");
+namespace {
+
+absl::Status SortAndCheck(ForwardCostCurve::Points& points, const char* what) {
   std::sort(points.begin(), points.end());
   for (size_t i = 0; i < points.size(); ++i) {
     if (points[i].first < 1 || !(points[i].second > 0.0)) {
-      return absl::InvalidArgumentError(absl::StrCat("cost curve: point (", points[i].first, " rows, ",
+      return absl::InvalidArgumentError(absl::StrCat("cost curve: ", what, " point (", points[i].first, " rows, ",
                                                      points[i].second, " s) needs rows >= 1 and seconds > 0"));
     }
     if (i > 0 && points[i].first == points[i - 1].first) {
-      return absl::InvalidArgumentError(absl::StrCat("cost curve: two points for ", points[i].first, " rows"));
+      return absl::InvalidArgumentError(absl::StrCat("cost curve: two ", what, " points for ", points[i].first,
+                                                     " rows"));
     }
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ForwardCostCurve> ForwardCostCurve::FromPoints(Points points, Points control) {
+  if (points.empty()) return absl::InvalidArgumentError("cost curve: no points");
+  if (auto s = SortAndCheck(points, "Cross-Regression"); !s.ok()) return s;
+  if (auto s = SortAndCheck(control, "control-only"); !s.ok()) return s;
   ForwardCostCurve curve;
   curve.points_ = std::move(points);
+  curve.control_ = std::move(control);
   return curve;
 }
 
@@ -51,9 +63,10 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     sizes.push_back(rows);
     if (rows == max_rows) break;
   }
-  auto time_forward = [&](int rows) -> absl::StatusOr<double> {
+  // `all_control`: every row a control row (an n-gram step); else half predictive.
+  auto time_forward = [&](int rows, bool all_control) -> absl::StatusOr<double> {
     batch.rows.clear();
-    const int control = (rows + 1) / 2;
+    const int control = all_control ? rows : (rows + 1) / 2;
     for (int i = 0; i < control; ++i)
       batch.rows.push_back({.seq = seq, .position = context + i, .token = token(context + i), .want_logits = true});
     for (int i = 0; i < rows - control; ++i)
@@ -66,27 +79,34 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     return seconds;
   };
   // Warm caches, allocations and worker threads on every size first, then take the
-  // fastest of `repeats` runs per size: other load on the machine only adds time.
+  // fastest of `repeats` runs per size and shape (the shapes take turns): other load on
+  // the machine only adds time.
   for (int rows : sizes) {
-    if (auto t = time_forward(rows); !t.ok()) return t.status();
-  }
-  std::vector<std::pair<int, double>> points;
-  for (int rows : sizes) {
-    double best = 0.0;
-    for (int r = 0; r < repeats; ++r) {
-      auto t = time_forward(rows);
-      if (!t.ok()) return t.status();
-      best = r == 0 ? *t : std::min(best, *t);
+    for (bool all_control : {false, true}) {
+      if (auto t = time_forward(rows, all_control); !t.ok()) return t.status();
     }
-    // More rows never cost less: a dip is noise.
-    if (!points.empty()) best = std::max(best, points.back().second);
-    points.emplace_back(rows, std::max(best, 1e-9));
   }
-  return FromPoints(std::move(points));
+  Points points, control;
+  for (int rows : sizes) {
+    double best[2] = {0.0, 0.0};
+    for (int r = 0; r < repeats; ++r) {
+      for (int shape = 0; shape < 2; ++shape) {
+        auto t = time_forward(rows, shape == 1);
+        if (!t.ok()) return t.status();
+        best[shape] = r == 0 ? *t : std::min(best[shape], *t);
+      }
+    }
+    // More rows never cost less: a dip is noise. One row is the same forward in both shapes.
+    if (rows == 1) best[0] = best[1] = std::min(best[0], best[1]);
+    if (!points.empty()) best[0] = std::max(best[0], points.back().second);
+    if (!control.empty()) best[1] = std::max(best[1], control.back().second);
+    points.emplace_back(rows, std::max(best[0], 1e-9));
+    control.emplace_back(rows, std::max(best[1], 1e-9));
+  }
+  return FromPoints(std::move(points), std::move(control));
 }
 
-double ForwardCostCurve::Seconds(int rows) const {
-  const auto& p = points_;
+double ForwardCostCurve::Interpolate(const Points& p, int rows) {
   if (rows <= p.front().first || p.size() == 1) return p.front().second;  // one point: no slope known
   size_t hi = 1;
   while (hi + 1 < p.size() && p[hi].first < rows) ++hi;

@@ -2,6 +2,8 @@
 // costs. ALGORITHM.md (PERFORMANCE): a speculative forward pays only if its tokens per
 // forward exceed T(its rows) / T(1); on a GPU at batch 1 that ratio is near 1, on two
 // CPU cores it grows almost linearly. The adaptive draft length reads this curve.
+// A predictive row also pays for the adapter's update, so n-gram steps (control rows
+// only) get a curve of their own.
 #pragma once
 
 #include <utility>
@@ -9,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/decoding/decoding_config.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
 
@@ -16,25 +19,39 @@ namespace crossreg {
 
 class ForwardCostCurve {
  public:
-  // (rows, seconds) points; rows >= 1 and distinct, seconds > 0. Sorted here.
-  static absl::StatusOr<ForwardCostCurve> FromPoints(std::vector<std::pair<int, double>> points);
+  using Points = std::vector<std::pair<int, double>>;
 
-  // Times forwards of 1, 2, 4, ... up to `max_rows` rows (half control rows, half
-  // predictive rows, the shape of a Cross-Regression step) on a scratch sequence with
-  // `context` cached positions: one warm-up pass over all sizes, then the fastest of
-  // `repeats` runs each (load from elsewhere only adds time), made non-decreasing. The
-  // scratch sequence is freed; it needs context + max_rows positions of free KV.
+  // (rows, seconds) points; rows >= 1 and distinct, seconds > 0. Sorted here.
+  // `points` time Cross-Regression forwards (control and predictive rows); `control`
+  // (optional) forwards of control rows only, the shape of an n-gram step, which skip
+  // the adapter's update: without them n-gram steps are costed as Cross-Regression ones.
+  static absl::StatusOr<ForwardCostCurve> FromPoints(Points points, Points control = {});
+
+  // Times forwards of 1, 2, 4, ... up to `max_rows` rows on a scratch sequence with
+  // `context` cached positions, in both shapes: half control rows and half predictive
+  // rows (a Cross-Regression step), and control rows only (an n-gram step). One warm-up
+  // pass over all sizes, then the fastest of `repeats` runs each (load from elsewhere
+  // only adds time), made non-decreasing. The scratch sequence is freed; it needs
+  // context + max_rows positions of free KV.
   static absl::StatusOr<ForwardCostCurve> Measure(Backend& backend, PagedKvCache& kv, const ModelConfig& config,
                                                   int max_rows, int context = 64, int repeats = 5);
 
-  // Seconds for `rows` rows: linear between measured points, extended linearly past
-  // the last one (slope of the last two), flat below the first (and everywhere
-  // when there is a single point).
-  double Seconds(int rows) const;
-  const std::vector<std::pair<int, double>>& points() const { return points_; }
+  // Seconds for a Cross-Regression forward of `rows` rows: linear between measured
+  // points, extended linearly past the last one (slope of the last two), flat below the
+  // first (and everywhere when there is a single point).
+  double Seconds(int rows) const { return Interpolate(points_, rows); }
+  // The same for a forward of `mode`'s shape: n-gram steps read the control-only points
+  // when they were measured.
+  double Seconds(DecodingMode mode, int rows) const {
+    return Interpolate(mode == DecodingMode::kNgram && !control_.empty() ? control_ : points_, rows);
+  }
+  const Points& points() const { return points_; }
+  const Points& control_points() const { return control_; }
 
  private:
-  std::vector<std::pair<int, double>> points_;
+  static double Interpolate(const Points& p, int rows);
+  Points points_;
+  Points control_;
 };
 
 }  // namespace crossreg

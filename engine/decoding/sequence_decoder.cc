@@ -52,10 +52,10 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
   // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
   // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
   // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
-  const double one = cost.curve->Seconds(1);
+  const double one = cost.curve->Seconds(d.mode, 1);
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
   const double extra =
-      probe_forwards * std::max(0.0, cost.curve->Seconds(MaxDecodeRows(WithGamma(d, probe))) - one) / one;
+      probe_forwards * std::max(0.0, cost.curve->Seconds(d.mode, MaxDecodeRows(WithGamma(d, probe))) - one) / one;
   const int first_interval =
       std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
   if (probe_interval_ < first_interval) probe_interval_ = first_interval;

@@ -126,8 +126,16 @@ std::string Engine::BackendDescription() const {
 std::string Engine::CostCurveDescription() const {
   std::string out;
   if (!cost_curve.has_value()) return out;
-  for (const auto& [rows, seconds] : cost_curve->points()) {
-    absl::StrAppend(&out, out.empty() ? "" : ", ", rows, " rows ", absl::StrFormat("%.3f", seconds * 1e3), " ms");
+  auto list = [](const ForwardCostCurve::Points& points) {
+    std::string s;
+    for (const auto& [rows, seconds] : points) {
+      absl::StrAppend(&s, s.empty() ? "" : ", ", rows, " rows ", absl::StrFormat("%.3f", seconds * 1e3), " ms");
+    }
+    return s;
+  };
+  out = list(cost_curve->points());
+  if (!cost_curve->control_points().empty()) {
+    absl::StrAppend(&out, "; control rows only (n-gram): ", list(cost_curve->control_points()));
   }
   return out;
 }

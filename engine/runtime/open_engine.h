@@ -65,7 +65,8 @@ struct Engine {
   DecodingEnvironment Environment(int max_gamma = kMaxGamma) const;
   // "cpu (AMD EPYC 9B45, 2 threads, SIMD avx512)".
   std::string BackendDescription() const;
-  // "1 rows 0.52 ms, 2 rows 0.61 ms, ...", or "" when no curve was measured.
+  // "1 rows 0.52 ms, 2 rows 0.61 ms, ...; control rows only (n-gram): 1 rows ...", or ""
+  // when no curve was measured.
   std::string CostCurveDescription() const;
 };
 

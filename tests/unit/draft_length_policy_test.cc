@@ -38,7 +38,34 @@ TEST(ForwardCostCurveTest, RefusesBadPoints) {
   EXPECT_FALSE(ForwardCostCurve::FromPoints({{1, 0.0}}).ok());
   const auto twice = ForwardCostCurve::FromPoints({{2, 1.0}, {2, 2.0}});
   ASSERT_FALSE(twice.ok());
-  EXPECT_NE(twice.status().message().find("two points for 2 rows"), std::string::npos);
+  EXPECT_NE(twice.status().message().find("two Cross-Regression points for 2 rows"), std::string::npos);
+  const auto bad_control = ForwardCostCurve::FromPoints({{1, 1.0}}, {{3, -1.0}});
+  ASSERT_FALSE(bad_control.ok());
+  EXPECT_NE(bad_control.status().message().find("control-only point (3 rows"), std::string::npos);
+}
+
+// n-gram steps are control rows only: they read the control-only points, every other
+// mode the Cross-Regression ones; without control points n-gram falls back to those.
+TEST(ForwardCostCurveTest, NgramStepsReadTheControlOnlyPoints) {
+  auto c = ForwardCostCurve::FromPoints({{1, 1.0}, {8, 3.0}}, {{1, 1.0}, {8, 1.5}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_DOUBLE_EQ(c->Seconds(DecodingMode::kNgram, 8), 1.5);
+  EXPECT_DOUBLE_EQ(c->Seconds(DecodingMode::kLossless, 8), 3.0);
+  EXPECT_DOUBLE_EQ(c->Seconds(DecodingMode::kLossy, 8), 3.0);
+  EXPECT_DOUBLE_EQ(c->Seconds(8), 3.0);
+  EXPECT_DOUBLE_EQ(Curve({{1, 1.0}, {8, 3.0}}).Seconds(DecodingMode::kNgram, 8), 3.0);
+  // The same acceptance pays for n-gram drafts on the cheap curve, not on the dear one.
+  AcceptanceTracker fair(4, 1.0);
+  for (int i = 0; i < 20; ++i) {
+    for (int k = 1; k <= 4; ++k) fair.Record(k, i % 5 == 0);  // about 1 in 4.4 accepted
+  }
+  DecodingConfig ngram;
+  ngram.mode = DecodingMode::kNgram;
+  ngram.gamma = 4;
+  ngram.adaptive_gamma = true;
+  EXPECT_GT(ChooseGamma(ngram, fair, {&*c, 1}), 0);
+  const ForwardCostCurve xr_only = Curve({{1, 1.0}, {8, 3.0}});
+  EXPECT_EQ(ChooseGamma(ngram, fair, {&xr_only, 1}), 0);
 }
 
 TEST(ForwardCostCurveTest, MeasuresANonDecreasingCurveAndFreesItsSequence) {
@@ -50,6 +77,13 @@ TEST(ForwardCostCurveTest, MeasuresANonDecreasingCurveAndFreesItsSequence) {
   for (const auto& [r, t] : c->points()) rows.push_back(r);
   EXPECT_EQ(rows, (std::vector<int>{1, 2, 4, 8, 16, 20}));
   for (size_t i = 1; i < c->points().size(); ++i) EXPECT_GE(c->points()[i].second, c->points()[i - 1].second);
+  // The control-only shape at the same sizes; one row is the same forward in both.
+  ASSERT_EQ(c->control_points().size(), c->points().size());
+  for (size_t i = 0; i < c->points().size(); ++i) EXPECT_EQ(c->control_points()[i].first, rows[i]);
+  for (size_t i = 1; i < c->control_points().size(); ++i) {
+    EXPECT_GE(c->control_points()[i].second, c->control_points()[i - 1].second);
+  }
+  EXPECT_EQ(c->control_points()[0].second, c->points()[0].second);
   EXPECT_EQ(e.kv->Stats().used_blocks, 0);
   EXPECT_FALSE(ForwardCostCurve::Measure(*e.backend, *e.kv, model->config, 20, model->config.max_position).ok());
 }
