@@ -28,8 +28,9 @@ void NgramIndex::Update(const std::vector<int32_t>& context) {
   }
 }
 
-std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens) const {
+std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens, int* match) const {
   std::vector<int32_t> drafts;
+  if (match != nullptr) *match = 0;
   if (max_tokens <= 0 || context.empty()) return drafts;
   // The suffix being matched: the context's tail followed by the drafts so far.
   std::vector<int32_t> tail(context.end() - std::min<int64_t>(static_cast<int64_t>(context.size()), max_n_),
@@ -46,6 +47,7 @@ std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int 
         continue;
       }
       found = it->second;
+      if (drafts.empty() && match != nullptr) *match = n;
       break;
     }
     if (found < 0) break;

@@ -24,8 +24,10 @@ class NgramIndex {
   // at p + 1, its continuation, is known.
   void Update(const std::vector<int32_t>& context);
 
-  // Up to `max_tokens` drafts continuing `context` (what Update last saw).
-  std::vector<int32_t> Draft(const std::vector<int32_t>& context, int max_tokens) const;
+  // Up to `max_tokens` drafts continuing `context` (what Update last saw). `match`
+  // (optional) receives the length of the context suffix the first draft came from
+  // (0: no draft): longer matches predict better.
+  std::vector<int32_t> Draft(const std::vector<int32_t>& context, int max_tokens, int* match = nullptr) const;
 
  private:
   static uint64_t Key(const int32_t* tokens, int n);

@@ -27,7 +27,9 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
       ngrams_(request.decoding.ngram_max),
       rng_(request.sampling.seed),
       acceptor_(request.decoding.beta, request.decoding.tau, std::max(1, request.decoding.gamma)),
-      acceptance_(std::max(1, request.decoding.gamma)) {
+      acceptance_(std::max(1, request.decoding.gamma)),
+      match_acceptance_(static_cast<size_t>(std::max(1, request.decoding.ngram_max)),
+                        AcceptanceTracker(std::max(1, request.decoding.gamma))) {
   const size_t depth = static_cast<size_t>(std::max(1, request.decoding.gamma));
   stats_.drafted_per_position.assign(depth, 0);
   stats_.accepted_per_position.assign(depth, 0);
@@ -44,7 +46,12 @@ int64_t SequenceDecoder::PendingKvRows() const {
   return DecodeHeadroom(request_.decoding);
 }
 
-int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
+AcceptanceTracker& SequenceDecoder::TrackerFor(const StepPlan& plan) {
+  if (plan.ngram_match <= 0) return acceptance_;
+  return match_acceptance_[static_cast<size_t>(std::min<int>(plan.ngram_match, match_acceptance_.size()) - 1)];
+}
+
+int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, const AcceptanceTracker& acceptance) {
   const DecodingConfig& d = request_.decoding;
   // Probes use the cheapest draft length that still verifies one draft: they measure
   // depth-1 acceptance, and deeper drafts follow once that pays.
@@ -63,7 +70,7 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost) {
     --probe_forwards_;
     return probe;
   }
-  const int chosen = ChooseGamma(d, acceptance_, cost);
+  const int chosen = ChooseGamma(d, acceptance, cost);
   if (chosen > 0) {
     ar_streak_ = 0;
     probe_interval_ = first_interval;
@@ -95,9 +102,20 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
   StepPlan plan;
   plan.kind = StepPlan::Kind::kDecode;
   plan.decoding = request_.decoding;
+  std::vector<int32_t> ngram_drafts;  // adaptive n-gram: drafted before γ' is chosen
   if (request_.decoding.adaptive_gamma && cost != nullptr && cost->curve != nullptr &&
       request_.decoding.mode != DecodingMode::kAutoregressive) {
-    plan.decoding = WithGamma(request_.decoding, AdaptiveGamma(*cost));
+    if (request_.decoding.mode == DecodingMode::kNgram) {
+      // The drafts first: γ' follows the acceptance of drafts from matches of this length.
+      // With no match there is nothing to verify (and nothing to probe): an AR forward.
+      ngrams_.Update(tokens_);
+      int match = 0;
+      ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match);
+      plan.ngram_match = match;
+      plan.decoding = WithGamma(request_.decoding, match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan)) : 0);
+    } else {
+      plan.decoding = WithGamma(request_.decoding, AdaptiveGamma(*cost, acceptance_));
+    }
     plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
   }
   const DecodingConfig& it = plan.decoding;
@@ -115,8 +133,13 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
       buffer_.clear();
-      ngrams_.Update(tokens_);
-      for (int32_t t : ngrams_.Draft(tokens_, static_cast<int>(want))) buffer_.push_back(Draft{t, {}, false});
+      if (plan.ngram_match > 0) {  // adaptive: drafted above, from the same context
+        ngram_drafts.resize(std::min<size_t>(ngram_drafts.size(), static_cast<size_t>(want)));
+      } else {
+        ngrams_.Update(tokens_);
+        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want));
+      }
+      for (int32_t t : ngram_drafts) buffer_.push_back(Draft{t, {}, false});
       m = static_cast<int>(buffer_.size());
       break;
     }
@@ -210,7 +233,7 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, std::ve
   for (size_t k = 0; k < outcome.verdicts.size(); ++k) {
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
-    acceptance_.Record(static_cast<int>(k) + 1, outcome.verdicts[k]);
+    TrackerFor(plan).Record(static_cast<int>(k) + 1, outcome.verdicts[k]);
   }
   buffer_ = std::move(outcome.next_drafts);
   for (int32_t t : outcome.tokens) {

@@ -77,7 +77,9 @@ class SequenceDecoder {
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
   StepPlan PlanDecode(const DraftCost* cost);
   // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
-  int AdaptiveGamma(const DraftCost& cost);
+  int AdaptiveGamma(const DraftCost& cost, const AcceptanceTracker& acceptance);
+  // The tracker a plan's outcomes feed: adaptive n-gram keeps one per match length.
+  AcceptanceTracker& TrackerFor(const StepPlan& plan);
   static constexpr int kFirstProbeInterval = 8;   // AR forwards before the first probe, at least
   static constexpr int kMaxProbeInterval = 128;   // ... and between probes, at most (unless probes are dear)
   static constexpr double kProbeBudget = 0.03;    // probes' extra cost, as a fraction of the AR forwards
@@ -95,6 +97,10 @@ class SequenceDecoder {
   Rng rng_;
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
   AcceptanceTracker acceptance_;  // recent per-depth acceptance (adaptive γ)
+  // Adaptive n-gram: the same per length of the context match the drafts came from
+  // (index n - 1). A 3-token match predicts far better than a 1-token one, and a run of
+  // failed 1-token drafts must not stop the drafts of a long repeat.
+  std::vector<AcceptanceTracker> match_acceptance_;
   int ar_streak_ = 0;             // adaptive: consecutive AR forwards since the last probe
   int probe_interval_ = 0;        // adaptive: AR forwards before the next probe (set on first use)
   int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe

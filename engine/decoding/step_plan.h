@@ -30,6 +30,7 @@ struct StepPlan {
   int main_chain = 0;             // g: predictive rows of branch 0
   std::vector<int> fork_sizes;    // forked refill: rows of the chain for outcome n = 0, 1, ...
   bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
+  int ngram_match = 0;            // adaptive n-gram: tokens of the context match its drafts came from
 
   bool prefill() const { return kind == Kind::kPrefill; }
   // Logit rows this plan expects back: m + 1 control, g main-chain, the forks (0 for prefill).

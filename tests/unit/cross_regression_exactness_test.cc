@@ -327,6 +327,19 @@ TEST_F(DistributionTest, NgramMatchesExactProbabilitiesAtT1) {
   EXPECT_GT(r.p_value, 0.001);
 }
 
+// Adaptive n-gram drafts first and then picks γ' from the acceptance of drafts from
+// matches of the same length: the count depends on earlier outcomes, the drafts on the
+// committed tokens only, so the distribution stays AR's.
+TEST_F(DistributionTest, AdaptiveNgramMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 2.28e-3}}, {{1, 1e-3}, {17, 1.5e-3}});
+  const auto r = SampleAndTest(*model_, *adapter_, s, Adaptive(Mode(DecodingMode::kNgram, 4)), ExactnessFault::kNone,
+                               kSamples, kDepth, "adaptive n-gram T=1", &curve);
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
 TEST_F(DistributionTest, HarnessCatchesCarriedDraftsVerifiedWithCurrentQ) {
   SamplingParams s;
   s.temperature = 1.0f;
