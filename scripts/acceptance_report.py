@@ -101,38 +101,47 @@ def write_untrained_adapter(model_dir, trained_adapter, out_dir):
                        xr.get("window", 16))
 
 
-def run_config(binary, model, adapter, prompts, cfg, max_new, threads):
-    committed = forwards = drafted = accepted = ar_forwards = 0
-    seconds = 0.0
+def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads):
+    """One crossreg-generate run of `cfg` on one prompt: its counts and decode seconds."""
+    cmd = [binary, "--model", model, "--prompt", prompt["text"], "--max-new-tokens", str(max_new),
+           "--format", "jsonl", "--ignore-eos", "--add-bos=false", "--threads", str(threads),
+           "--mode", cfg["mode"], "--temperature", str(cfg["temperature"]), "--seed", str(seed)]
+    if cfg["mode"] != "ar":
+        cmd += ["--gamma", str(cfg["gamma"])]
+    if cfg["mode"] == "lossy":
+        cmd += ["--beta", str(cfg["beta"]), "--tau", str(cfg["tau"])]
+    if cfg.get("fork_outcomes"):
+        cmd += ["--fork-outcomes", str(cfg["fork_outcomes"]), "--fork-depth", str(cfg.get("fork_depth", 0))]
+    if cfg.get("ngram_assist"):
+        cmd += ["--ngram-assist"]
+    if cfg.get("adaptive"):
+        cmd += ["--adaptive-gamma"]
+    if cfg.get("adapter", True) and adapter:
+        cmd += ["--adapter", cfg.get("adapter_dir", adapter)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {out.stderr.strip()}")
+    r = json.loads(out.stdout)
+    return {"committed": len(r["ids"]), "forwards": r["forwards"], "drafted": r["drafted"],
+            "accepted": r["accepted"], "ar_forwards": r.get("ar_forwards", 0), "seconds": r["timing"]["decode_s"]}
+
+
+def run_configs(binary, model, adapter, prompts, configs, max_new, threads):
+    """Every configuration on every prompt. The configurations take turns prompt by prompt (in
+    an order rotated per prompt), so a change in the shared machine's speed during the run
+    reaches every row alike instead of the rows that happened to run then."""
+    totals = [{"committed": 0, "forwards": 0, "drafted": 0, "accepted": 0, "ar_forwards": 0, "seconds": 0.0}
+              for _ in configs]
     for i, p in enumerate(prompts):
-        cmd = [binary, "--model", model, "--prompt", p["text"], "--max-new-tokens", str(max_new),
-               "--format", "jsonl", "--ignore-eos", "--add-bos=false", "--threads", str(threads),
-               "--mode", cfg["mode"], "--temperature", str(cfg["temperature"]), "--seed", str(i + 1)]
-        if cfg["mode"] != "ar":
-            cmd += ["--gamma", str(cfg["gamma"])]
-        if cfg["mode"] == "lossy":
-            cmd += ["--beta", str(cfg["beta"]), "--tau", str(cfg["tau"])]
-        if cfg.get("fork_outcomes"):
-            cmd += ["--fork-outcomes", str(cfg["fork_outcomes"]), "--fork-depth", str(cfg.get("fork_depth", 0))]
-        if cfg.get("ngram_assist"):
-            cmd += ["--ngram-assist"]
-        if cfg.get("adaptive"):
-            cmd += ["--adaptive-gamma"]
-        if cfg.get("adapter", True) and adapter:
-            cmd += ["--adapter", cfg.get("adapter_dir", adapter)]
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        if out.returncode != 0:
-            raise SystemExit(f"{' '.join(cmd[:6])} ... failed: {out.stderr.strip()}")
-        r = json.loads(out.stdout)
-        committed += len(r["ids"])
-        forwards += r["forwards"]
-        drafted += r["drafted"]
-        accepted += r["accepted"]
-        ar_forwards += r.get("ar_forwards", 0)
-        seconds += r["timing"]["decode_s"]
-    return {"tpf": committed / forwards, "tokens_per_s": committed / seconds,
-            "accept_rate": accepted / drafted if drafted else 0.0, "tokens": committed,
-            "ar_share": ar_forwards / forwards}
+        for k in range(len(configs)):
+            j = (k + i) % len(configs)
+            r = run_prompt(binary, model, adapter, p, i + 1, configs[j], max_new, threads)
+            for key, value in r.items():
+                totals[j][key] += value
+        print(f"[acceptance] prompt {i + 1}/{len(prompts)} done ({p['file']})", flush=True)
+    return [{"tpf": t["committed"] / t["forwards"], "tokens_per_s": t["committed"] / t["seconds"],
+             "accept_rate": t["accepted"] / t["drafted"] if t["drafted"] else 0.0, "tokens": t["committed"],
+             "ar_share": t["ar_forwards"] / t["forwards"]} for t in totals]
 
 
 def main():
@@ -194,8 +203,8 @@ def main():
 
     rows = []
     t0 = time.time()
-    for cfg in configs:
-        r = run_config(args.binary, args.model, adapter, prompts, cfg, args.max_new_tokens, args.threads)
+    results = run_configs(args.binary, args.model, adapter, prompts, configs, args.max_new_tokens, args.threads)
+    for cfg, r in zip(configs, results):
         rows.append((cfg, r))
         print(f"[acceptance] {cfg['name']}: TPF {r['tpf']:.2f}, {r['tokens_per_s']:.1f} tokens/s, "
               f"accepted {100 * r['accept_rate']:.0f}% of drafts", flush=True)
@@ -212,7 +221,9 @@ def main():
         f"(`crossreg-generate`, {os.cpu_count()} cores).",
         "",
         "TPF = committed tokens / decode forwards (the paper's acceptance length); speedup = tokens/s "
-        "÷ AR tokens/s on the same machine and prompts. Sampled rows (T=0.6) use seeds 1..N.",
+        "÷ AR tokens/s on the same machine and prompts. Sampled rows (T=0.6) use seeds 1..N. The "
+        "configurations take turns prompt by prompt, so the shared machine's changes of speed reach "
+        "every row alike.",
         "",
         "| configuration | TPF | draft acceptance | tokens/s | speedup vs AR | AR forwards |",
         "|---|---|---|---|---|---|",
