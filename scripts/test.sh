@@ -19,12 +19,30 @@ stage() {  # prints how long the previous stage took
   stage_start=$now
 }
 WITH_TEST_TOOLS=1 scripts/setup.sh
+# On a failure, the failing tests' output is printed again at the very end (from CTest's
+# LastTest.log), since a CI log viewer often shows only the tail.
+run_ctest() {
+  local dir=$1
+  shift
+  if ctest --test-dir "$dir" --output-on-failure "$@"; then return 0; fi
+  local log="$dir/Testing/Temporary/LastTest.log" failed="$dir/Testing/Temporary/LastTestsFailed.log"
+  if [ -f "$failed" ] && [ -f "$log" ]; then
+    echo "[test] ---- the failing tests' output again:"
+    cut -d: -f2- "$failed" | while read -r name; do
+      echo "[test] ==== $name"
+      awk -v n="$name" '!on && /^[0-9]+\/[0-9]+ Test: / && substr($0, index($0, "Test: ") + 6) == n {on = 1}
+        on {print} on && / end time: / {on = 0}' \
+        "$log" | tail -n 80
+    done
+  fi
+  return 1
+}
 stage "ctest"
-ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900
+run_ctest "${BUILD_DIR:-build}" -j "$(nproc)" --timeout 900
 # The exactness tests again on the portable kernels (no AVX at all), so every SIMD path
 # of this CPU and the one a CPU without AVX-512 would run keep AR's outputs.
 stage "ctest exactness tests with CROSSREG_SIMD=scalar"
-CROSSREG_SIMD=scalar ctest --test-dir "${BUILD_DIR:-build}" --output-on-failure -j "$(nproc)" --timeout 900 \
+CROSSREG_SIMD=scalar run_ctest "${BUILD_DIR:-build}" -j "$(nproc)" --timeout 900 \
   -R 'CrossRegressionExactness|DistributionTest|SchedulerExactness|StoriesReference|BatchInvariance|VerifyTest|VerifyRule'
 
 NVCC=$(command -v nvcc || true)
