@@ -116,6 +116,8 @@ def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads):
         cmd += ["--ngram-assist"]
     if cfg.get("adaptive"):
         cmd += ["--adaptive-gamma"]
+    if cfg.get("no_table"):
+        cmd += ["--ngram-table", "none"]
     if cfg.get("adapter", True) and adapter:
         cmd += ["--adapter", cfg.get("adapter_dir", adapter)]
     out = subprocess.run(cmd, capture_output=True, text=True)
@@ -189,6 +191,10 @@ def main():
                         "gamma": g, "ngram_assist": True, **fork})
     for g in (4, 8):
         configs.append({"name": f"n-gram T=0 γ={g}", "mode": "ngram", "temperature": 0, "gamma": g, "adapter": False})
+    # The same without the model's corpus n-gram table (ngram_table.bin): the context alone.
+    for g in (4, 8):
+        configs.append({"name": f"n-gram, context only (no corpus table) T=0 γ={g}", "mode": "ngram",
+                        "temperature": 0, "gamma": g, "adapter": False, "no_table": True})
     configs.append({"name": "untrained adapter (B=0), lossless T=0 γ=8", "mode": "lossless", "temperature": 0,
                     "gamma": 8, "adapter_dir": untrained})
     configs.append({"name": "untrained adapter (B=0), lossless forked T=0 γ=8", "mode": "lossless",
@@ -236,7 +242,10 @@ def main():
               "How to read it: lossless rows must stay exact (the test suite proves that); their TPF "
               "measures the adapter. \"forked\" is the forked refill (fork_outcomes 2, fork_depth 3), "
               "\"n-gram assist\" lets prompt-lookup drafts take the first slots where the text repeats "
-              "(docs/algorithm.md). n-gram needs no adapter and is the training-free baseline; the "
+              "(docs/algorithm.md). n-gram needs no adapter and is the training-free baseline: it drafts from "
+              "the request's own context, then from the model's corpus n-gram table (`ngram_table.bin`, built "
+              "by `python3 -m training ngram-table`) where the context has no match of 2+ tokens; the "
+              "\"context only\" rows leave the table out. The "
               "untrained rows are the same LoRA shape with B = 0. Adaptive rows pick each forward's draft "
               "length from acceptance and this machine's measured forward cost (AR forwards = the share it "
               "ran as plain AR). The model card discusses the figures.", ""]

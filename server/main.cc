@@ -96,6 +96,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   EngineOptions engine_options;
   engine_options.model_path = options.model;
   engine_options.adapter_path = options.adapter;
+  engine_options.ngram_table_path = options.ngram_table;
   engine_options.backend = options.backend;
   engine_options.cpu_threads = options.threads;
   engine_options.cuda_device = options.cuda_device;
@@ -240,7 +241,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
                                     ? (options.tls_cert_file.empty() ? "plaintext" : "TLS")
                                     : "mutual TLS";
   spdlog::info("crossreg-server ready: grpc {}:{} ({}, {}), http {}, metrics {}, backend {}, model {} ({} layers, d={}, vocab "
-               "{}, context {}), adapter {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, max_batch_tokens "
+               "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, max_batch_tokens "
                "{}, gamma default {} max {}",
                options.host, bound_port, transport, tokens.enabled() ? "bearer tokens" : "no authentication",
                http ? absl::StrCat(options.host, ":", http->port(), " (OpenAI API, model \"", served_model_name,
@@ -250,6 +251,8 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
                engine.BackendDescription(), engine.model_path, c.num_layers, c.hidden_size, c.vocab_size,
                c.max_position,
                engine.adapter ? absl::StrCat(engine.adapter_path, " (rank ", engine.adapter->max_rank, ")") : "none",
+               engine.ngram_table ? absl::StrCat(engine.ngram_table_path, " (", engine.ngram_table->entries(), " n-grams)")
+                                  : "none",
                kv_config.num_blocks, kv_config.block_size, options.max_running, options.max_queue,
                options.max_batch_tokens, options.default_gamma, options.max_gamma);
 

@@ -20,6 +20,9 @@ ABSL_FLAG(std::string, model, kDefaults.model,
           "Model: a .gguf file or a Hugging Face directory (default: the embedded default model)");
 ABSL_FLAG(std::string, adapter, kDefaults.adapter,
           "Cross-Regression adapter (PEFT LoRA directory); without it lossless/lossy requests fail");
+ABSL_FLAG(std::string, ngram_table, kDefaults.ngram_table,
+          "Corpus n-gram table for n-gram drafts (python3 -m training ngram-table); default: the model directory's "
+          "ngram_table.bin if it has one; none: draft from each request's own context only");
 ABSL_FLAG(std::string, host, kDefaults.host,
           "Address to listen on (0.0.0.0: all interfaces, as containers need; 127.0.0.1: local only)");
 ABSL_FLAG(int, port, kDefaults.port, "gRPC port");
@@ -165,6 +168,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   ServerOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.adapter = absl::GetFlag(FLAGS_adapter);
+  o.ngram_table = absl::GetFlag(FLAGS_ngram_table);
   o.host = absl::GetFlag(FLAGS_host);
   o.port = absl::GetFlag(FLAGS_port);
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);

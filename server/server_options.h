@@ -13,6 +13,7 @@ namespace crossreg::server {
 struct ServerOptions {
   std::string model;             // .gguf or HF directory; empty: FindDefaultModel()
   std::string adapter;           // PEFT directory; empty: lossless/lossy refused
+  std::string ngram_table;       // corpus n-gram table; empty: the model's own; "none": off
   std::string host = "0.0.0.0";  // all interfaces: the server runs in containers
   int port = 50051;              // gRPC
   int metrics_port = 9090;       // Prometheus /metrics; 0 = off

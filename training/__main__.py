@@ -6,6 +6,7 @@ COMMANDS = {
     "pretrain": "training.pretrain",
     "distill": "training.distill",
     "export-fixture": "training.export_fixture",
+    "ngram-table": "training.ngram_table",
 }
 
 

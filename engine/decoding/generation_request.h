@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/decoding/forward_cost_curve.h"
+#include "engine/decoding/ngram_table.h"
 #include "engine/decoding/verify.h"
 #include "engine/model/model_config.h"
 #include "engine/sampler.h"
@@ -44,6 +45,10 @@ struct DecodingEnvironment {
   // Measured forward cost (engine/decoding/forward_cost_curve.h): adaptive_gamma
   // needs one. Not owned.
   const ForwardCostCurve* cost_curve = nullptr;
+  // The model's corpus n-gram table (engine/decoding/ngram_table.h): n-gram drafts
+  // (n-gram mode, n-gram assist) come from it where the context has no match of 2+
+  // tokens. Null: the context alone. Not owned.
+  const NgramTable* ngram_table = nullptr;
 };
 
 // Every check a request must pass before it runs. Each message starts with the field

@@ -28,33 +28,39 @@ void NgramIndex::Update(const std::vector<int32_t>& context) {
   }
 }
 
-std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens, int* match) const {
+std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens, int* match,
+                                       const NgramTable* table) const {
   std::vector<int32_t> drafts;
   if (match != nullptr) *match = 0;
   if (max_tokens <= 0 || context.empty()) return drafts;
   // The suffix being matched: the context's tail followed by the drafts so far.
-  std::vector<int32_t> tail(context.end() - std::min<int64_t>(static_cast<int64_t>(context.size()), max_n_),
+  const int keep = std::max(max_n_, table != nullptr ? table->max_n() : 0);
+  std::vector<int32_t> tail(context.end() - std::min<int64_t>(static_cast<int64_t>(context.size()), keep),
                             context.end());
-  while (static_cast<int>(drafts.size()) < max_tokens) {
-    int64_t found = -1;
-    const int longest = std::min<int>(max_n_, static_cast<int>(tail.size()));
-    for (int n = longest; n >= min_n_; --n) {
-      const auto& table = latest_[static_cast<size_t>(n)];
-      const auto it = table.find(Key(tail.data() + tail.size() - n, n));
+  // The context's latest continuation of its longest suffix of n in [lo, hi] tokens.
+  auto local = [&](int lo, int hi, int* n_found) -> int32_t {
+    for (int n = std::min<int>(hi, static_cast<int>(tail.size())); n >= lo; --n) {
+      const auto& map = latest_[static_cast<size_t>(n)];
+      const auto it = map.find(Key(tail.data() + tail.size() - n, n));
       // Hash collisions are possible: confirm the n-gram before trusting it.
-      if (it == table.end() ||
-          !std::equal(tail.end() - n, tail.end(), context.begin() + (it->second - n + 1))) {
+      if (it == map.end() || !std::equal(tail.end() - n, tail.end(), context.begin() + (it->second - n + 1))) {
         continue;
       }
-      found = it->second;
-      if (drafts.empty() && match != nullptr) *match = n;
-      break;
+      *n_found = n;
+      return context[static_cast<size_t>(it->second + 1)];
     }
-    if (found < 0) break;
-    const int32_t next = context[static_cast<size_t>(found + 1)];
+    return -1;
+  };
+  while (static_cast<int>(drafts.size()) < max_tokens) {
+    int n = 0;
+    int32_t next = local(std::max(min_n_, 2), max_n_, &n);
+    if (next < 0 && table != nullptr) next = table->Next(tail.data(), static_cast<int>(tail.size()), 2, &n);
+    if (next < 0 && min_n_ <= 1) next = local(1, 1, &n);
+    if (next < 0) break;
+    if (drafts.empty() && match != nullptr) *match = n;
     drafts.push_back(next);
     tail.push_back(next);
-    if (static_cast<int>(tail.size()) > max_n_) tail.erase(tail.begin());
+    if (static_cast<int>(tail.size()) > keep) tail.erase(tail.begin());
   }
   return drafts;
 }

@@ -5,12 +5,19 @@
 // (a loop, boilerplate, a quoted passage) is drafted as far as it repeats, not just up
 // to the end of the context. Training-free; a function of the committed tokens only,
 // so exact verification (one-hot q) applies to it.
+//
+// With a corpus table (ngram_table.h) the lookup order per drafted token is: the
+// context's own matches of 2+ tokens (they repeat this very text), then the table's
+// (text like the corpus), then the context's 1-token match. On the default model's
+// held-out prompts that order drafted best (docs/acceptance.md).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <vector>
+
+#include "engine/decoding/ngram_table.h"
 
 namespace crossreg {
 
@@ -26,8 +33,10 @@ class NgramIndex {
 
   // Up to `max_tokens` drafts continuing `context` (what Update last saw). `match`
   // (optional) receives the length of the context suffix the first draft came from
-  // (0: no draft): longer matches predict better.
-  std::vector<int32_t> Draft(const std::vector<int32_t>& context, int max_tokens, int* match = nullptr) const;
+  // (0: no draft): longer matches predict better. `table` (optional, not owned) is
+  // the corpus table consulted where the context has no match of 2+ tokens.
+  std::vector<int32_t> Draft(const std::vector<int32_t>& context, int max_tokens, int* match = nullptr,
+                             const NgramTable* table = nullptr) const;
 
  private:
   static uint64_t Key(const int32_t* tokens, int n);

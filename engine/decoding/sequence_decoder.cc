@@ -110,7 +110,7 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
       // With no match there is nothing to verify (and nothing to probe): an AR forward.
       ngrams_.Update(tokens_);
       int match = 0;
-      ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match);
+      ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
       plan.ngram_match = match;
       plan.decoding = WithGamma(request_.decoding, match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan)) : 0);
     } else {
@@ -137,7 +137,7 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
         ngram_drafts.resize(std::min<size_t>(ngram_drafts.size(), static_cast<size_t>(want)));
       } else {
         ngrams_.Update(tokens_);
-        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want));
+        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want), nullptr, env_.ngram_table);
       }
       for (int32_t t : ngram_drafts) buffer_.push_back(Draft{t, {}, false});
       m = static_cast<int>(buffer_.size());
@@ -151,7 +151,7 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
         // Prompt-lookup drafts, a function of the committed tokens alone, take the
         // first slots (one-hot q); the adapter's proposals keep the slots after them.
         ngrams_.Update(tokens_);
-        const auto found = ngrams_.Draft(tokens_, static_cast<int>(cap));
+        const auto found = ngrams_.Draft(tokens_, static_cast<int>(cap), nullptr, env_.ngram_table);
         if (buffer_.size() < found.size()) buffer_.resize(found.size());
         for (size_t i = 0; i < found.size(); ++i) buffer_[i] = Draft{found[i], {}, false};
       }

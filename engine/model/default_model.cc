@@ -39,4 +39,11 @@ std::string BundledAdapter(const std::string& model_dir) {
   return fs::exists(dir / "adapter_config.json", ec) ? dir.string() : std::string();
 }
 
+std::string BundledNgramTable(const std::string& model_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path file = fs::path(model_dir) / "ngram_table.bin";
+  return fs::is_regular_file(file, ec) ? file.string() : std::string();
+}
+
 }  // namespace crossreg

@@ -16,5 +16,7 @@ absl::StatusOr<std::string> FindDefaultModel();
 // adapter_config.json), or "" when there is none. Used when a model directory is served
 // without an explicit --adapter.
 std::string BundledAdapter(const std::string& model_dir);
+// The model directory's corpus n-gram table (ngram_table.bin), or "" if it has none.
+std::string BundledNgramTable(const std::string& model_dir);
 
 }  // namespace crossreg

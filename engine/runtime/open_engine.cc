@@ -116,6 +116,7 @@ DecodingEnvironment Engine::Environment(int max_gamma) const {
   env.placeholder_token = adapter != nullptr ? adapter->placeholder_token_id : 0;
   env.max_gamma = max_gamma;
   env.cost_curve = cost_curve.has_value() ? &*cost_curve : nullptr;
+  env.ngram_table = ngram_table.get();
   return env;
 }
 
@@ -163,6 +164,14 @@ absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options) {
     }
     loaded.adapter = std::move(*adapter);
   }
+  loaded.ngram_table_path = options.ngram_table_path == "none"  ? std::string()
+                            : options.ngram_table_path.empty() ? BundledNgramTable(loaded.model_path)
+                                                               : options.ngram_table_path;
+  if (!loaded.ngram_table_path.empty()) {
+    auto table = NgramTable::Load(loaded.ngram_table_path, loaded.model->config.vocab_size);
+    if (!table.ok()) return table.status();
+    loaded.ngram_table = std::move(*table);
+  }
   loaded.load_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return loaded;
 }
@@ -174,6 +183,8 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const Eng
   engine->adapter_path = loaded.adapter != nullptr ? std::move(loaded.adapter_path) : "";
   engine->model = std::move(loaded.model);
   engine->adapter = std::move(loaded.adapter);
+  engine->ngram_table_path = std::move(loaded.ngram_table_path);
+  engine->ngram_table = std::move(loaded.ngram_table);
   engine->load_seconds = loaded.load_seconds;
   const ModelConfig& config = engine->model->config;
   auto kv = KvConfig(config, options);

@@ -17,6 +17,7 @@
 #include "engine/backend.h"
 #include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/generation_request.h"
+#include "engine/decoding/ngram_table.h"
 #include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
@@ -35,6 +36,9 @@ absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name);
 struct EngineOptions {
   std::string model_path;    // .gguf file or HF directory; empty: the embedded default model
   std::string adapter_path;  // PEFT directory; empty: the model directory's own adapter/ if any, else none
+  // Corpus n-gram table for n-gram drafts (engine/decoding/ngram_table.h); empty: the
+  // model directory's own ngram_table.bin if any; "none": no table.
+  std::string ngram_table_path;
   BackendChoice backend = BackendChoice::kAuto;
   int cpu_threads = 0;       // CPU backend; 0: one per usable core (cgroup-aware)
   int cuda_device = 0;       // CUDA backend: device ordinal
@@ -56,6 +60,8 @@ struct Engine {
   std::string adapter_path;  // resolved; empty: no adapter
   std::unique_ptr<Model> model;
   std::unique_ptr<LoraAdapter> adapter;  // null: lossless/lossy refused
+  std::string ngram_table_path;           // resolved; empty: none
+  std::unique_ptr<NgramTable> ngram_table;  // null: n-gram drafts from the context alone
   std::unique_ptr<Backend> backend;
   std::unique_ptr<PagedKvCache> kv;
   std::optional<ForwardCostCurve> cost_curve;
@@ -78,6 +84,8 @@ struct LoadedModel {
   std::string adapter_path;  // resolved; empty: no adapter
   std::unique_ptr<Model> model;
   std::unique_ptr<LoraAdapter> adapter;
+  std::string ngram_table_path;  // resolved; empty: none
+  std::unique_ptr<NgramTable> ngram_table;
   double load_seconds = 0;
 };
 

@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, backend, "auto",
 ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16 (CPU backend)");
 ABSL_FLAG(std::string, adapter, "", "Cross-Regression adapter: a PEFT LoRA directory (needed by lossless and lossy modes)");
+ABSL_FLAG(std::string, ngram_table, "",
+          "Corpus n-gram table for n-gram drafts; default: the model directory's ngram_table.bin if any; none: the "
+          "context only");
 ABSL_FLAG(std::string, mode, "ar", "Decoding: ar, lossless (Cross-Regression, exact), lossy (Cross-Regression with beta/tau), ngram (prompt lookup, exact)");
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
 ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more negative accepts more)");
@@ -86,6 +89,7 @@ std::string InFlagTerms(absl::string_view message) {
   }
   if (absl::StartsWith(message, "cannot load adapter")) return absl::StrCat("--adapter: ", message);
   if (absl::StartsWith(message, "cannot load model")) return absl::StrCat("--model: ", message);
+  if (absl::StartsWith(message, "n-gram table")) return absl::StrCat("--ngram_table: ", message);
   return std::string(message);
 }
 
@@ -129,6 +133,7 @@ int Run() {
   EngineOptions options;
   options.model_path = absl::GetFlag(FLAGS_model);
   options.adapter_path = absl::GetFlag(FLAGS_adapter);
+  options.ngram_table_path = absl::GetFlag(FLAGS_ngram_table);
   options.backend = *backend_choice;
   options.cpu_threads = absl::GetFlag(FLAGS_threads);
   options.cuda_device = absl::GetFlag(FLAGS_cuda_device);

@@ -129,6 +129,70 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnStories260KWithRandomAdapter)
   }
 }
 
+// A corpus n-gram table whose continuations are right half the time (taken from the
+// reference's own greedy outputs, every other one replaced by a wrong token): n-gram
+// mode, adaptive n-gram and n-gram assist keep AR's greedy output, and the table drafts
+// (fewer forwards than without it).
+TEST(CrossRegressionExactnessTest, GreedyIdentityWithCorpusNgramTable) {
+  auto model = LoadModel(testing::Stories260KGguf());
+  ASSERT_TRUE(model.ok()) << model.status();
+  const int V = (*model)->config.vocab_size;
+  const int bits = 32 - __builtin_clz(static_cast<unsigned>(V - 1));
+  std::map<uint64_t, uint32_t> pairs, triples;
+  const auto refs = testing::LoadStoriesReference();
+  for (const auto& ref : refs) {
+    std::vector<int32_t> text(ref.prompt_ids.begin(), ref.prompt_ids.end());
+    text.insert(text.end(), ref.greedy_ids.begin(), ref.greedy_ids.end());
+    for (size_t i = 2; i < text.size(); ++i) {
+      const uint64_t pair = (static_cast<uint64_t>(text[i - 2]) << bits) | static_cast<uint64_t>(text[i - 1]);
+      const uint32_t next = i % 2 == 0 ? static_cast<uint32_t>(text[i]) : static_cast<uint32_t>((text[i] + 7) % V);
+      pairs.emplace(pair, next);
+      if (i >= 3) triples.emplace((static_cast<uint64_t>(text[i - 3]) << (2 * bits)) | pair, next);
+    }
+  }
+  std::vector<NgramTable::Order> orders(3);
+  for (const auto& [key, next] : pairs) orders[1].keys.push_back(key), orders[1].next.push_back(next);
+  for (const auto& [key, next] : triples) orders[2].keys.push_back(key), orders[2].next.push_back(next);
+  auto table = NgramTable::FromOrders(V, bits, std::move(orders));
+  ASSERT_TRUE(table.ok()) << table.status();
+  RandomLoraOptions lo;
+  lo.magnitude = 1.0f;
+  auto adapter = MakeRandomLoraAdapter((*model)->config, lo);
+  auto e = MakeEngine(**model, adapter.get(), 2048);
+  int64_t forwards_with = 0, forwards_without = 0;
+  for (const auto& ref : refs) {
+    const std::vector<int32_t> prompt(ref.prompt_ids.begin(), ref.prompt_ids.end());
+    const std::vector<int32_t> expected(ref.greedy_ids.begin(), ref.greedy_ids.end());
+    const int n = static_cast<int>(expected.size());
+    for (int gamma : {1, 4, 8}) {
+      SCOPED_TRACE(::testing::Message() << ref.prompt << " gamma " << gamma);
+      GenerationRequest req;
+      req.prompt_ids = prompt;
+      req.max_new_tokens = n;
+      req.stop_at_eos = false;
+      DecodingEnvironment env = e.env;
+      env.has_adapter = true;
+      env.cost_curve = &SteepCurve();
+      for (DecodingConfig d : {Mode(DecodingMode::kNgram, gamma), Adaptive(Mode(DecodingMode::kNgram, gamma)),
+                               Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true)}) {
+        req.decoding = d;
+        env.ngram_table = table->get();
+        auto with = Generate(*e.backend, *e.kv, req, env);
+        ASSERT_TRUE(with.ok()) << with.status();
+        EXPECT_EQ(with->ids, expected);
+        env.ngram_table = nullptr;
+        auto without = Generate(*e.backend, *e.kv, req, env);
+        ASSERT_TRUE(without.ok()) << without.status();
+        if (d.mode == DecodingMode::kNgram && !d.adaptive_gamma) {
+          forwards_with += with->stats.forwards;
+          forwards_without += without->stats.forwards;
+        }
+      }
+    }
+  }
+  EXPECT_LT(forwards_with, forwards_without);
+}
+
 // The bf16 K/V cache rounds every control row's K/V the same way whether it was written
 // in this forward or an earlier one, so the greedy identity holds there too; with bf16
 // weights as well (the vdpbf16ps path), on a GQA model and on stories260K.
@@ -209,7 +273,7 @@ struct ForwardCounts {
 testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& adapter, const SamplingParams& base,
                                        DecodingConfig decoding, ExactnessFault fault, int samples, int depth,
                                        const char* label, const ForwardCostCurve* curve = nullptr,
-                                       ForwardCounts* counted = nullptr) {
+                                       ForwardCounts* counted = nullptr, const NgramTable* table = nullptr) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
   const auto exact = ExactSequenceProbabilities(e, model, prompt, depth, base);
@@ -228,6 +292,7 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     DecodingEnvironment env = e.env;
     env.has_adapter = true;
     env.cost_curve = curve;
+    env.ngram_table = table;
     auto r = Generate(*e.backend, *e.kv, req, env);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) break;
@@ -336,6 +401,29 @@ TEST_F(DistributionTest, AdaptiveNgramMatchesExactProbabilitiesAtT1) {
   const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 2.28e-3}}, {{1, 1e-3}, {17, 1.5e-3}});
   const auto r = SampleAndTest(*model_, *adapter_, s, Adaptive(Mode(DecodingMode::kNgram, 4)), ExactnessFault::kNone,
                                kSamples, kDepth, "adaptive n-gram T=1", &curve);
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+// Every pair of tokens has a corpus-table continuation, so n-gram mode drafts from the
+// table wherever the context has no 2-token match: still AR's distribution.
+TEST_F(DistributionTest, NgramWithCorpusTableMatchesExactProbabilitiesAtT1) {
+  const int V = model_->config.vocab_size;
+  const int bits = 32 - __builtin_clz(static_cast<unsigned>(V - 1));
+  std::vector<NgramTable::Order> orders(2);
+  for (int a = 0; a < V; ++a) {
+    for (int b = 0; b < V; ++b) {
+      orders[1].keys.push_back((static_cast<uint64_t>(a) << bits) | static_cast<uint64_t>(b));
+      orders[1].next.push_back(static_cast<uint32_t>((a + 3 * b + 1) % V));
+    }
+  }
+  auto table = NgramTable::FromOrders(V, bits, std::move(orders));
+  ASSERT_TRUE(table.ok()) << table.status();
+  SamplingParams s;
+  s.temperature = 1.0f;
+  ForwardCounts counted;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kNgram, 4), ExactnessFault::kNone, kSamples,
+                               kDepth, "ngram + corpus table T=1", nullptr, &counted, table->get());
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
 }
