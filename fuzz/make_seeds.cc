@@ -17,6 +17,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/ngram_table.h"
 #include "engine/io/gguf_file.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/peft_writer.h"
@@ -159,6 +160,19 @@ absl::Status AdapterSeeds(SeedWriter& seeds, const std::string& scratch) {
   return absl::OkStatus();
 }
 
+// Two small corpus n-gram tables: orders 2-3 with entries, and an empty order-1 one.
+absl::Status NgramTableSeeds(SeedWriter& seeds) {
+  std::vector<NgramTable::Order> orders(3);
+  orders[1].keys = {(1u << 6) | 2, (4u << 6) | 5};
+  orders[1].next = {3, 6};
+  orders[2].keys = {(uint64_t{7} << 12) | (1u << 6) | 2};
+  orders[2].next = {9};
+  ASSIGN_OR_RETURN(auto table, NgramTable::FromOrders(64, 6, std::move(orders)));
+  RETURN_IF_ERROR(seeds.Add("fuzz_ngram_table", "orders_2_3", table->Serialize()));
+  ASSIGN_OR_RETURN(auto empty, NgramTable::FromOrders(64, 6, std::vector<NgramTable::Order>(1)));
+  return seeds.Add("fuzz_ngram_table", "empty", empty->Serialize());
+}
+
 absl::Status WriteAll(const std::string& out) {
   const std::string scratch = absl::StrCat(out, "/.scratch");
   std::filesystem::remove_all(scratch);
@@ -168,6 +182,7 @@ absl::Status WriteAll(const std::string& out) {
   RETURN_IF_ERROR(ModelSeeds(seeds, scratch, testing::TinyVocab::kByteLevel, "bytelevel"));
   RETURN_IF_ERROR(ConfigSeeds(seeds));
   RETURN_IF_ERROR(AdapterSeeds(seeds, scratch));
+  RETURN_IF_ERROR(NgramTableSeeds(seeds));
 #ifdef CROSSREG_FUZZ_REQUESTS
   RETURN_IF_ERROR(WriteRequestSeeds(seeds));
 #endif

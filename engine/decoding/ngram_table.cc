@@ -34,6 +34,7 @@ class Reader {
   bool GetArray(std::vector<T>* values, uint64_t count) {
     if ((bytes_.size() - pos_) / sizeof(T) < count) return false;
     values->resize(count);
+    if (count == 0) return true;  // memcpy wants non-null pointers even for 0 bytes
     std::memcpy(values->data(), bytes_.data() + pos_, count * sizeof(T));
     pos_ += count * sizeof(T);
     return true;
@@ -88,14 +89,18 @@ absl::StatusOr<std::unique_ptr<NgramTable>> NgramTable::FromOrders(int64_t vocab
 }
 
 absl::StatusOr<std::unique_ptr<NgramTable>> NgramTable::Load(const std::string& path, int64_t vocab_size) {
-  auto fail = [&](const std::string& why) {
-    return absl::InvalidArgumentError(absl::StrCat("n-gram table ", path, ": ", why));
-  };
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat("n-gram table ", path, ": cannot open the file"));
   std::stringstream buffer;
   buffer << in.rdbuf();
-  const std::string bytes = buffer.str();
+  return Parse(buffer.str(), vocab_size, path);
+}
+
+absl::StatusOr<std::unique_ptr<NgramTable>> NgramTable::Parse(const std::string& bytes, int64_t vocab_size,
+                                                              const std::string& name) {
+  auto fail = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrCat("n-gram table ", name, ": ", why));
+  };
   Reader r(bytes);
   char magic[8];
   if (!r.Get(&magic) || std::memcmp(magic, kMagic, sizeof(kMagic)) != 0) return fail("not an n-gram table (bad magic)");

@@ -32,6 +32,9 @@ class NgramTable {
   // Reads and checks a table file for a model of `vocab_size` tokens (0: not checked).
   // Every error names the file and what is wrong with it.
   static absl::StatusOr<std::unique_ptr<NgramTable>> Load(const std::string& path, int64_t vocab_size);
+  // The same checks on a file image already in memory; errors name `name`.
+  static absl::StatusOr<std::unique_ptr<NgramTable>> Parse(const std::string& bytes, int64_t vocab_size,
+                                                           const std::string& name);
   // From orders[n - 1] for n = 1..orders.size() (tests, tools); same checks as Load.
   static absl::StatusOr<std::unique_ptr<NgramTable>> FromOrders(int64_t vocab_size, int bits_per_token,
                                                                 std::vector<Order> orders);
