@@ -241,7 +241,7 @@ def main():
     lines += ["", "Prompts: " + ", ".join(sorted({f"`{p['file']}`" for p in prompts})), "",
               "How to read it: lossless rows must stay exact (the test suite proves that); their TPF "
               "measures the adapter. \"forked\" is the forked refill (fork_outcomes 2, fork_depth 3), "
-              "\"n-gram assist\" lets prompt-lookup drafts take the first slots where the text repeats "
+              "\"n-gram assist\" lets prompt-lookup drafts take the first slots where the text repeats or the corpus table knows the context "
               "(docs/algorithm.md). n-gram needs no adapter and is the training-free baseline: it drafts from "
               "the request's own context, then from the model's corpus n-gram table (`ngram_table.bin`, built "
               "by `python3 -m training ngram-table`) where the context has no match of 2+ tokens; the "
