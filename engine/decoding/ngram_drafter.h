@@ -9,7 +9,7 @@
 // With a corpus table (ngram_table.h) the lookup order per drafted token is: the
 // context's own matches of 2+ tokens (they repeat this very text), then the table's
 // (text like the corpus), then the context's 1-token match. On the default model's
-// held-out prompts that order drafted best (docs/acceptance.md).
+// held-out prompts that order drafted best (figures: docs/algorithm.md).
 #pragma once
 
 #include <cstddef>
