@@ -158,6 +158,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   scheduler_options.decoding = engine.Environment(options.max_gamma);
   // Requests may adapt their draft length only on a server started for it.
   if (!options.adaptive_gamma) scheduler_options.decoding.cost_curve = nullptr;
+  if (!options.acceptance_memory) scheduler_options.decoding.acceptance_memory = nullptr;
   scheduler_options.debug_forward_delay = std::chrono::milliseconds(options.debug_forward_delay_ms);
   if (options.debug_forward_delay_ms > 0) {
     spdlog::warn("--debug_forward_delay_ms={}: every forward sleeps first (debugging only)", options.debug_forward_delay_ms);

@@ -55,6 +55,10 @@ ABSL_FLAG(int, default_gamma, kDefaults.default_gamma, "Gamma for requests that 
 ABSL_FLAG(bool, adaptive_gamma, kDefaults.adaptive_gamma,
           "Measure the forward cost curve at start; speculative requests then pick each forward's draft length "
           "(0 = AR) for the most tokens per second unless they set decoding.adaptive_gamma = false");
+ABSL_FLAG(bool, acceptance_memory, kDefaults.acceptance_memory,
+          "With --adaptive_gamma: a request starts from the draft acceptance earlier requests of its class "
+          "(mode, beta/tau, forking, greedy or sampled) saw, and probes on one schedule with them; false: each "
+          "request learns alone, and a seed reproduces a sampled adaptive output at the same load");
 ABSL_FLAG(int, default_max_tokens, kDefaults.default_max_tokens, "max_tokens for requests that leave it unset");
 ABSL_FLAG(double, drain_timeout_s, kDefaults.drain_timeout_s,
           "On SIGTERM/SIGINT: seconds in-flight requests may run before they are cancelled");
@@ -192,6 +196,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.max_gamma = absl::GetFlag(FLAGS_max_gamma);
   o.default_gamma = absl::GetFlag(FLAGS_default_gamma);
   o.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
+  o.acceptance_memory = absl::GetFlag(FLAGS_acceptance_memory);
   o.default_max_tokens = absl::GetFlag(FLAGS_default_max_tokens);
   o.drain_timeout_s = absl::GetFlag(FLAGS_drain_timeout_s);
   o.log_level = absl::GetFlag(FLAGS_log_level);

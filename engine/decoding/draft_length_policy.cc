@@ -20,6 +20,21 @@ double AcceptanceTracker::Rate(int depth) const {
   return (accepted_[k] + 1.0) / (reached_[k] + 2.0);
 }
 
+void AcceptanceTracker::SeedFrom(const AcceptanceTracker& pooled, double weight) {
+  const size_t depth = std::min(reached_.size(), pooled.reached_.size());
+  for (size_t k = 0; k < depth; ++k) {
+    if (pooled.reached_[k] <= 0.0) continue;
+    const double scale = std::min(1.0, std::max(0.0, weight) / pooled.reached_[k]);
+    reached_[k] = pooled.reached_[k] * scale;
+    accepted_[k] = pooled.accepted_[k] * scale;
+  }
+}
+
+double AcceptanceTracker::Reached(int depth) const {
+  if (depth < 1 || depth > static_cast<int>(reached_.size())) return 0.0;
+  return reached_[static_cast<size_t>(depth - 1)];
+}
+
 double AcceptanceTracker::ExpectedTokens(int drafts) const {
   double expected = 1.0, reach = 1.0;
   for (int k = 1; k <= drafts; ++k) {

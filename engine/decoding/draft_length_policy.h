@@ -30,6 +30,10 @@ class AcceptanceTracker {
   void Record(int depth, bool accepted);
   double Rate(int depth) const;          // α_k with a Beta(1, 1) prior
   double ExpectedTokens(int drafts) const;  // 1 + Σ_{k ≤ drafts} Π_{j ≤ k} α_j
+  // Takes `pooled`'s counts (acceptance_memory.h) scaled down to at most `weight`
+  // verdicts per depth, in place of this tracker's: a prior its own records outweigh.
+  void SeedFrom(const AcceptanceTracker& pooled, double weight);
+  double Reached(int depth) const;  // forgetful count of drafts verified at `depth`
 
  private:
   double decay_;

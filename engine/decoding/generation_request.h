@@ -20,6 +20,8 @@
 
 namespace crossreg {
 
+class AcceptanceMemory;  // engine/decoding/acceptance_memory.h
+
 struct GenerationRequest {
   std::string request_id;           // unique among the owner's live requests
   // Who submitted it (the server's principal: "token:alice"); only the same owner may
@@ -49,6 +51,10 @@ struct DecodingEnvironment {
   // (n-gram mode, n-gram assist) come from it where the context has no match of 2+
   // tokens. Null: the context alone. Not owned.
   const NgramTable* ngram_table = nullptr;
+  // Acceptance shared by the engine's requests (engine/decoding/acceptance_memory.h):
+  // speculative requests record their verdicts there, adaptive ones start from it and
+  // share its probe schedule. Null: each request learns alone. Not owned.
+  AcceptanceMemory* acceptance_memory = nullptr;
 };
 
 // Every check a request must pass before it runs. Each message starts with the field

@@ -33,6 +33,16 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
   const size_t depth = static_cast<size_t>(std::max(1, request.decoding.gamma));
   stats_.drafted_per_position.assign(depth, 0);
   stats_.accepted_per_position.assign(depth, 0);
+  if (env.acceptance_memory != nullptr && request.decoding.mode != DecodingMode::kAutoregressive) {
+    memory_ = env.acceptance_memory;
+    memory_class_ = AcceptanceClassKey(request);
+    if (request.decoding.adaptive_gamma) {  // start from what earlier requests of the class saw
+      memory_->Seed(memory_class_, 0, acceptance_);
+      for (size_t n = 0; n < match_acceptance_.size(); ++n) {
+        memory_->Seed(memory_class_, static_cast<int>(n) + 1, match_acceptance_[n]);
+      }
+    }
+  }
 }
 
 void SequenceDecoder::OnKvDropped(SequenceId new_seq) {
@@ -74,13 +84,19 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, const AcceptanceTracke
   if (chosen > 0) {
     ar_streak_ = 0;
     probe_interval_ = first_interval;
+    if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
     return chosen;
   }
   // Plain AR forwards learn nothing about acceptance: after a run of them, probe (a
-  // count-based choice), backing off exponentially while probes fail.
-  if (++ar_streak_ < probe_interval_) return 0;
-  ar_streak_ = 0;
-  probe_interval_ = std::min(2 * probe_interval_, std::max(kMaxProbeInterval, first_interval));
+  // count-based choice), backing off exponentially while probes fail. With a memory
+  // the run is counted over the class's requests (acceptance_memory.h).
+  if (memory_ != nullptr) {
+    if (!memory_->ProbeDue(memory_class_, first_interval)) return 0;
+  } else {
+    if (++ar_streak_ < probe_interval_) return 0;
+    ar_streak_ = 0;
+    probe_interval_ = std::min(2 * probe_interval_, std::max(kMaxProbeInterval, first_interval));
+  }
   probe_forwards_ = probe_forwards - 1;
   return probe;
 }
@@ -137,7 +153,9 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
         ngram_drafts.resize(std::min<size_t>(ngram_drafts.size(), static_cast<size_t>(want)));
       } else {
         ngrams_.Update(tokens_);
-        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want), nullptr, env_.ngram_table);
+        int match = 0;  // the memory files these drafts' verdicts by match length
+        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want), &match, env_.ngram_table);
+        if (memory_ != nullptr && !ngram_drafts.empty()) plan.ngram_match = match;
       }
       for (int32_t t : ngram_drafts) buffer_.push_back(Draft{t, {}, false});
       m = static_cast<int>(buffer_.size());
@@ -234,6 +252,11 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, std::ve
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
     TrackerFor(plan).Record(static_cast<int>(k) + 1, outcome.verdicts[k]);
+  }
+  if (memory_ != nullptr) {
+    // Slot as TrackerFor picks it: 0 for Cross-Regression, the match length for n-gram.
+    const int slot = std::clamp(plan.ngram_match, 0, static_cast<int>(match_acceptance_.size()));
+    memory_->Record(memory_class_, slot, outcome.verdicts);
   }
   buffer_ = std::move(outcome.next_drafts);
   for (int32_t t : outcome.tokens) {

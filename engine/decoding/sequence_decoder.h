@@ -12,10 +12,12 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/energy_acceptor.h"
@@ -81,7 +83,9 @@ class SequenceDecoder {
   // The tracker a plan's outcomes feed: adaptive n-gram keeps one per match length.
   AcceptanceTracker& TrackerFor(const StepPlan& plan);
   static constexpr int kFirstProbeInterval = 8;   // AR forwards before the first probe, at least
-  static constexpr int kMaxProbeInterval = 128;   // ... and between probes, at most (unless probes are dear)
+  // ... and between probes, at most (unless probes are dear), for a request learning
+  // alone; one sharing an AcceptanceMemory follows the class's schedule there.
+  static constexpr int kMaxProbeInterval = 128;
   static constexpr double kProbeBudget = 0.03;    // probes' extra cost, as a fraction of the AR forwards
   void Apply(const StepPlan& plan, VerifyOutcome outcome, std::vector<int32_t>& committed);
   bool IsStop(int32_t token) const;
@@ -101,6 +105,9 @@ class SequenceDecoder {
   // (index n - 1). A 3-token match predicts far better than a 1-token one, and a run of
   // failed 1-token drafts must not stop the drafts of a long repeat.
   std::vector<AcceptanceTracker> match_acceptance_;
+  // The engine's memory of acceptance (null: none) and this request's class there.
+  AcceptanceMemory* memory_ = nullptr;
+  std::string memory_class_;
   int ar_streak_ = 0;             // adaptive: consecutive AR forwards since the last probe
   int probe_interval_ = 0;        // adaptive: AR forwards before the next probe (set on first use)
   int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe

@@ -117,6 +117,7 @@ DecodingEnvironment Engine::Environment(int max_gamma) const {
   env.max_gamma = max_gamma;
   env.cost_curve = cost_curve.has_value() ? &*cost_curve : nullptr;
   env.ngram_table = ngram_table.get();
+  env.acceptance_memory = acceptance_memory.get();
   return env;
 }
 

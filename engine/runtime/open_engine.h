@@ -15,6 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/generation_request.h"
 #include "engine/decoding/ngram_table.h"
@@ -65,6 +66,8 @@ struct Engine {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<PagedKvCache> kv;
   std::optional<ForwardCostCurve> cost_curve;
+  // Acceptance shared by the requests decoded on this engine (adaptive draft length).
+  std::unique_ptr<AcceptanceMemory> acceptance_memory = std::make_unique<AcceptanceMemory>();
   double load_seconds = 0;  // model + adapter loading
 
   // What requests on this engine may do (ValidateGenerationRequest).

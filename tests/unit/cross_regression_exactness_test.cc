@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
@@ -23,7 +24,7 @@ using testing::TinyConfig;
 std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model, const std::vector<int32_t>& prompt,
                                  int max_new, DecodingConfig decoding, SamplingParams sampling = {},
                                  ExactnessFault fault = ExactnessFault::kNone, bool has_adapter = true,
-                                 const ForwardCostCurve* curve = nullptr) {
+                                 const ForwardCostCurve* curve = nullptr, AcceptanceMemory* memory = nullptr) {
   GenerationRequest req;
   req.prompt_ids = prompt;
   req.max_new_tokens = max_new;
@@ -34,6 +35,7 @@ std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model
   DecodingEnvironment env = e.env;
   env.has_adapter = has_adapter;
   env.cost_curve = curve;
+  env.acceptance_memory = memory;
   auto r = Generate(*e.backend, *e.kv, req, env);
   EXPECT_TRUE(r.ok()) << r.status();
   return r.ok() ? r->ids : std::vector<int32_t>{};
@@ -104,6 +106,45 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
         EXPECT_EQ(e.kv->Stats().used_blocks, 0);
       }
     }
+  }
+}
+
+// One acceptance memory across every request: later requests start from what earlier
+// ones saw (fixed-γ ones included) and share their probe schedule; greedy output
+// stays AR's whatever γ' path that gives.
+TEST(CrossRegressionExactnessTest, GreedyIdentityWithSharedAcceptanceMemory) {
+  const std::vector<std::vector<int32_t>> prompts = {{1}, {3, 4, 5, 3, 4}, {7, 7, 7, 7, 2, 9, 11, 30, 1, 0}};
+  for (float adapter_magnitude : {0.5f, 30.0f}) {
+    auto model = MakeRandomModel(TinyConfig(48), {DType::kF32, 3, 2.0f});
+    RandomLoraOptions lo;
+    lo.magnitude = adapter_magnitude;
+    lo.seed = 13;
+    lo.placeholder_token_id = 47;
+    auto adapter = MakeRandomLoraAdapter(model->config, lo);
+    auto e = MakeEngine(*model, adapter.get());
+    AcceptanceMemory memory;
+    for (int round = 0; round < 2; ++round) {
+      for (const auto& prompt : prompts) {
+        const auto ar = GenerateIds(e, *model, prompt, 40, Mode(DecodingMode::kAutoregressive, 1));
+        for (int gamma : {2, 8}) {
+          SCOPED_TRACE(::testing::Message() << "magnitude " << adapter_magnitude << " round " << round << " gamma "
+                                            << gamma);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 40, Mode(DecodingMode::kLossless, gamma), {}, ExactnessFault::kNone,
+                                true, &SteepCurve(), &memory),
+                    ar);
+          for (const DecodingConfig& adaptive :
+               {Adaptive(Mode(DecodingMode::kLossless, gamma)), Adaptive(Mode(DecodingMode::kLossy, gamma)),
+                Adaptive(Mode(DecodingMode::kNgram, gamma)),
+                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true))}) {
+            EXPECT_EQ(GenerateIds(e, *model, prompt, 40, adaptive, {}, ExactnessFault::kNone, true, &SteepCurve(),
+                                  &memory),
+                      ar);
+          }
+        }
+      }
+    }
+    EXPECT_GE(memory.classes(), 4);  // lossless, lossy, n-gram, forked + assist
+    EXPECT_EQ(e.kv->Stats().used_blocks, 0);
   }
 }
 
@@ -273,7 +314,8 @@ struct ForwardCounts {
 testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& adapter, const SamplingParams& base,
                                        DecodingConfig decoding, ExactnessFault fault, int samples, int depth,
                                        const char* label, const ForwardCostCurve* curve = nullptr,
-                                       ForwardCounts* counted = nullptr, const NgramTable* table = nullptr) {
+                                       ForwardCounts* counted = nullptr, const NgramTable* table = nullptr,
+                                       AcceptanceMemory* memory = nullptr, int memory_lifetime = 0) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
   const auto exact = ExactSequenceProbabilities(e, model, prompt, depth, base);
@@ -281,6 +323,9 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
   std::vector<int64_t> counts(exact.size(), 0);
   ForwardCounts forwards;
   for (int i = 0; i < samples; ++i) {
+    // A memory cleared every `memory_lifetime` samples: each run of samples learns
+    // from the ones before it, from nothing to a settled estimate.
+    if (memory != nullptr && memory_lifetime > 0 && i % memory_lifetime == 0) memory->Clear();
     GenerationRequest req;
     req.prompt_ids = prompt;
     req.max_new_tokens = depth;
@@ -293,6 +338,7 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     env.has_adapter = true;
     env.cost_curve = curve;
     env.ngram_table = table;
+    env.acceptance_memory = memory;
     auto r = Generate(*e.backend, *e.kv, req, env);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok()) break;
@@ -382,6 +428,41 @@ TEST_F(DistributionTest, AdaptiveGammaMatchesExactProbabilitiesAtT1) {
   EXPECT_LT(r.total_variation, 0.05);
   EXPECT_GT(counted.ar_forwards, 0);                 // the policy did fall back to AR
   EXPECT_LT(counted.ar_forwards, counted.forwards);  // and did speculate
+}
+
+// With one acceptance memory across the samples, each sample's γ' path depends on the
+// samples before it (their verdicts seed its tracker, their AR forwards time its
+// probes): all of it is fixed before the sample's own drafts exist, so each sample is
+// still distributed as AR. The memory is cleared every 40 samples, so each run of
+// samples goes from the prior (which speculates on this curve) to the learnt
+// acceptance (which does not): a settled memory alone would run nearly all AR.
+TEST_F(DistributionTest, AdaptiveGammaWithSharedAcceptanceMemoryMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 1.6e-3}});
+  ForwardCounts counted;
+  AcceptanceMemory memory;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Adaptive(Forked(3, 2, 0)), ExactnessFault::kNone, kSamples,
+                               kDepth, "adaptive gamma, forked, shared acceptance memory, T=1", &curve, &counted,
+                               nullptr, &memory, /*memory_lifetime=*/40);
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+  EXPECT_GT(counted.ar_forwards, counted.forwards / 10);  // both kinds of forward, in earnest
+  EXPECT_LT(counted.ar_forwards, counted.forwards * 9 / 10);
+  EXPECT_EQ(memory.classes(), 1);
+}
+
+TEST_F(DistributionTest, AdaptiveNgramWithSharedAcceptanceMemoryMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const ForwardCostCurve curve = *ForwardCostCurve::FromPoints({{1, 1e-3}, {17, 2.28e-3}}, {{1, 1e-3}, {17, 1.5e-3}});
+  AcceptanceMemory memory;
+  ForwardCounts counted;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Adaptive(Mode(DecodingMode::kNgram, 4)), ExactnessFault::kNone,
+                               kSamples, kDepth, "adaptive n-gram, shared acceptance memory, T=1", &curve, &counted,
+                               nullptr, &memory);
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
 }
 
 TEST_F(DistributionTest, NgramMatchesExactProbabilitiesAtT1) {

@@ -1,0 +1,74 @@
+#include "engine/decoding/acceptance_memory.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace crossreg {
+
+std::string AcceptanceClassKey(const GenerationRequest& request) {
+  const DecodingConfig& d = request.decoding;
+  std::string key = DecodingModeName(d.mode);
+  if (d.mode == DecodingMode::kLossy) absl::StrAppend(&key, ":", d.beta, ":", d.tau);
+  if (d.mode == DecodingMode::kNgram) absl::StrAppend(&key, ":", d.ngram_max);
+  // Forks change what the drafts rest on; their depth follows γ' and is left out.
+  if (d.mode != DecodingMode::kNgram && d.forked()) absl::StrAppend(&key, ":forked", d.fork_outcomes);
+  if (d.mode != DecodingMode::kNgram && d.ngram_assist) absl::StrAppend(&key, ":assist");
+  absl::StrAppend(&key, request.sampling.greedy() ? "/greedy" : "/sampled");
+  return key;
+}
+
+void AcceptanceMemory::Seed(const std::string& cls, int slot, AcceptanceTracker& tracker) const {
+  absl::MutexLock lock(&mu_);
+  const auto it = classes_.find(cls);
+  if (it == classes_.end() || slot < 0 || slot >= static_cast<int>(it->second.slots.size())) return;
+  tracker.SeedFrom(it->second.slots[static_cast<size_t>(slot)], kPriorWeight);
+}
+
+void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vector<bool>& verdicts) {
+  if (verdicts.empty() || slot < 0) return;
+  absl::MutexLock lock(&mu_);
+  Class& c = Get(cls);
+  while (static_cast<int>(c.slots.size()) <= slot) c.slots.emplace_back(kMaxGamma, kPooledDecay);
+  AcceptanceTracker& pooled = c.slots[static_cast<size_t>(slot)];
+  for (size_t k = 0; k < verdicts.size(); ++k) pooled.Record(static_cast<int>(k) + 1, verdicts[k]);
+}
+
+bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) {
+  first_interval = std::max(1, first_interval);
+  absl::MutexLock lock(&mu_);
+  Class& c = Get(cls);
+  if (c.probe_interval < first_interval) c.probe_interval = first_interval;
+  if (++c.ar_streak < c.probe_interval) return false;
+  c.ar_streak = 0;
+  c.probe_interval = std::min(2 * c.probe_interval, std::max(kMaxProbeInterval, first_interval));
+  return true;
+}
+
+void AcceptanceMemory::DraftsPay(const std::string& cls, int first_interval) {
+  absl::MutexLock lock(&mu_);
+  Class& c = Get(cls);
+  c.ar_streak = 0;
+  c.probe_interval = std::max(1, first_interval);
+}
+
+int AcceptanceMemory::classes() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(classes_.size());
+}
+
+void AcceptanceMemory::Clear() {
+  absl::MutexLock lock(&mu_);
+  classes_.clear();
+}
+
+AcceptanceMemory::Class& AcceptanceMemory::Get(const std::string& cls) {
+  auto it = classes_.find(cls);
+  if (it != classes_.end()) return it->second;
+  // A client cycling through lossy β/τ values must not grow the memory without bound;
+  // forgetting every class costs only the lesson each one learnt.
+  if (static_cast<int>(classes_.size()) >= kMaxClasses) classes_.clear();
+  return classes_[cls];
+}
+
+}  // namespace crossreg
