@@ -1,8 +1,8 @@
 // Acceptance remembered across the requests of one engine, for the adaptive draft
 // length (draft_length_policy.h).
 //
-// Without it every request learns alone: its AcceptanceTracker starts at the Beta(1, 1)
-// prior (α = 1/2 at every depth) and its probe schedule starts over, so on a model whose
+// Without it every request learns alone: its AcceptanceTracker starts at the prior
+// (α = 1/2 at every depth) and its probe schedule starts over, so on a model whose
 // drafts do not pay each short request buys the same lesson again. On stories260K at
 // γ = 4 (128-token requests, TPF 1.00) that lesson, a probe of two wider forwards per
 // request, held adaptive lossless at 0.95–0.96× AR over 20 runs each of three benchmarks.

@@ -16,8 +16,15 @@ void AcceptanceTracker::Record(int depth, bool accepted) {
 }
 
 double AcceptanceTracker::Rate(int depth) const {
-  const size_t k = static_cast<size_t>(std::clamp(depth, 1, static_cast<int>(reached_.size())) - 1);
-  return (accepted_[k] + 1.0) / (reached_[k] + 2.0);
+  const int last = std::clamp(depth, 1, static_cast<int>(reached_.size()));
+  double rate = 0.5;
+  for (int k = 1; k <= last; ++k) rate = RateGivenPrior(k, rate);
+  return rate;
+}
+
+double AcceptanceTracker::RateGivenPrior(int depth, double prior) const {
+  const size_t k = static_cast<size_t>(depth - 1);
+  return (accepted_[k] + 2.0 * prior) / (reached_[k] + 2.0);
 }
 
 void AcceptanceTracker::SeedFrom(const AcceptanceTracker& pooled, double weight) {
@@ -36,9 +43,10 @@ double AcceptanceTracker::Reached(int depth) const {
 }
 
 double AcceptanceTracker::ExpectedTokens(int drafts) const {
-  double expected = 1.0, reach = 1.0;
+  double expected = 1.0, reach = 1.0, rate = 0.5;
   for (int k = 1; k <= drafts; ++k) {
-    reach *= Rate(k);
+    if (k <= static_cast<int>(reached_.size())) rate = RateGivenPrior(k, rate);  // deeper: the deepest tracked
+    reach *= rate;
     expected += reach;
   }
   return expected;

@@ -24,11 +24,15 @@ struct DraftCost {
 // Per-depth acceptance with exponential forgetting, so a sequence that moves from
 // boilerplate to novel text backs off within tens of forwards. Depth k counts the
 // drafts verified at k (all earlier ones accepted): α_k = P(accept k | reached k).
+// Each depth's estimate has a Beta prior of weight 2 centred on the depth above it
+// (α_1's on 1/2): a depth never reached reads as the one above, not as a coin flip,
+// so a sequence (or an acceptance memory, acceptance_memory.h) that knows only that
+// first drafts fail does not expect deeper ones to succeed half the time.
 class AcceptanceTracker {
  public:
   explicit AcceptanceTracker(int max_depth, double decay = 0.95);
   void Record(int depth, bool accepted);
-  double Rate(int depth) const;          // α_k with a Beta(1, 1) prior
+  double Rate(int depth) const;          // α_k, with the prior above
   double ExpectedTokens(int drafts) const;  // 1 + Σ_{k ≤ drafts} Π_{j ≤ k} α_j
   // Takes `pooled`'s counts (acceptance_memory.h) scaled down to at most `weight`
   // verdicts per depth, in place of this tracker's: a prior its own records outweigh.
@@ -36,6 +40,7 @@ class AcceptanceTracker {
   double Reached(int depth) const;  // forgetful count of drafts verified at `depth`
 
  private:
+  double RateGivenPrior(int depth, double prior) const;  // α_depth with a prior centred on `prior`
   double decay_;
   std::vector<double> reached_, accepted_;
 };

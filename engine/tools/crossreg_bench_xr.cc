@@ -25,6 +25,9 @@ ABSL_FLAG(bool, random100m, true, "Also a random ~110M bf16 Llama with a random 
 ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"2", "4", "8", "16"}), "Draft lengths");
 ABSL_FLAG(int, max_new_tokens, 128, "Tokens generated per prompt");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
+ABSL_FLAG(bool, adaptive_alone, false,
+          "Also run the adaptive rows with every request learning alone (no acceptance memory shared across "
+          "the engine's requests)");
 ABSL_FLAG(int, repeats, 3, "Runs of every decoding configuration (taking turns); the best tokens/s is reported");
 
 namespace crossreg {
@@ -93,10 +96,13 @@ struct ModeResult {
   double tpf = 0;
 };
 
-ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding) {
+ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding, bool alone) {
   int64_t tokens = 0, forwards = 0;
   double seconds = 0;
-  const DecodingEnvironment env = e.Environment();
+  DecodingEnvironment env = e.Environment();
+  // The engine's memory persists across rows and repeats, as a server's does across
+  // requests: every speculative row records there, adaptive rows start from it.
+  if (alone) env.acceptance_memory = nullptr;
   for (const auto& prompt : prompts) {
     GenerationRequest req;
     req.prompt_ids = prompt;
@@ -130,7 +136,7 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
     std::printf("| %d | %d | %.3f | %.2f |\n", g, 2 * g, t * 1e3, t / t1);
   }
   std::printf("\nDecoding, %zu prompts x %d new tokens, greedy (adaptive rows: γ' per forward from the "
-              "measured cost curve %s):\n",
+              "measured cost curve %s; they start from the engine's acceptance memory, \"alone\" rows without it):\n",
               prompts.size(), max_new, e.CostCurveDescription().c_str());
   std::printf("| mode | γ | tokens/s | tokens/forward | speedup vs AR |\n|---|---|---|---|---|\n");
   // Every configuration, AR first; they take turns `repeats` times and keep their best
@@ -140,6 +146,7 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
     int gamma = 0;
     DecodingConfig decoding;
     ModeResult best;
+    bool alone = false;  // adaptive: without the engine's acceptance memory
   };
   std::vector<Row> table;
   table.push_back({"ar", 0, DecodingConfig{}, {}});
@@ -154,15 +161,16 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
           d.beta = 0.5f;
           d.tau = -2.0f;
         }
-        table.push_back({std::string(DecodingModeName(mode)) + (mode == DecodingMode::kLossy ? " (β 0.5, τ −2)" : "") +
-                             (adaptive ? ", adaptive" : ""),
-                         g, d, {}});
+        const std::string name = std::string(DecodingModeName(mode)) +
+                                 (mode == DecodingMode::kLossy ? " (β 0.5, τ −2)" : "") + (adaptive ? ", adaptive" : "");
+        table.push_back({name, g, d, {}});
+        if (adaptive && absl::GetFlag(FLAGS_adaptive_alone)) table.push_back({name + ", alone", g, d, {}, true});
       }
     }
   }
   for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
     for (Row& row : table) {
-      const ModeResult r = RunMode(e, prompts, row.decoding);
+      const ModeResult r = RunMode(e, prompts, row.decoding, row.alone);
       if (r.tokens_per_s > row.best.tokens_per_s) row.best = r;
     }
   }

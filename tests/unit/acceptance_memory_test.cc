@@ -68,7 +68,7 @@ TEST(AcceptanceMemoryTest, SeedsANewTrackerAsAFewVerdictsItsOwnOutcomesOutweigh)
   EXPECT_LE(seeded.Reached(1), AcceptanceMemory::kPriorWeight + 1e-9);
   EXPECT_GT(seeded.Reached(1), AcceptanceMemory::kPriorWeight - 1e-9);
   EXPECT_LT(seeded.Rate(1), 0.15);
-  EXPECT_DOUBLE_EQ(seeded.Rate(2), 0.5);  // depth 2 never reached in the class
+  EXPECT_DOUBLE_EQ(seeded.Rate(2), seeded.Rate(1));  // depth 2 never reached in the class: as depth 1
 
   AcceptanceTracker matched(8);
   memory.Seed("c", 3, matched);
@@ -142,7 +142,7 @@ TEST(AcceptanceMemoryTest, ManyThreadsShareOneMemory) {
 }
 
 // Requests one after another on a model whose drafts never pay (a wild adapter) on a
-// curve where rows are cheap enough that the Beta(1, 1) prior speculates: alone, each
+// curve where rows are cheap enough that the prior (α = 1/2) speculates: alone, each
 // request pays again to learn that the drafts fail; with the memory, later ones start
 // in AR and probe on the class's backed-off schedule.
 TEST(AcceptanceMemoryTest, LaterRequestsSkipTheLessonEarlierOnesPaidFor) {

@@ -94,9 +94,11 @@ TEST(AcceptanceTrackerTest, ExpectedTokensFollowPerDepthRates) {
   for (int i = 0; i < 8; ++i) t.Record(1, i < 6);  // 6 of 8 accepted at depth 1
   for (int i = 0; i < 6; ++i) t.Record(2, i < 2);  // 2 of 6 at depth 2
   EXPECT_DOUBLE_EQ(t.Rate(1), 0.7);
-  EXPECT_DOUBLE_EQ(t.Rate(2), 0.375);
+  EXPECT_DOUBLE_EQ(t.Rate(2), (2 + 2 * 0.7) / 8.0);  // the prior centred on depth 1's rate
+  EXPECT_DOUBLE_EQ(t.Rate(3), t.Rate(2));          // never reached: the depth above
   EXPECT_DOUBLE_EQ(t.ExpectedTokens(0), 1.0);
-  EXPECT_DOUBLE_EQ(t.ExpectedTokens(2), 1.0 + 0.7 + 0.7 * 0.375);
+  EXPECT_DOUBLE_EQ(t.ExpectedTokens(2), 1.0 + 0.7 + 0.7 * 0.425);
+  EXPECT_DOUBLE_EQ(t.ExpectedTokens(6), 1.0 + 0.7 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425))))));
 }
 
 TEST(DraftLengthPolicyTest, FlatCurveSpeculatesFullyAndSteepCurveFallsBackToAr) {
