@@ -19,7 +19,7 @@ std::string AcceptanceClassKey(const GenerationRequest& request) {
 }
 
 void AcceptanceMemory::Seed(const std::string& cls, int slot, AcceptanceTracker& tracker) const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   const auto it = classes_.find(cls);
   if (it == classes_.end() || slot < 0 || slot >= static_cast<int>(it->second.slots.size())) return;
   tracker.SeedFrom(it->second.slots[static_cast<size_t>(slot)], kPriorWeight);
@@ -27,7 +27,7 @@ void AcceptanceMemory::Seed(const std::string& cls, int slot, AcceptanceTracker&
 
 void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vector<bool>& verdicts) {
   if (verdicts.empty() || slot < 0) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Class& c = Get(cls);
   while (static_cast<int>(c.slots.size()) <= slot) c.slots.emplace_back(kMaxGamma, kPooledDecay);
   AcceptanceTracker& pooled = c.slots[static_cast<size_t>(slot)];
@@ -36,7 +36,7 @@ void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vecto
 
 bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) {
   first_interval = std::max(1, first_interval);
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Class& c = Get(cls);
   if (c.probe_interval < first_interval) c.probe_interval = first_interval;
   if (++c.ar_streak < c.probe_interval) return false;
@@ -46,19 +46,19 @@ bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) {
 }
 
 void AcceptanceMemory::DraftsPay(const std::string& cls, int first_interval) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Class& c = Get(cls);
   c.ar_streak = 0;
   c.probe_interval = std::max(1, first_interval);
 }
 
 int AcceptanceMemory::classes() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return static_cast<int>(classes_.size());
 }
 
 void AcceptanceMemory::Clear() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   classes_.clear();
 }
 

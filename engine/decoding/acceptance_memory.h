@@ -28,12 +28,11 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
 #include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/generation_request.h"
 
@@ -74,10 +73,12 @@ class AcceptanceMemory {
     int ar_streak = 0;
     int probe_interval = 0;
   };
-  Class& Get(const std::string& cls) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Class& Get(const std::string& cls);  // with mu_ held
 
-  mutable absl::Mutex mu_;
-  absl::flat_hash_map<std::string, Class> classes_ ABSL_GUARDED_BY(mu_);
+  // std::mutex, as in the scheduler: ThreadSanitizer sees it (Debian's Abseil is built
+  // without the annotations that would let it see absl::Mutex).
+  mutable std::mutex mu_;
+  absl::flat_hash_map<std::string, Class> classes_;  // guarded by mu_
 };
 
 }  // namespace crossreg
