@@ -35,21 +35,13 @@ void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vecto
 }
 
 bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) {
-  first_interval = std::max(1, first_interval);
   std::lock_guard<std::mutex> lock(mu_);
-  Class& c = Get(cls);
-  if (c.probe_interval < first_interval) c.probe_interval = first_interval;
-  if (++c.ar_streak < c.probe_interval) return false;
-  c.ar_streak = 0;
-  c.probe_interval = std::min(2 * c.probe_interval, std::max(kMaxProbeInterval, first_interval));
-  return true;
+  return Get(cls).probes.ArForward(first_interval, kMaxProbeInterval);
 }
 
 void AcceptanceMemory::DraftsPay(const std::string& cls, int first_interval) {
   std::lock_guard<std::mutex> lock(mu_);
-  Class& c = Get(cls);
-  c.ar_streak = 0;
-  c.probe_interval = std::max(1, first_interval);
+  Get(cls).probes.DraftsPay(first_interval);
 }
 
 int AcceptanceMemory::classes() const {

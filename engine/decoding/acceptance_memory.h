@@ -70,8 +70,7 @@ class AcceptanceMemory {
  private:
   struct Class {
     std::vector<AcceptanceTracker> slots;  // grown on demand, kMaxGamma deep
-    int ar_streak = 0;
-    int probe_interval = 0;
+    ProbeSchedule probes;
   };
   Class& Get(const std::string& cls);  // with mu_ held
 

@@ -52,6 +52,20 @@ double AcceptanceTracker::ExpectedTokens(int drafts) const {
   return expected;
 }
 
+bool ProbeSchedule::ArForward(int first, int cap) {
+  first = std::max(1, first);
+  if (interval < first) interval = first;
+  if (++ar_streak < interval) return false;
+  ar_streak = 0;
+  interval = std::min(2 * interval, std::max(cap, first));
+  return true;
+}
+
+void ProbeSchedule::DraftsPay(int first) {
+  ar_streak = 0;
+  interval = std::max(1, first);
+}
+
 int DraftCapacity(const DecodingConfig& config, int gamma_prime) {
   if (gamma_prime <= 0 || config.mode == DecodingMode::kAutoregressive) return 0;
   if (config.mode == DecodingMode::kNgram || config.forked()) return gamma_prime;

@@ -45,6 +45,18 @@ class AcceptanceTracker {
   std::vector<double> reached_, accepted_;
 };
 
+// When AR forwards, which teach nothing about acceptance, give way to a probe: after
+// `interval` of them, where the interval starts at `first`, doubles after each probe up
+// to max(cap, first), and starts over when drafts pay. One per sequence learning alone,
+// one per acceptance class in an AcceptanceMemory.
+struct ProbeSchedule {
+  int ar_streak = 0;  // AR forwards since the last probe
+  int interval = 0;   // AR forwards before the next probe (0: not started)
+  // An AR forward is about to run: true when it should probe instead.
+  bool ArForward(int first, int cap);
+  void DraftsPay(int first);
+};
+
 // Drafts the next forward verifies, at most, when it runs with draft length γ'.
 int DraftCapacity(const DecodingConfig& config, int gamma_prime);
 // `config` with γ' in place of γ (forks and their depth capped by γ').

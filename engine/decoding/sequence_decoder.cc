@@ -75,28 +75,22 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, const AcceptanceTracke
       probe_forwards * std::max(0.0, cost.curve->Seconds(d.mode, MaxDecodeRows(WithGamma(d, probe))) - one) / one;
   const int first_interval =
       std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
-  if (probe_interval_ < first_interval) probe_interval_ = first_interval;
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     --probe_forwards_;
     return probe;
   }
   const int chosen = ChooseGamma(d, acceptance, cost);
   if (chosen > 0) {
-    ar_streak_ = 0;
-    probe_interval_ = first_interval;
+    probes_.DraftsPay(first_interval);
     if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
     return chosen;
   }
   // Plain AR forwards learn nothing about acceptance: after a run of them, probe (a
   // count-based choice), backing off exponentially while probes fail. With a memory
   // the run is counted over the class's requests (acceptance_memory.h).
-  if (memory_ != nullptr) {
-    if (!memory_->ProbeDue(memory_class_, first_interval)) return 0;
-  } else {
-    if (++ar_streak_ < probe_interval_) return 0;
-    ar_streak_ = 0;
-    probe_interval_ = std::min(2 * probe_interval_, std::max(kMaxProbeInterval, first_interval));
-  }
+  const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
+                                     : probes_.ArForward(first_interval, kMaxProbeInterval);
+  if (!due) return 0;
   probe_forwards_ = probe_forwards - 1;
   return probe;
 }

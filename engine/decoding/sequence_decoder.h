@@ -108,8 +108,7 @@ class SequenceDecoder {
   // The engine's memory of acceptance (null: none) and this request's class there.
   AcceptanceMemory* memory_ = nullptr;
   std::string memory_class_;
-  int ar_streak_ = 0;             // adaptive: consecutive AR forwards since the last probe
-  int probe_interval_ = 0;        // adaptive: AR forwards before the next probe (set on first use)
+  ProbeSchedule probes_;          // adaptive, learning alone: when AR forwards give way to a probe
   int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe
   bool plan_outstanding_ = false; // Plan() returned a plan whose forward has not come back
   SpeculativeStats stats_;
