@@ -9,6 +9,7 @@
 
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear.h"
+#include "engine/cpu/linear_kernels.h"
 #include "engine/cpu/packed_weights.h"
 #include "engine/sampler.h"
 #include "gtest/gtest.h"
@@ -187,6 +188,30 @@ TEST(LinearKernelPathsTest, EveryPathAgreesWithThePortableOne) {
     for (SimdLevel l : AvailableSimdLevels()) {
       Linear(packed, x.data(), 9, y.data(), pool, l);
       for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], portable[i], 1e-4) << SimdLevelName(l);
+    }
+  }
+}
+
+// The AVX-512 packing of activation tiles (16 rows transposed in registers) writes the
+// same bits as the portable loop: tiles of 1 to 25 rows (past one 16-row group), widths
+// that end mid-vector, a NaN and values that round up across the mantissa.
+TEST(PackRowTilesTest, Avx512PackingEqualsThePortableOne) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Rng rng(8);
+  for (int64_t in : {1, 2, 31, 32, 33, 64, 100, 768}) {
+    for (int64_t rows : {1, 2, 7, 11, 12, 16, 17, 25}) {
+      auto x = RandomRows(rows + 1, in, rng);
+      x[static_cast<size_t>(in / 2)] = std::nanf("");
+      x[static_cast<size_t>(in - 1)] = 1.0f + 3.0f / (1 << 9);  // rounds up to the next bf16
+      // Two tiles at an offset row, as a forward packs them.
+      const std::vector<std::pair<int64_t, int64_t>> tiles = {{1, rows / 2}, {1 + rows / 2, rows - rows / 2}};
+      const auto starts = internal::RowTileStartsBf16(in, tiles);
+      const size_t size = static_cast<size_t>(rows * ((in + 1) / 2));
+      std::vector<uint32_t> portable(size, 0xdeadbeef), avx512(size, 0xdeadbeef);
+      internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, portable.data(), /*avx512=*/false, 0, 2);
+      internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, avx512.data(), /*avx512=*/true, 0, 2);
+      ASSERT_EQ(0, std::memcmp(portable.data(), avx512.data(), size * sizeof(uint32_t)))
+          << "in=" << in << " rows=" << rows;
     }
   }
 }
