@@ -139,8 +139,8 @@ void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t r
                                         : (left > 16 ? static_cast<__mmask16>((1u << (left - 16)) - 1u) : 0);
       const int64_t n = std::min<int64_t>(16, steps - p);
       if (rows == 1) {  // one row: its pairs are already in the tile's order
-        _mm512_mask_storeu_epi32(out + p * rows + r0, static_cast<__mmask16>((1u << n) - 1u),
-                                 PairsOf(x + (first + r0) * in + k, true, m_lo, m_hi));
+        _mm512_mask_storeu_epi32(out + p, static_cast<__mmask16>((1u << n) - 1u),
+                                 PairsOf(x + first * in + k, true, m_lo, m_hi));
         continue;
       }
       __m512i v[16];

@@ -194,24 +194,30 @@ TEST(LinearKernelPathsTest, EveryPathAgreesWithThePortableOne) {
 
 // The AVX-512 packing of activation tiles (16 rows transposed in registers) writes the
 // same bits as the portable loop: tiles of 1 to 25 rows (past one 16-row group), widths
-// that end mid-vector, a NaN and values that round up across the mantissa.
+// that end mid-vector, a NaN and a value that rounds up.
 TEST(PackRowTilesTest, Avx512PackingEqualsThePortableOne) {
   if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   Rng rng(8);
   for (int64_t in : {1, 2, 31, 32, 33, 64, 100, 768}) {
     for (int64_t rows : {1, 2, 7, 11, 12, 16, 17, 25}) {
       auto x = RandomRows(rows + 1, in, rng);
-      x[static_cast<size_t>(in / 2)] = std::nanf("");
-      x[static_cast<size_t>(in - 1)] = 1.0f + 3.0f / (1 << 9);  // rounds up to the next bf16
-      // Two tiles at an offset row, as a forward packs them.
-      const std::vector<std::pair<int64_t, int64_t>> tiles = {{1, rows / 2}, {1 + rows / 2, rows - rows / 2}};
-      const auto starts = internal::RowTileStartsBf16(in, tiles);
-      const size_t size = static_cast<size_t>(rows * ((in + 1) / 2));
-      std::vector<uint32_t> portable(size, 0xdeadbeef), avx512(size, 0xdeadbeef);
-      internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, portable.data(), /*avx512=*/false, 0, 2);
-      internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, avx512.data(), /*avx512=*/true, 0, 2);
-      ASSERT_EQ(0, std::memcmp(portable.data(), avx512.data(), size * sizeof(uint32_t)))
-          << "in=" << in << " rows=" << rows;
+      // In row 1, the first packed row (row 0 is skipped: the tiles start at an offset).
+      x[static_cast<size_t>(in + in / 2)] = std::nanf("");
+      x[static_cast<size_t>(2 * in - 1)] = 1.0f + 3.0f / (1 << 9);  // rounds up to the next bf16
+      // One tile of every row (17 and 25 rows: a full 16-row group and a remainder), and
+      // two tiles, as a verify step's forward packs them.
+      const std::vector<std::vector<std::pair<int64_t, int64_t>>> plans = {
+          {{1, rows}}, {{1, (rows + 1) / 2}, {1 + (rows + 1) / 2, rows / 2}}};
+      for (const auto& tiles : plans) {
+        const auto starts = internal::RowTileStartsBf16(in, tiles);
+        const auto count = static_cast<int64_t>(tiles.size());
+        const size_t size = static_cast<size_t>(rows * ((in + 1) / 2));
+        std::vector<uint32_t> portable(size, 0xdeadbeef), avx512(size, 0xdeadbeef);
+        internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, portable.data(), /*avx512=*/false, 0, count);
+        internal::PackRowTilesBf16Range(x.data(), in, tiles, starts, avx512.data(), /*avx512=*/true, 0, count);
+        ASSERT_EQ(0, std::memcmp(portable.data(), avx512.data(), size * sizeof(uint32_t)))
+            << "in=" << in << " rows=" << rows << " tiles=" << count;
+      }
     }
   }
 }
