@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kv_store.h"
+#include "engine/cpu/large_buffer.h"
 #include "engine/cpu/linear.h"
 #include "engine/cpu/lora_delta.h"
 #include "engine/cpu/ops.h"
@@ -31,8 +32,8 @@ class CpuBackend final : public Backend {
         row_split_max_weight_bytes_(options.row_split_max_weight_bytes),
         inv_freq_(cfg_.RopeInverseFrequencies()) {
     const size_t per_layer = LayerSlots() * static_cast<size_t>(cfg_.kv_dim()) * ElementBytes();
-    k_store_.assign(per_layer * cfg_.num_layers, 0);
-    v_store_.assign(per_layer * cfg_.num_layers, 0);
+    k_store_ = cpu::LargeBuffer(per_layer * cfg_.num_layers);
+    v_store_ = cpu::LargeBuffer(per_layer * cfg_.num_layers);
     PackWeights();
     weight_bytes_ = WeightBytesPerForward();
   }
@@ -175,13 +176,16 @@ class CpuBackend final : public Backend {
   cpu::ThreadPool serial_{1};  // the ops of one thread's rows in a row-split forward
   int64_t row_split_max_weight_bytes_;
   int64_t weight_bytes_ = 0;
+  // Declared before the weights packed into it: destroyed after them.
+  std::unique_ptr<cpu::WeightArena> weight_arena_;
   std::vector<PackedLayer> layers_;
   cpu::PackedWeights output_;
   std::vector<float> inv_freq_;  // head_dim/2
   // Per layer, num_blocks blocks of block_size slots x kv_dim elements (f32 or bf16),
   // keys and values each in their layout within a block (engine/cpu/kv_store.h).
-  std::vector<unsigned char> k_store_;
-  std::vector<unsigned char> v_store_;
+  // Zeroed at start-up, on huge pages where the kernel grants them (large_buffer.h).
+  cpu::LargeBuffer k_store_;
+  cpu::LargeBuffer v_store_;
 
   // Per-forward scratch, rows x width.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
@@ -195,6 +199,15 @@ class CpuBackend final : public Backend {
 };
 
 void CpuBackend::PackWeights() {
+  // Every matrix in one arena, in the order a forward reads them (large_buffer.h: on
+  // huge pages, the weight stream's page walks all but vanish).
+  size_t arena_bytes = cpu::PackedWeights::PackedBytes(model_.weights.output) + 128;
+  for (const LayerWeights& w : model_.weights.layers) {
+    for (const TensorRef* t : {&w.wq, &w.wk, &w.wv, &w.wo, &w.w_gate, &w.w_up, &w.w_down}) {
+      arena_bytes += cpu::PackedWeights::PackedBytes(*t) + 128;
+    }
+  }
+  weight_arena_ = std::make_unique<cpu::WeightArena>(arena_bytes);
   layers_.resize(static_cast<size_t>(cfg_.num_layers));
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = model_.weights.layers[static_cast<size_t>(l)];
@@ -202,7 +215,9 @@ void CpuBackend::PackWeights() {
     const std::pair<cpu::PackedWeights*, const TensorRef*> linears[] = {
         {&p.wq, &w.wq}, {&p.wk, &w.wk}, {&p.wv, &w.wv}, {&p.wo, &w.wo},
         {&p.w_gate, &w.w_gate}, {&p.w_up, &w.w_up}, {&p.w_down, &w.w_down}};
-    for (const auto& [packed, tensor] : linears) *packed = cpu::PackedWeights::Pack(*tensor, &pool_);
+    for (const auto& [packed, tensor] : linears) {
+      *packed = cpu::PackedWeights::Pack(*tensor, &pool_, weight_arena_.get());
+    }
     if (adapter_ == nullptr) continue;
     for (int t = 0; t < kNumLoraTargets; ++t) {
       const auto target = static_cast<LoraTarget>(t);
@@ -211,7 +226,7 @@ void CpuBackend::PackWeights() {
           LoraOutFeatures(cfg_, target), p.Base(target).format());
     }
   }
-  output_ = cpu::PackedWeights::Pack(model_.weights.output, &pool_);
+  output_ = cpu::PackedWeights::Pack(model_.weights.output, &pool_, weight_arena_.get());
 }
 
 void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, const float* x, const RowSlice& s) {

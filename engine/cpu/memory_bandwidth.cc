@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <vector>
 
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/large_buffer.h"
 
 namespace crossreg::cpu {
 namespace internal {
@@ -31,10 +31,12 @@ uint64_t XorReducePortable(const uint64_t* p, int64_t n) {
 
 double MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int repeats) {
   const int64_t n = bytes / static_cast<int64_t>(sizeof(uint64_t));
-  std::vector<uint64_t> buf(static_cast<size_t>(n));
-  // Touch every page (from the pool's threads, so pages sit near them).
+  // The same kind of memory as the weights (huge pages where granted): a 4 KiB-page
+  // buffer would measure the TLB's limit, not the memory's, and the weights outrun it.
+  LargeBuffer storage(static_cast<size_t>(n) * sizeof(uint64_t));
+  uint64_t* const buf = reinterpret_cast<uint64_t*>(storage.data());
   pool.ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) buf[static_cast<size_t>(i)] = static_cast<uint64_t>(i);
+    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
   });
   std::atomic<uint64_t> sink{0};
   const bool avx512 = DetectedSimdLevel() >= SimdLevel::kAvx512;
@@ -42,8 +44,8 @@ double MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int repeats) {
   for (int rep = 0; rep < repeats; ++rep) {
     const auto t0 = std::chrono::steady_clock::now();
     pool.ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
-      const uint64_t x = avx512 ? internal::XorReduceAvx512(buf.data() + b, e - b)
-                                : XorReducePortable(buf.data() + b, e - b);
+      const uint64_t x = avx512 ? internal::XorReduceAvx512(buf + b, e - b)
+                                : XorReducePortable(buf + b, e - b);
       sink.fetch_xor(x, std::memory_order_relaxed);
     });
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

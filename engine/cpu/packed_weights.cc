@@ -1,32 +1,54 @@
 #include "engine/cpu/packed_weights.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <algorithm>
+#include <memory>
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 
 namespace crossreg::cpu {
 
-void PackedWeights::Free::operator()(unsigned char* p) const { std::free(p); }
+unsigned char* WeightArena::Take(size_t bytes) {
+  const size_t begin = (used_ + 127) / 128 * 128;
+  if (begin > buffer_.size() || bytes > buffer_.size() - begin) return nullptr;
+  used_ = begin + bytes;
+  return buffer_.data() + begin;
+}
 
-void PackedWeights::Allocate(PanelFormat format, int64_t out, int64_t in) {
+namespace {
+PanelFormat FormatFor(DType dtype) { return dtype == DType::kF32 ? PanelFormat::kF32 : PanelFormat::kBf16; }
+}  // namespace
+
+size_t PackedWeights::PackedBytes(const TensorRef& w) {
+  PackedWeights shape;
+  shape.format_ = FormatFor(w.dtype);
+  shape.out_ = w.rows();
+  shape.in_ = w.cols();
+  shape.k_steps_ = shape.format_ == PanelFormat::kF32 ? shape.in_ : (shape.in_ + 1) / 2;
+  return static_cast<size_t>(std::max<int64_t>(shape.bytes(), 64));
+}
+
+void PackedWeights::Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena) {
   format_ = format;
   out_ = out;
   in_ = in;
   k_steps_ = format == PanelFormat::kF32 ? in : (in + 1) / 2;
   const size_t bytes = static_cast<size_t>(std::max<int64_t>(this->bytes(), 64));
-  data_.reset(static_cast<unsigned char*>(std::aligned_alloc(64, (bytes + 63) / 64 * 64)));
-  std::memset(data_.get(), 0, bytes);  // the padding must be zeros
+  // Zeros either way: the padding must be.
+  data_ = arena != nullptr ? arena->Take(bytes) : nullptr;
+  if (data_ == nullptr) {
+    owned_ = LargeBuffer(bytes);
+    data_ = owned_.data();
+  }
 }
 
-PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool) {
+PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool, WeightArena* arena) {
   PackedWeights p;
   const int64_t out = w.rows();
   const int64_t in = w.cols();
   const size_t esize = DTypeSize(w.dtype);
   const auto* base = static_cast<const unsigned char*>(w.data);
-  p.Allocate(w.dtype == DType::kF32 ? PanelFormat::kF32 : PanelFormat::kBf16, out, in);
+  p.Allocate(FormatFor(w.dtype), out, in, arena);
   auto pack_panels = [&](int64_t begin, int64_t end) {
     std::unique_ptr<float[]> row(new float[static_cast<size_t>(in)]);
     for (int64_t j = begin; j < end; ++j) {

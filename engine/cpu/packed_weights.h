@@ -11,9 +11,11 @@
 // kernels have no edge cases inside a panel; the padded outputs are never stored.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <utility>
 
+#include "engine/cpu/large_buffer.h"
 #include "engine/tensor.h"
 
 namespace crossreg::cpu {
@@ -25,11 +27,42 @@ inline constexpr int kPanelStepBytes = 128;  // bytes per k step (f32) or k-pair
 
 enum class PanelFormat { kF32, kBf16 };
 
+// One mapping for many packed matrices: a model's matrices are mostly smaller than a
+// 2 MiB huge page (the ~110M model's Q, K, V and O are 1.2 MB each), so packed one
+// mapping each, half of its weights would sit on 4 KiB pages. Sized up front
+// (PackedWeights::PackedBytes per matrix), filled front to back in the order a forward
+// reads the matrices; it must outlive the weights packed into it.
+class WeightArena {
+ public:
+  explicit WeightArena(size_t bytes) : buffer_(bytes) {}
+  // The next `bytes` (zeros, 128-byte aligned), or null when they do not fit.
+  unsigned char* Take(size_t bytes);
+  size_t size() const { return buffer_.size(); }
+  size_t used() const { return used_; }
+
+ private:
+  LargeBuffer buffer_;
+  size_t used_ = 0;
+};
+
 class PackedWeights {
  public:
   PackedWeights() = default;
-  // w is (out, in) of any stored dtype. `pool` (optional) packs in parallel.
-  static PackedWeights Pack(const TensorRef& w, ThreadPool* pool = nullptr);
+  PackedWeights(PackedWeights&& other) noexcept { *this = std::move(other); }
+  PackedWeights& operator=(PackedWeights&& other) noexcept {
+    format_ = other.format_;
+    out_ = std::exchange(other.out_, 0);
+    in_ = std::exchange(other.in_, 0);
+    k_steps_ = std::exchange(other.k_steps_, 0);
+    data_ = std::exchange(other.data_, nullptr);
+    owned_ = std::move(other.owned_);
+    return *this;
+  }
+  // w is (out, in) of any stored dtype. `pool` (optional) packs in parallel. With an
+  // `arena`, the panels go into it (into a buffer of their own if it is full).
+  static PackedWeights Pack(const TensorRef& w, ThreadPool* pool = nullptr, WeightArena* arena = nullptr);
+  // The bytes Pack takes for w: what to size a WeightArena by.
+  static size_t PackedBytes(const TensorRef& w);
   // An f32 matrix (out, in), row-major (LoRA A and B).
   static PackedWeights PackF32(const float* w, int64_t out, int64_t in);
 
@@ -41,21 +74,19 @@ class PackedWeights {
   int64_t k_steps() const { return k_steps_; }
   int64_t panels() const { return (out_ + kPanelWidth - 1) / kPanelWidth; }
   int64_t panel_bytes() const { return k_steps_ * kPanelStepBytes; }
-  const unsigned char* panel(int64_t j) const { return data_.get() + j * panel_bytes(); }
+  const unsigned char* panel(int64_t j) const { return data_ + j * panel_bytes(); }
   int64_t bytes() const { return panels() * panel_bytes(); }
 
  private:
-  struct Free {
-    void operator()(unsigned char* p) const;
-  };
-  void Allocate(PanelFormat format, int64_t out, int64_t in);
-  unsigned char* mutable_panel(int64_t j) { return data_.get() + j * panel_bytes(); }
+  void Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena);
+  unsigned char* mutable_panel(int64_t j) { return data_ + j * panel_bytes(); }
 
   PanelFormat format_ = PanelFormat::kF32;
   int64_t out_ = 0;
   int64_t in_ = 0;
   int64_t k_steps_ = 0;
-  std::unique_ptr<unsigned char[], Free> data_;  // 64-byte aligned
+  unsigned char* data_ = nullptr;  // in an arena, or in owned_
+  LargeBuffer owned_;               // huge pages where it is large enough (large_buffer.h)
 };
 
 }  // namespace crossreg::cpu

@@ -1,0 +1,53 @@
+// Memory for the large, long-lived arrays a forward streams through: the packed weights
+// and the K/V store. Each buffer is its own 2 MiB-aligned anonymous mapping that the
+// kernel is asked (MADV_HUGEPAGE) to back with transparent huge pages.
+//
+// Why: a forward of the ~110M model reads 219 MB of weights, 53,000 distinct 4 KiB pages,
+// far more than the TLBs map. On 4 KiB pages every page costs a page walk (two-level in
+// a virtual machine) and the hardware prefetchers stop at each page's end; on 2 MiB pages
+// the same weights are 105 pages. Measured on a Zen 5 VM: batch-1 decode 4.7 -> 3.5 ms
+// per forward (docs/benchmarks.md, tenth session).
+//
+// Where transparent huge pages are off (`never` in
+// /sys/kernel/mm/transparent_hugepage/enabled) or the kernel finds no free 2 MiB page,
+// the buffer is plain 4 KiB pages: slower, never wrong. CROSSREG_HUGE_PAGES=0 in the
+// environment asks for 4 KiB pages (for comparison, or where huge pages are unwanted).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace crossreg::cpu {
+
+class LargeBuffer {
+ public:
+  LargeBuffer() = default;
+  // `bytes` zero bytes, 128-byte aligned (2 MiB aligned from 2 MiB up), every page
+  // touched now, so that the memory is committed at start-up rather than inside a
+  // forward. Throws std::bad_alloc when the system has no such memory.
+  explicit LargeBuffer(size_t bytes);
+  ~LargeBuffer();
+  LargeBuffer(LargeBuffer&& other) noexcept;
+  LargeBuffer& operator=(LargeBuffer&& other) noexcept;
+  LargeBuffer(const LargeBuffer&) = delete;
+  LargeBuffer& operator=(const LargeBuffer&) = delete;
+
+  unsigned char* data() { return data_; }
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+
+ private:
+  void Release();
+
+  unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+  void* mapping_ = nullptr;  // what to unmap (or free): the mapping's start
+  size_t mapped_ = 0;        // its length; 0 for heap memory
+};
+
+// Bytes of this process's memory on transparent huge pages (AnonHugePages of
+// /proc/self/smaps_rollup), or -1 where that is not readable.
+int64_t ProcessHugePageBytes();
+
+}  // namespace crossreg::cpu
