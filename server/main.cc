@@ -17,6 +17,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/cpu/large_buffer.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/runtime/open_engine.h"
 #include "grpcpp/grpcpp.h"
@@ -256,6 +257,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
                                   : "none",
                kv_config.num_blocks, kv_config.block_size, options.max_running, options.max_queue,
                options.max_batch_tokens, options.default_gamma, options.max_gamma);
+  if (engine.backend->name() == "cpu") spdlog::info("memory: {}", cpu::HugePageSummary());
 
   int signal_number = 0;
   sigwait(&stop_signals, &signal_number);

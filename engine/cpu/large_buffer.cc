@@ -113,4 +113,26 @@ int64_t ProcessHugePageBytes() {
   return -1;
 }
 
+std::string TransparentHugePageMode() {
+  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string line;
+  if (!std::getline(in, line)) return "unknown";
+  const size_t open = line.find('['), close = line.find(']');
+  if (open == std::string::npos || close == std::string::npos || close < open) return "unknown";
+  return line.substr(open + 1, close - open - 1);
+}
+
+std::string HugePageSummary() {
+  const std::string mode = TransparentHugePageMode();
+  const int64_t bytes = ProcessHugePageBytes();
+  std::string out = "transparent huge pages: " + mode;
+  if (bytes >= 0) out += ", " + std::to_string(bytes >> 20) + " MiB of this process on them";
+  if (!HugePagesWanted()) {
+    out += " (CROSSREG_HUGE_PAGES=0: weights and K/V on 4 KiB pages)";
+  } else if (mode == "never") {
+    out += " (weights and K/V on 4 KiB pages: a batch-1 forward of a large model can be ~25% slower)";
+  }
+  return out;
+}
+
 }  // namespace crossreg::cpu

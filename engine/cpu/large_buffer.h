@@ -16,6 +16,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 namespace crossreg::cpu {
 
@@ -49,5 +50,12 @@ class LargeBuffer {
 // Bytes of this process's memory on transparent huge pages (AnonHugePages of
 // /proc/self/smaps_rollup), or -1 where that is not readable.
 int64_t ProcessHugePageBytes();
+
+// The kernel's transparent huge page mode ("always", "madvise", "never"), or "unknown".
+std::string TransparentHugePageMode();
+
+// One line for start-up logs: how much of the process sits on huge pages, and why not
+// more where it could ("THP never: the weights stream on 4 KiB pages").
+std::string HugePageSummary();
 
 }  // namespace crossreg::cpu

@@ -17,6 +17,7 @@
 #include "engine/cpu/compute_peak.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear.h"
+#include "engine/cpu/large_buffer.h"
 #include "engine/cpu/memory_bandwidth.h"
 #include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
@@ -179,6 +180,7 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   std::unique_ptr<Engine> engine = OpenBenchEngine(
       name, std::move(owned),
       std::max<int64_t>(int64_t{max_batch} * (context + steps + 17) + context + max_rows + 17, prefill + 32));
+  std::printf("%s\n", cpu::HugePageSummary().c_str());
   const Model& model = *engine->model;
   const double weight_bytes = static_cast<double>(engine->backend->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(model.config));

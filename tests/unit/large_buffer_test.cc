@@ -68,16 +68,6 @@ TEST(LargeBufferTest, EmptyAndMoved) {
   EXPECT_EQ(c.size(), 3 * kHugePage);
 }
 
-// The THP mode in brackets ("always [madvise] never"), or "" where the kernel has none.
-std::string TransparentHugePageMode() {
-  std::ifstream in("/sys/kernel/mm/transparent_hugepage/enabled");
-  std::string line;
-  if (!std::getline(in, line)) return "";
-  const size_t open = line.find('['), close = line.find(']');
-  if (open == std::string::npos || close == std::string::npos || close < open) return "";
-  return line.substr(open + 1, close - open - 1);
-}
-
 // "THPeligible:" of the mapping that holds `address` in /proc/self/smaps: 1 when the
 // kernel may back it with huge pages (for madvise mode: only after MADV_HUGEPAGE).
 int ThpEligible(const void* address) {
@@ -100,6 +90,7 @@ int ThpEligible(const void* address) {
 
 TEST(LargeBufferTest, LargeBuffersAreAdvisedForHugePages) {
   const std::string mode = TransparentHugePageMode();
+  ASSERT_FALSE(mode.empty());
   if (mode != "always" && mode != "madvise") GTEST_SKIP() << "transparent huge pages are '" << mode << "' here";
   const char* wanted = std::getenv("CROSSREG_HUGE_PAGES");
   if (wanted != nullptr && std::string(wanted) == "0") GTEST_SKIP() << "CROSSREG_HUGE_PAGES=0 asks for 4 KiB pages";
@@ -107,6 +98,10 @@ TEST(LargeBufferTest, LargeBuffersAreAdvisedForHugePages) {
   const int eligible = ThpEligible(big.data());
   if (eligible < 0) GTEST_SKIP() << "this kernel's smaps has no THPeligible field";
   EXPECT_EQ(eligible, 1) << "THP mode " << mode << ": the weights' mapping is not eligible for huge pages";
+  // The start-up line names the mode and the process's huge-page memory.
+  const std::string summary = HugePageSummary();
+  EXPECT_NE(summary.find(mode), std::string::npos) << summary;
+  EXPECT_NE(summary.find("MiB of this process"), std::string::npos) << summary;
 }
 
 TEST(WeightArenaTest, TakesAlignedZeroedSlicesInOrderUntilFull) {
