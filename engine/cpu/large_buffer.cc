@@ -29,7 +29,7 @@ bool HugePagesWanted() {
 LargeBuffer::LargeBuffer(size_t bytes) {
   if (bytes == 0) return;
 #if defined(__linux__)
-  if (bytes >= kHugePage) {
+  if (kLargeBuffersMapped && bytes >= kHugePage) {
     // Map enough to find a 2 MiB boundary inside, then give back the ends around it: the
     // mapping left starts on a huge page, so every whole 2 MiB of it can be one. Its
     // length stays `bytes` rounded to 4 KiB: the last partial 2 MiB is 4 KiB pages, not

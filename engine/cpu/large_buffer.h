@@ -20,6 +20,21 @@
 
 namespace crossreg::cpu {
 
+// Whether large buffers are their own mappings (advised for huge pages). Not under
+// AddressSanitizer: heap memory keeps its redzones there, so a kernel that reads past a
+// weight matrix or the K/V store is still caught in the sanitizer CI.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kLargeBuffersMapped = false;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kLargeBuffersMapped = false;
+#else
+inline constexpr bool kLargeBuffersMapped = true;
+#endif
+#else
+inline constexpr bool kLargeBuffersMapped = true;
+#endif
+
 class LargeBuffer {
  public:
   LargeBuffer() = default;
