@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <sys/wait.h>
+#include <unistd.h>
 #include <string>
 
 #include "engine/model/lora_adapter.h"
@@ -97,8 +98,11 @@ class GenerateCliDecodingTest : public ::testing::Test {
   static void SetUpTestSuite() {
     auto model = LoadModel(testing::Stories260KGguf());
     ASSERT_TRUE(model.ok()) << model.status();
-    adapter_dir_ = ::testing::TempDir() + "crossreg_cli_adapter";
-    mismatched_dir_ = ::testing::TempDir() + "crossreg_cli_mismatched_adapter";
+    // Per process: ctest runs this suite's tests in parallel processes, each writing its
+    // adapters here (a shared path let one truncate the file another was reading).
+    const std::string pid = std::to_string(::getpid());
+    adapter_dir_ = ::testing::TempDir() + "crossreg_cli_adapter_" + pid;
+    mismatched_dir_ = ::testing::TempDir() + "crossreg_cli_mismatched_adapter_" + pid;
     std::filesystem::create_directories(adapter_dir_);
     std::filesystem::create_directories(mismatched_dir_);
     RandomLoraOptions lo;
@@ -113,6 +117,11 @@ class GenerateCliDecodingTest : public ::testing::Test {
     auto wrong = MakeRandomLoraAdapter(other, lo);
     const auto written_wrong = WritePeftAdapter(*wrong, other, mismatched_dir_, DType::kF32);
     ASSERT_TRUE(written_wrong.ok()) << written_wrong;
+  }
+  static void TearDownTestSuite() {
+    std::error_code ignored;
+    std::filesystem::remove_all(adapter_dir_, ignored);
+    std::filesystem::remove_all(mismatched_dir_, ignored);
   }
   static std::string Bin() {
     return testing::BinDir() + "/crossreg-generate --model " + testing::Stories260KGguf() + " --prompt 'Once upon a time'";

@@ -3,6 +3,8 @@
 #include <fstream>
 #include <string>
 
+#include <unistd.h>
+
 #include "gtest/gtest.h"
 #include "tests/testing/hf_tokenizer_writer.h"
 #include "tests/unit/tokenizer_test_vectors.h"
@@ -16,7 +18,8 @@ using testing::TokenizerTestData;
 using testing::WriteHfTokenizerJson;
 
 std::string TempPath(const std::string& name) {
-  return ::testing::TempDir() + "/crossreg_tokenizer_" + name;
+  // Per process: ctest runs these tests in parallel processes.
+  return ::testing::TempDir() + "/crossreg_tokenizer_" + std::to_string(::getpid()) + "_" + name;
 }
 
 void WriteText(const std::string& path, const std::string& text) {
