@@ -33,11 +33,9 @@ double MeasureReadBandwidth(ThreadPool& pool, int64_t bytes, int repeats) {
   const int64_t n = bytes / static_cast<int64_t>(sizeof(uint64_t));
   // The same kind of memory as the weights (huge pages where granted): a 4 KiB-page
   // buffer would measure the TLB's limit, not the memory's, and the weights outrun it.
+  // LargeBuffer commits (zeroes) every page already.
   LargeBuffer storage(static_cast<size_t>(n) * sizeof(uint64_t));
-  uint64_t* const buf = reinterpret_cast<uint64_t*>(storage.data());
-  pool.ParallelFor(n, 4096, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) buf[i] = static_cast<uint64_t>(i);
-  });
+  const uint64_t* const buf = reinterpret_cast<const uint64_t*>(storage.data());
   std::atomic<uint64_t> sink{0};
   const bool avx512 = DetectedSimdLevel() >= SimdLevel::kAvx512;
   double best = 0.0;

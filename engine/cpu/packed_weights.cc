@@ -19,21 +19,24 @@ namespace {
 PanelFormat FormatFor(DType dtype) { return dtype == DType::kF32 ? PanelFormat::kF32 : PanelFormat::kBf16; }
 }  // namespace
 
-size_t PackedWeights::PackedBytes(const TensorRef& w) {
-  PackedWeights shape;
-  shape.format_ = FormatFor(w.dtype);
-  shape.out_ = w.rows();
-  shape.in_ = w.cols();
-  shape.k_steps_ = shape.format_ == PanelFormat::kF32 ? shape.in_ : (shape.in_ + 1) / 2;
-  return static_cast<size_t>(std::max<int64_t>(shape.bytes(), 64));
-}
-
-void PackedWeights::Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena) {
+void PackedWeights::SetShape(PanelFormat format, int64_t out, int64_t in) {
   format_ = format;
   out_ = out;
   in_ = in;
   k_steps_ = format == PanelFormat::kF32 ? in : (in + 1) / 2;
-  const size_t bytes = static_cast<size_t>(std::max<int64_t>(this->bytes(), 64));
+}
+
+size_t PackedWeights::StorageBytes() const { return static_cast<size_t>(std::max<int64_t>(bytes(), 64)); }
+
+size_t PackedWeights::PackedBytes(const TensorRef& w) {
+  PackedWeights shape;
+  shape.SetShape(FormatFor(w.dtype), w.rows(), w.cols());
+  return shape.StorageBytes();
+}
+
+void PackedWeights::Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena) {
+  SetShape(format, out, in);
+  const size_t bytes = StorageBytes();
   // Zeros either way: the padding must be.
   data_ = arena != nullptr ? arena->Take(bytes) : nullptr;
   if (data_ == nullptr) {

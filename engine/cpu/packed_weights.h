@@ -78,6 +78,8 @@ class PackedWeights {
   int64_t bytes() const { return panels() * panel_bytes(); }
 
  private:
+  void SetShape(PanelFormat format, int64_t out, int64_t in);
+  size_t StorageBytes() const;  // bytes(), at least 64
   void Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena);
   unsigned char* mutable_panel(int64_t j) { return data_ + j * panel_bytes(); }
 
