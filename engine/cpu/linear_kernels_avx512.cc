@@ -14,13 +14,14 @@ namespace {
 // f32 panel: per k, w[32 outputs] x broadcast x[k][r].
 struct F32Step {
   template <int R>
-  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, __m512 (&acc)[R][2]) {
+  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, const PanelPrefetch& pf,
+                  __m512 (&acc)[R][2]) {
     const auto* p = reinterpret_cast<const float*>(panel);
     const float* x = static_cast<const float*>(tile_x) + k0 * R;
     for (int64_t k = k0; k < k1; ++k, x += R) {
       const __m512 w0 = _mm512_load_ps(p + k * kPanelWidth);
       const __m512 w1 = _mm512_load_ps(p + k * kPanelWidth + 16);
-      PrefetchAhead(panel, k);
+      PrefetchStep(pf, panel, k, k - k0);
       for (int r = 0; r < R; ++r) {
         const __m512 xb = _mm512_set1_ps(x[r]);
         acc[r][0] = _mm512_fmadd_ps(w0, xb, acc[r][0]);
@@ -34,13 +35,14 @@ struct F32Step {
 // pair; its even and odd halves widen to f32 and meet the activation pair in two FMAs.
 struct Bf16WidenStep {
   template <int R>
-  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, __m512 (&acc)[R][2]) {
+  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, const PanelPrefetch& pf,
+                  __m512 (&acc)[R][2]) {
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
     const int* x = static_cast<const int*>(tile_x) + k0 * R;
     for (int64_t k = k0; k < k1; ++k, x += R) {
       const __m512i w0 = _mm512_load_si512(panel + k * kPanelStepBytes);
       const __m512i w1 = _mm512_load_si512(panel + k * kPanelStepBytes + 64);
-      PrefetchAhead(panel, k);
+      PrefetchStep(pf, panel, k, k - k0);
       const __m512 w0e = _mm512_castsi512_ps(_mm512_slli_epi32(w0, 16));
       const __m512 w0o = _mm512_castsi512_ps(_mm512_and_si512(w0, high));
       const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16));

@@ -12,12 +12,13 @@ namespace {
 
 struct Bf16DotStep {
   template <int R>
-  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, __m512 (&acc)[R][2]) {
+  static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, const PanelPrefetch& pf,
+                  __m512 (&acc)[R][2]) {
     const int* x = static_cast<const int*>(tile_x) + k0 * R;
     for (int64_t k = k0; k < k1; ++k, x += R) {
       const __m512bh w0 = (__m512bh)_mm512_load_si512(panel + k * kPanelStepBytes);
       const __m512bh w1 = (__m512bh)_mm512_load_si512(panel + k * kPanelStepBytes + 64);
-      PrefetchAhead(panel, k);
+      PrefetchStep(pf, panel, k, k - k0);
       for (int r = 0; r < R; ++r) {
         const __m512bh xb = (__m512bh)_mm512_set1_epi32(x[r]);
         acc[r][0] = _mm512_dpbf16_ps(acc[r][0], w0, xb);
