@@ -1,6 +1,9 @@
 #include "engine/cpu/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
 
 #include "engine/cpu/usable_cores.h"
 
@@ -19,6 +22,19 @@ namespace {
 constexpr int kSpinIterations = 2000;
 // The caller spins this long for stragglers, then yields its core to them.
 constexpr int kCallerSpinIterations = 200;
+// How far one balanced call moves the speed estimate towards the rates it measured: a
+// tenth, so that one chunk stalled by the host (a preempted core) barely moves it, while
+// a lasting difference between the cores is learnt within a forward (~50 linear layers).
+constexpr double kSpeedStep = 0.1;
+// A thread is never credited with less than half or more than twice the mean speed.
+constexpr double kMinSpeed = 0.5, kMaxSpeed = 2.0;
+// Calls whose chunks hold fewer items than this are split but do not update the
+// estimate (a chunk of one or two panels times mostly its start-up).
+constexpr int64_t kMinTimedItems = 4;
+
+double Seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) {
@@ -26,6 +42,9 @@ ThreadPool::ThreadPool(int num_threads) {
     num_threads = UsableCores();
   }
   num_threads_ = num_threads;
+  bounds_.assign(static_cast<size_t>(num_threads_) + 1, 0);
+  chunk_seconds_.assign(static_cast<size_t>(num_threads_), 0.0);
+  speed_.assign(static_cast<size_t>(num_threads_), 1.0);
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
 }
 
@@ -40,7 +59,15 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::RunChunk(int chunk_index) {
-  if (dynamic_) {
+  if (split_ == Split::kBalanced) {
+    const auto start = std::chrono::steady_clock::now();
+    const int64_t begin = bounds_[static_cast<size_t>(chunk_index)];
+    const int64_t end = bounds_[static_cast<size_t>(chunk_index) + 1];
+    if (begin < end) (*fn_)(begin, end);
+    chunk_seconds_[static_cast<size_t>(chunk_index)] = Seconds(start, std::chrono::steady_clock::now());
+    return;
+  }
+  if (split_ == Split::kDynamic) {
     for (;;) {
       const int64_t begin = next_.fetch_add(chunk_, std::memory_order_relaxed);
       if (begin >= n_) return;
@@ -53,15 +80,47 @@ void ThreadPool::RunChunk(int chunk_index) {
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  Run(n, grain, /*dynamic=*/false, fn);
+  Run(n, grain, Split::kEqual, fn);
 }
 
 void ThreadPool::ParallelForDynamic(int64_t n, int64_t grain,
                                     const std::function<void(int64_t, int64_t)>& fn) {
-  Run(n, grain, /*dynamic=*/true, fn);
+  Run(n, grain, Split::kDynamic, fn);
 }
 
-void ThreadPool::Run(int64_t n, int64_t grain, bool dynamic, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::ParallelForBalanced(int64_t n, int64_t grain,
+                                     const std::function<void(int64_t, int64_t)>& fn) {
+  Run(n, grain, Split::kBalanced, fn);
+}
+
+std::vector<double> ThreadPool::BalancedShares() const {
+  const double total = std::accumulate(speed_.begin(), speed_.end(), 0.0);
+  std::vector<double> shares;
+  for (double s : speed_) shares.push_back(s / total);
+  return shares;
+}
+
+// Moves each thread's speed a step towards the rate its chunk ran at in the call just
+// finished (items per second, relative to the threads' mean).
+void ThreadPool::UpdateSpeeds() {
+  std::vector<double> rate(static_cast<size_t>(num_threads_));
+  double mean = 0;
+  for (size_t i = 0; i < rate.size(); ++i) {
+    const int64_t items = bounds_[i + 1] - bounds_[i];
+    if (items < kMinTimedItems || chunk_seconds_[i] <= 0) return;
+    rate[i] = static_cast<double>(items) / chunk_seconds_[i];
+    mean += rate[i] / static_cast<double>(rate.size());
+  }
+  double total = 0;
+  for (size_t i = 0; i < rate.size(); ++i) {
+    const double measured = std::clamp(rate[i] / mean, kMinSpeed, kMaxSpeed);
+    speed_[i] += kSpeedStep * (measured - speed_[i]);
+    total += speed_[i];
+  }
+  for (double& s : speed_) s *= static_cast<double>(speed_.size()) / total;
+}
+
+void ThreadPool::Run(int64_t n, int64_t grain, Split split, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
   const int64_t units = (n + grain - 1) / grain;
@@ -70,10 +129,24 @@ void ThreadPool::Run(int64_t n, int64_t grain, bool dynamic, const std::function
     fn(0, n);
     return;
   }
+  // Fewer items than threads: a balanced split would leave a thread nothing to time.
+  if (split == Split::kBalanced && chunks < num_threads_) split = Split::kEqual;
   fn_ = &fn;
   n_ = n;
-  dynamic_ = dynamic;
-  chunk_ = dynamic ? grain : ((units + chunks - 1) / chunks) * grain;
+  split_ = split;
+  chunk_ = split == Split::kDynamic ? grain : ((units + chunks - 1) / chunks) * grain;
+  if (split == Split::kBalanced) {
+    const double total = std::accumulate(speed_.begin(), speed_.end(), 0.0);
+    double cumulative = 0;
+    int64_t previous = 0;
+    for (int i = 0; i < chunks; ++i) {
+      const int64_t unit = std::llround(static_cast<double>(units) * cumulative / total);
+      previous = std::min(n, std::max(previous, unit * grain));
+      bounds_[static_cast<size_t>(i)] = previous;
+      cumulative += speed_[static_cast<size_t>(i)];
+    }
+    bounds_[static_cast<size_t>(chunks)] = n;
+  }
   next_.store(0, std::memory_order_relaxed);
   num_chunks_ = chunks;
   pending_.store(num_threads_ - 1, std::memory_order_relaxed);
@@ -92,6 +165,7 @@ void ThreadPool::Run(int64_t n, int64_t grain, bool dynamic, const std::function
     }
   }
   fn_ = nullptr;
+  if (split == Split::kBalanced) UpdateSpeeds();
 }
 
 void ThreadPool::WorkerLoop(int worker_index) {

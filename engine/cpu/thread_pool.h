@@ -35,10 +35,25 @@ class ThreadPool {
   // context, a straggling core) spreads evenly.
   void ParallelForDynamic(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+  // Like ParallelFor (one contiguous chunk per thread), but the chunks are sized by each
+  // thread's measured speed. The cores of a shared machine run the same work at different
+  // rates: on the 2-core CI machines one core streams the weights 12-20% slower than the
+  // other, whichever thread runs on it, and an equal split leaves the faster one waiting
+  // for the slower at the end of every layer. Each call times its chunks and moves the
+  // estimate a step towards the rates it saw, so the items of one call must cost about
+  // the same (the panels of one linear layer). Chunk boundaries are multiples of `grain`.
+  void ParallelForBalanced(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+
+  // Each thread's share of a balanced call's items, as the next call would split them
+  // (sums to 1; equal until calls have measured the threads). For tests and logs.
+  std::vector<double> BalancedShares() const;
+
  private:
+  enum class Split { kEqual, kDynamic, kBalanced };
   void WorkerLoop(int worker_index);
   void RunChunk(int chunk_index);
-  void Run(int64_t n, int64_t grain, bool dynamic, const std::function<void(int64_t, int64_t)>& fn);
+  void Run(int64_t n, int64_t grain, Split split, const std::function<void(int64_t, int64_t)>& fn);
+  void UpdateSpeeds();
 
   int num_threads_;
   std::vector<std::thread> workers_;
@@ -53,8 +68,13 @@ class ThreadPool {
   int64_t n_ = 0;
   int64_t chunk_ = 0;
   int num_chunks_ = 0;
-  bool dynamic_ = false;
+  Split split_ = Split::kEqual;
   std::atomic<int64_t> next_{0};  // dynamic: first item not yet taken
+  // Balanced calls: chunk i is [bounds_[i], bounds_[i + 1]); each thread writes how long
+  // its chunk took into its own slot before it signals completion through pending_.
+  std::vector<int64_t> bounds_;
+  std::vector<double> chunk_seconds_;
+  std::vector<double> speed_;  // relative items per second, mean 1
 };
 
 // A barrier for the threads of one ParallelFor region that split a forward's rows

@@ -1,9 +1,12 @@
 // The packed linear kernels against a double-precision reference, for every weight
 // dtype on every SIMD path this CPU has, on awkward shapes; and, on every path, a row's
 // result bitwise independent of the rows, threads and layers that share the call.
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -263,9 +266,38 @@ TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
           pool.ParallelFor(n, grain, body);
         }
         for (int h : hits) ASSERT_EQ(h, 1);
+        std::fill(hits.begin(), hits.end(), 0);
+        pool.ParallelForBalanced(n, grain, body);
+        for (int h : hits) ASSERT_EQ(h, 1);
       }
     }
   }
+}
+
+// Work on the calling thread made 4x slower than on the worker: balanced calls learn it
+// and hand the caller the smaller share, and every split still covers the range once.
+TEST(ThreadPoolTest, BalancedSplitFollowsTheThreadsSpeeds) {
+  ThreadPool pool(2);
+  EXPECT_NEAR(pool.BalancedShares()[0], 0.5, 1e-12);
+  const auto caller = std::this_thread::get_id();
+  const int64_t n = 64;
+  for (int call = 0; call < 80; ++call) {
+    std::vector<int> hits(static_cast<size_t>(n), 0);
+    pool.ParallelForBalanced(n, 1, [&](int64_t b, int64_t e) {
+      const auto per_item = std::chrono::microseconds(std::this_thread::get_id() == caller ? 40 : 10);
+      for (int64_t i = b; i < e; ++i) {
+        ++hits[static_cast<size_t>(i)];
+        const auto until = std::chrono::steady_clock::now() + per_item;
+        while (std::chrono::steady_clock::now() < until) {
+        }
+      }
+    });
+    for (int h : hits) ASSERT_EQ(h, 1);
+  }
+  // 4:1 speeds give the caller 0.2 of the items; the estimate moves a tenth per call.
+  const std::vector<double> shares = pool.BalancedShares();
+  EXPECT_LT(shares[0], 0.35);
+  EXPECT_NEAR(shares[0] + shares[1], 1.0, 1e-9);
 }
 
 }  // namespace
