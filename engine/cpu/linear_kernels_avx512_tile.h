@@ -35,7 +35,7 @@ inline constexpr int64_t kLineBytes = 64;
 //  - With exactly two tiles (13-24 rows) the next block's 128 lines are split between the
 //    two passes, one line per step each (`lines` lines from `share`). The default would ask
 //    for the whole block during the first pass only, twice the rate the memory delivers,
-//    and nothing during the second; spread over both passes, T(16) and T(24) measured 3-4%
+//    and nothing during the second; spread over both passes, T(16) and T(24) measured 3-9%
 //    faster in one process (docs/benchmarks.md, eleventh session).
 struct PanelPrefetch {
   const char* share = nullptr;
