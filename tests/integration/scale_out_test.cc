@@ -54,12 +54,23 @@ TEST(ScaleOutTest, RoundRobinSpreadsCallsOverTwoReplicas) {
   if (!b.Start()) GTEST_SKIP() << "cannot listen on 127.0.0.2 here: " << b.Log();
   const std::string target = "ipv4:127.0.0.1:" + std::to_string(port) + ",127.0.0.2:" + std::to_string(port);
 
-  ASSERT_EQ(RunLoadgen(target, "round_robin", 32), 0);
-  const double on_a = GenerateCalls(a, "127.0.0.1"), on_b = GenerateCalls(b, "127.0.0.2");
-  std::printf("[ figures  ] round_robin: 32 requests -> %.0f on replica A, %.0f on replica B\n", on_a, on_b);
-  EXPECT_EQ(on_a + on_b, 32);
-  EXPECT_GE(on_a, 32 * 0.4);
-  EXPECT_GE(on_b, 32 * 0.4);
+  // round_robin sends calls only to connected replicas. A run of 32 short calls lasts
+  // ~0.3 s, and on a loaded machine one replica's connection can take that long to come
+  // up (seen once in CI: 0 / 32). So a run that finds only one replica connected is
+  // repeated, up to three runs, each on a new channel; pick_first below never spreads.
+  double on_a = 0, on_b = 0;
+  for (int run = 1; run <= 3; ++run) {
+    ASSERT_EQ(RunLoadgen(target, "round_robin", 32), 0);
+    const double total_a = GenerateCalls(a, "127.0.0.1"), total_b = GenerateCalls(b, "127.0.0.2");
+    const double run_a = total_a - on_a, run_b = total_b - on_b;
+    on_a = total_a;
+    on_b = total_b;
+    std::printf("[ figures  ] round_robin run %d: 32 requests -> %.0f on replica A, %.0f on replica B\n", run, run_a,
+                run_b);
+    EXPECT_EQ(run_a + run_b, 32);
+    if (run_a >= 32 * 0.4 && run_b >= 32 * 0.4) break;
+    ASSERT_LT(run, 3) << "three round_robin runs in a row did not spread their calls over both replicas";
+  }
 
   // pick_first, for contrast: one connection, one replica.
   ASSERT_EQ(RunLoadgen(target, "pick_first", 32), 0);
