@@ -1,9 +1,11 @@
 #include "engine/cpu/linear.h"
 
 #include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "engine/cpu/linear_kernels.h"
+#include "engine/cpu/tile_order_chooser.h"
 #include "engine/dtype.h"
 
 namespace crossreg::cpu {
@@ -120,6 +122,13 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     }
     tiles_bf16 = make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
+  // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths;
+  // which is faster depends on the core, so the calls time both (tile_order_chooser.h).
+  const bool two_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && rows <= internal::kBlockedRows;
+  LinearCallShape shape{.in = in, .panels = 0, .rows = rows};
+  for (int i = 0; i < count; ++i) shape.panels += outputs[i].w->panels();
+  TileOrderChooser& chooser = TileOrderChooser::Global();
+  const TileOrderChooser::Decision order = two_orders ? chooser.Next(shape) : TileOrderChooser::Decision{};
   std::vector<PanelArgs> args(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     const PackedWeights& w = *outputs[i].w;
@@ -131,8 +140,16 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     a.rows = rows;
     a.y = outputs[i].y;
     a.y_stride = w.out();
+    a.order = order.order;
   }
+  if (!order.trial) {
+    RunOutputs(args, rows, parallel, pool, level);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
   RunOutputs(args, rows, parallel, pool, level);
+  chooser.Report(shape, order.order,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
 }
 
 void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool, SimdLevel level) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/cpu/packed_weights.h"
+#include "engine/cpu/tile_order_chooser.h"
 
 namespace crossreg::cpu::internal {
 
@@ -25,6 +26,11 @@ struct RowTile {
   const void* x = nullptr;  // k_steps x rows values: float (kF32 panels) or uint32 bf16 pairs (kBf16)
 };
 
+// Up to this many rows (a verify step) the AVX-512 kernels' tiles may take turns per K
+// block of a panel (TileOrder::kBlocked, engine/cpu/tile_order_chooser.h); beyond it
+// (prefill) each tile runs the whole K, the panel re-read from cache.
+inline constexpr int64_t kBlockedRows = 48;
+
 struct PanelArgs {
   const PackedWeights* w = nullptr;
   const RowTile* tiles = nullptr;
@@ -32,6 +38,9 @@ struct PanelArgs {
   int64_t rows = 0;   // all tiles together
   float* y = nullptr; // rows x out, row stride y_stride
   int64_t y_stride = 0;
+  // AVX-512 paths with 2+ tiles and at most kBlockedRows rows: the loop order (never
+  // changes a result bit). The other paths and shapes ignore it.
+  TileOrder order = TileOrder::kBlocked;
 };
 
 // How a level splits rows into tiles: at most `max` rows per tile; with few tiles they

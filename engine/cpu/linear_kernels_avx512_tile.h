@@ -21,9 +21,6 @@ inline constexpr int64_t kPrefetchSteps = 64;
 // tile runs over it, so with more rows than one tile the weights still stream from
 // memory once, overlapped with the math.
 inline constexpr int64_t kStepBlock = 64;
-// Up to this many rows (a verify step) the tiles take turns per K block; beyond it
-// (prefill) each tile runs the whole K, the panel re-read from cache.
-inline constexpr int64_t kBlockedRows = 48;
 
 inline constexpr int64_t kLineBytes = 64;
 
@@ -111,7 +108,7 @@ inline void RunTile(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t 
 template <typename Step>
 void RunPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   const int64_t steps = a.w->k_steps();
-  const bool blocked = a.num_tiles > 1 && a.rows <= kBlockedRows;
+  const bool blocked = a.num_tiles > 1 && a.rows <= kBlockedRows && a.order == TileOrder::kBlocked;
   alignas(64) float carried[kBlockedRows * kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {
     const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -21,6 +22,7 @@
 #include "engine/cpu/memory_bandwidth.h"
 #include "engine/cpu/packed_weights.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/cpu/tile_order_chooser.h"
 #include "engine/kv_storage.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
@@ -221,6 +223,22 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     const double math = row_peak > 0 ? row_counts[i] * row_flops / row_peak : 0.0;
     std::printf("| %d | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0],
                 math * 1e3, std::max(1.0, math / times[0]));
+  }
+  // The two loop orders of multi-tile calls, as this run's forwards timed them.
+  auto decided = cpu::TileOrderChooser::Global().Decided();
+  if (!decided.empty()) {
+    std::sort(decided.begin(), decided.end(), [](const auto& a, const auto& b) {
+      return std::tie(a.shape.rows, a.shape.in, a.shape.panels) < std::tie(b.shape.rows, b.shape.in, b.shape.panels);
+    });
+    std::printf("\nLoop order of the linear calls with 2-4 row tiles, chosen by timing both "
+                "(engine/cpu/tile_order_chooser.h; median of the trial calls):\n"
+                "| rows | in | outputs | K-blocked ms | whole-K ms | chosen |\n|---|---|---|---|---|---|\n");
+    for (const auto& o : decided) {
+      std::printf("| %lld | %lld | %lld | %.3f | %.3f | %s |\n", static_cast<long long>(o.shape.rows),
+                  static_cast<long long>(o.shape.in), static_cast<long long>(o.shape.panels * 32),
+                  o.median_seconds[0] * 1e3, o.median_seconds[1] * 1e3,
+                  o.chosen == cpu::TileOrder::kWholeK ? "whole-K" : "K-blocked");
+    }
   }
   if (prefill > 0) {
     const double t = TimePrefill(*engine, prefill, std::max(repeats, 3));

@@ -14,6 +14,7 @@
 #include "engine/cpu/linear.h"
 #include "engine/cpu/linear_kernels.h"
 #include "engine/cpu/packed_weights.h"
+#include "engine/cpu/tile_order_chooser.h"
 #include "engine/sampler.h"
 #include "gtest/gtest.h"
 
@@ -117,6 +118,35 @@ TEST_P(LinearKernelTest, RowResultDoesNotDependOnRowsThreadsOrLayersBesideIt) {
     std::vector<float> alone(static_cast<size_t>(out));
     Linear(packed, x.data() + r * in, 1, alone.data(), one, level());
     EXPECT_EQ(std::memcmp(alone.data(), batched.data() + r * out, sizeof(float) * out), 0) << "row " << r;
+  }
+}
+
+// Verify-sized calls with 2-4 row tiles run in either loop order (K-blocked or whole-K,
+// engine/cpu/tile_order_chooser.h), the chooser alternating them during its trials:
+// every call's bits must equal the first call's, whatever order it ran.
+TEST_P(LinearKernelTest, BothLoopOrdersOfVerifySizedCallsGiveTheSameBits) {
+  Rng rng(7);
+  ThreadPool two(2);
+  // The chooser is the process's: a shape of this test's own per path and dtype (panels
+  // apart), so no earlier test has decided it and both orders run here.
+  const int64_t in = 130, out = 100 + 64 * (4 * static_cast<int64_t>(dtype()) + static_cast<int64_t>(level()));
+  auto w = MakeWeight(dtype(), out, in, rng);
+  const PackedWeights packed = PackedWeights::Pack(w.ref);
+  for (const int64_t rows : {20, 33, 45}) {
+    const auto x = RandomRows(rows, in, rng);
+    std::vector<float> first(static_cast<size_t>(rows * out)), again(first.size());
+    Linear(packed, x.data(), rows, first.data(), two, level());
+    for (int call = 0; call < 2 * TileOrderChooser::kTrials + 2; ++call) {
+      Linear(packed, x.data(), rows, again.data(), two, level());
+      ASSERT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0)
+          << rows << " rows, call " << call;
+    }
+    const LinearCallShape shape{.in = in, .panels = packed.panels(), .rows = rows};
+    // The AVX-512 paths have both orders and have compared them by now (the others have
+    // one order and never ask).
+    if (level() >= SimdLevel::kAvx512) {
+      EXPECT_TRUE(TileOrderChooser::Global().Chosen(shape).has_value()) << rows;
+    }
   }
 }
 

@@ -1,0 +1,87 @@
+// Which loop order a verify-sized linear call runs on this machine, chosen by timing
+// both orders on the calls themselves.
+//
+// A call of 13-48 rows has 2-4 row tiles (engine/cpu/linear_kernels.h). The AVX-512
+// kernels can run them in two orders over each panel of 32 outputs:
+//  - kBlocked: the tiles take turns per 8 KiB K block, so each weight streams from
+//    memory once while every tile's math runs on it from L1. Measured the faster on
+//    2 Zen 5 cores, where the orders were first compared (docs/benchmarks.md).
+//  - kWholeK: each tile runs the panel's whole K in turn; the later tiles re-read the
+//    panel (48-128 KiB) from L2. Measured 12-15% faster for 16-32 row forwards of the
+//    ~110M model on 2 Zen 4 cores (32 KiB L1, the bf16 dot product at half Zen 5's
+//    rate; docs/benchmarks.md, twelfth session).
+// Which one wins depends on the core, so neither is hard-wired. Both accumulate every
+// output over its K steps in the same order, so the choice never changes a result bit,
+// only the time (tests/unit/linear_kernel_test.cc proves it on every path).
+//
+// Per call shape (input width, panels, rows), kTrials calls of each order alternate;
+// then the order with the lower median time serves that shape for kServeCalls calls,
+// and the comparison runs again. Alternating calls of one shape see the same load from
+// elsewhere on the machine, so a burst hits both orders alike, and the median ignores
+// the calls it lands on. The comparison repeats because the winner moves with the
+// machine's state: on the shared Zen 4 host, K-blocked won by 1-15% at 16-24 rows while
+// the memory was slow (T(1) 6.2 ms) and lost by 12-15% while it was fast (T(1) 3.9 ms).
+// A trial round costs about half its calls' difference (~1% of one call per 40 served).
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+namespace crossreg::cpu {
+
+enum class TileOrder { kBlocked, kWholeK };
+
+struct LinearCallShape {
+  int64_t in = 0;      // input width
+  int64_t panels = 0;  // panels of 32 outputs, all outputs of the call together
+  int64_t rows = 0;
+  bool operator==(const LinearCallShape&) const = default;
+};
+
+class TileOrderChooser {
+ public:
+  static constexpr int kTrials = 12;         // calls of each order per shape before choosing
+  static constexpr int kServeCalls = 1000;   // calls served by a choice before the next trials
+
+  struct Decision {
+    TileOrder order = TileOrder::kBlocked;
+    bool trial = false;  // still comparing: time the call and Report it
+  };
+  // The order the next call of `shape` should run.
+  Decision Next(const LinearCallShape& shape);
+  // A trial call of `shape` ran `order` in `seconds`.
+  void Report(const LinearCallShape& shape, TileOrder order, double seconds);
+  // The order last chosen for `shape` (kept through later trials).
+  std::optional<TileOrder> Chosen(const LinearCallShape& shape) const;
+
+  // Every shape decided so far, with the trials' median seconds per order (for logs and
+  // benchmarks).
+  struct Outcome {
+    LinearCallShape shape;
+    TileOrder chosen = TileOrder::kBlocked;
+    double median_seconds[2] = {0, 0};  // indexed by TileOrder
+  };
+  std::vector<Outcome> Decided() const;
+
+  // The process's chooser, which the CPU backend's linear layers consult: the winner
+  // is a property of the machine and the shape, shared by every backend.
+  static TileOrderChooser& Global();
+
+ private:
+  struct Entry {
+    LinearCallShape shape;
+    std::vector<double> seconds[2];  // per order, during the trials
+    int handed_out = 0;              // trial calls given an order so far (alternating)
+    int served = 0;                  // calls served by `chosen` since it was chosen
+    std::optional<TileOrder> chosen;
+    double median_seconds[2] = {0, 0};
+  };
+  Entry& Find(const LinearCallShape& shape);  // with mu_ held
+
+  mutable std::mutex mu_;
+  std::vector<Entry> entries_;  // a few shapes per model and row count: a linear search
+};
+
+}  // namespace crossreg::cpu
