@@ -125,7 +125,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths;
   // which is faster depends on the core, so the calls time both (tile_order_chooser.h).
   const bool two_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && rows <= internal::kBlockedRows;
-  LinearCallShape shape{.in = in, .panels = 0, .rows = rows};
+  LinearCallShape shape{.in = in, .panels = 0, .rows = rows, .threads = parallel ? pool.num_threads() : 1};
   for (int i = 0; i < count; ++i) shape.panels += outputs[i].w->panels();
   TileOrderChooser& chooser = TileOrderChooser::Global();
   const TileOrderChooser::Decision order = two_orders ? chooser.Next(shape) : TileOrderChooser::Decision{};

@@ -14,7 +14,7 @@
 // output over its K steps in the same order, so the choice never changes a result bit,
 // only the time (tests/unit/linear_kernel_test.cc proves it on every path).
 //
-// Per call shape (input width, panels, rows), kTrials calls of each order alternate;
+// Per call shape (input width, panels, rows, threads), kTrials calls of each order alternate;
 // then the order with the lower median time serves that shape for kServeCalls calls,
 // and the comparison runs again. Alternating calls of one shape see the same load from
 // elsewhere on the machine, so a burst hits both orders alike, and the median ignores
@@ -37,6 +37,11 @@ struct LinearCallShape {
   int64_t in = 0;      // input width
   int64_t panels = 0;  // panels of 32 outputs, all outputs of the call together
   int64_t rows = 0;
+  // Threads that share the call: 1 for a row-split forward's per-thread calls and for
+  // calls too small to split. A call split between cores reads each panel once per core,
+  // one on a single core streams all of them, so the two orders' costs differ by thread
+  // count and each count chooses apart.
+  int threads = 1;
   bool operator==(const LinearCallShape&) const = default;
 };
 

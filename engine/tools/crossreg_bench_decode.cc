@@ -228,14 +228,15 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   auto decided = cpu::TileOrderChooser::Global().Decided();
   if (!decided.empty()) {
     std::sort(decided.begin(), decided.end(), [](const auto& a, const auto& b) {
-      return std::tie(a.shape.rows, a.shape.in, a.shape.panels) < std::tie(b.shape.rows, b.shape.in, b.shape.panels);
+      return std::tie(a.shape.rows, a.shape.threads, a.shape.in, a.shape.panels) <
+             std::tie(b.shape.rows, b.shape.threads, b.shape.in, b.shape.panels);
     });
     std::printf("\nLoop order of the linear calls with 2-4 row tiles, chosen by timing both "
                 "(engine/cpu/tile_order_chooser.h; median of the trial calls):\n"
-                "| rows | in | outputs | K-blocked ms | whole-K ms | chosen |\n|---|---|---|---|---|---|\n");
+                "| rows | threads | in | outputs | K-blocked ms | whole-K ms | chosen |\n|---|---|---|---|---|---|---|\n");
     for (const auto& o : decided) {
-      std::printf("| %lld | %lld | %lld | %.3f | %.3f | %s |\n", static_cast<long long>(o.shape.rows),
-                  static_cast<long long>(o.shape.in), static_cast<long long>(o.shape.panels * 32),
+      std::printf("| %lld | %d | %lld | %lld | %.3f | %.3f | %s |\n", static_cast<long long>(o.shape.rows),
+                  o.shape.threads, static_cast<long long>(o.shape.in), static_cast<long long>(o.shape.panels * 32),
                   o.median_seconds[0] * 1e3, o.median_seconds[1] * 1e3,
                   o.chosen == cpu::TileOrder::kWholeK ? "whole-K" : "K-blocked");
     }

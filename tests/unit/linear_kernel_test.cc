@@ -141,7 +141,8 @@ TEST_P(LinearKernelTest, BothLoopOrdersOfVerifySizedCallsGiveTheSameBits) {
       ASSERT_EQ(std::memcmp(first.data(), again.data(), sizeof(float) * first.size()), 0)
           << rows << " rows, call " << call;
     }
-    const LinearCallShape shape{.in = in, .panels = packed.panels(), .rows = rows};
+    // Every call here is large enough to be split between the two threads.
+    const LinearCallShape shape{.in = in, .panels = packed.panels(), .rows = rows, .threads = 2};
     // The AVX-512 paths have both orders and have compared them by now (the others have
     // one order and never ask).
     if (level() >= SimdLevel::kAvx512) {

@@ -48,14 +48,16 @@ TEST(TileOrderChooserTest, AlternatesThenServesTheFasterOrderThenComparesAgain) 
 TEST(TileOrderChooserTest, ShapesChooseApartAndTiesKeepKBlocked) {
   TileOrderChooser chooser;
   const LinearCallShape a{.in = 768, .panels = 72, .rows = 16}, b{.in = 768, .panels = 72, .rows = 32},
-      c{.in = 2048, .panels = 24, .rows = 16};
+      c{.in = 2048, .panels = 24, .rows = 16}, d{.in = 768, .panels = 72, .rows = 16, .threads = 2};
   TrialRound(chooser, a, TileOrder::kBlocked);
   TrialRound(chooser, b, TileOrder::kWholeK);
+  TrialRound(chooser, d, TileOrder::kWholeK);  // a's shape split between two threads
   for (int i = 0; i < 2 * TileOrderChooser::kTrials; ++i) chooser.Report(c, chooser.Next(c).order, 1.0);
   EXPECT_EQ(chooser.Chosen(a), TileOrder::kBlocked);
   EXPECT_EQ(chooser.Chosen(b), TileOrder::kWholeK);
   EXPECT_EQ(chooser.Chosen(c), TileOrder::kBlocked);
-  EXPECT_EQ(chooser.Decided().size(), 3u);
+  EXPECT_EQ(chooser.Chosen(d), TileOrder::kWholeK);
+  EXPECT_EQ(chooser.Decided().size(), 4u);
 }
 
 }  // namespace
