@@ -38,9 +38,9 @@ struct LinearCallShape {
   int64_t panels = 0;  // panels of 32 outputs, all outputs of the call together
   int64_t rows = 0;
   // Threads that share the call: 1 for a row-split forward's per-thread calls and for
-  // calls too small to split. A call split between cores reads each panel once per core,
-  // one on a single core streams all of them, so the two orders' costs differ by thread
-  // count and each count chooses apart.
+  // calls too small to split. Split between cores, each core streams its own range of
+  // the panels; on one core, the call streams all of them. The two orders' costs differ
+  // with that, so each thread count chooses apart.
   int threads = 1;
   bool operator==(const LinearCallShape&) const = default;
 };
