@@ -87,6 +87,12 @@ case "$stage" in
     echo "[lease] gpu tests exit ${PIPESTATUS[0]}"
     timeout 170 $B/crossreg-bench-gpu --layers 32 2>&1 | tee "$LOGS/bench_gpu.md"
     echo "[lease] bench exit ${PIPESTATUS[0]}"
+    # Same call, same machine: without CUDA graphs, and (BEFORE=folder) an earlier build.
+    timeout 120 $B/crossreg-bench-gpu --layers 32 --graphs=false 2>&1 | tee "$LOGS/bench_gpu_nographs.md"
+    timeout 120 $B/crossreg-bench-gpu --layers 32 --xr_logits=false 2>&1 | tee "$LOGS/bench_gpu_nologits.md"
+    if [ -n "${BEFORE:-}" ] && [ -x "$BEFORE/crossreg-bench-gpu" ]; then
+      timeout 120 "$BEFORE/crossreg-bench-gpu" --layers 32 2>&1 | tee "$LOGS/bench_gpu_before.md"
+    fi
     timeout 120 python3 engine/cuda/tools/bench_pytorch_peer.py --layers 32 2>&1 | tee "$LOGS/pytorch_peer.md"
     echo "[lease] peer exit ${PIPESTATUS[0]}"
     STORIES=/work/shared/models/stories260K/stories260K.gguf
@@ -96,5 +102,49 @@ case "$stage" in
     echo "[lease] streams exit ${PIPESTATUS[0]}"
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt" >&2; exit 2 ;;
+  profile)
+    # Per-kernel times of one AR and one XR forward (2 layers, Nsight Compute) with the
+    # binaries of `prebuilt`; PROFILE_BIN names another folder of them (before/after).
+    source .devdeps/activate.sh
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    done
+    B=${PROFILE_BIN:-.gpubin}
+    NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+    timeout 240 "$NCU" --csv --clock-control none --metrics gpu__time_duration.sum,launch__grid_size \
+      $B/crossreg-bench-gpu --layers 2 --batches 1 --gammas 30 --iters 1 >"$LOGS/profile.csv" 2>"$LOGS/ncu.err"
+    echo "[lease] ncu exit $?"; tail -3 "$LOGS/ncu.err"
+    python3 engine/cuda/tools/ncu_summary.py "$LOGS/profile.csv" | tee "$LOGS/profile.txt" | head -45
+    pack_logs
+    ;;
+  loadgen)
+    # crossreg-loadgen against crossreg-server --backend cuda on a random ~0.8B Llama
+    # (python3 -m training.random_model; tokenizer carried in .gpu_check) with a random
+    # rank-16 adapter, at concurrency 1, 8 and 32: AR, lossless and n-gram at gamma 8,
+    # fixed and adaptive. Binaries of `prebuilt`.
+    source .devdeps/activate.sh
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+    done
+    B=.gpubin
+    M=/tmp/random-llama
+    python3 -m training.random_model --out $M --tokenizer .gpu_check/tokenizer.json ${RANDOM_MODEL_ARGS:-} 2>&1 | tail -1
+    $B/crossreg-random-adapter --model $M --out $M/adapter --rank 16 | tail -1
+    $B/crossreg-server --backend cuda --model $M --adapter $M/adapter --port 50071 --metrics_port 0 --http_port 0 \
+      --adaptive_gamma --max_running 32 >"$LOGS/server.log" 2>&1 &
+    server=$!
+    for c in 1 8 32; do
+      for cfg in "ar|" "lossless|--gamma 8 --adaptive_gamma false" "lossless|--gamma 8 --adaptive_gamma true" \
+                 "ngram|--gamma 8 --adaptive_gamma false" "ngram|--gamma 8 --adaptive_gamma true"; do
+        IFS='|' read -r mode extra <<<"$cfg"
+        echo "[loadgen] concurrency $c, $mode $extra"
+        timeout 120 $B/crossreg-loadgen --server localhost:50071 --connect_timeout_s 180 --concurrency $c \
+          --requests $((c < 4 ? 4 : 2 * c)) --mode $mode --max_tokens 128 --ignore_eos $extra 2>&1 | tail -4
+      done
+    done 2>&1 | tee "$LOGS/loadgen.txt"
+    kill $server; wait $server
+    grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
+    pack_logs
+    ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|profile|loadgen" >&2; exit 2 ;;
 esac

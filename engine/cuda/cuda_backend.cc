@@ -24,22 +24,46 @@ using cuda::DeviceBuffer;
 
 #define LAUNCH(expr, what) CROSSREG_CUDA_RETURN_IF_ERROR((expr), (what))
 
-// Where each per-row integer array sits in the one packed upload of a forward.
+// Where each per-row integer array sits in the one packed upload of a forward. The
+// block tables come last: their length grows with the context, and every other
+// offset then depends only on the batch's shape (a CUDA graph's key).
 struct PlanOffsets {
-  size_t tokens, positions, slots, num_cached, num_own, group_begin, table_offset, block_tables, group_rows,
-      predictive_rows, logit_rows;
+  size_t tokens, positions, slots, num_cached, num_own, group_begin, table_offset, group_rows, predictive_rows,
+      logit_rows, tile_first, tile_rows, block_tables;
+  bool operator==(const PlanOffsets&) const = default;
 };
+
+// What a captured forward depends on besides the device buffers' addresses: the
+// launch shapes (rows, predictive rows, logit rows, the split choice) and where the
+// kernels read their integers.
+struct GraphKey {
+  int rows = 0, predictive = 0, logit_rows = 0;
+  int attention_tiles = 0, attention_tile_rows = 0;
+  bool split_attention = false;
+  PlanOffsets at{};
+  bool operator==(const GraphKey&) const = default;
+};
+
+// Forwards up to this many rows run as CUDA graphs (decode and verify shapes); larger
+// ones (prefill) are rare per shape and launch eagerly.
+constexpr int kMaxGraphRows = 512;
+// Captured shapes kept; a full cache is emptied (shapes repeat in steady decoding).
+constexpr size_t kMaxGraphs = 64;
+// The attention's split workspace is used while it stays under this size.
+constexpr size_t kMaxSplitBytes = size_t{256} << 20;
 
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const KvCacheConfig& kv, std::unique_ptr<CudaContext> ctx,
-              cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter)
+              cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter, bool use_graphs)
       : Backend(config, kv),
         cfg_(config),
         kv_cfg_(kv),
         ctx_(std::move(ctx)),
         weights_(std::move(weights)),
-        adapter_(std::move(adapter)) {}
+        adapter_(std::move(adapter)),
+        use_graphs_(use_graphs) {}
+  ~CudaBackend() override { ClearGraphs(); }
 
   // Allocates the paged K/V storage: num_blocks · block_size slots per layer.
   absl::Status AllocateKvStorage() {
@@ -61,14 +85,23 @@ class CudaBackend final : public Backend {
   absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
 
  private:
-  absl::Status EnsureWorkspace(int rows, int predictive_rows, int logit_rows);
+  struct Graph {
+    GraphKey key;
+    int sightings = 0;
+    cudaGraphExec_t exec = nullptr;
+  };
+
+  absl::Status EnsureWorkspace(int rows, int predictive_rows, int logit_rows, bool split_attention);
   PlanOffsets PackPlan(const ForwardPlan& plan);
-  absl::Status RunLayer(int layer, const ForwardPlan& plan, const PlanOffsets& at);
-  // y[:, col, col + out) of the predictive rows += scale · (x_p · Aᵀ) · Bᵀ, where x_p
-  // (already gathered in lora_in_) holds their inputs.
-  absl::Status AddLoraDelta(int layer, LoraTarget target, int64_t in, int64_t out, float* y, int64_t ldy,
-                            int64_t col, int predictive, const int32_t* predictive_rows);
-  absl::Status GatherLoraInput(const float* x, int64_t width, int predictive, const int32_t* predictive_rows);
+  // Every kernel and GEMM of the forward, on the stream (eagerly or into a capture).
+  absl::Status EnqueueForward(const GraphKey& key);
+  absl::Status EnqueueLayer(int layer, const GraphKey& key);
+  absl::Status RunCaptured(Graph& graph);
+  void ClearGraphs();
+  // The predictive rows' LoRA update for `targets` (which read the same input `x`),
+  // added into y's columns.
+  absl::Status AddLora(int layer, std::initializer_list<std::pair<LoraTarget, int64_t>> targets, const float* x,
+                       int64_t x_stride, int64_t in, float* y, int64_t ldy, const GraphKey& key);
   const int32_t* Ints(size_t offset) const { return ints_.data() + offset; }
 
   ModelConfig cfg_;
@@ -76,23 +109,32 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudaContext> ctx_;
   cuda::DeviceModelWeights weights_;
   std::unique_ptr<cuda::DeviceLoraAdapter> adapter_;  // null: predictive rows use the base weights
+  bool use_graphs_;
 
   int64_t layer_kv_elements_ = 0;
   DeviceBuffer<float> k_store_;  // [layer][slot][kv_dim]
   DeviceBuffer<float> v_store_;
 
-  // Per-forward workspace, grown to the largest batch seen.
-  DeviceBuffer<float> x_, xn_, qkv_, att_, proj_, gate_up_, act_, pred_k_, pred_v_;
+  // Per-forward workspace, grown to the largest batch seen. A growth moves buffers,
+  // so it drops every captured graph (they hold the old addresses).
+  DeviceBuffer<float> x_, xn_, qkv_, att_, gate_up_, act_, pred_k_, pred_v_, att_partial_;
   DeviceBuffer<Bf16> gemm_in_;
-  DeviceBuffer<float> lora_in_, lora_mid_, lora_out_;
+  DeviceBuffer<float> lora_mid_;
   DeviceBuffer<float> head_in_, logits_dev_;
   DeviceBuffer<int32_t> ints_;
   std::vector<int32_t> host_ints_;
+  std::vector<int32_t> tiles_;
+  cuda::AttentionTiles tile_plan_;
+  std::vector<Graph> graphs_;
 };
 
 int64_t QkvWidth(const ModelConfig& c) { return c.q_dim() + 2 * int64_t{c.kv_dim()}; }
 
-absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int logit_rows) {
+absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int logit_rows, bool split_attention) {
+  const std::vector<const void*> before = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
+                                           gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
+                                           gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
+                                           head_in_.data(), logits_dev_.data()};
   const size_t r = static_cast<size_t>(rows);
   const size_t hidden = static_cast<size_t>(cfg_.hidden_size);
   const size_t ffn = static_cast<size_t>(cfg_.intermediate_size);
@@ -101,23 +143,30 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
   RETURN_IF_ERROR(xn_.Reserve(r * hidden));
   RETURN_IF_ERROR(qkv_.Reserve(r * static_cast<size_t>(QkvWidth(cfg_))));
   RETURN_IF_ERROR(att_.Reserve(r * static_cast<size_t>(cfg_.q_dim())));
-  RETURN_IF_ERROR(proj_.Reserve(r * hidden));
   RETURN_IF_ERROR(gate_up_.Reserve(r * 2 * ffn));
   RETURN_IF_ERROR(act_.Reserve(r * ffn));
   RETURN_IF_ERROR(pred_k_.Reserve(r * static_cast<size_t>(cfg_.kv_dim())));
   RETURN_IF_ERROR(pred_v_.Reserve(r * static_cast<size_t>(cfg_.kv_dim())));
   RETURN_IF_ERROR(gemm_in_.Reserve(r * widest_in));
+  if (split_attention) {
+    RETURN_IF_ERROR(att_partial_.Reserve(cuda::AttentionPartialFloats(rows, cfg_.num_heads, cfg_.head_dim)));
+  }
   if (adapter_ != nullptr && predictive_rows > 0) {
-    const size_t p = static_cast<size_t>(predictive_rows);
-    const size_t widest_out = std::max({hidden, static_cast<size_t>(cfg_.q_dim()), ffn});
-    RETURN_IF_ERROR(lora_in_.Reserve(p * widest_in));
-    RETURN_IF_ERROR(lora_mid_.Reserve(p * static_cast<size_t>(std::max(adapter_->max_rank, 1))));
-    RETURN_IF_ERROR(lora_out_.Reserve(p * widest_out));
+    const size_t group_rank = static_cast<size_t>(cuda::kMaxLoraTargetsPerGroup * std::max(adapter_->max_rank, 1));
+    const int widest_in = static_cast<int>(std::max<int64_t>({cfg_.hidden_size, cfg_.q_dim(), cfg_.intermediate_size}));
+    size_t splits = 1;
+    for (int in : {cfg_.hidden_size, cfg_.q_dim(), widest_in}) splits = std::max<size_t>(splits, cuda::LoraShrinkSplits(in));
+    RETURN_IF_ERROR(lora_mid_.Reserve(splits * static_cast<size_t>(predictive_rows) * group_rank));
   }
   if (logit_rows > 0) {
     RETURN_IF_ERROR(head_in_.Reserve(static_cast<size_t>(logit_rows) * hidden));
     RETURN_IF_ERROR(logits_dev_.Reserve(static_cast<size_t>(logit_rows) * static_cast<size_t>(cfg_.vocab_size)));
   }
+  const std::vector<const void*> after = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
+                                          gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
+                                          gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
+                                          head_in_.data(), logits_dev_.data()};
+  if (before != after) ClearGraphs();
   return absl::OkStatus();
 }
 
@@ -138,43 +187,68 @@ PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   at.num_own = append(plan.num_own);
   at.group_begin = append(plan.group_begin);
   at.table_offset = append(plan.table_offset);
-  at.block_tables = append(plan.block_tables);
   at.group_rows = append(plan.group_rows);
   at.predictive_rows = append(plan.predictive_rows);
   at.logit_rows = append(plan.logit_rows);
+  // The attention's row tiles (rows of one sequence sharing the cached keys' loads).
+  tiles_.resize(2 * static_cast<size_t>(plan.rows));
+  tile_plan_ = cuda::PlanAttentionTiles(plan.table_offset.data(), plan.num_cached.data(), plan.num_own.data(),
+                                        plan.rows, tiles_.data(), tiles_.data() + plan.rows);
+  at.tile_first = append(std::vector<int32_t>(tiles_.begin(), tiles_.begin() + plan.rows));
+  at.tile_rows = append(std::vector<int32_t>(tiles_.begin() + plan.rows, tiles_.end()));
+  at.block_tables = append(plan.block_tables);
   return at;
 }
 
+void CudaBackend::ClearGraphs() {
+  for (Graph& g : graphs_) {
+    if (g.exec != nullptr) cudaGraphExecDestroy(g.exec);
+  }
+  graphs_.clear();
+}
+
 absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
-  const int rows = plan.rows;
-  const int n_out = static_cast<int>(plan.logit_rows.size());
   const cudaStream_t stream = ctx_->stream();
   RETURN_IF_ERROR(ctx_->Activate());
-  RETURN_IF_ERROR(EnsureWorkspace(rows, static_cast<int>(plan.predictive_rows.size()), n_out));
+  GraphKey key;
+  key.rows = plan.rows;
+  key.predictive = adapter_ != nullptr ? static_cast<int>(plan.predictive_rows.size()) : 0;
+  key.logit_rows = static_cast<int>(plan.logit_rows.size());
+  key.split_attention =
+      cuda::AttentionPartialFloats(plan.rows, cfg_.num_heads, cfg_.head_dim) * sizeof(float) <= kMaxSplitBytes;
+  RETURN_IF_ERROR(EnsureWorkspace(key.rows, key.predictive, key.logit_rows, key.split_attention));
 
-  const PlanOffsets at = PackPlan(plan);
-  RETURN_IF_ERROR(ints_.Reserve(host_ints_.size()));
+  key.at = PackPlan(plan);
+  key.attention_tiles = tile_plan_.tiles;
+  key.attention_tile_rows = tile_plan_.max_rows;
+  if (host_ints_.size() > ints_.size()) {
+    // Headroom for the block tables' growth, so the buffer (and the graphs) rarely move.
+    RETURN_IF_ERROR(ints_.Allocate(host_ints_.size() + 4096));
+    ClearGraphs();
+  }
   LAUNCH(cudaMemcpyAsync(ints_.data(), host_ints_.data(), host_ints_.size() * sizeof(int32_t),
                          cudaMemcpyHostToDevice, stream),
          "cudaMemcpyAsync (forward plan)");
 
-  LAUNCH(cuda::LaunchEmbeddingGather(weights_.tok_embeddings.data(), cfg_.hidden_size, Ints(at.tokens), rows,
-                                     x_.data(), stream),
-         "embedding gather");
-  for (int layer = 0; layer < cfg_.num_layers; ++layer) RETURN_IF_ERROR(RunLayer(layer, plan, at));
+  if (!use_graphs_ || key.rows > kMaxGraphRows) {
+    RETURN_IF_ERROR(EnqueueForward(key));
+  } else {
+    auto it = std::find_if(graphs_.begin(), graphs_.end(), [&](const Graph& g) { return g.key == key; });
+    if (it == graphs_.end()) {
+      if (graphs_.size() >= kMaxGraphs) ClearGraphs();
+      graphs_.push_back(Graph{key, 0, nullptr});
+      it = graphs_.end() - 1;
+    }
+    // A shape seen once runs eagerly; from the second time on it is captured once and replayed.
+    if (++it->sightings < 2) {
+      RETURN_IF_ERROR(EnqueueForward(key));
+    } else {
+      RETURN_IF_ERROR(RunCaptured(*it));
+    }
+  }
 
-  // Output layer only for the rows that want logits.
-  logits.resize(static_cast<size_t>(n_out) * cfg_.vocab_size);
-  if (n_out > 0) {
-    const int64_t hidden = cfg_.hidden_size;
-    LAUNCH(cuda::LaunchGatherRows(x_.data(), hidden, cfg_.hidden_size, Ints(at.logit_rows), n_out, xn_.data(), stream),
-           "gather logit rows");
-    LAUNCH(cuda::LaunchRmsNorm(xn_.data(), weights_.final_norm.data(), n_out, cfg_.hidden_size, cfg_.rms_norm_eps,
-                               head_in_.data(), stream),
-           "final RMSNorm");
-    LAUNCH(cuda::LaunchCastToBf16(head_in_.data(), gemm_in_.data(), n_out * hidden, stream), "cast (output)");
-    RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), n_out, hidden, weights_.output(), cfg_.vocab_size,
-                                          logits_dev_.data(), cfg_.vocab_size));
+  logits.resize(static_cast<size_t>(key.logit_rows) * cfg_.vocab_size);
+  if (key.logit_rows > 0) {
     LAUNCH(cudaMemcpyAsync(logits.data(), logits_dev_.data(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
                            stream),
            "cudaMemcpyAsync (logits)");
@@ -182,69 +256,111 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& l
   return ctx_->Synchronize();
 }
 
-absl::Status CudaBackend::GatherLoraInput(const float* x, int64_t width, int predictive,
-                                          const int32_t* predictive_rows) {
-  LAUNCH(cuda::LaunchGatherRows(x, width, static_cast<int>(width), predictive_rows, predictive, lora_in_.data(),
+absl::Status CudaBackend::RunCaptured(Graph& graph) {
+  const cudaStream_t stream = ctx_->stream();
+  if (graph.exec == nullptr) {
+    LAUNCH(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "cudaStreamBeginCapture");
+    const absl::Status enqueued = EnqueueForward(graph.key);
+    cudaGraph_t captured = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream, &captured);
+    if (!enqueued.ok()) {
+      if (captured != nullptr) cudaGraphDestroy(captured);
+      return enqueued;
+    }
+    LAUNCH(ended, "cudaStreamEndCapture");
+    const cudaError_t made = cudaGraphInstantiate(&graph.exec, captured, 0);
+    cudaGraphDestroy(captured);
+    if (made != cudaSuccess) graph.exec = nullptr;
+    LAUNCH(made, "cudaGraphInstantiate");
+  }
+  LAUNCH(cudaGraphLaunch(graph.exec, stream), "cudaGraphLaunch");
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::EnqueueForward(const GraphKey& key) {
+  const cudaStream_t stream = ctx_->stream();
+  const int rows = key.rows;
+  const int n_out = key.logit_rows;
+  LAUNCH(cuda::LaunchEmbeddingGather(weights_.tok_embeddings.data(), cfg_.hidden_size, Ints(key.at.tokens), rows,
+                                     x_.data(), stream),
+         "embedding gather");
+  for (int layer = 0; layer < cfg_.num_layers; ++layer) RETURN_IF_ERROR(EnqueueLayer(layer, key));
+
+  // Output layer only for the rows that want logits.
+  if (n_out > 0) {
+    const int64_t hidden = cfg_.hidden_size;
+    LAUNCH(cuda::LaunchGatherRows(x_.data(), hidden, cfg_.hidden_size, Ints(key.at.logit_rows), n_out, xn_.data(),
+                                  stream),
+           "gather logit rows");
+    LAUNCH(cuda::LaunchRmsNorm(xn_.data(), weights_.final_norm.data(), n_out, cfg_.hidden_size, cfg_.rms_norm_eps,
+                               head_in_.data(), stream, gemm_in_.data()),
+           "final RMSNorm");
+    RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), n_out, hidden, weights_.output(), cfg_.vocab_size,
+                                   logits_dev_.data(), cfg_.vocab_size));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CudaBackend::AddLora(int layer, std::initializer_list<std::pair<LoraTarget, int64_t>> targets,
+                                  const float* x, int64_t x_stride, int64_t in, float* y, int64_t ldy,
+                                  const GraphKey& key) {
+  cuda::LoraGroup g;
+  for (const auto& [target, col] : targets) {
+    const cuda::DeviceLoraMatrix& m = adapter_->at(layer, target);
+    if (m.rank == 0) continue;
+    g.a[g.targets] = m.a.data();
+    g.b[g.targets] = m.b.data();
+    g.rank[g.targets] = m.rank;
+    g.out[g.targets] = static_cast<int>(m.b.size() / static_cast<size_t>(m.rank));
+    g.col[g.targets] = col;
+    g.scale[g.targets] = m.scale;
+    ++g.targets;
+  }
+  if (g.targets == 0) return absl::OkStatus();
+  const int32_t* rows = Ints(key.at.predictive_rows);
+  LAUNCH(cuda::LaunchLoraShrink(g, x, x_stride, static_cast<int>(in), rows, key.predictive, lora_mid_.data(),
                                 ctx_->stream()),
-         "gather LoRA input");
+         "LoRA shrink");
+  LAUNCH(cuda::LaunchLoraExpand(g, lora_mid_.data(), static_cast<int>(in), rows, key.predictive, y, ldy,
+                                ctx_->stream()),
+         "LoRA expand");
   return absl::OkStatus();
 }
 
-absl::Status CudaBackend::AddLoraDelta(int layer, LoraTarget target, int64_t in, int64_t out, float* y, int64_t ldy,
-                                       int64_t col, int predictive, const int32_t* predictive_rows) {
-  const cuda::DeviceLoraMatrix& m = adapter_->at(layer, target);
-  if (m.rank == 0) return absl::OkStatus();
-  RETURN_IF_ERROR(cuda::GemmF32(*ctx_, lora_in_.data(), predictive, in, m.a.data(), m.rank, lora_mid_.data(),
-                                       m.rank));
-  RETURN_IF_ERROR(cuda::GemmF32(*ctx_, lora_mid_.data(), predictive, m.rank, m.b.data(), out, lora_out_.data(),
-                                       out, m.scale));
-  LAUNCH(cuda::LaunchScatterAddRows(lora_out_.data(), static_cast<int>(out), predictive_rows, predictive, y + col, ldy,
-                                    ctx_->stream()),
-         "LoRA scatter-add");
-  return absl::OkStatus();
-}
-
-absl::Status CudaBackend::RunLayer(int layer, const ForwardPlan& plan, const PlanOffsets& at) {
+absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   const cuda::DeviceLayerWeights& w = weights_.layers[static_cast<size_t>(layer)];
   const cudaStream_t stream = ctx_->stream();
-  const int rows = plan.rows;
+  const int rows = key.rows;
   const int64_t hidden = cfg_.hidden_size;
   const int64_t qd = cfg_.q_dim();
   const int64_t kvd = cfg_.kv_dim();
   const int64_t ffn = cfg_.intermediate_size;
   const int64_t qkv_w = QkvWidth(cfg_);
-  const int predictive = adapter_ != nullptr ? static_cast<int>(plan.predictive_rows.size()) : 0;
-  const int32_t* pred_rows = Ints(at.predictive_rows);
+  const bool lora = key.predictive > 0;
 
-  // Attention block: one GEMM for Q, K and V.
+  // Attention block: RMSNorm writes the GEMM's bf16 input too; one GEMM for Q, K and V.
   LAUNCH(cuda::LaunchRmsNorm(x_.data(), w.attn_norm.data(), rows, cfg_.hidden_size, cfg_.rms_norm_eps, xn_.data(),
-                             stream),
+                             stream, gemm_in_.data()),
          "attention RMSNorm");
-  LAUNCH(cuda::LaunchCastToBf16(xn_.data(), gemm_in_.data(), rows * hidden, stream), "cast (qkv)");
   RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, hidden, w.wqkv.data(), qkv_w, qkv_.data(), qkv_w));
-  if (predictive > 0) {
-    RETURN_IF_ERROR(GatherLoraInput(xn_.data(), hidden, predictive, pred_rows));
-    RETURN_IF_ERROR(AddLoraDelta(layer, LoraTarget::kQ, hidden, qd, qkv_.data(), qkv_w, 0, predictive, pred_rows));
-    RETURN_IF_ERROR(AddLoraDelta(layer, LoraTarget::kK, hidden, kvd, qkv_.data(), qkv_w, qd, predictive, pred_rows));
-    RETURN_IF_ERROR(
-        AddLoraDelta(layer, LoraTarget::kV, hidden, kvd, qkv_.data(), qkv_w, qd + kvd, predictive, pred_rows));
+  if (lora) {
+    RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kQ, 0}, {LoraTarget::kK, qd}, {LoraTarget::kV, qd + kvd}},
+                            xn_.data(), hidden, hidden, qkv_.data(), qkv_w, key));
   }
   if (w.bqkv.size() > 0) {
     LAUNCH(cuda::LaunchAddBias(qkv_.data(), rows, static_cast<int>(qkv_w), qkv_w, w.bqkv.data(), stream), "qkv bias");
   }
-  LAUNCH(cuda::LaunchRope(qkv_.data(), rows, qkv_w, cfg_.num_heads, cfg_.head_dim, Ints(at.positions),
-                          weights_.rope_inv_freq.data(), stream),
-         "RoPE (q)");
-  LAUNCH(cuda::LaunchRope(qkv_.data() + qd, rows, qkv_w, cfg_.num_kv_heads, cfg_.head_dim, Ints(at.positions),
-                          weights_.rope_inv_freq.data(), stream),
-         "RoPE (k)");
+  // Q and K heads are adjacent columns of a row: one RoPE launch rotates both.
+  LAUNCH(cuda::LaunchRope(qkv_.data(), rows, qkv_w, cfg_.num_heads + cfg_.num_kv_heads, cfg_.head_dim,
+                          Ints(key.at.positions), weights_.rope_inv_freq.data(), stream),
+         "RoPE (q, k)");
   float* k_layer = k_store_.data() + layer * layer_kv_elements_;
   float* v_layer = v_store_.data() + layer * layer_kv_elements_;
   // Control rows append to the cache before attention, so a row sees the earlier
   // rows of its own sequence in this batch; predictive rows keep K/V in scratch.
   LAUNCH(cuda::LaunchStoreKv(qkv_.data(), rows, qkv_w, static_cast<int>(qd), static_cast<int>(qd + kvd),
-                             static_cast<int>(kvd), Ints(at.slots), k_layer, v_layer, pred_k_.data(), pred_v_.data(),
-                             stream),
+                             static_cast<int>(kvd), Ints(key.at.slots), k_layer, v_layer, pred_k_.data(),
+                             pred_v_.data(), stream),
          "store K/V");
   cuda::PagedAttentionParams p;
   p.q = qkv_.data();
@@ -253,14 +369,23 @@ absl::Status CudaBackend::RunLayer(int layer, const ForwardPlan& plan, const Pla
   p.v_cache = v_layer;
   p.pred_k = pred_k_.data();
   p.pred_v = pred_v_.data();
-  p.block_tables = Ints(at.block_tables);
-  p.table_offset = Ints(at.table_offset);
-  p.num_cached = Ints(at.num_cached);
-  p.num_own = Ints(at.num_own);
-  p.group_begin = Ints(at.group_begin);
-  p.group_rows = Ints(at.group_rows);
+  p.block_tables = Ints(key.at.block_tables);
+  p.table_offset = Ints(key.at.table_offset);
+  p.num_cached = Ints(key.at.num_cached);
+  p.num_own = Ints(key.at.num_own);
+  p.group_begin = Ints(key.at.group_begin);
+  p.group_rows = Ints(key.at.group_rows);
+  p.tile_first = Ints(key.at.tile_first);
+  p.tile_rows = Ints(key.at.tile_rows);
+  p.tiles = key.attention_tiles;
+  p.max_tile_rows = key.attention_tile_rows;
   p.out = att_.data();
+  p.out_bf16 = gemm_in_.data();
   p.out_stride = qd;
+  if (key.split_attention) {
+    p.partial_acc = att_partial_.data();
+    p.partial_ml = att_partial_.data() + static_cast<size_t>(rows) * cfg_.num_heads * cuda::kAttentionSplits * cfg_.head_dim;
+  }
   p.rows = rows;
   p.num_heads = cfg_.num_heads;
   p.num_kv_heads = cfg_.num_kv_heads;
@@ -269,37 +394,24 @@ absl::Status CudaBackend::RunLayer(int layer, const ForwardPlan& plan, const Pla
   p.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
   LAUNCH(cuda::LaunchPagedAttention(p, stream), "paged attention");
 
-  LAUNCH(cuda::LaunchCastToBf16(att_.data(), gemm_in_.data(), rows * qd, stream), "cast (o)");
-  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, qd, w.wo.data(), hidden, proj_.data(), hidden));
-  if (predictive > 0) {
-    RETURN_IF_ERROR(GatherLoraInput(att_.data(), qd, predictive, pred_rows));
-    RETURN_IF_ERROR(AddLoraDelta(layer, LoraTarget::kO, qd, hidden, proj_.data(), hidden, 0, predictive, pred_rows));
-  }
-  LAUNCH(cuda::LaunchAddInPlace(x_.data(), proj_.data(), rows * hidden, stream), "residual (attention)");
+  // O projection accumulates straight into the residual stream (beta = 1).
+  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, qd, w.wo.data(), hidden, x_.data(), hidden, 1.0f));
+  if (lora) RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kO, 0}}, att_.data(), qd, qd, x_.data(), hidden, key));
 
-  // Feed-forward block (SwiGLU): one GEMM for gate and up.
+  // Feed-forward block (SwiGLU): one GEMM for gate and up; SwiGLU writes the down GEMM's input.
   LAUNCH(cuda::LaunchRmsNorm(x_.data(), w.ffn_norm.data(), rows, cfg_.hidden_size, cfg_.rms_norm_eps, xn_.data(),
-                             stream),
+                             stream, gemm_in_.data()),
          "FFN RMSNorm");
-  LAUNCH(cuda::LaunchCastToBf16(xn_.data(), gemm_in_.data(), rows * hidden, stream), "cast (gate/up)");
   RETURN_IF_ERROR(
       cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, hidden, w.w_gate_up.data(), 2 * ffn, gate_up_.data(), 2 * ffn));
-  if (predictive > 0) {
-    RETURN_IF_ERROR(GatherLoraInput(xn_.data(), hidden, predictive, pred_rows));
-    RETURN_IF_ERROR(
-        AddLoraDelta(layer, LoraTarget::kGate, hidden, ffn, gate_up_.data(), 2 * ffn, 0, predictive, pred_rows));
-    RETURN_IF_ERROR(
-        AddLoraDelta(layer, LoraTarget::kUp, hidden, ffn, gate_up_.data(), 2 * ffn, ffn, predictive, pred_rows));
+  if (lora) {
+    RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kGate, 0}, {LoraTarget::kUp, ffn}}, xn_.data(), hidden, hidden,
+                            gate_up_.data(), 2 * ffn, key));
   }
-  LAUNCH(cuda::LaunchSwiGlu(gate_up_.data(), rows, static_cast<int>(ffn), act_.data(), stream), "SwiGLU");
-  LAUNCH(cuda::LaunchCastToBf16(act_.data(), gemm_in_.data(), rows * ffn, stream), "cast (down)");
-  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, ffn, w.w_down.data(), hidden, proj_.data(), hidden));
-  if (predictive > 0) {
-    RETURN_IF_ERROR(GatherLoraInput(act_.data(), ffn, predictive, pred_rows));
-    RETURN_IF_ERROR(
-        AddLoraDelta(layer, LoraTarget::kDown, ffn, hidden, proj_.data(), hidden, 0, predictive, pred_rows));
-  }
-  LAUNCH(cuda::LaunchAddInPlace(x_.data(), proj_.data(), rows * hidden, stream), "residual (FFN)");
+  LAUNCH(cuda::LaunchSwiGlu(gate_up_.data(), rows, static_cast<int>(ffn), act_.data(), stream, gemm_in_.data()),
+         "SwiGLU");
+  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, ffn, w.w_down.data(), hidden, x_.data(), hidden, 1.0f));
+  if (lora) RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kDown, 0}}, act_.data(), ffn, ffn, x_.data(), hidden, key));
   return absl::OkStatus();
 }
 
@@ -334,7 +446,8 @@ absl::StatusOr<std::unique_ptr<Backend>> Finish(const ModelConfig& config, const
     if (!uploaded.ok()) return uploaded.status();
     adapter = std::make_unique<cuda::DeviceLoraAdapter>(std::move(*uploaded));
   }
-  auto backend = std::make_unique<CudaBackend>(config, options.kv, std::move(ctx), std::move(weights), std::move(adapter));
+  auto backend = std::make_unique<CudaBackend>(config, options.kv, std::move(ctx), std::move(weights),
+                                               std::move(adapter), options.use_graphs);
   RETURN_IF_ERROR(backend->AllocateKvStorage());
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -1,6 +1,6 @@
 // The CUDA backend: bf16 weights and cuBLAS GEMMs (f32 accumulate) over all rows of
 // a step at once, f32 activations and f32 paged K/V storage on the device, the
-// predictive rows' LoRA delta as two small f32 GEMMs on the gathered rows.
+// predictive rows' LoRA delta in f32 by two small kernels per group of targets.
 // Same contract as the CPU backend (engine/backend.h, engine/forward_batch.h).
 // No CUDA types here: callers need only this header and the crossreg_cuda library.
 #pragma once
@@ -21,6 +21,9 @@ struct CudaBackendOptions {
   KvCacheConfig kv;  // must match the PagedKvCache used with this backend
   // Predictive rows add this adapter's low-rank delta; null: they use the base weights.
   const LoraAdapter* adapter = nullptr;
+  // Decode and verify forwards (up to 512 rows) replay a CUDA graph per batch shape,
+  // captured the second time the shape is seen: one launch instead of ~400.
+  bool use_graphs = true;
 };
 
 // True when the CUDA runtime sees at least one device.

@@ -2,7 +2,9 @@
 
 #include <algorithm>
 
+#include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/kernels.h"
 
 namespace crossreg::cuda {
 namespace {
@@ -24,6 +26,12 @@ absl::StatusOr<DeviceLoraAdapter> UploadLoraAdapter(const CudaContext& ctx, cons
       const LoraMatrix& src = adapter.layers[l].targets[static_cast<size_t>(t)];
       DeviceLoraMatrix& dst = d.layers[l][static_cast<size_t>(t)];
       if (!src.present()) continue;
+      // The LoRA kernels stage three targets' ranks of a row in shared memory.
+      if (src.rank * kMaxLoraTargetsPerGroup > kMaxLoraGroupRank) {
+        return absl::InvalidArgumentError(absl::StrCat("CUDA backend: LoRA rank ", src.rank, " is above the ",
+                                                       kMaxLoraGroupRank / kMaxLoraTargetsPerGroup,
+                                                       " its kernels support"));
+      }
       dst.rank = src.rank;
       dst.scale = src.scale;
       d.max_rank = std::max(d.max_rank, src.rank);

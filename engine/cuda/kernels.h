@@ -21,8 +21,9 @@ cudaError_t LaunchEmbeddingGather(const Bf16* table, int hidden, const int32_t* 
                                   cudaStream_t stream);
 
 // Per row of n: out = weight * (x / sqrt(mean(x²) + eps)).   CPU: cpu::RmsNorm.
+// out_bf16, if given, receives bf16(out) too (the next GEMM's input, no separate cast).
 cudaError_t LaunchRmsNorm(const float* x, const float* weight, int rows, int n, float eps, float* out,
-                          cudaStream_t stream);
+                          cudaStream_t stream, Bf16* out_bf16 = nullptr);
 
 // In place, NeoX/HF pairs (i, i + head_dim/2) of each head, angle float(positions[r]) *
 // inv_freq[i]. Row r starts at x + r * row_stride.   CPU: cpu::ApplyRope.
@@ -30,8 +31,9 @@ cudaError_t LaunchRope(float* x, int rows, int64_t row_stride, int num_heads, in
                        const int32_t* positions, const float* inv_freq, cudaStream_t stream);
 
 // gate_up rows are [gate (width) | up (width)]; out (rows, width) = silu(gate) * up.
-// CPU: cpu::SwiGlu.
-cudaError_t LaunchSwiGlu(const float* gate_up, int rows, int width, float* out, cudaStream_t stream);
+// CPU: cpu::SwiGlu. out_bf16, if given, receives bf16(out) too.
+cudaError_t LaunchSwiGlu(const float* gate_up, int rows, int width, float* out, cudaStream_t stream,
+                         Bf16* out_bf16 = nullptr);
 
 // out[i] += x[i] (the residual stream).   CPU: cpu::AddInPlace.
 cudaError_t LaunchAddInPlace(float* out, const float* x, int64_t n, cudaStream_t stream);
@@ -58,12 +60,41 @@ cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_
                           const int32_t* slots, float* k_cache, float* v_cache, float* pred_k, float* pred_v,
                           cudaStream_t stream);
 
-// Ragged paged attention: one thread block per (row, head), online softmax over the
-// positions the row attends. Row r attends num_cached[r] positions of its sequence's
+// Ragged paged attention: one thread block per (row, query heads sharing a KV head,
+// split of the positions), online softmax over the positions the row attends. Row r attends num_cached[r] positions of its sequence's
 // paged cache (block_tables + table_offset[r]), then num_own[r] rows of its
 // predictive group (group_rows + group_begin[r], scratch K/V rows). Control rows:
 // num_cached = position + 1, num_own = 0. GQA: head h reads KV head h / (H / H_kv).
 // CPU: cpu::PagedAttention (engine/cpu/paged_attention.h), the CPU backend's own attention.
+// With partial_acc/partial_ml (AttentionPartialFloats(rows, ...) floats, acc first, then
+// 2 per split) each row's positions are split kAttentionSplits ways by a rule that
+// reads only that row's count, and a second kernel merges the splits; without them
+// one block walks all of a row's positions (large prefill forwards).
+inline constexpr int kAttentionSplits = 32;
+// Rows of one sequence (same block table, same chunk) that share one block's loads of
+// the cached keys and values: the 1 + m + γ rows of a Cross-Regression step read
+// their prefix once instead of once per row.
+inline constexpr int kAttentionTileRows = 4;
+
+// Positions per split for a row attending n positions: the smallest power-of-two
+// multiple of 16 that needs at most kAttentionSplits splits. It reads n alone, so a
+// row splits the same way in any batch; rows of a tile share it.
+__host__ __device__ inline int AttentionSplitChunk(int n) {
+  int chunk = 16;
+  while (chunk * kAttentionSplits < n) chunk *= 2;
+  return chunk;
+}
+
+// Groups consecutive rows with the same table offset and split chunk into tiles of
+// at most kAttentionTileRows: tile_first[t] (first row) and tile_rows[t] (count) for
+// t < tiles; the remaining entries of the `rows`-long arrays get -1 and 0.
+struct AttentionTiles {
+  int tiles = 0;
+  int max_rows = 0;  // rows of the largest tile
+};
+AttentionTiles PlanAttentionTiles(const int32_t* table_offset, const int32_t* num_cached, const int32_t* num_own,
+                                  int rows, int32_t* tile_first, int32_t* tile_rows);
+
 struct PagedAttentionParams {
   const float* q = nullptr;  // (rows, q_stride); head h at column h * head_dim
   int64_t q_stride = 0;
@@ -77,8 +108,15 @@ struct PagedAttentionParams {
   const int32_t* num_own = nullptr;       // per row
   const int32_t* group_begin = nullptr;   // per row, into group_rows
   const int32_t* group_rows = nullptr;    // predictive row indices grouped by sequence
+  const int32_t* tile_first = nullptr;    // rows entries, from PlanAttentionTiles
+  const int32_t* tile_rows = nullptr;     // rows entries
+  int tiles = 0;                          // from PlanAttentionTiles: the grid's first dimension
+  int max_tile_rows = 0;                  //   and the block's rows
   float* out = nullptr;  // (rows, out_stride)
+  Bf16* out_bf16 = nullptr;  // optional (rows, out_stride): bf16(out), the O GEMM's input
   int64_t out_stride = 0;
+  float* partial_acc = nullptr;  // optional split workspace: [rows][num_heads][splits][head_dim]
+  float* partial_ml = nullptr;   //   and [rows][num_heads][splits][2] (max, sum)
   int rows = 0;
   int num_heads = 0;
   int num_kv_heads = 0;
@@ -87,6 +125,40 @@ struct PagedAttentionParams {
   float scale = 0.0f;  // 1/sqrt(head_dim)
 };
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream);
+// Floats of split workspace a forward of `rows` needs (partial_acc, then partial_ml).
+size_t AttentionPartialFloats(int rows, int num_heads, int head_dim);
+// Query heads one block serves: the largest of 4, 2, 1 dividing the GQA group.
+int AttentionHeadsPerBlock(int num_heads, int num_kv_heads);
+
+// The predictive rows' LoRA update for up to three targets that read the same input
+// (q, k, v; gate, up; o; down), without gathering or scattering rows:
+//   shrink: mid[i][rank_offset[t] + j] = Σ_k x[rows[i]][k] · a_t[j][k], in
+//           LoraShrinkSplits(in) partial sums over K ([split][i][rank]: mid holds
+//           splits · count · total_rank floats)
+//   expand: y[rows[i]][col[t] + c] += scale[t] · Σ_j mid[i][rank_offset[t] + j] · b_t[c][j]
+// rows has no repeats; the group's ranks add up to at most kMaxLoraGroupRank.
+// CPU: the LoRA update in engine/cpu (x·Aᵀ, then scale·(·)·Bᵀ).
+inline constexpr int kMaxLoraTargetsPerGroup = 3;
+inline constexpr int kMaxLoraGroupRank = 1024;
+int LoraShrinkSplits(int in);
+struct LoraGroup {
+  int targets = 0;
+  const float* a[kMaxLoraTargetsPerGroup] = {};  // (rank, in)
+  const float* b[kMaxLoraTargetsPerGroup] = {};  // (out, rank)
+  int rank[kMaxLoraTargetsPerGroup] = {};
+  int out[kMaxLoraTargetsPerGroup] = {};
+  int64_t col[kMaxLoraTargetsPerGroup] = {};  // first column of the target in y
+  float scale[kMaxLoraTargetsPerGroup] = {};
+  int total_rank() const {
+    int sum = 0;
+    for (int t = 0; t < targets; ++t) sum += rank[t];
+    return sum;
+  }
+};
+cudaError_t LaunchLoraShrink(const LoraGroup& g, const float* x, int64_t x_stride, int in, const int32_t* rows,
+                             int count, float* mid, cudaStream_t stream);
+cudaError_t LaunchLoraExpand(const LoraGroup& g, const float* mid, int in, const int32_t* rows, int count, float* y,
+                             int64_t ldy, cudaStream_t stream);
 
 // Deterministic uniform fill in [-scale, scale) (+ offset) from a counter hash: the
 // benchmark's random weights, made on the device.

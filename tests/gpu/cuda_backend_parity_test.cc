@@ -176,6 +176,50 @@ TEST(CudaBackendParityTest, Stories260KPromptLogitsMatchCpuAndReference) {
   }
 }
 
+// Decode-shaped forwards replayed as CUDA graphs give the bits of eager launches:
+// the same XR step shape six times (captured at its second sighting, replayed after),
+// positions crossing block boundaries so the block tables grow under the graph.
+TEST(CudaBackendTest, GraphReplayGivesTheBitsOfEagerLaunches) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 3, 1.0f});
+  RandomLoraOptions lo;
+  lo.seed = 5;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  const KvCacheConfig kv{4, 64};
+  std::unique_ptr<Backend> backends[2];
+  for (int graphs = 0; graphs < 2; ++graphs) {
+    CudaBackendOptions options;
+    options.kv = kv;
+    options.adapter = adapter.get();
+    options.use_graphs = graphs == 1;
+    auto b = CreateCudaBackend(*model, options);
+    ASSERT_TRUE(b.ok()) << b.status();
+    backends[graphs] = std::move(*b);
+  }
+  PagedKvCache caches[2] = {PagedKvCache(kv), PagedKvCache(kv)};
+  const SequenceId seq = caches[0].CreateSequence();
+  ASSERT_EQ(caches[1].CreateSequence(), seq);
+  std::vector<float> logits[2];
+  {
+    ForwardBatch b;
+    Prefill(b, seq, {5, 6, 7, 8, 9}, 0);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(backends[i]->Forward(b, caches[i], logits[i]).ok());
+    EXPECT_EQ(logits[0], logits[1]);
+  }
+  for (int step = 0; step < 6; ++step) {
+    const int32_t p0 = static_cast<int32_t>(caches[0].length(seq));
+    ForwardBatch b;
+    Prefill(b, seq, {11 + step, 12 + step}, p0);
+    Predict(b, seq, {20, 21, 22}, p0);
+    for (int i = 0; i < 2; ++i) {
+      const absl::Status s = backends[i]->Forward(b, caches[i], logits[i]);
+      ASSERT_TRUE(s.ok()) << s;
+    }
+    ASSERT_EQ(logits[0].size(), 5u * model->config.vocab_size);
+    EXPECT_EQ(logits[0], logits[1]) << "step " << step;
+  }
+}
+
 TEST(CudaBackendTest, ReportsNoDeviceAsFailedPrecondition) {
   if (CudaDeviceAvailable()) GTEST_SKIP() << "a CUDA device is present: this checks the no-device path";
   auto model = MakeRandomModel(testing::TinyConfig(16), {});

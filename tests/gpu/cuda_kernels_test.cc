@@ -6,6 +6,7 @@
 // attention 1e-4 relative (online vs two-pass softmax).
 #include <cstring>
 #include <numeric>
+#include <tuple>
 
 #include "engine/cpu/linear.h"
 #include "engine/cpu/ops.h"
@@ -80,6 +81,51 @@ TEST_F(CudaKernelTest, RmsNormMatchesCpu) {
   std::vector<float> expected(x.size());
   for (int r = 0; r < rows; ++r) cpu::RmsNorm(x.data() + r * n, w.data(), n, 1e-5f, expected.data() + r * n);
   EXPECT_LT(MaxRelativeError(ToHost(out, x.size()), expected), 1e-3);
+}
+
+// The fused cast: the bf16 output is the rounding of the f32 one, for narrow rows and
+// for rows wide enough to take 1024 threads.
+TEST_F(CudaKernelTest, RmsNormWritesItsBf16RoundingAndHandlesWideRows) {
+  for (int n : {333, 4096}) {
+    const int rows = 3;
+    const auto x = RandomVector(rows * n, 9, -3, 3);
+    const auto w = RandomVector(n, 10, 0.5f, 1.5f);
+    auto dx = ToDevice(x), dw = ToDevice(w);
+    cuda::DeviceBuffer<float> out;
+    cuda::DeviceBuffer<Bf16> out_bf16;
+    ASSERT_TRUE(out.Allocate(x.size()).ok());
+    ASSERT_TRUE(out_bf16.Allocate(x.size()).ok());
+    ASSERT_EQ(cuda::LaunchRmsNorm(dx.data(), dw.data(), rows, n, 1e-5f, out.data(), stream(), out_bf16.data()),
+              cudaSuccess);
+    std::vector<float> expected(x.size());
+    for (int r = 0; r < rows; ++r) cpu::RmsNorm(x.data() + r * n, w.data(), n, 1e-5f, expected.data() + r * n);
+    const auto got = ToHost(out, x.size());
+    EXPECT_LT(MaxRelativeError(got, expected), 1e-3) << n;
+    const auto got_bf16 = ToHost(out_bf16, x.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, &got_bf16[i], 2);
+      ASSERT_EQ(bits, F32ToBf16(got[i])) << n << " at " << i;
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, SwiGluWritesItsBf16Rounding) {
+  const int rows = 3, width = 1000;
+  const auto gate_up = RandomVector(rows * 2 * width, 11, -6, 6);
+  auto d = ToDevice(gate_up);
+  cuda::DeviceBuffer<float> out;
+  cuda::DeviceBuffer<Bf16> out_bf16;
+  ASSERT_TRUE(out.Allocate(rows * width).ok());
+  ASSERT_TRUE(out_bf16.Allocate(rows * width).ok());
+  ASSERT_EQ(cuda::LaunchSwiGlu(d.data(), rows, width, out.data(), stream(), out_bf16.data()), cudaSuccess);
+  const auto got = ToHost(out, rows * width);
+  const auto got_bf16 = ToHost(out_bf16, rows * width);
+  for (size_t i = 0; i < got.size(); ++i) {
+    uint16_t bits;
+    std::memcpy(&bits, &got_bf16[i], 2);
+    ASSERT_EQ(bits, F32ToBf16(got[i])) << i;
+  }
 }
 
 TEST_F(CudaKernelTest, RopeMatchesCpuOnStridedRows) {
@@ -270,6 +316,218 @@ struct HostAttention {
   }
 };
 
+// The device copies of a HostAttention and the kernel's launch on them: the direct
+// path (no workspace) or the split path, f32 and bf16 outputs.
+struct DeviceAttention {
+  cuda::DeviceBuffer<float> q, kc, vc, pk, pv, out, partial;
+  cuda::DeviceBuffer<int32_t> bt, to, nc, no, gb, gr, tf, tr;
+  cuda::DeviceBuffer<Bf16> out_bf16;
+  cuda::PagedAttentionParams p;
+
+  explicit DeviceAttention(const HostAttention& in)
+      : q(ToDevice(in.q)),
+        kc(ToDevice(in.k_cache)),
+        vc(ToDevice(in.v_cache)),
+        pk(ToDevice(in.pred_k)),
+        pv(ToDevice(in.pred_v)),
+        bt(ToDevice(in.block_tables)),
+        to(ToDevice(in.table_offset)),
+        nc(ToDevice(in.num_cached)),
+        no(ToDevice(in.num_own)),
+        gb(ToDevice(in.group_begin)),
+        gr(ToDevice(in.group_rows)) {
+    const int qd = in.num_heads * in.head_dim;
+    std::vector<int32_t> tile_first(in.rows), tile_rows(in.rows);
+    const cuda::AttentionTiles tiles = cuda::PlanAttentionTiles(
+        in.table_offset.data(), in.num_cached.data(), in.num_own.data(), in.rows, tile_first.data(), tile_rows.data());
+    tf = ToDevice(tile_first);
+    tr = ToDevice(tile_rows);
+    EXPECT_TRUE(out.Allocate(in.rows * qd).ok());
+    EXPECT_TRUE(out_bf16.Allocate(in.rows * qd).ok());
+    EXPECT_TRUE(partial.Allocate(cuda::AttentionPartialFloats(in.rows, in.num_heads, in.head_dim)).ok());
+    p.q = q.data();
+    p.q_stride = in.q_stride;
+    p.k_cache = kc.data();
+    p.v_cache = vc.data();
+    p.pred_k = pk.data();
+    p.pred_v = pv.data();
+    p.block_tables = bt.data();
+    p.table_offset = to.data();
+    p.num_cached = nc.data();
+    p.num_own = no.data();
+    p.group_begin = gb.data();
+    p.group_rows = gr.data();
+    p.tile_first = tf.data();
+    p.tile_rows = tr.data();
+    p.tiles = tiles.tiles;
+    p.max_tile_rows = tiles.max_rows;
+    p.out = out.data();
+    p.out_bf16 = out_bf16.data();
+    p.out_stride = qd;
+    p.rows = in.rows;
+    p.num_heads = in.num_heads;
+    p.num_kv_heads = in.num_kv_heads;
+    p.head_dim = in.head_dim;
+    p.block_size = in.block_size;
+    p.scale = in.scale;
+  }
+  // Runs the kernel; returns the f32 output and checks the bf16 one is its rounding.
+  std::vector<float> Run(bool split, cudaStream_t stream) {
+    p.partial_acc = split ? partial.data() : nullptr;
+    p.partial_ml = split ? partial.data() + out.size() * cuda::kAttentionSplits : nullptr;
+    EXPECT_EQ(cuda::LaunchPagedAttention(p, stream), cudaSuccess);
+    std::vector<float> result = ToHost(out, out.size());
+    std::vector<Bf16> rounded = ToHost(out_bf16, out.size());
+    for (size_t i = 0; i < result.size(); ++i) {
+      uint16_t bits;
+      std::memcpy(&bits, &rounded[i], 2);
+      if (bits != F32ToBf16(result[i])) {
+        ADD_FAILURE() << "bf16 output " << i << " is not the rounding of the f32 output";
+        break;
+      }
+    }
+    return result;
+  }
+};
+
+// One sequence with a long cached context over shuffled blocks of 16: three control
+// rows at its end and a predictive group of four over the first 650 positions.
+HostAttention LongContextAttention(int num_heads, int num_kv_heads, int head_dim, int cached) {
+  HostAttention in;
+  in.num_heads = num_heads;
+  in.num_kv_heads = num_kv_heads;
+  in.head_dim = head_dim;
+  in.block_size = 16;
+  in.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  const int kv_dim = num_kv_heads * head_dim;
+  const int blocks = (cached + 15) / 16 + 1;
+  for (int b = 0; b < blocks; ++b) in.block_tables.push_back((b * 7 + 3) % blocks);
+  in.rows = 7;
+  in.table_offset.assign(7, 0);
+  in.num_cached = {cached - 2, cached - 1, cached, 650, 650, 650, 650};
+  in.num_own = {0, 0, 0, 1, 2, 3, 4};
+  in.group_begin.assign(7, 0);
+  in.group_rows = {3, 4, 5, 6};
+  in.q_stride = num_heads * head_dim;
+  in.q = RandomVector(in.rows * in.q_stride, 31 + head_dim, -2, 2);
+  in.k_cache = RandomVector(blocks * 16 * kv_dim, 32, -2, 2);
+  in.v_cache = RandomVector(blocks * 16 * kv_dim, 33);
+  in.pred_k = RandomVector(in.rows * kv_dim, 34, -2, 2);
+  in.pred_v = RandomVector(in.rows * kv_dim, 35);
+  return in;
+}
+
+// Tiles: consecutive rows of one sequence with the same split chunk, at most 4.
+TEST(AttentionTilesTest, GroupConsecutiveRowsOfOneSequenceWithOneChunk) {
+  // Rows 0-9 one sequence at n 500..509 (chunk 16 up to 512), row 10 at n 513 (chunk
+  // 32), rows 11-12 another sequence, row 13 the first sequence again.
+  std::vector<int32_t> offset, cached, own;
+  for (int r = 0; r < 10; ++r) {
+    offset.push_back(0);
+    cached.push_back(500 + r);
+    own.push_back(0);
+  }
+  offset.insert(offset.end(), {0, 7, 7, 0});
+  cached.insert(cached.end(), {510, 3, 3, 505});
+  own.insert(own.end(), {3, 0, 2, 0});
+  const int rows = static_cast<int>(offset.size());
+  std::vector<int32_t> first(rows), count(rows);
+  const cuda::AttentionTiles tiles =
+      cuda::PlanAttentionTiles(offset.data(), cached.data(), own.data(), rows, first.data(), count.data());
+  EXPECT_EQ(tiles.tiles, 6);
+  EXPECT_EQ(tiles.max_rows, 4);
+  EXPECT_EQ(std::vector<int32_t>(first.begin(), first.begin() + 7), (std::vector<int32_t>{0, 4, 8, 10, 11, 13, -1}));
+  EXPECT_EQ(std::vector<int32_t>(count.begin(), count.begin() + 7), (std::vector<int32_t>{4, 4, 2, 1, 2, 1, 0}));
+  EXPECT_EQ(cuda::AttentionSplitChunk(1), 16);
+  EXPECT_EQ(cuda::AttentionSplitChunk(512), 16);
+  EXPECT_EQ(cuda::AttentionSplitChunk(513), 32);
+  EXPECT_EQ(cuda::AttentionSplitChunk(8192), 256);
+}
+
+// Split and direct paths against the reference over hundreds of positions, for GQA
+// groups served 4, 2 or 1 heads per block.
+TEST_F(CudaKernelTest, PagedAttentionSplitAndDirectPathsMatchReferenceOnLongContexts) {
+  for (auto [heads, kv_heads, head_dim] : {std::tuple{8, 2, 128}, {6, 3, 64}, {6, 2, 32}, {4, 4, 256}}) {
+    const HostAttention in = LongContextAttention(heads, kv_heads, head_dim, 700);
+    const auto expected = in.Reference();
+    DeviceAttention dev(in);
+    EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/true, stream()), expected), 1e-4) << heads << "/" << head_dim;
+    EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/false, stream()), expected), 1e-4) << heads << "/" << head_dim;
+  }
+}
+
+// On the split path a row's output bits do not depend on the other rows of the launch
+// (the lossless == AR identity on the GPU rests on it): the last control row alone
+// gives the same bits as inside the 7-row batch.
+TEST_F(CudaKernelTest, PagedAttentionSplitPathIsBatchInvariant) {
+  const HostAttention batch = LongContextAttention(8, 2, 128, 700);
+  DeviceAttention dev_batch(batch);
+  const std::vector<float> all = dev_batch.Run(/*split=*/true, stream());
+  HostAttention alone = batch;
+  const int qd = batch.num_heads * batch.head_dim;
+  alone.rows = 1;
+  alone.q.assign(batch.q.begin() + 2 * batch.q_stride, batch.q.begin() + 3 * batch.q_stride);
+  alone.table_offset = {0};
+  alone.num_cached = {batch.num_cached[2]};
+  alone.num_own = {0};
+  alone.group_begin = {0};
+  DeviceAttention dev_alone(alone);
+  const std::vector<float> one = dev_alone.Run(/*split=*/true, stream());
+  EXPECT_EQ(one, std::vector<float>(all.begin() + 2 * qd, all.begin() + 3 * qd));
+}
+
+// The predictive rows' LoRA update for a group of three targets, in place, against
+// x·Aᵀ then scale·(·)·Bᵀ on the host; other rows are left untouched.
+TEST_F(CudaKernelTest, LoraShrinkAndExpandMatchHostReference) {
+  const int total_rows = 12, in = 1500, ldy = 120;  // in: two K splits
+  const std::vector<int32_t> rows = {1, 4, 5, 9, 10, 11, 0, 7, 3};  // 9 rows: two row tiles
+  const int ranks[3] = {4, 8, 2}, outs[3] = {50, 30, 20}, cols[3] = {0, 50, 90};
+  const float scales[3] = {0.5f, 2.0f, 1.0f};
+  const auto x = RandomVector(total_rows * in, 40);
+  auto y = RandomVector(total_rows * ldy, 41);
+  std::vector<std::vector<float>> a(3), b(3);
+  std::vector<cuda::DeviceBuffer<float>> da, db;
+  cuda::LoraGroup g;
+  g.targets = 3;
+  for (int t = 0; t < 3; ++t) {
+    a[t] = RandomVector(ranks[t] * in, 42 + t);
+    b[t] = RandomVector(outs[t] * ranks[t], 45 + t);
+    da.push_back(ToDevice(a[t]));
+    db.push_back(ToDevice(b[t]));
+  }
+  for (int t = 0; t < 3; ++t) {
+    g.a[t] = da[t].data();
+    g.b[t] = db[t].data();
+    g.rank[t] = ranks[t];
+    g.out[t] = outs[t];
+    g.col[t] = cols[t];
+    g.scale[t] = scales[t];
+  }
+  auto dx = ToDevice(x), dy = ToDevice(y);
+  auto drows = ToDevice(rows);
+  cuda::DeviceBuffer<float> mid;
+  ASSERT_TRUE(mid.Allocate(cuda::LoraShrinkSplits(in) * rows.size() * g.total_rank()).ok());
+  ASSERT_EQ(cuda::LaunchLoraShrink(g, dx.data(), in, in, drows.data(), static_cast<int>(rows.size()), mid.data(),
+                                   stream()),
+            cudaSuccess);
+  ASSERT_EQ(cuda::LaunchLoraExpand(g, mid.data(), in, drows.data(), static_cast<int>(rows.size()), dy.data(), ldy,
+                                   stream()),
+            cudaSuccess);
+  for (int r : rows) {
+    for (int t = 0; t < 3; ++t) {
+      std::vector<double> m(ranks[t], 0.0);
+      for (int j = 0; j < ranks[t]; ++j)
+        for (int k = 0; k < in; ++k) m[j] += double(x[r * in + k]) * a[t][j * in + k];
+      for (int c = 0; c < outs[t]; ++c) {
+        double sum = 0;
+        for (int j = 0; j < ranks[t]; ++j) sum += m[j] * b[t][c * ranks[t] + j];
+        y[r * ldy + cols[t] + c] += static_cast<float>(scales[t] * sum);
+      }
+    }
+  }
+  EXPECT_LT(MaxRelativeError(ToHost(dy, y.size()), y), 1e-4);
+}
+
 // Two sequences over shuffled blocks: control rows (one a multi-row prefill chunk)
 // and a predictive group that attends a cached prefix plus its own rows.
 TEST_F(CudaKernelTest, PagedAttentionMatchesReferenceOnRaggedRows) {
@@ -298,36 +556,9 @@ TEST_F(CudaKernelTest, PagedAttentionMatchesReferenceOnRaggedRows) {
     in.pred_v = RandomVector(in.rows * kv_dim, 20);
     const auto expected = in.Reference();
 
-    auto q = ToDevice(in.q), kc = ToDevice(in.k_cache), vc = ToDevice(in.v_cache);
-    auto pk = ToDevice(in.pred_k), pv = ToDevice(in.pred_v);
-    auto bt = ToDevice(in.block_tables), to = ToDevice(in.table_offset), nc = ToDevice(in.num_cached);
-    auto no = ToDevice(in.num_own), gb = ToDevice(in.group_begin), gr = ToDevice(in.group_rows);
-    const int qd = in.num_heads * head_dim;
-    cuda::DeviceBuffer<float> out;
-    ASSERT_TRUE(out.Allocate(in.rows * qd).ok());
-    cuda::PagedAttentionParams p;
-    p.q = q.data();
-    p.q_stride = in.q_stride;
-    p.k_cache = kc.data();
-    p.v_cache = vc.data();
-    p.pred_k = pk.data();
-    p.pred_v = pv.data();
-    p.block_tables = bt.data();
-    p.table_offset = to.data();
-    p.num_cached = nc.data();
-    p.num_own = no.data();
-    p.group_begin = gb.data();
-    p.group_rows = gr.data();
-    p.out = out.data();
-    p.out_stride = qd;
-    p.rows = in.rows;
-    p.num_heads = in.num_heads;
-    p.num_kv_heads = in.num_kv_heads;
-    p.head_dim = head_dim;
-    p.block_size = in.block_size;
-    p.scale = in.scale;
-    ASSERT_EQ(cuda::LaunchPagedAttention(p, stream()), cudaSuccess);
-    EXPECT_LT(MaxRelativeError(ToHost(out, expected.size()), expected), 1e-4) << "head_dim " << head_dim;
+    DeviceAttention dev(in);
+    EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/false, stream()), expected), 1e-4) << "head_dim " << head_dim;
+    EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/true, stream()), expected), 1e-4) << "head_dim " << head_dim;
   }
 }
 

@@ -30,6 +30,7 @@ ABSL_FLAG(int, rank, 16, "LoRA rank of the random predictive-stream adapter");
 ABSL_FLAG(int, iters, 20, "Timed forwards per figure (after 3 warm-up forwards)");
 ABSL_FLAG(bool, xr_logits, true, "XR rows return logits to the host (as the decoder needs); false isolates compute");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
+ABSL_FLAG(bool, graphs, true, "Replay decode-shaped forwards as CUDA graphs (false: launch every kernel each time)");
 
 namespace crossreg {
 namespace {
@@ -128,6 +129,7 @@ int Run() {
   CudaBackendOptions options;
   options.device = absl::GetFlag(FLAGS_device);
   options.adapter = adapter.get();
+  options.use_graphs = absl::GetFlag(FLAGS_graphs);
   options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
   auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
   if (!backend.ok()) {
@@ -137,8 +139,10 @@ int Run() {
   PagedKvCache kv(options.kv);
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config));
-  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, f32 K/V, context %d, m = %d, LoRA rank %d\n",
-              config.num_layers, weight_bytes / 1e9, context, accepted, lora.rank);
+  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, f32 K/V, context %d, m = %d, LoRA rank %d, "
+              "CUDA graphs %s, XR logits to host %s\n",
+              config.num_layers, weight_bytes / 1e9, context, accepted, lora.rank,
+              options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no");
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
   for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
   std::printf("\n");
