@@ -118,6 +118,7 @@ class CudaBackend final : public Backend {
   // Per-forward workspace, grown to the largest batch seen. A growth moves buffers,
   // so it drops every captured graph (they hold the old addresses).
   DeviceBuffer<float> x_, xn_, qkv_, att_, gate_up_, act_, pred_k_, pred_v_, att_partial_;
+  DeviceBuffer<int32_t> att_counters_;
   DeviceBuffer<Bf16> gemm_in_;
   DeviceBuffer<float> lora_mid_;
   DeviceBuffer<float> head_in_, logits_dev_;
@@ -134,7 +135,7 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
   const std::vector<const void*> before = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
                                            gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
                                            gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
-                                           head_in_.data(), logits_dev_.data()};
+                                           head_in_.data(), logits_dev_.data(), att_counters_.data()};
   const size_t r = static_cast<size_t>(rows);
   const size_t hidden = static_cast<size_t>(cfg_.hidden_size);
   const size_t ffn = static_cast<size_t>(cfg_.intermediate_size);
@@ -150,6 +151,12 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
   RETURN_IF_ERROR(gemm_in_.Reserve(r * widest_in));
   if (split_attention) {
     RETURN_IF_ERROR(att_partial_.Reserve(cuda::AttentionPartialFloats(rows, cfg_.num_heads, cfg_.head_dim)));
+    const size_t counters = static_cast<size_t>(rows) * cfg_.num_heads;
+    if (att_counters_.size() < counters) {
+      RETURN_IF_ERROR(att_counters_.Allocate(counters));
+      LAUNCH(cudaMemsetAsync(att_counters_.data(), 0, counters * sizeof(int32_t), ctx_->stream()),
+             "cudaMemsetAsync (attention split counters)");
+    }
   }
   if (adapter_ != nullptr && predictive_rows > 0) {
     const size_t group_rank = static_cast<size_t>(cuda::kMaxLoraTargetsPerGroup * std::max(adapter_->max_rank, 1));
@@ -165,7 +172,7 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
   const std::vector<const void*> after = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
                                           gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
                                           gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
-                                          head_in_.data(), logits_dev_.data()};
+                                          head_in_.data(), logits_dev_.data(), att_counters_.data()};
   if (before != after) ClearGraphs();
   return absl::OkStatus();
 }
@@ -350,18 +357,15 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   if (w.bqkv.size() > 0) {
     LAUNCH(cuda::LaunchAddBias(qkv_.data(), rows, static_cast<int>(qkv_w), qkv_w, w.bqkv.data(), stream), "qkv bias");
   }
-  // Q and K heads are adjacent columns of a row: one RoPE launch rotates both.
-  LAUNCH(cuda::LaunchRope(qkv_.data(), rows, qkv_w, cfg_.num_heads + cfg_.num_kv_heads, cfg_.head_dim,
-                          Ints(key.at.positions), weights_.rope_inv_freq.data(), stream),
-         "RoPE (q, k)");
   float* k_layer = k_store_.data() + layer * layer_kv_elements_;
   float* v_layer = v_store_.data() + layer * layer_kv_elements_;
-  // Control rows append to the cache before attention, so a row sees the earlier
-  // rows of its own sequence in this batch; predictive rows keep K/V in scratch.
-  LAUNCH(cuda::LaunchStoreKv(qkv_.data(), rows, qkv_w, static_cast<int>(qd), static_cast<int>(qd + kvd),
-                             static_cast<int>(kvd), Ints(key.at.slots), k_layer, v_layer, pred_k_.data(),
-                             pred_v_.data(), stream),
-         "store K/V");
+  // RoPE on Q and K, and K/V stored, in one launch. Control rows append to the cache
+  // before attention, so a row sees the earlier rows of its own sequence in this
+  // batch; predictive rows keep K/V in scratch.
+  LAUNCH(cuda::LaunchRopeStoreKv(qkv_.data(), rows, qkv_w, cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
+                                 Ints(key.at.positions), weights_.rope_inv_freq.data(), Ints(key.at.slots), k_layer,
+                                 v_layer, pred_k_.data(), pred_v_.data(), stream),
+         "RoPE and K/V store");
   cuda::PagedAttentionParams p;
   p.q = qkv_.data();
   p.q_stride = qkv_w;
@@ -385,6 +389,7 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   if (key.split_attention) {
     p.partial_acc = att_partial_.data();
     p.partial_ml = att_partial_.data() + static_cast<size_t>(rows) * cfg_.num_heads * cuda::kAttentionSplits * cfg_.head_dim;
+    p.split_counters = att_counters_.data();
   }
   p.rows = rows;
   p.num_heads = cfg_.num_heads;

@@ -77,6 +77,44 @@ __global__ void RopeKernel(float* x, int rows, int64_t row_stride, int num_heads
   }
 }
 
+// RopeKernel over the Q and K heads of a qkv row, and StoreKvKernel in the same pass:
+// the thread that rotates a K pair writes it, and the matching V pair, to the row's
+// cache slot (or predictive scratch). One launch instead of two per layer.
+__global__ void RopeStoreKvKernel(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads,
+                                  int head_dim, const int32_t* positions, const float* inv_freq, const int32_t* slots,
+                                  float* k_cache, float* v_cache, float* pred_k, float* pred_v) {
+  const int half = head_dim / 2;
+  const int heads = num_heads + num_kv_heads;
+  const int kv_dim = num_kv_heads * head_dim;
+  const int64_t total = static_cast<int64_t>(rows) * heads * half;
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int i = static_cast<int>(t % half);
+    const int h = static_cast<int>((t / half) % heads);
+    const int64_t r = t / (static_cast<int64_t>(half) * heads);
+    const float angle = static_cast<float>(positions[r]) * inv_freq[i];
+    float s, c;
+    sincosf(angle, &s, &c);
+    float* row = qkv + r * row_stride;
+    float* v = row + static_cast<int64_t>(h) * head_dim;
+    const float x0 = v[i], x1 = v[i + half];
+    const float y0 = x0 * c - x1 * s;
+    const float y1 = x0 * s + x1 * c;
+    v[i] = y0;
+    v[i + half] = y1;
+    if (h < num_heads) continue;
+    const int64_t col = static_cast<int64_t>(h - num_heads) * head_dim;
+    const int32_t slot = slots[r];
+    float* k_dst = slot >= 0 ? k_cache + static_cast<int64_t>(slot) * kv_dim : pred_k + r * kv_dim;
+    float* v_dst = slot >= 0 ? v_cache + static_cast<int64_t>(slot) * kv_dim : pred_v + r * kv_dim;
+    const float* v_src = row + static_cast<int64_t>(num_heads + num_kv_heads) * head_dim;
+    k_dst[col + i] = y0;
+    k_dst[col + i + half] = y1;
+    v_dst[col + i] = v_src[col + i];
+    v_dst[col + i + half] = v_src[col + i + half];
+  }
+}
+
 __global__ void SwiGluKernel(const float* gate_up, int rows, int width, float* out, Bf16* out_bf16) {
   const int64_t total = static_cast<int64_t>(rows) * width;
   for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < total;
@@ -183,6 +221,17 @@ cudaError_t LaunchRope(float* x, int rows, int64_t row_stride, int num_heads, in
   const int64_t total = static_cast<int64_t>(rows) * num_heads * (head_dim / 2);
   if (total == 0) return cudaSuccess;
   RopeKernel<<<BlocksFor(total), kThreads, 0, stream>>>(x, rows, row_stride, num_heads, head_dim, positions, inv_freq);
+  return cudaGetLastError();
+}
+
+cudaError_t LaunchRopeStoreKv(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads, int head_dim,
+                              const int32_t* positions, const float* inv_freq, const int32_t* slots, float* k_cache,
+                              float* v_cache, float* pred_k, float* pred_v, cudaStream_t stream) {
+  const int64_t total = static_cast<int64_t>(rows) * (num_heads + num_kv_heads) * (head_dim / 2);
+  if (total == 0) return cudaSuccess;
+  RopeStoreKvKernel<<<BlocksFor(total), kThreads, 0, stream>>>(qkv, rows, row_stride, num_heads, num_kv_heads,
+                                                              head_dim, positions, inv_freq, slots, k_cache, v_cache,
+                                                              pred_k, pred_v);
   return cudaGetLastError();
 }
 

@@ -60,6 +60,13 @@ cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_
                           const int32_t* slots, float* k_cache, float* v_cache, float* pred_k, float* pred_v,
                           cudaStream_t stream);
 
+// LaunchRope over the Q and K heads of qkv rows ([q (num_heads) | k (num_kv_heads) |
+// v] heads of head_dim), then LaunchStoreKv of the rotated K and the V, in one pass:
+// the same bits as the two launches.
+cudaError_t LaunchRopeStoreKv(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads, int head_dim,
+                              const int32_t* positions, const float* inv_freq, const int32_t* slots, float* k_cache,
+                              float* v_cache, float* pred_k, float* pred_v, cudaStream_t stream);
+
 // Ragged paged attention: one thread block per (row, query heads sharing a KV head,
 // split of the positions), online softmax over the positions the row attends. Row r attends num_cached[r] positions of its sequence's
 // paged cache (block_tables + table_offset[r]), then num_own[r] rows of its
@@ -68,7 +75,7 @@ cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_
 // CPU: cpu::PagedAttention (engine/cpu/paged_attention.h), the CPU backend's own attention.
 // With partial_acc/partial_ml (AttentionPartialFloats(rows, ...) floats, acc first, then
 // 2 per split) each row's positions are split kAttentionSplits ways by a rule that
-// reads only that row's count, and a second kernel merges the splits; without them
+// reads only that row's count, and the last split to finish merges them; without them
 // one block walks all of a row's positions (large prefill forwards).
 inline constexpr int kAttentionSplits = 32;
 // Rows of one sequence (same block table, same chunk) that share one block's loads of
@@ -117,6 +124,9 @@ struct PagedAttentionParams {
   int64_t out_stride = 0;
   float* partial_acc = nullptr;  // optional split workspace: [rows][num_heads][splits][head_dim]
   float* partial_ml = nullptr;   //   and [rows][num_heads][splits][2] (max, sum)
+  // With the split workspace: rows · num_heads ints, zero before the first launch; each
+  // launch leaves them zero (the last split of a tile and head group merges and resets).
+  int32_t* split_counters = nullptr;
   int rows = 0;
   int num_heads = 0;
   int num_kv_heads = 0;

@@ -28,6 +28,34 @@ constexpr int kSub = 16;   // positions staged in shared memory at a time
 constexpr int kGroup = 4;  // positions a warp scores together
 
 // kHeads query heads of one KV head; kDims = head_dim / 32 rounded up (values a lane holds).
+// Merges a (row, head)'s splits, one warp: Σ_s acc_s·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
+// lane s weighing split s (fixed-order reductions), each dimension summed over the
+// splits in split order. Other blocks wrote the partials: read past L1 (__ldcg).
+__device__ void MergeSplits(const PagedAttentionParams& p, int r, int h, int lane, float* factors) {
+  static_assert(kAttentionSplits == 32, "one lane per split");
+  const int hd = p.head_dim;
+  const int64_t first = (static_cast<int64_t>(r) * p.num_heads + h) * kAttentionSplits;
+  const float m = __ldcg(p.partial_ml + 2 * (first + lane));
+  const float l = __ldcg(p.partial_ml + 2 * (first + lane) + 1);
+  float overall = l > 0.0f ? m : -INFINITY;
+  for (int offset = 16; offset > 0; offset /= 2) overall = fmaxf(overall, __shfl_xor_sync(0xffffffffu, overall, offset));
+  const float factor = l > 0.0f ? expf(m - overall) : 0.0f;
+  float denom = l * factor;
+  for (int offset = 16; offset > 0; offset /= 2) denom += __shfl_xor_sync(0xffffffffu, denom, offset);
+  const float inv_denom = 1.0f / denom;
+  factors[lane] = factor;
+  __syncwarp();
+  for (int d = lane; d < hd; d += 32) {
+    float value = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kAttentionSplits; ++s) value += __ldcg(p.partial_acc + (first + s) * hd + d) * factors[s];
+    const float out = value * inv_denom;
+    const int64_t at = r * p.out_stride + static_cast<int64_t>(h) * hd + d;
+    p.out[at] = out;
+    if (p.out_bf16 != nullptr) p.out_bf16[at] = __float2bfloat16_rn(out);
+  }
+}
+
 // kTileRows: rows per tile at most, one warp each per head (the launch picks the
 // smallest that holds the forward's largest tile, so AR blocks have no idle warps).
 template <int kHeads, int kDims, int kTileRows>
@@ -192,19 +220,8 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
       m = m_new;
     }
   }
-  if (!active) return;
-  if (split) {
-    // Every (row, head, split) is written, an empty split as (-inf, 0), which the merge skips.
-    const int64_t part = (static_cast<int64_t>(r) * p.num_heads + h) * kAttentionSplits + blockIdx.z;
-#pragma unroll
-    for (int d = 0; d < kDims; ++d) {
-      if (lane + 32 * d < hd) p.partial_acc[part * hd + lane + 32 * d] = acc[d];
-    }
-    if (lane == 0) {
-      p.partial_ml[2 * part] = m;
-      p.partial_ml[2 * part + 1] = l;
-    }
-  } else {
+  if (!split) {
+    if (!active) return;
     // n >= 1 always (a row attends itself), so l > 0 here.
     float* out = p.out + r * p.out_stride + static_cast<int64_t>(h) * hd;
 #pragma unroll
@@ -215,42 +232,45 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
       out[dim] = o;
       if (p.out_bf16 != nullptr) p.out_bf16[r * p.out_stride + static_cast<int64_t>(h) * hd + dim] = __float2bfloat16_rn(o);
     }
+    return;
   }
+  // Every (row, head, split) is written, an empty split as (-inf, 0), which the merge skips.
+  if (active) {
+    const int64_t part = (static_cast<int64_t>(r) * p.num_heads + h) * kAttentionSplits + blockIdx.z;
+#pragma unroll
+    for (int d = 0; d < kDims; ++d) {
+      if (lane + 32 * d < hd) p.partial_acc[part * hd + lane + 32 * d] = acc[d];
+    }
+    if (lane == 0) {
+      p.partial_ml[2 * part] = m;
+      p.partial_ml[2 * part + 1] = l;
+    }
+  }
+  // One-row tiles (AR decode): the last of the (tile, head group)'s splits to finish
+  // merges them (a separate merge kernel cost ~10 µs a layer, mostly its launch). The
+  // counter returns to 0 for the next forward (and the next replay of a captured one).
+  // Multi-row tiles leave the merge to MergeSplitsKernel: there the waiting blocks'
+  // fences and the merging block's serial work cost more than the launch (85 -> 110
+  // µs for 33 rows). Both call MergeSplits, so a row's bits do not depend on which.
+  if (p.max_tile_rows > 1) return;
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  int32_t* counter = p.split_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == kAttentionSplits - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  if (threadIdx.x == 0) *counter = 0;
+  if (!active) return;
+  __shared__ float factors[kTileRows * kHeads][kAttentionSplits];
+  MergeSplits(p, r, h, lane, factors[warp]);
 }
 
-// Merges a (row, head)'s splits: Σ_s acc_s·e^(m_s−M) / Σ_s l_s·e^(m_s−M). The first
-// warp weighs the 32 splits (one per lane, fixed-order reductions); then each thread
-// sums its dimension over the splits in split order.
+// One warp per (row, head): the merge of forwards with multi-row tiles.
 __global__ void MergeSplitsKernel(PagedAttentionParams p) {
-  static_assert(kAttentionSplits == 32, "one lane per split");
-  const int r = blockIdx.x;
-  const int h = blockIdx.y;
-  const int hd = p.head_dim;
-  const int64_t first = (static_cast<int64_t>(r) * p.num_heads + h) * kAttentionSplits;
-  __shared__ float factor[kAttentionSplits];
-  __shared__ float inv_denom;
-  if (threadIdx.x < 32) {
-    const int s = threadIdx.x;
-    const float m = p.partial_ml[2 * (first + s)];
-    const float l = p.partial_ml[2 * (first + s) + 1];
-    float overall = l > 0.0f ? m : -INFINITY;
-    for (int offset = 16; offset > 0; offset /= 2) overall = fmaxf(overall, __shfl_xor_sync(0xffffffffu, overall, offset));
-    const float f = l > 0.0f ? expf(m - overall) : 0.0f;
-    float denom = l * f;
-    for (int offset = 16; offset > 0; offset /= 2) denom += __shfl_xor_sync(0xffffffffu, denom, offset);
-    factor[s] = f;
-    if (s == 0) inv_denom = 1.0f / denom;
-  }
-  __syncthreads();
-  for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-    float value = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kAttentionSplits; ++s) value += p.partial_acc[(first + s) * hd + d] * factor[s];
-    const float out = value * inv_denom;
-    const int64_t at = r * p.out_stride + static_cast<int64_t>(h) * hd + d;
-    p.out[at] = out;
-    if (p.out_bf16 != nullptr) p.out_bf16[at] = __float2bfloat16_rn(out);
-  }
+  __shared__ float factors[kAttentionSplits];
+  MergeSplits(p, blockIdx.x, blockIdx.y, threadIdx.x, factors);
 }
 
 template <int kHeads, int kTileRows>
@@ -318,7 +338,8 @@ size_t AttentionPartialFloats(int rows, int num_heads, int head_dim) {
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.head_dim <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
-      (p.partial_acc == nullptr) != (p.partial_ml == nullptr) || p.tile_first == nullptr || p.tile_rows == nullptr ||
+      (p.partial_acc == nullptr) != (p.partial_ml == nullptr) ||
+      (p.partial_acc != nullptr && p.split_counters == nullptr) || p.tile_first == nullptr || p.tile_rows == nullptr ||
       p.tiles <= 0 || p.tiles > p.rows || p.max_tile_rows <= 0 || p.max_tile_rows > kAttentionTileRows) {
     return cudaErrorInvalidValue;
   }
@@ -329,9 +350,8 @@ cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t str
   cudaError_t err = heads == 4   ? LaunchWithHeads<4>(p, grid, stream)
                     : heads == 2 ? LaunchWithHeads<2>(p, grid, stream)
                                  : LaunchWithHeads<1>(p, grid, stream);
-  if (err != cudaSuccess || !split) return err;
-  const int threads = std::max(32, (p.head_dim + 31) / 32 * 32);
-  MergeSplitsKernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.num_heads)), threads, 0, stream>>>(p);
+  if (err != cudaSuccess || !split || p.max_tile_rows == 1) return err;
+  MergeSplitsKernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.num_heads)), 32, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -151,6 +151,42 @@ TEST_F(CudaKernelTest, RopeMatchesCpuOnStridedRows) {
   EXPECT_LT(MaxRelativeError(ToHost(dx, x.size()), x), 1e-3);
 }
 
+// The fused launch gives the bits of RoPE over Q and K heads followed by the K/V store.
+TEST_F(CudaKernelTest, RopeStoreKvEqualsRopeThenStoreKv) {
+  const int rows = 4, heads = 4, kv_heads = 2, hd = 16, kv_dim = kv_heads * hd;
+  const int stride = (heads + 2 * kv_heads) * hd + 6;
+  const auto qkv = RandomVector(rows * stride, 12);
+  const std::vector<int32_t> positions = {3, 4, 5, 9}, slots = {7, 2, -1, -1};
+  ModelConfig c;
+  c.head_dim = hd;
+  const auto inv_freq = c.RopeInverseFrequencies();
+  auto dfreq = ToDevice(inv_freq);
+  auto dpos = ToDevice(positions), dslots = ToDevice(slots);
+  std::vector<float> results[2][5];  // qkv, k cache, v cache, pred k, pred v
+  for (int fused = 0; fused < 2; ++fused) {
+    auto dqkv = ToDevice(qkv);
+    auto kc = ToDevice(std::vector<float>(8 * kv_dim, 0.0f)), vc = ToDevice(std::vector<float>(8 * kv_dim, 0.0f));
+    auto pk = ToDevice(std::vector<float>(rows * kv_dim, 0.0f)), pv = ToDevice(std::vector<float>(rows * kv_dim, 0.0f));
+    if (fused == 1) {
+      ASSERT_EQ(cuda::LaunchRopeStoreKv(dqkv.data(), rows, stride, heads, kv_heads, hd, dpos.data(), dfreq.data(),
+                                        dslots.data(), kc.data(), vc.data(), pk.data(), pv.data(), stream()),
+                cudaSuccess);
+    } else {
+      ASSERT_EQ(cuda::LaunchRope(dqkv.data(), rows, stride, heads + kv_heads, hd, dpos.data(), dfreq.data(), stream()),
+                cudaSuccess);
+      ASSERT_EQ(cuda::LaunchStoreKv(dqkv.data(), rows, stride, heads * hd, (heads + kv_heads) * hd, kv_dim,
+                                    dslots.data(), kc.data(), vc.data(), pk.data(), pv.data(), stream()),
+                cudaSuccess);
+    }
+    results[fused][0] = ToHost(dqkv, qkv.size());
+    results[fused][1] = ToHost(kc, 8 * kv_dim);
+    results[fused][2] = ToHost(vc, 8 * kv_dim);
+    results[fused][3] = ToHost(pk, rows * kv_dim);
+    results[fused][4] = ToHost(pv, rows * kv_dim);
+  }
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(results[1][i], results[0][i]) << "buffer " << i;
+}
+
 TEST_F(CudaKernelTest, SwiGluMatchesCpu) {
   const int rows = 4, width = 300;
   const auto gate_up = RandomVector(rows * 2 * width, 5, -6, 6);
@@ -320,7 +356,7 @@ struct HostAttention {
 // path (no workspace) or the split path, f32 and bf16 outputs.
 struct DeviceAttention {
   cuda::DeviceBuffer<float> q, kc, vc, pk, pv, out, partial;
-  cuda::DeviceBuffer<int32_t> bt, to, nc, no, gb, gr, tf, tr;
+  cuda::DeviceBuffer<int32_t> bt, to, nc, no, gb, gr, tf, tr, counters;
   cuda::DeviceBuffer<Bf16> out_bf16;
   cuda::PagedAttentionParams p;
 
@@ -345,6 +381,7 @@ struct DeviceAttention {
     EXPECT_TRUE(out.Allocate(in.rows * qd).ok());
     EXPECT_TRUE(out_bf16.Allocate(in.rows * qd).ok());
     EXPECT_TRUE(partial.Allocate(cuda::AttentionPartialFloats(in.rows, in.num_heads, in.head_dim)).ok());
+    counters = ToDevice(std::vector<int32_t>(static_cast<size_t>(in.rows) * in.num_heads, 0));
     p.q = q.data();
     p.q_stride = in.q_stride;
     p.k_cache = kc.data();
@@ -375,6 +412,7 @@ struct DeviceAttention {
   std::vector<float> Run(bool split, cudaStream_t stream) {
     p.partial_acc = split ? partial.data() : nullptr;
     p.partial_ml = split ? partial.data() + out.size() * cuda::kAttentionSplits : nullptr;
+    p.split_counters = split ? counters.data() : nullptr;
     EXPECT_EQ(cuda::LaunchPagedAttention(p, stream), cudaSuccess);
     std::vector<float> result = ToHost(out, out.size());
     std::vector<Bf16> rounded = ToHost(out_bf16, out.size());
@@ -451,7 +489,10 @@ TEST_F(CudaKernelTest, PagedAttentionSplitAndDirectPathsMatchReferenceOnLongCont
     const HostAttention in = LongContextAttention(heads, kv_heads, head_dim, 700);
     const auto expected = in.Reference();
     DeviceAttention dev(in);
-    EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/true, stream()), expected), 1e-4) << heads << "/" << head_dim;
+    const std::vector<float> split = dev.Run(/*split=*/true, stream());
+    EXPECT_LT(MaxRelativeError(split, expected), 1e-4) << heads << "/" << head_dim;
+    // The split counters are back at zero: a second launch merges again, same bits.
+    EXPECT_EQ(dev.Run(/*split=*/true, stream()), split) << heads << "/" << head_dim;
     EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/false, stream()), expected), 1e-4) << heads << "/" << head_dim;
   }
 }
