@@ -11,9 +11,13 @@
 #          within the 30 s the machine stays warm.
 #   bench  crossreg-bench-gpu and the PyTorch eager peer at Llama-3-8B shapes, alone on the
 #          GPU (timings).
-#   prebuilt  no build on the device: the GPU tests, both benchmarks and the stories260K
-#          server comparison with binaries built here (build-cuda, copied and stripped into
-#          .gpubin), about 1 minute. Used on 2026-11-23 (docs/cuda.md).
+#   prebuilt  no build on the device: the GPU tests, both benchmarks (crossreg's also without
+#          CUDA graphs and without the XR logits' copy; BEFORE=folder adds an earlier build's)
+#          and the stories260K server comparison with binaries built here (build-cuda, copied
+#          and stripped into .gpubin), about 1.5 minutes. Used on 2026-11-23 and -24.
+#   profile  Nsight Compute over one AR and one 33-row forward (2 layers): time per kernel.
+#   loadgen  crossreg-loadgen against crossreg-server --backend cuda on a random ~0.8B Llama
+#          (needs .gpu_check/tokenizer.json, copied from models/default), about 1.5 minutes.
 # Each stage returns at most 8 files: training's shards and tarballs, plus lease-<stage>.tar.gz
 # with every log. Device tool calls (carry lists keep the tree under 64 MiB: the corpus and
 # .devdeps do not fit beside models/default, which `train` does not need: move it aside first):
