@@ -20,6 +20,12 @@ absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64
                       float* y, int64_t ldy, float beta) {
   if (rows == 0) return absl::OkStatus();
   if (absl::Status s = CheckDims(rows, in, out, ldy); !s.ok()) return s;
+  if (GemvBf16Fits(x, rows, in, w)) {
+    CROSSREG_CUDA_RETURN_IF_ERROR(LaunchGemvBf16(x, static_cast<int>(rows), static_cast<int>(in), w,
+                                                 static_cast<int>(out), y, ldy, beta, ctx.stream()),
+                                  "GEMV (bf16 x bf16 -> f32)");
+    return absl::OkStatus();
+  }
   const float alpha = 1.0f;
   CROSSREG_CUBLAS_RETURN_IF_ERROR(
       cublasGemmEx(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),

@@ -13,7 +13,7 @@
 namespace crossreg::cuda {
 
 // y (rows, out; row stride ldy, f32) = beta·y + x (rows, in; bf16) · w (out, in; bf16)ᵀ,
-// accumulated in f32.
+// accumulated in f32. Up to kMaxGemvRows rows (decode) run the GEMV kernel, more cuBLAS.
 absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64_t in, const Bf16* w, int64_t out,
                       float* y, int64_t ldy, float beta = 0.0f);
 

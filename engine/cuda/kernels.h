@@ -170,6 +170,14 @@ cudaError_t LaunchLoraShrink(const LoraGroup& g, const float* x, int64_t x_strid
 cudaError_t LaunchLoraExpand(const LoraGroup& g, const float* mid, int in, const int32_t* rows, int count, float* y,
                              int64_t ldy, cudaStream_t stream);
 
+// y (rows, out; row stride ldy) = beta·y + x (rows, in; bf16, contiguous) · w (out, in;
+// bf16)ᵀ for at most kMaxGemvRows rows, f32 accumulate: the decode GEMM (GemmBf16 picks
+// it where GemvBf16Fits). CPU: cpu::LinearReference on the same bf16 values.
+inline constexpr int kMaxGemvRows = 4;
+bool GemvBf16Fits(const Bf16* x, int64_t rows, int64_t in, const Bf16* w);
+cudaError_t LaunchGemvBf16(const Bf16* x, int rows, int in, const Bf16* w, int out, float* y, int64_t ldy, float beta,
+                           cudaStream_t stream);
+
 // Deterministic uniform fill in [-scale, scale) (+ offset) from a counter hash: the
 // benchmark's random weights, made on the device.
 cudaError_t LaunchFillUniformBf16(Bf16* x, int64_t n, float offset, float scale, uint64_t seed,

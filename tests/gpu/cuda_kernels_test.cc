@@ -277,9 +277,11 @@ TEST_F(CudaKernelTest, StoreKvWritesCacheSlotsAndPredictiveScratch) {
   }
 }
 
+// Rows 1-4 take the GEMV kernel, 5 and 33 cuBLAS; in = 1000 runs past one round of
+// four 16-byte pieces per lane with a ragged end.
 TEST_F(CudaKernelTest, GemmBf16MatchesCpuLinear) {
-  for (int rows : {1, 5, 33}) {
-    const int in = 200, out = 130, ldy = 140;
+  for (int rows : {1, 2, 3, 4, 5, 33}) {
+    const int in = 1000, out = 130, ldy = 140;
     const auto x = RandomVector(rows * in, 12 + rows);
     const auto w = RandomVector(out * in, 13);
     const auto x_bits = RoundToBf16(x), w_bits = RoundToBf16(w);
@@ -297,6 +299,15 @@ TEST_F(CudaKernelTest, GemmBf16MatchesCpuLinear) {
     cpu::LinearReference(TensorRef{DType::kF32, {out, in}, w.data()}, x.data(), rows, unrounded.data());
     EXPECT_LT(RelativeL2Error(got, same_inputs), 1e-4) << "rows " << rows;
     EXPECT_LT(RelativeL2Error(got, unrounded), 1e-2) << "rows " << rows;
+    // beta = 1 adds onto what y holds (the residual stream).
+    ASSERT_TRUE(cuda::GemmBf16(*ctx_, dx.data(), rows, in, dw.data(), out, y.data(), ldy, 1.0f).ok());
+    const auto twice = ToHost(y, rows * ldy);
+    for (int r = 0; r < rows; ++r) {
+      for (int o = 0; o < out; ++o) {
+        ASSERT_NEAR(twice[r * ldy + o], 2 * got_strided[r * ldy + o], 1e-4 * (1 + std::abs(got_strided[r * ldy + o])))
+            << "rows " << rows;
+      }
+    }
   }
 }
 
