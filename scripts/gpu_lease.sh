@@ -12,7 +12,8 @@
 #   bench  crossreg-bench-gpu and the PyTorch eager peer at Llama-3-8B shapes, alone on the
 #          GPU (timings).
 #   prebuilt  no build on the device: the GPU tests, both benchmarks (crossreg's also without
-#          CUDA graphs and without the XR logits' copy; BEFORE=folder adds an earlier build's)
+#          CUDA graphs, without the XR logits' copy and with a bf16 K/V cache; BEFORE=folder
+#          adds an earlier build's)
 #          and the stories260K server comparison with binaries built here (build-cuda, copied
 #          and stripped into .gpubin), about 1.5 minutes. Used on 2026-11-23 and -24.
 #   profile  Nsight Compute over one AR and one 33-row forward (2 layers): time per kernel.
@@ -94,6 +95,7 @@ case "$stage" in
     # Same call, same machine: without CUDA graphs, and (BEFORE=folder) an earlier build.
     timeout 120 $B/crossreg-bench-gpu --layers 32 --graphs=false 2>&1 | tee "$LOGS/bench_gpu_nographs.md"
     timeout 120 $B/crossreg-bench-gpu --layers 32 --xr_logits=false 2>&1 | tee "$LOGS/bench_gpu_nologits.md"
+    timeout 120 $B/crossreg-bench-gpu --layers 32 --kv_dtype bf16 2>&1 | tee "$LOGS/bench_gpu_kv_bf16.md"
     if [ -n "${BEFORE:-}" ] && [ -x "$BEFORE/crossreg-bench-gpu" ]; then
       timeout 120 "$BEFORE/crossreg-bench-gpu" --layers 32 2>&1 | tee "$LOGS/bench_gpu_before.md"
     fi

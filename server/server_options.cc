@@ -45,7 +45,7 @@ ABSL_FLAG(int64_t, kv_memory_mb, kDefaults.kv_memory_mb, "KV cache memory in MiB
 ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache size in blocks; overrides --kv_memory_mb when > 0");
 ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache block");
 ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeName(kDefaults.kv_dtype),
-          "K/V cache element type: f32 or bf16 (half the memory and attention reads; CPU backend). Lossless "
+          "K/V cache element type: f32 or bf16 (half the memory and attention reads). Lossless "
           "decoding equals AR at either");
 ABSL_FLAG(int, max_batch_tokens, kDefaults.max_batch_tokens, "Most rows (prefill + decode/verify) per forward");
 ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at once");

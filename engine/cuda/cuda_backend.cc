@@ -55,29 +55,36 @@ constexpr size_t kMaxSplitBytes = size_t{256} << 20;
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const KvCacheConfig& kv, std::unique_ptr<CudaContext> ctx,
-              cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter, bool use_graphs)
+              cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter, bool use_graphs,
+              KvDtype kv_dtype)
       : Backend(config, kv),
         cfg_(config),
         kv_cfg_(kv),
         ctx_(std::move(ctx)),
         weights_(std::move(weights)),
         adapter_(std::move(adapter)),
-        use_graphs_(use_graphs) {}
+        use_graphs_(use_graphs),
+        kv_element_(kv_dtype == KvDtype::kBf16 ? cuda::KvElement::kBf16 : cuda::KvElement::kF32) {}
   ~CudaBackend() override { ClearGraphs(); }
 
   // Allocates the paged K/V storage: num_blocks · block_size slots per layer.
   absl::Status AllocateKvStorage() {
-    layer_kv_elements_ = int64_t{kv_cfg_.num_blocks} * kv_cfg_.block_size * cfg_.kv_dim();
-    RETURN_IF_ERROR(k_store_.Allocate(static_cast<size_t>(layer_kv_elements_ * cfg_.num_layers)));
-    RETURN_IF_ERROR(v_store_.Allocate(static_cast<size_t>(layer_kv_elements_ * cfg_.num_layers)));
+    layer_kv_bytes_ = int64_t{kv_cfg_.num_blocks} * kv_cfg_.block_size * cfg_.kv_dim() * KvElementBytes();
+    RETURN_IF_ERROR(k_store_.Allocate(static_cast<size_t>(layer_kv_bytes_ * cfg_.num_layers)));
+    RETURN_IF_ERROR(v_store_.Allocate(static_cast<size_t>(layer_kv_bytes_ * cfg_.num_layers)));
     return absl::OkStatus();
+  }
+  int64_t KvElementBytes() const { return kv_element_ == cuda::KvElement::kBf16 ? 2 : 4; }
+  cuda::KvCacheRef LayerCache(int layer) {
+    return {k_store_.data() + layer * layer_kv_bytes_, v_store_.data() + layer * layer_kv_bytes_, kv_element_};
   }
 
   std::string_view name() const override { return "cuda"; }
   std::string device() const override {
     const cudaDeviceProp& p = ctx_->properties();
     return absl::StrCat(p.name, " (sm_", p.major, p.minor, ", device ", ctx_->device(), ", ",
-                        p.totalGlobalMem >> 20, " MiB)");
+                        p.totalGlobalMem >> 20, " MiB, K/V ", kv_element_ == cuda::KvElement::kBf16 ? "bf16" : "f32",
+                        ")");
   }
   int64_t WeightBytesPerForward() const override { return weights_.LinearBytesPerForward(); }
 
@@ -110,10 +117,11 @@ class CudaBackend final : public Backend {
   cuda::DeviceModelWeights weights_;
   std::unique_ptr<cuda::DeviceLoraAdapter> adapter_;  // null: predictive rows use the base weights
   bool use_graphs_;
+  cuda::KvElement kv_element_;
 
-  int64_t layer_kv_elements_ = 0;
-  DeviceBuffer<float> k_store_;  // [layer][slot][kv_dim]
-  DeviceBuffer<float> v_store_;
+  int64_t layer_kv_bytes_ = 0;
+  DeviceBuffer<unsigned char> k_store_;  // [layer][slot][kv_dim] of kv_element_
+  DeviceBuffer<unsigned char> v_store_;
 
   // Per-forward workspace, grown to the largest batch seen. A growth moves buffers,
   // so it drops every captured graph (they hold the old addresses).
@@ -357,20 +365,20 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   if (w.bqkv.size() > 0) {
     LAUNCH(cuda::LaunchAddBias(qkv_.data(), rows, static_cast<int>(qkv_w), qkv_w, w.bqkv.data(), stream), "qkv bias");
   }
-  float* k_layer = k_store_.data() + layer * layer_kv_elements_;
-  float* v_layer = v_store_.data() + layer * layer_kv_elements_;
+  const cuda::KvCacheRef cache = LayerCache(layer);
   // RoPE on Q and K, and K/V stored, in one launch. Control rows append to the cache
   // before attention, so a row sees the earlier rows of its own sequence in this
   // batch; predictive rows keep K/V in scratch.
   LAUNCH(cuda::LaunchRopeStoreKv(qkv_.data(), rows, qkv_w, cfg_.num_heads, cfg_.num_kv_heads, cfg_.head_dim,
-                                 Ints(key.at.positions), weights_.rope_inv_freq.data(), Ints(key.at.slots), k_layer,
-                                 v_layer, pred_k_.data(), pred_v_.data(), stream),
+                                 Ints(key.at.positions), weights_.rope_inv_freq.data(), Ints(key.at.slots), cache,
+                                 pred_k_.data(), pred_v_.data(), stream),
          "RoPE and K/V store");
   cuda::PagedAttentionParams p;
   p.q = qkv_.data();
   p.q_stride = qkv_w;
-  p.k_cache = k_layer;
-  p.v_cache = v_layer;
+  p.k_cache = cache.k;
+  p.v_cache = cache.v;
+  p.cache_element = cache.element;
   p.pred_k = pred_k_.data();
   p.pred_v = pred_v_.data();
   p.block_tables = Ints(key.at.block_tables);
@@ -452,7 +460,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Finish(const ModelConfig& config, const
     adapter = std::make_unique<cuda::DeviceLoraAdapter>(std::move(*uploaded));
   }
   auto backend = std::make_unique<CudaBackend>(config, options.kv, std::move(ctx), std::move(weights),
-                                               std::move(adapter), options.use_graphs);
+                                               std::move(adapter), options.use_graphs, options.kv_dtype);
   RETURN_IF_ERROR(backend->AllocateKvStorage());
   return std::unique_ptr<Backend>(std::move(backend));
 }

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "engine/paged_kv_cache.h"
@@ -24,6 +25,9 @@ struct CudaBackendOptions {
   // Decode and verify forwards (up to 512 rows) replay a CUDA graph per batch shape,
   // captured the second time the shape is seen: one launch instead of ~400.
   bool use_graphs = true;
+  // The paged cache's element type: f32, or bf16 (half the bytes; rounded as the CPU's
+  // --kv_dtype bf16). Predictive rows' K/V stay f32 for the one forward they live.
+  KvDtype kv_dtype = KvDtype::kF32;
 };
 
 // True when the CUDA runtime sees at least one device.

@@ -80,9 +80,13 @@ __global__ void RopeKernel(float* x, int rows, int64_t row_stride, int num_heads
 // RopeKernel over the Q and K heads of a qkv row, and StoreKvKernel in the same pass:
 // the thread that rotates a K pair writes it, and the matching V pair, to the row's
 // cache slot (or predictive scratch). One launch instead of two per layer.
+__device__ __forceinline__ void Put(float* dst, float v) { *dst = v; }
+__device__ __forceinline__ void Put(Bf16* dst, float v) { *dst = __float2bfloat16_rn(v); }
+
+template <typename KvT>
 __global__ void RopeStoreKvKernel(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads,
                                   int head_dim, const int32_t* positions, const float* inv_freq, const int32_t* slots,
-                                  float* k_cache, float* v_cache, float* pred_k, float* pred_v) {
+                                  KvT* k_cache, KvT* v_cache, float* pred_k, float* pred_v) {
   const int half = head_dim / 2;
   const int heads = num_heads + num_kv_heads;
   const int kv_dim = num_kv_heads * head_dim;
@@ -105,13 +109,22 @@ __global__ void RopeStoreKvKernel(float* qkv, int rows, int64_t row_stride, int 
     if (h < num_heads) continue;
     const int64_t col = static_cast<int64_t>(h - num_heads) * head_dim;
     const int32_t slot = slots[r];
-    float* k_dst = slot >= 0 ? k_cache + static_cast<int64_t>(slot) * kv_dim : pred_k + r * kv_dim;
-    float* v_dst = slot >= 0 ? v_cache + static_cast<int64_t>(slot) * kv_dim : pred_v + r * kv_dim;
     const float* v_src = row + static_cast<int64_t>(num_heads + num_kv_heads) * head_dim;
-    k_dst[col + i] = y0;
-    k_dst[col + i + half] = y1;
-    v_dst[col + i] = v_src[col + i];
-    v_dst[col + i + half] = v_src[col + i + half];
+    if (slot >= 0) {
+      KvT* k_dst = k_cache + static_cast<int64_t>(slot) * kv_dim + col;
+      KvT* v_dst = v_cache + static_cast<int64_t>(slot) * kv_dim + col;
+      Put(k_dst + i, y0);
+      Put(k_dst + i + half, y1);
+      Put(v_dst + i, v_src[col + i]);
+      Put(v_dst + i + half, v_src[col + i + half]);
+    } else {
+      float* k_dst = pred_k + r * kv_dim + col;
+      float* v_dst = pred_v + r * kv_dim + col;
+      k_dst[i] = y0;
+      k_dst[i + half] = y1;
+      v_dst[i] = v_src[col + i];
+      v_dst[i + half] = v_src[col + i + half];
+    }
   }
 }
 
@@ -161,17 +174,27 @@ __global__ void ScatterAddRowsKernel(const float* src, int width, const int32_t*
 }
 
 // One block per row: K and V of a row are contiguous kv_dim runs, copied coalesced.
+template <typename KvT>
 __global__ void StoreKvKernel(const float* qkv, int64_t row_stride, int k_col, int v_col, int kv_dim,
-                              const int32_t* slots, float* k_cache, float* v_cache, float* pred_k, float* pred_v) {
+                              const int32_t* slots, KvT* k_cache, KvT* v_cache, float* pred_k, float* pred_v) {
   const int r = blockIdx.x;
   const float* k = qkv + r * row_stride + k_col;
   const float* v = qkv + r * row_stride + v_col;
   const int32_t slot = slots[r];
-  float* k_dst = slot >= 0 ? k_cache + static_cast<int64_t>(slot) * kv_dim : pred_k + static_cast<int64_t>(r) * kv_dim;
-  float* v_dst = slot >= 0 ? v_cache + static_cast<int64_t>(slot) * kv_dim : pred_v + static_cast<int64_t>(r) * kv_dim;
-  for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
-    k_dst[i] = k[i];
-    v_dst[i] = v[i];
+  if (slot >= 0) {
+    KvT* k_dst = k_cache + static_cast<int64_t>(slot) * kv_dim;
+    KvT* v_dst = v_cache + static_cast<int64_t>(slot) * kv_dim;
+    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+      Put(k_dst + i, k[i]);
+      Put(v_dst + i, v[i]);
+    }
+  } else {
+    float* k_dst = pred_k + static_cast<int64_t>(r) * kv_dim;
+    float* v_dst = pred_v + static_cast<int64_t>(r) * kv_dim;
+    for (int i = threadIdx.x; i < kv_dim; i += blockDim.x) {
+      k_dst[i] = k[i];
+      v_dst[i] = v[i];
+    }
   }
 }
 
@@ -225,13 +248,19 @@ cudaError_t LaunchRope(float* x, int rows, int64_t row_stride, int num_heads, in
 }
 
 cudaError_t LaunchRopeStoreKv(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads, int head_dim,
-                              const int32_t* positions, const float* inv_freq, const int32_t* slots, float* k_cache,
-                              float* v_cache, float* pred_k, float* pred_v, cudaStream_t stream) {
+                              const int32_t* positions, const float* inv_freq, const int32_t* slots, KvCacheRef cache,
+                              float* pred_k, float* pred_v, cudaStream_t stream) {
   const int64_t total = static_cast<int64_t>(rows) * (num_heads + num_kv_heads) * (head_dim / 2);
   if (total == 0) return cudaSuccess;
-  RopeStoreKvKernel<<<BlocksFor(total), kThreads, 0, stream>>>(qkv, rows, row_stride, num_heads, num_kv_heads,
-                                                              head_dim, positions, inv_freq, slots, k_cache, v_cache,
-                                                              pred_k, pred_v);
+  if (cache.element == KvElement::kBf16) {
+    RopeStoreKvKernel<<<BlocksFor(total), kThreads, 0, stream>>>(
+        qkv, rows, row_stride, num_heads, num_kv_heads, head_dim, positions, inv_freq, slots,
+        static_cast<Bf16*>(cache.k), static_cast<Bf16*>(cache.v), pred_k, pred_v);
+  } else {
+    RopeStoreKvKernel<<<BlocksFor(total), kThreads, 0, stream>>>(
+        qkv, rows, row_stride, num_heads, num_kv_heads, head_dim, positions, inv_freq, slots,
+        static_cast<float*>(cache.k), static_cast<float*>(cache.v), pred_k, pred_v);
+  }
   return cudaGetLastError();
 }
 
@@ -277,11 +306,17 @@ cudaError_t LaunchScatterAddRows(const float* src, int width, const int32_t* row
 }
 
 cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_col, int v_col, int kv_dim,
-                          const int32_t* slots, float* k_cache, float* v_cache, float* pred_k, float* pred_v,
-                          cudaStream_t stream) {
+                          const int32_t* slots, KvCacheRef cache, float* pred_k, float* pred_v, cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  StoreKvKernel<<<rows, kThreads, 0, stream>>>(qkv, row_stride, k_col, v_col, kv_dim, slots, k_cache, v_cache, pred_k,
-                                               pred_v);
+  if (cache.element == KvElement::kBf16) {
+    StoreKvKernel<<<rows, kThreads, 0, stream>>>(qkv, row_stride, k_col, v_col, kv_dim, slots,
+                                                 static_cast<Bf16*>(cache.k), static_cast<Bf16*>(cache.v), pred_k,
+                                                 pred_v);
+  } else {
+    StoreKvKernel<<<rows, kThreads, 0, stream>>>(qkv, row_stride, k_col, v_col, kv_dim, slots,
+                                                 static_cast<float*>(cache.k), static_cast<float*>(cache.v), pred_k,
+                                                 pred_v);
+  }
   return cudaGetLastError();
 }
 

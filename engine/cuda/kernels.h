@@ -52,20 +52,29 @@ cudaError_t LaunchGatherRows(const float* src, int64_t src_stride, int width, co
 cudaError_t LaunchScatterAddRows(const float* src, int width, const int32_t* rows, int count, float* dst,
                                  int64_t dst_stride, cudaStream_t stream);
 
+// The paged cache's element type (the forward's predictive scratch stays f32, as on the CPU).
+enum class KvElement { kF32, kBf16 };
+// The cache of one layer: keys and values [slot][kv_dim] of `element` (bf16 rounded to
+// nearest even, as the CPU's --kv_dtype bf16).
+struct KvCacheRef {
+  void* k = nullptr;
+  void* v = nullptr;
+  KvElement element = KvElement::kF32;
+};
+
 // Writes each row's K and V (columns [k_col, k_col+kv_dim) and [v_col, ...) of `qkv`)
 // to the paged cache at slots[r] (control rows), or, where slots[r] < 0 (predictive
 // rows), to row r of the forward's scratch pred_k / pred_v.   CPU: the copy in
 // CpuBackend::RunLayer.
 cudaError_t LaunchStoreKv(const float* qkv, int rows, int64_t row_stride, int k_col, int v_col, int kv_dim,
-                          const int32_t* slots, float* k_cache, float* v_cache, float* pred_k, float* pred_v,
-                          cudaStream_t stream);
+                          const int32_t* slots, KvCacheRef cache, float* pred_k, float* pred_v, cudaStream_t stream);
 
 // LaunchRope over the Q and K heads of qkv rows ([q (num_heads) | k (num_kv_heads) |
 // v] heads of head_dim), then LaunchStoreKv of the rotated K and the V, in one pass:
 // the same bits as the two launches.
 cudaError_t LaunchRopeStoreKv(float* qkv, int rows, int64_t row_stride, int num_heads, int num_kv_heads, int head_dim,
-                              const int32_t* positions, const float* inv_freq, const int32_t* slots, float* k_cache,
-                              float* v_cache, float* pred_k, float* pred_v, cudaStream_t stream);
+                              const int32_t* positions, const float* inv_freq, const int32_t* slots, KvCacheRef cache,
+                              float* pred_k, float* pred_v, cudaStream_t stream);
 
 // Ragged paged attention: one thread block per (row, query heads sharing a KV head,
 // split of the positions), online softmax over the positions the row attends. Row r attends num_cached[r] positions of its sequence's
@@ -105,8 +114,9 @@ AttentionTiles PlanAttentionTiles(const int32_t* table_offset, const int32_t* nu
 struct PagedAttentionParams {
   const float* q = nullptr;  // (rows, q_stride); head h at column h * head_dim
   int64_t q_stride = 0;
-  const float* k_cache = nullptr;  // this layer: [slot][kv_dim]
-  const float* v_cache = nullptr;
+  const void* k_cache = nullptr;  // this layer: [slot][kv_dim] of cache_element
+  const void* v_cache = nullptr;
+  KvElement cache_element = KvElement::kF32;
   const float* pred_k = nullptr;  // [row][kv_dim], predictive rows only
   const float* pred_v = nullptr;
   const int32_t* block_tables = nullptr;  // all rows' sequences' tables, concatenated

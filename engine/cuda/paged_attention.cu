@@ -58,9 +58,22 @@ __device__ void MergeSplits(const PagedAttentionParams& p, int r, int h, int lan
 
 // kTileRows: rows per tile at most, one warp each per head (the launch picks the
 // smallest that holds the forward's largest tile, so AR blocks have no idle warps).
-template <int kHeads, int kDims, int kTileRows>
+// A cached element as f32, and four of them (16-byte or 8-byte aligned) at once.
+__device__ __forceinline__ float ToFloat(float v) { return v; }
+__device__ __forceinline__ float ToFloat(Bf16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float4 Load4(const float* p) { return *reinterpret_cast<const float4*>(p); }
+__device__ __forceinline__ float4 Load4(const Bf16* p) {
+  const uint2 bits = *reinterpret_cast<const uint2*>(p);
+  return make_float4(__uint_as_float(bits.x << 16), __uint_as_float(bits.x & 0xffff0000u),
+                     __uint_as_float(bits.y << 16), __uint_as_float(bits.y & 0xffff0000u));
+}
+
+// KvT: the cache's element (float or Bf16); shared memory and the math stay f32.
+template <int kHeads, int kDims, int kTileRows, typename KvT>
 __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKernel(PagedAttentionParams p) {
   constexpr int kThreads = kTileRows * kHeads * 32;
+  const KvT* k_cache = static_cast<const KvT*>(p.k_cache);
+  const KvT* v_cache = static_cast<const KvT*>(p.v_cache);
   const int first = p.tile_first[blockIdx.x];
   if (first < 0) return;  // fewer tiles than rows
   const int tile_rows = p.tile_rows[blockIdx.x];
@@ -128,8 +141,8 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
             const int pos = e / hd4, d4 = e - pos * hd4;
             const int t = base + pos;
             const int64_t slot = static_cast<int64_t>(table[t / p.block_size]) * p.block_size + t % p.block_size;
-            kb[u] = *reinterpret_cast<const float4*>(p.k_cache + slot * kv_dim + kv_off + 4 * d4);
-            vb[u] = *reinterpret_cast<const float4*>(p.v_cache + slot * kv_dim + kv_off + 4 * d4);
+            kb[u] = Load4(k_cache + slot * kv_dim + kv_off + 4 * d4);
+            vb[u] = Load4(v_cache + slot * kv_dim + kv_off + 4 * d4);
             at[u] = pos * kRow + 4 * d4;
           }
         }
@@ -146,8 +159,8 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
         const int pos = e / hd, d = e % hd;
         const int t = base + pos;
         const int64_t slot = static_cast<int64_t>(table[t / p.block_size]) * p.block_size + t % p.block_size;
-        ks[pos * kRow + d] = p.k_cache[slot * kv_dim + kv_off + d];
-        vs[pos * kRow + d] = p.v_cache[slot * kv_dim + kv_off + d];
+        ks[pos * kRow + d] = ToFloat(k_cache[slot * kv_dim + kv_off + d]);
+        vs[pos * kRow + d] = ToFloat(v_cache[slot * kv_dim + kv_off + d]);
       }
     }
     __syncthreads();
@@ -169,18 +182,19 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
             k[g][d] = ks[(t - base) * kRow + lane + 32 * d];
             v[g][d] = vs[(t - base) * kRow + lane + 32 * d];
           }
-        } else {
-          const float* key;
-          const float* value;
-          if (t < n_cached) {
-            const int64_t slot = static_cast<int64_t>(table[t / p.block_size]) * p.block_size + t % p.block_size;
-            key = p.k_cache + slot * kv_dim + kv_off;
-            value = p.v_cache + slot * kv_dim + kv_off;
-          } else {
-            const int64_t other = group[t - n_cached];
-            key = p.pred_k + other * kv_dim + kv_off;
-            value = p.pred_v + other * kv_dim + kv_off;
+        } else if (t < n_cached) {
+          const int64_t slot = static_cast<int64_t>(table[t / p.block_size]) * p.block_size + t % p.block_size;
+          const KvT* key = k_cache + slot * kv_dim + kv_off;
+          const KvT* value = v_cache + slot * kv_dim + kv_off;
+#pragma unroll
+          for (int d = 0; d < kDims; ++d) {
+            k[g][d] = lane + 32 * d < hd ? ToFloat(key[lane + 32 * d]) : 0.0f;
+            v[g][d] = lane + 32 * d < hd ? ToFloat(value[lane + 32 * d]) : 0.0f;
           }
+        } else {
+          const int64_t other = group[t - n_cached];
+          const float* key = p.pred_k + other * kv_dim + kv_off;
+          const float* value = p.pred_v + other * kv_dim + kv_off;
 #pragma unroll
           for (int d = 0; d < kDims; ++d) {
             k[g][d] = lane + 32 * d < hd ? key[lane + 32 * d] : 0.0f;
@@ -273,19 +287,25 @@ __global__ void MergeSplitsKernel(PagedAttentionParams p) {
   MergeSplits(p, blockIdx.x, blockIdx.y, threadIdx.x, factors);
 }
 
-template <int kHeads, int kTileRows>
-cudaError_t LaunchWithTiles(const PagedAttentionParams& p, dim3 grid, cudaStream_t stream) {
+template <int kHeads, int kTileRows, typename KvT>
+cudaError_t LaunchWithCache(const PagedAttentionParams& p, dim3 grid, cudaStream_t stream) {
   constexpr int kThreads = kTileRows * kHeads * 32;
   if (p.head_dim <= 32) {
-    PagedAttentionKernel<kHeads, 1, kTileRows><<<grid, kThreads, 0, stream>>>(p);
+    PagedAttentionKernel<kHeads, 1, kTileRows, KvT><<<grid, kThreads, 0, stream>>>(p);
   } else if (p.head_dim <= 64) {
-    PagedAttentionKernel<kHeads, 2, kTileRows><<<grid, kThreads, 0, stream>>>(p);
+    PagedAttentionKernel<kHeads, 2, kTileRows, KvT><<<grid, kThreads, 0, stream>>>(p);
   } else if (p.head_dim <= 128) {
-    PagedAttentionKernel<kHeads, 4, kTileRows><<<grid, kThreads, 0, stream>>>(p);
+    PagedAttentionKernel<kHeads, 4, kTileRows, KvT><<<grid, kThreads, 0, stream>>>(p);
   } else {
-    PagedAttentionKernel<kHeads, 8, kTileRows><<<grid, kThreads, 0, stream>>>(p);
+    PagedAttentionKernel<kHeads, 8, kTileRows, KvT><<<grid, kThreads, 0, stream>>>(p);
   }
   return cudaGetLastError();
+}
+
+template <int kHeads, int kTileRows>
+cudaError_t LaunchWithTiles(const PagedAttentionParams& p, dim3 grid, cudaStream_t stream) {
+  return p.cache_element == KvElement::kBf16 ? LaunchWithCache<kHeads, kTileRows, Bf16>(p, grid, stream)
+                                             : LaunchWithCache<kHeads, kTileRows, float>(p, grid, stream);
 }
 
 template <int kHeads>

@@ -34,11 +34,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
     }
     case BackendChoice::kCuda: {
 #ifdef CROSSREG_HAVE_CUDA
-      if (options.kv_dtype != KvDtype::kF32) {
-        return absl::UnimplementedError(absl::StrCat("--kv_dtype ", KvDtypeName(options.kv_dtype),
-                                                     ": the CUDA backend stores K/V in f32 only (so far)"));
-      }
       CudaBackendOptions cuda;
+      cuda.kv_dtype = options.kv_dtype;
       cuda.device = options.cuda_device;
       cuda.kv = kv;
       cuda.adapter = adapter;

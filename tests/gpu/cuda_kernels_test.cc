@@ -169,13 +169,13 @@ TEST_F(CudaKernelTest, RopeStoreKvEqualsRopeThenStoreKv) {
     auto pk = ToDevice(std::vector<float>(rows * kv_dim, 0.0f)), pv = ToDevice(std::vector<float>(rows * kv_dim, 0.0f));
     if (fused == 1) {
       ASSERT_EQ(cuda::LaunchRopeStoreKv(dqkv.data(), rows, stride, heads, kv_heads, hd, dpos.data(), dfreq.data(),
-                                        dslots.data(), kc.data(), vc.data(), pk.data(), pv.data(), stream()),
+                                        dslots.data(), {kc.data(), vc.data()}, pk.data(), pv.data(), stream()),
                 cudaSuccess);
     } else {
       ASSERT_EQ(cuda::LaunchRope(dqkv.data(), rows, stride, heads + kv_heads, hd, dpos.data(), dfreq.data(), stream()),
                 cudaSuccess);
       ASSERT_EQ(cuda::LaunchStoreKv(dqkv.data(), rows, stride, heads * hd, (heads + kv_heads) * hd, kv_dim,
-                                    dslots.data(), kc.data(), vc.data(), pk.data(), pv.data(), stream()),
+                                    dslots.data(), {kc.data(), vc.data()}, pk.data(), pv.data(), stream()),
                 cudaSuccess);
     }
     results[fused][0] = ToHost(dqkv, qkv.size());
@@ -258,7 +258,7 @@ TEST_F(CudaKernelTest, StoreKvWritesCacheSlotsAndPredictiveScratch) {
   auto dslots = ToDevice(slots);
   auto k = ToDevice(std::vector<float>(slots_total * kv_dim, 0.0f)), v = ToDevice(std::vector<float>(slots_total * kv_dim, 0.0f));
   auto pk = ToDevice(std::vector<float>(rows * kv_dim, 0.0f)), pv = ToDevice(std::vector<float>(rows * kv_dim, 0.0f));
-  ASSERT_EQ(cuda::LaunchStoreKv(dqkv.data(), rows, width, 8, 8 + kv_dim, kv_dim, dslots.data(), k.data(), v.data(),
+  ASSERT_EQ(cuda::LaunchStoreKv(dqkv.data(), rows, width, 8, 8 + kv_dim, kv_dim, dslots.data(), {k.data(), v.data()},
                                 pk.data(), pv.data(), stream()),
             cudaSuccess);
   const auto hk = ToHost(k, slots_total * kv_dim), hv = ToHost(v, slots_total * kv_dim);
@@ -506,6 +506,44 @@ TEST_F(CudaKernelTest, PagedAttentionSplitAndDirectPathsMatchReferenceOnLongCont
     EXPECT_EQ(dev.Run(/*split=*/true, stream()), split) << heads << "/" << head_dim;
     EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/false, stream()), expected), 1e-4) << heads << "/" << head_dim;
   }
+}
+
+// A bf16 cache (--kv_dtype bf16) against the CPU reference reading the same bf16 values.
+TEST_F(CudaKernelTest, PagedAttentionReadsABf16Cache) {
+  const HostAttention in = LongContextAttention(8, 2, 128, 700);
+  const std::vector<uint16_t> k_bits = RoundToBf16(in.k_cache), v_bits = RoundToBf16(in.v_cache);
+  std::vector<float> expected(static_cast<size_t>(in.rows) * in.num_heads * in.head_dim);
+  cpu::PagedAttentionArgs a;
+  a.q = in.q.data();
+  a.q_stride = in.q_stride;
+  a.cache_element = cpu::KvElement::kBf16;
+  a.k_cache = k_bits.data();
+  a.v_cache = v_bits.data();
+  a.pred_k = in.pred_k.data();
+  a.pred_v = in.pred_v.data();
+  a.block_tables = in.block_tables.data();
+  a.table_offset = in.table_offset.data();
+  a.num_cached = in.num_cached.data();
+  a.num_own = in.num_own.data();
+  a.group_begin = in.group_begin.data();
+  a.group_rows = in.group_rows.data();
+  a.rows = in.rows;
+  a.num_heads = in.num_heads;
+  a.num_kv_heads = in.num_kv_heads;
+  a.head_dim = in.head_dim;
+  a.block_size = in.block_size;
+  a.scale = in.scale;
+  a.out = expected.data();
+  a.out_stride = int64_t{in.num_heads} * in.head_dim;
+  cpu::PagedAttention(a, /*pool=*/nullptr);
+
+  DeviceAttention dev(in);
+  auto kc = Bf16ToDevice(k_bits), vc = Bf16ToDevice(v_bits);
+  dev.p.k_cache = kc.data();
+  dev.p.v_cache = vc.data();
+  dev.p.cache_element = cuda::KvElement::kBf16;
+  EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/true, stream()), expected), 1e-4);
+  EXPECT_LT(MaxRelativeError(dev.Run(/*split=*/false, stream()), expected), 1e-4);
 }
 
 // On the split path a row's output bits do not depend on the other rows of the launch

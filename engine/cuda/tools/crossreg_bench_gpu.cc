@@ -30,6 +30,7 @@ ABSL_FLAG(int, rank, 16, "LoRA rank of the random predictive-stream adapter");
 ABSL_FLAG(int, iters, 20, "Timed forwards per figure (after 3 warm-up forwards)");
 ABSL_FLAG(bool, xr_logits, true, "XR rows return logits to the host (as the decoder needs); false isolates compute");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
+ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
 ABSL_FLAG(bool, graphs, true, "Replay decode-shaped forwards as CUDA graphs (false: launch every kernel each time)");
 
 namespace crossreg {
@@ -130,6 +131,12 @@ int Run() {
   options.device = absl::GetFlag(FLAGS_device);
   options.adapter = adapter.get();
   options.use_graphs = absl::GetFlag(FLAGS_graphs);
+  const std::string kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  if (kv_dtype != "f32" && kv_dtype != "bf16") {
+    std::fprintf(stderr, "crossreg-bench-gpu: --kv_dtype must be f32 or bf16, got '%s'\n", kv_dtype.c_str());
+    return 2;
+  }
+  options.kv_dtype = kv_dtype == "bf16" ? KvDtype::kBf16 : KvDtype::kF32;
   options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
   auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
   if (!backend.ok()) {
@@ -138,10 +145,10 @@ int Run() {
   }
   PagedKvCache kv(options.kv);
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
-  const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config));
-  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, f32 K/V, context %d, m = %d, LoRA rank %d, "
+  const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config, options.kv_dtype));
+  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, %s K/V, context %d, m = %d, LoRA rank %d, "
               "CUDA graphs %s, XR logits to host %s\n",
-              config.num_layers, weight_bytes / 1e9, context, accepted, lora.rank,
+              config.num_layers, weight_bytes / 1e9, kv_dtype.c_str(), context, accepted, lora.rank,
               options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no");
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
   for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
