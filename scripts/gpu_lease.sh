@@ -37,6 +37,15 @@ rm -rf "$LOGS" && mkdir -p "$LOGS"
 echo "[lease] $stage on $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)," \
      "$(nproc) cores, python3 $(python3 -c 'import torch; print("torch", torch.__version__)' 2>&1)"
 
+# The carried Debian libraries and the CUDA runtime on the library path (binaries built here).
+device_env() {
+  # shellcheck disable=SC1091
+  source .devdeps/activate.sh
+  for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
+  done
+}
+
 pack_logs() {
   tar czf "$OUT/lease-$stage.tar.gz" -C "$LOGS" . 2>/dev/null
   for f in "$LOGS"/check/summary.md; do [ -f "$f" ] && cat "$f"; done
@@ -77,10 +86,7 @@ case "$stage" in
     # Binaries built on the CPU machine (build-cuda, sm_80+sm_90, same Debian libraries as
     # .devdeps) carried as .gpubin: no device time spent compiling. The tests look for the
     # shared data at the path compiled in (/work/shared); .gpu_check carries stories260K.
-    source .devdeps/activate.sh
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
-    done
+    device_env
     for lib in $(ldd .gpubin/crossreg_gpu_tests | awk '/not found/{print $1}'); do
       d=$(find /usr/local /opt -name "$lib" 2>/dev/null | head -1)
       [ -n "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$d")" && echo "[lease] $lib in $d"
@@ -111,10 +117,7 @@ case "$stage" in
   profile)
     # Per-kernel times of one AR and one XR forward (2 layers, Nsight Compute) with the
     # binaries of `prebuilt`; PROFILE_BIN names another folder of them (before/after).
-    source .devdeps/activate.sh
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
-    done
+    device_env
     B=${PROFILE_BIN:-.gpubin}
     NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
     timeout 240 "$NCU" --csv --clock-control none --metrics gpu__time_duration.sum,launch__grid_size \
@@ -128,10 +131,7 @@ case "$stage" in
     # (python3 -m training.random_model; tokenizer carried in .gpu_check) with a random
     # rank-16 adapter, at concurrency 1, 8 and 32: AR, lossless and n-gram at gamma 8,
     # fixed and adaptive. Binaries of `prebuilt`.
-    source .devdeps/activate.sh
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do
-      [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"
-    done
+    device_env
     B=.gpubin
     M=/tmp/random-llama
     python3 -m training.random_model --out $M --tokenizer .gpu_check/tokenizer.json ${RANDOM_MODEL_ARGS:-} 2>&1 | tail -1

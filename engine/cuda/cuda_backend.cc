@@ -1,6 +1,7 @@
 #include "engine/cuda/cuda_backend.h"
 
 #include <algorithm>
+#include <array>
 #include <climits>
 #include <cmath>
 #include <utility>
@@ -99,6 +100,13 @@ class CudaBackend final : public Backend {
   };
 
   absl::Status EnsureWorkspace(int rows, int predictive_rows, int logit_rows, bool split_attention);
+  // Where the workspace buffers are: a captured graph holds these addresses.
+  using WorkspaceAddresses = std::array<const void*, 14>;
+  WorkspaceAddresses Addresses() const {
+    return {x_.data(),       xn_.data(),          qkv_.data(),      att_.data(),     gate_up_.data(),
+            act_.data(),     pred_k_.data(),      pred_v_.data(),   gemm_in_.data(), att_partial_.data(),
+            lora_mid_.data(), head_in_.data(),    logits_dev_.data(), att_counters_.data()};
+  }
   PlanOffsets PackPlan(const ForwardPlan& plan);
   // Every kernel and GEMM of the forward, on the stream (eagerly or into a capture).
   absl::Status EnqueueForward(const GraphKey& key);
@@ -140,10 +148,7 @@ class CudaBackend final : public Backend {
 int64_t QkvWidth(const ModelConfig& c) { return c.q_dim() + 2 * int64_t{c.kv_dim()}; }
 
 absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int logit_rows, bool split_attention) {
-  const std::vector<const void*> before = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
-                                           gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
-                                           gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
-                                           head_in_.data(), logits_dev_.data(), att_counters_.data()};
+  const WorkspaceAddresses before = Addresses();
   const size_t r = static_cast<size_t>(rows);
   const size_t hidden = static_cast<size_t>(cfg_.hidden_size);
   const size_t ffn = static_cast<size_t>(cfg_.intermediate_size);
@@ -177,23 +182,20 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
     RETURN_IF_ERROR(head_in_.Reserve(static_cast<size_t>(logit_rows) * hidden));
     RETURN_IF_ERROR(logits_dev_.Reserve(static_cast<size_t>(logit_rows) * static_cast<size_t>(cfg_.vocab_size)));
   }
-  const std::vector<const void*> after = {x_.data(),       xn_.data(),       qkv_.data(),    att_.data(),
-                                          gate_up_.data(), act_.data(),      pred_k_.data(), pred_v_.data(),
-                                          gemm_in_.data(), att_partial_.data(), lora_mid_.data(),
-                                          head_in_.data(), logits_dev_.data(), att_counters_.data()};
-  if (before != after) ClearGraphs();
+  if (before != Addresses()) ClearGraphs();
   return absl::OkStatus();
 }
 
 // One host-to-device copy per forward for every integer the kernels read.
 PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   host_ints_.clear();
-  auto append = [&](const std::vector<int32_t>& v) {
+  auto append_range = [&](const int32_t* data, size_t count) {
     const size_t offset = host_ints_.size();
-    host_ints_.insert(host_ints_.end(), v.begin(), v.end());
-    if (v.empty()) host_ints_.push_back(0);  // keep regions distinct
+    host_ints_.insert(host_ints_.end(), data, data + count);
+    if (count == 0) host_ints_.push_back(0);  // keep regions distinct
     return offset;
   };
+  auto append = [&](const std::vector<int32_t>& v) { return append_range(v.data(), v.size()); };
   PlanOffsets at;
   at.tokens = append(plan.tokens);
   at.positions = append(plan.positions);
@@ -209,8 +211,8 @@ PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   tiles_.resize(2 * static_cast<size_t>(plan.rows));
   tile_plan_ = cuda::PlanAttentionTiles(plan.table_offset.data(), plan.num_cached.data(), plan.num_own.data(),
                                         plan.rows, tiles_.data(), tiles_.data() + plan.rows);
-  at.tile_first = append(std::vector<int32_t>(tiles_.begin(), tiles_.begin() + plan.rows));
-  at.tile_rows = append(std::vector<int32_t>(tiles_.begin() + plan.rows, tiles_.end()));
+  at.tile_first = append_range(tiles_.data(), static_cast<size_t>(plan.rows));
+  at.tile_rows = append_range(tiles_.data() + plan.rows, static_cast<size_t>(plan.rows));
   at.block_tables = append(plan.block_tables);
   return at;
 }

@@ -36,16 +36,4 @@ absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64
   return absl::OkStatus();
 }
 
-absl::Status GemmF32(const CudaContext& ctx, const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
-                     float* y, int64_t ldy, float alpha, float beta) {
-  if (rows == 0) return absl::OkStatus();
-  if (absl::Status s = CheckDims(rows, in, out, ldy); !s.ok()) return s;
-  CROSSREG_CUBLAS_RETURN_IF_ERROR(
-      cublasSgemm(ctx.cublas(), CUBLAS_OP_T, CUBLAS_OP_N, static_cast<int>(out), static_cast<int>(rows),
-                  static_cast<int>(in), &alpha, w, static_cast<int>(in), x, static_cast<int>(in), &beta, y,
-                  static_cast<int>(ldy)),
-      "cublasSgemm");
-  return absl::OkStatus();
-}
-
 }  // namespace crossreg::cuda

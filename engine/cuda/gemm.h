@@ -17,9 +17,4 @@ namespace crossreg::cuda {
 absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64_t in, const Bf16* w, int64_t out,
                       float* y, int64_t ldy, float beta = 0.0f);
 
-// y (rows, out; row stride ldy) = beta·y + alpha · x (rows, in) · w (out, in)ᵀ, all f32
-// (the LoRA path: tiny, kept in full precision).
-absl::Status GemmF32(const CudaContext& ctx, const float* x, int64_t rows, int64_t in, const float* w, int64_t out,
-                     float* y, int64_t ldy, float alpha = 1.0f, float beta = 0.0f);
-
 }  // namespace crossreg::cuda

@@ -311,19 +311,6 @@ TEST_F(CudaKernelTest, GemmBf16MatchesCpuLinear) {
   }
 }
 
-TEST_F(CudaKernelTest, GemmF32MatchesCpuLinear) {
-  const int rows = 6, in = 64, out = 9;
-  const auto x = RandomVector(rows * in, 14), w = RandomVector(out * in, 15);
-  auto dx = ToDevice(x), dw = ToDevice(w);
-  cuda::DeviceBuffer<float> y;
-  ASSERT_TRUE(y.Allocate(rows * out).ok());
-  ASSERT_TRUE(cuda::GemmF32(*ctx_, dx.data(), rows, in, dw.data(), out, y.data(), out, 0.5f).ok());
-  std::vector<float> expected(rows * out);
-  cpu::LinearReference(TensorRef{DType::kF32, {out, in}, w.data()}, x.data(), rows, expected.data());
-  for (auto& e : expected) e *= 0.5f;
-  EXPECT_LT(RelativeL2Error(ToHost(y, expected.size()), expected), 1e-5);
-}
-
 // The attention inputs on the host, and their CPU reference (the CPU backend's own
 // attention, engine/cpu/paged_attention.h).
 struct HostAttention {
