@@ -25,6 +25,14 @@ void AcceptanceMemory::Seed(const std::string& cls, int slot, AcceptanceTracker&
   tracker.SeedFrom(it->second.slots[static_cast<size_t>(slot)], kPriorWeight);
 }
 
+void AcceptanceMemory::Revert(const std::string& cls, int slot, AcceptanceTracker& tracker) const {
+  static const AcceptanceTracker kNothingPooled(1);
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = classes_.find(cls);
+  const bool known = it != classes_.end() && slot >= 0 && slot < static_cast<int>(it->second.slots.size());
+  tracker.RevertToward(known ? it->second.slots[static_cast<size_t>(slot)] : kNothingPooled, kPriorWeight);
+}
+
 void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vector<bool>& verdicts) {
   if (verdicts.empty() || slot < 0) return;
   std::lock_guard<std::mutex> lock(mu_);

@@ -52,6 +52,11 @@ class AcceptanceMemory {
   // Seeds `tracker` (a new request's) with the class's pooled acceptance at `slot`;
   // leaves it as it is when the class has none.
   void Seed(const std::string& cls, int slot, AcceptanceTracker& tracker) const;
+  // `tracker` (a request's) ran an AR forward by its own choice: one step back towards
+  // the class's pooled acceptance at `slot` (AcceptanceTracker::RevertToward), so a
+  // burst of failures does not hold a request in AR until the next probe while the
+  // class's drafts pay. Without a pooled estimate the tracker ages toward its prior.
+  void Revert(const std::string& cls, int slot, AcceptanceTracker& tracker) const;
   // One verified forward's verdicts at `slot`: verdicts[k-1] for the draft at depth k.
   void Record(const std::string& cls, int slot, const std::vector<bool>& verdicts);
 

@@ -37,6 +37,19 @@ void AcceptanceTracker::SeedFrom(const AcceptanceTracker& pooled, double weight)
   }
 }
 
+void AcceptanceTracker::RevertToward(const AcceptanceTracker& pooled, double weight) {
+  for (size_t k = 0; k < reached_.size(); ++k) {
+    double seed_reached = 0.0, seed_accepted = 0.0;  // a depth the pool never reached: toward the prior
+    if (k < pooled.reached_.size() && pooled.reached_[k] > 0.0) {
+      const double scale = std::min(1.0, std::max(0.0, weight) / pooled.reached_[k]);
+      seed_reached = pooled.reached_[k] * scale;
+      seed_accepted = pooled.accepted_[k] * scale;
+    }
+    reached_[k] = decay_ * reached_[k] + (1.0 - decay_) * seed_reached;
+    accepted_[k] = decay_ * accepted_[k] + (1.0 - decay_) * seed_accepted;
+  }
+}
+
 double AcceptanceTracker::Reached(int depth) const {
   if (depth < 1 || depth > static_cast<int>(reached_.size())) return 0.0;
   return reached_[static_cast<size_t>(depth - 1)];

@@ -37,6 +37,12 @@ class AcceptanceTracker {
   // Takes `pooled`'s counts (acceptance_memory.h) scaled down to at most `weight`
   // verdicts per depth, in place of this tracker's: a prior its own records outweigh.
   void SeedFrom(const AcceptanceTracker& pooled, double weight);
+  // One forward that verified nothing (an AR forward chosen from this estimate): the
+  // tracker's own counts age by one step of its decay, as a verified forward would age
+  // them, and the weight that frees goes to `pooled`'s counts seen as SeedFrom(pooled,
+  // weight) would. A run of such forwards moves the estimate geometrically back to the
+  // seed a new request would start from, instead of freezing it at its last verdicts.
+  void RevertToward(const AcceptanceTracker& pooled, double weight);
   double Reached(int depth) const;  // forgetful count of drafts verified at `depth`
 
  private:

@@ -61,7 +61,11 @@ AcceptanceTracker& SequenceDecoder::TrackerFor(const StepPlan& plan) {
   return match_acceptance_[static_cast<size_t>(std::min<int>(plan.ngram_match, match_acceptance_.size()) - 1)];
 }
 
-int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, const AcceptanceTracker& acceptance) {
+int SequenceDecoder::MemorySlot(const StepPlan& plan) const {
+  return std::clamp(plan.ngram_match, 0, static_cast<int>(match_acceptance_.size()));
+}
+
+int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot) {
   const DecodingConfig& d = request_.decoding;
   // Probes use the cheapest draft length that still verifies one draft: they measure
   // depth-1 acceptance, and deeper drafts follow once that pays.
@@ -85,9 +89,16 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, const AcceptanceTracke
     if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
     return chosen;
   }
-  // Plain AR forwards learn nothing about acceptance: after a run of them, probe (a
-  // count-based choice), backing off exponentially while probes fail. With a memory
-  // the run is counted over the class's requests (acceptance_memory.h).
+  // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
+  // request's estimate a step back toward the class's pooled one: a burst of failed
+  // first drafts had frozen it below the point where drafts pay, in AR until the next
+  // probe (~45 AR forwards on the ~110M model, docs/benchmarks.md), though the class's
+  // drafts paid. A class whose drafts never pay pools an estimate as low as the
+  // request's own, so this does not make it draft.
+  if (memory_ != nullptr) memory_->Revert(memory_class_, slot, acceptance);
+  // After a run of AR forwards, probe (a count-based choice), backing off exponentially
+  // while probes fail. With a memory the run is counted over the class's requests
+  // (acceptance_memory.h).
   const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
                                      : probes_.ArForward(first_interval, kMaxProbeInterval);
   if (!due) return 0;
@@ -122,9 +133,9 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
       int match = 0;
       ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
       plan.ngram_match = match;
-      plan.decoding = WithGamma(request_.decoding, match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan)) : 0);
+      plan.decoding = WithGamma(request_.decoding, match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan)) : 0);
     } else {
-      plan.decoding = WithGamma(request_.decoding, AdaptiveGamma(*cost, acceptance_));
+      plan.decoding = WithGamma(request_.decoding, AdaptiveGamma(*cost, acceptance_, 0));
     }
     plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
   }
@@ -249,7 +260,7 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, std::ve
   }
   if (memory_ != nullptr) {
     // Slot as TrackerFor picks it: 0 for Cross-Regression, the match length for n-gram.
-    const int slot = std::clamp(plan.ngram_match, 0, static_cast<int>(match_acceptance_.size()));
+    const int slot = MemorySlot(plan);
     memory_->Record(memory_class_, slot, outcome.verdicts);
   }
   buffer_ = std::move(outcome.next_drafts);

@@ -79,9 +79,13 @@ class SequenceDecoder {
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
   StepPlan PlanDecode(const DraftCost* cost);
   // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
-  int AdaptiveGamma(const DraftCost& cost, const AcceptanceTracker& acceptance);
+  // `acceptance` is the tracker the forward's verdicts will feed, `slot` its slot in
+  // the acceptance memory; an AR choice moves it back toward the memory's estimate.
+  int AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot);
   // The tracker a plan's outcomes feed: adaptive n-gram keeps one per match length.
   AcceptanceTracker& TrackerFor(const StepPlan& plan);
+  // Its slot in the acceptance memory: 0 for Cross-Regression, the match length for n-gram.
+  int MemorySlot(const StepPlan& plan) const;
   static constexpr int kFirstProbeInterval = 8;   // AR forwards before the first probe, at least
   // ... and between probes, at most (unless probes are dear), for a request learning
   // alone; one sharing an AcceptanceMemory follows the class's schedule there.

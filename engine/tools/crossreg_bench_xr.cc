@@ -5,12 +5,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/decoding/generate.h"
@@ -32,6 +34,15 @@ ABSL_FLAG(bool, adaptive_alone, false,
 // and on a shared 2-core host the best of three (or five) runs put them anywhere between
 // 0.94x and 1.01x AR; nine runs of the same binary read 1.00x (docs/benchmarks.md,
 // thirteenth session). More runs narrow that noise; they do not remove it.
+// A policy comparison that must not move with the machine's memory speed: the adaptive
+// rows decide on this curve (the tokens/s are still measured). The thirteenth session's
+// stall of adaptive lossless on the ~110M model happened on a fast-memory host's curve
+// and not on a slow one's (docs/benchmarks.md, sixteenth session).
+ABSL_FLAG(std::vector<std::string>, cost_curve, {},
+          "Fixed cost curve for the adaptive rows, ROWS:MS pairs (e.g. 1:3.92,16:12.46), in place of the one "
+          "measured at start-up; linear between points");
+ABSL_FLAG(std::vector<std::string>, modes, std::vector<std::string>({"lossless", "ngram", "lossy"}),
+          "Speculative modes to run (AR always runs)");
 ABSL_FLAG(int, repeats, 5, "Runs of every decoding configuration (taking turns); the best tokens/s is reported");
 
 namespace crossreg {
@@ -46,6 +57,36 @@ std::vector<int> Gammas() {
     if (absl::SimpleAtoi(s, &g) && g >= 1 && g <= kMaxGamma) out.push_back(g);
   }
   return out;
+}
+
+// --cost_curve as points, or nullopt when not given; exits on a malformed pair.
+std::optional<ForwardCostCurve> FixedCostCurve() {
+  const auto pairs = absl::GetFlag(FLAGS_cost_curve);
+  if (pairs.empty()) return std::nullopt;
+  ForwardCostCurve::Points points;
+  for (const std::string& pair : pairs) {
+    const std::vector<std::string> parts = absl::StrSplit(pair, ':');
+    int rows = 0;
+    double ms = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &rows) || !absl::SimpleAtod(parts[1], &ms)) {
+      std::fprintf(stderr, "crossreg-bench-xr: --cost_curve: '%s' is not ROWS:MS (e.g. 16:12.46)\n", pair.c_str());
+      std::exit(2);
+    }
+    points.push_back({rows, ms * 1e-3});
+  }
+  auto curve = ForwardCostCurve::FromPoints(points);
+  if (!curve.ok()) {
+    std::fprintf(stderr, "crossreg-bench-xr: --cost_curve: %s\n", std::string(curve.status().message()).c_str());
+    std::exit(2);
+  }
+  return *curve;
+}
+
+bool ModeWanted(DecodingMode mode) {
+  for (const std::string& name : absl::GetFlag(FLAGS_modes)) {
+    if (name == DecodingModeName(mode)) return true;
+  }
+  return false;
 }
 
 std::unique_ptr<Engine> MakeEngine(LoadedModel loaded, int tokens) {
@@ -64,6 +105,7 @@ std::unique_ptr<Engine> MakeEngine(LoadedModel loaded, int tokens) {
     std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(engine.status().message()).c_str());
     std::exit(1);
   }
+  if (auto fixed = FixedCostCurve()) (*engine)->cost_curve = *fixed;
   return *std::move(engine);
 }
 
@@ -140,8 +182,9 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
     std::printf("| %d | %d | %.3f | %.2f |\n", g, 2 * g, t * 1e3, t / t1);
   }
   std::printf("\nDecoding, %zu prompts x %d new tokens, greedy (adaptive rows: γ' per forward from the "
-              "measured cost curve %s; they start from the engine's acceptance memory, \"alone\" rows without it):\n",
-              prompts.size(), max_new, e.CostCurveDescription().c_str());
+              "%s cost curve %s; they start from the engine's acceptance memory, \"alone\" rows without it):\n",
+              prompts.size(), max_new, absl::GetFlag(FLAGS_cost_curve).empty() ? "measured" : "fixed (--cost_curve)",
+              e.CostCurveDescription().c_str());
   std::printf("| mode | γ | tokens/s | tokens/forward | speedup vs AR |\n|---|---|---|---|---|\n");
   // Every configuration, AR first; they take turns `repeats` times and keep their best
   // tokens/s, so load from elsewhere on the machine hits them alike.
@@ -157,6 +200,7 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
   for (int g : Gammas()) {
     for (bool adaptive : {false, true}) {
       for (DecodingMode mode : {DecodingMode::kLossless, DecodingMode::kNgram, DecodingMode::kLossy}) {
+        if (!ModeWanted(mode)) continue;
         DecodingConfig d;
         d.mode = mode;
         d.gamma = g;
@@ -187,6 +231,13 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
 }
 
 int Run() {
+  FixedCostCurve();  // a malformed --cost_curve fails before any model loads
+  for (const std::string& name : absl::GetFlag(FLAGS_modes)) {
+    if (name != "lossless" && name != "ngram" && name != "lossy") {
+      std::fprintf(stderr, "crossreg-bench-xr: --modes: unknown mode '%s' (lossless, ngram, lossy)\n", name.c_str());
+      return 2;
+    }
+  }
   std::printf("# crossreg-bench-xr\nCPU backend, SIMD %s\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     EngineOptions options;

@@ -80,6 +80,33 @@ TEST(AcceptanceMemoryTest, SeedsANewTrackerAsAFewVerdictsItsOwnOutcomesOutweigh)
   EXPECT_GT(seeded.Rate(1), 0.8);
 }
 
+TEST(AcceptanceMemoryTest, RevertsARequestHeldInArTowardTheClassEstimate) {
+  AcceptanceMemory memory;
+  for (int i = 0; i < 200; ++i) memory.Record("pays", 0, {i % 5 < 3, true, true});  // α1 0.6, deeper all
+  for (int i = 0; i < 200; ++i) memory.Record("fails", 0, {i % 10 == 0});            // α1 0.1
+  AcceptanceTracker seed(8);
+  memory.Seed("pays", 0, seed);
+
+  auto burst = [] {  // a request that met eight failed first drafts in a row
+    AcceptanceTracker t(8);
+    for (int i = 0; i < 8; ++i) t.Record(1, false);
+    return t;
+  };
+  AcceptanceTracker paying = burst(), failing = burst(), other_slot = burst();
+  const double low = paying.Rate(1);
+  for (int n = 0; n < 20; ++n) {
+    memory.Revert("pays", 0, paying);
+    memory.Revert("fails", 0, failing);
+    memory.Revert("pays", 5, other_slot);  // nothing pooled there: toward the prior
+  }
+  EXPECT_GT(paying.Rate(1), low + 0.2);
+  EXPECT_LT(paying.Rate(1), seed.Rate(1));
+  EXPECT_GT(paying.ExpectedTokens(4), 2.0);  // the deeper depths come from the pool
+  EXPECT_LT(failing.Rate(1), 0.25);         // a class whose drafts fail stays low
+  EXPECT_GT(other_slot.Rate(1), low);
+  EXPECT_LT(other_slot.Rate(1), 0.5);
+}
+
 TEST(AcceptanceMemoryTest, ProbesOnOneScheduleForTheClassBackingOffUntilDraftsPay) {
   AcceptanceMemory memory;
   auto ar_forwards_to_probe = [&](const std::string& cls) {

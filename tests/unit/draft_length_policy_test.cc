@@ -101,6 +101,41 @@ TEST(AcceptanceTrackerTest, ExpectedTokensFollowPerDepthRates) {
   EXPECT_DOUBLE_EQ(t.ExpectedTokens(6), 1.0 + 0.7 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425 * (1 + 0.425))))));
 }
 
+// An AR forward ages the tracker's own counts and lends the freed weight to a pooled
+// estimate: geometric reversion to the seed a new request would get from that pool.
+TEST(AcceptanceTrackerTest, ArForwardsRevertTheEstimateTowardThePooledSeed) {
+  AcceptanceTracker pooled(4, 1.0);
+  for (int i = 0; i < 100; ++i) pooled.Record(1, i % 5 < 3);  // α1 = 0.6 over 100 verdicts
+  for (int i = 0; i < 60; ++i) pooled.Record(2, true);        // deeper drafts accepted
+  AcceptanceTracker seed(4);
+  seed.SeedFrom(pooled, 8.0);
+
+  AcceptanceTracker own(4);  // decay 0.95: a burst of failures after a good start
+  for (int i = 0; i < 20; ++i) own.Record(1, i < 6);
+  const double low = own.Rate(1);
+  ASSERT_LT(low, 0.4);
+  double previous = low;
+  for (int n = 1; n <= 30; ++n) {
+    own.RevertToward(pooled, 8.0);
+    EXPECT_GT(own.Rate(1), previous) << "AR forward " << n;  // each step moves it up
+    EXPECT_LT(own.Rate(1), seed.Rate(1));                     // never past the seed
+    previous = own.Rate(1);
+  }
+  EXPECT_GT(own.Rate(1), low + 0.6 * (seed.Rate(1) - low));  // most of the way in 30 (0.95^30 = 0.21)
+  EXPECT_GT(own.Rate(2), 0.85);  // a depth the request never reached takes the pool's
+  for (int n = 0; n < 2000; ++n) own.RevertToward(pooled, 8.0);
+  EXPECT_NEAR(own.Rate(1), seed.Rate(1), 1e-9);
+  EXPECT_NEAR(own.Reached(1), seed.Reached(1), 1e-9);
+  EXPECT_NEAR(own.Rate(2), seed.Rate(2), 1e-9);
+
+  // A pool that never reached a depth: the request's counts there age toward the prior.
+  AcceptanceTracker empty(4);
+  AcceptanceTracker rejected(4);
+  for (int i = 0; i < 20; ++i) rejected.Record(1, false);
+  for (int n = 0; n < 2000; ++n) rejected.RevertToward(empty, 8.0);
+  EXPECT_NEAR(rejected.Rate(1), 0.5, 1e-9);
+}
+
 TEST(DraftLengthPolicyTest, FlatCurveSpeculatesFullyAndSteepCurveFallsBackToAr) {
   AcceptanceTracker good(8), bad(8);
   for (int i = 0; i < 50; ++i) {
