@@ -18,19 +18,22 @@ std::string AcceptanceClassKey(const GenerationRequest& request) {
   return key;
 }
 
+const AcceptanceTracker* AcceptanceMemory::Pooled(const std::string& cls, int slot) const {
+  const auto it = classes_.find(cls);
+  if (it == classes_.end() || slot < 0 || slot >= static_cast<int>(it->second.slots.size())) return nullptr;
+  return &it->second.slots[static_cast<size_t>(slot)];
+}
+
 void AcceptanceMemory::Seed(const std::string& cls, int slot, AcceptanceTracker& tracker) const {
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = classes_.find(cls);
-  if (it == classes_.end() || slot < 0 || slot >= static_cast<int>(it->second.slots.size())) return;
-  tracker.SeedFrom(it->second.slots[static_cast<size_t>(slot)], kPriorWeight);
+  if (const AcceptanceTracker* pooled = Pooled(cls, slot)) tracker.SeedFrom(*pooled, kPriorWeight);
 }
 
 void AcceptanceMemory::Revert(const std::string& cls, int slot, AcceptanceTracker& tracker) const {
   static const AcceptanceTracker kNothingPooled(1);
   std::lock_guard<std::mutex> lock(mu_);
-  const auto it = classes_.find(cls);
-  const bool known = it != classes_.end() && slot >= 0 && slot < static_cast<int>(it->second.slots.size());
-  tracker.RevertToward(known ? it->second.slots[static_cast<size_t>(slot)] : kNothingPooled, kPriorWeight);
+  const AcceptanceTracker* pooled = Pooled(cls, slot);
+  tracker.RevertToward(pooled != nullptr ? *pooled : kNothingPooled, kPriorWeight);
 }
 
 void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vector<bool>& verdicts) {

@@ -78,6 +78,7 @@ class AcceptanceMemory {
     ProbeSchedule probes;
   };
   Class& Get(const std::string& cls);  // with mu_ held
+  const AcceptanceTracker* Pooled(const std::string& cls, int slot) const;  // with mu_ held; null: none
 
   // std::mutex, as in the scheduler: ThreadSanitizer sees it (Debian's Abseil is built
   // without the annotations that would let it see absl::Mutex).

@@ -27,26 +27,26 @@ double AcceptanceTracker::RateGivenPrior(int depth, double prior) const {
   return (accepted_[k] + 2.0 * prior) / (reached_[k] + 2.0);
 }
 
+AcceptanceTracker::Counts AcceptanceTracker::ScaledCounts(size_t k, double weight) const {
+  if (k >= reached_.size() || reached_[k] <= 0.0) return {};
+  const double scale = std::min(1.0, std::max(0.0, weight) / reached_[k]);
+  return {reached_[k] * scale, accepted_[k] * scale};
+}
+
 void AcceptanceTracker::SeedFrom(const AcceptanceTracker& pooled, double weight) {
-  const size_t depth = std::min(reached_.size(), pooled.reached_.size());
-  for (size_t k = 0; k < depth; ++k) {
-    if (pooled.reached_[k] <= 0.0) continue;
-    const double scale = std::min(1.0, std::max(0.0, weight) / pooled.reached_[k]);
-    reached_[k] = pooled.reached_[k] * scale;
-    accepted_[k] = pooled.accepted_[k] * scale;
+  for (size_t k = 0; k < reached_.size(); ++k) {
+    const Counts seed = pooled.ScaledCounts(k, weight);
+    if (seed.reached <= 0.0) continue;  // nothing pooled at this depth: keep the tracker's own
+    reached_[k] = seed.reached;
+    accepted_[k] = seed.accepted;
   }
 }
 
 void AcceptanceTracker::RevertToward(const AcceptanceTracker& pooled, double weight) {
   for (size_t k = 0; k < reached_.size(); ++k) {
-    double seed_reached = 0.0, seed_accepted = 0.0;  // a depth the pool never reached: toward the prior
-    if (k < pooled.reached_.size() && pooled.reached_[k] > 0.0) {
-      const double scale = std::min(1.0, std::max(0.0, weight) / pooled.reached_[k]);
-      seed_reached = pooled.reached_[k] * scale;
-      seed_accepted = pooled.accepted_[k] * scale;
-    }
-    reached_[k] = decay_ * reached_[k] + (1.0 - decay_) * seed_reached;
-    accepted_[k] = decay_ * accepted_[k] + (1.0 - decay_) * seed_accepted;
+    const Counts seed = pooled.ScaledCounts(k, weight);  // zero where the pool never reached: toward the prior
+    reached_[k] = decay_ * reached_[k] + (1.0 - decay_) * seed.reached;
+    accepted_[k] = decay_ * accepted_[k] + (1.0 - decay_) * seed.accepted;
   }
 }
 

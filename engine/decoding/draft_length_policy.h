@@ -8,6 +8,7 @@
 // before the forward, never on the drafts about to be verified.
 #pragma once
 
+#include <cstddef>
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
@@ -47,6 +48,12 @@ class AcceptanceTracker {
 
  private:
   double RateGivenPrior(int depth, double prior) const;  // α_depth with a prior centred on `prior`
+  struct Counts {
+    double reached = 0.0, accepted = 0.0;
+  };
+  // Depth k + 1's counts scaled down to at most `weight` verdicts (zero when never reached):
+  // what SeedFrom and RevertToward take from a pooled tracker.
+  Counts ScaledCounts(size_t k, double weight) const;
   double decay_;
   std::vector<double> reached_, accepted_;
 };
