@@ -1,11 +1,14 @@
 #include "engine/backend.h"
 
+#include <algorithm>
+#include <utility>
+
 namespace crossreg {
 
-absl::Status Backend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) {
+absl::Status Backend::Forward(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out) {
   absl::StatusOr<ForwardPlan> plan = PlanForward(batch, kv, config_, storage_);
   if (!plan.ok()) return plan.status();
-  if (absl::Status computed = Compute(*plan, logits); !computed.ok()) {
+  if (absl::Status computed = Compute(*plan, out); !computed.ok()) {
     // Give back the blocks the plan reserved: the K/V written beyond each sequence's
     // length is garbage nobody will read.
     for (const auto& [seq, count] : plan->appended) (void)kv.Truncate(seq, kv.length(seq));
@@ -15,6 +18,35 @@ absl::Status Backend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::
     if (absl::Status s = kv.Advance(seq, count); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status Backend::Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits) {
+  if (batch.num_summary_rows() > 0) {
+    return absl::InvalidArgumentError("forward: the batch asks for row summaries; pass a ForwardOutput");
+  }
+  ForwardOutput out;
+  out.logits.swap(logits);  // reuse the caller's allocation
+  const absl::Status s = Forward(batch, kv, out);
+  logits.swap(out.logits);
+  return s;
+}
+
+void SplitLogitRows(const ForwardPlan& plan, absl::Span<const float> dense, int vocab, ForwardOutput& out) {
+  const size_t V = static_cast<size_t>(vocab);
+  const size_t rows = plan.logit_rows.size();
+  out.logits.resize(static_cast<size_t>(plan.full_logit_rows()) * V);
+  out.summaries.resize(plan.summary_rows.size());
+  size_t next_summary = 0, full = 0;
+  for (size_t j = 0; j < rows; ++j) {
+    const float* row = dense.data() + j * V;
+    if (next_summary < plan.summary_rows.size() && static_cast<size_t>(plan.summary_rows[next_summary]) == j) {
+      out.summaries[next_summary] = SummarizeLogitRow(row, vocab, plan.summary_tokens[next_summary]);
+      ++next_summary;
+    } else {
+      std::copy(row, row + V, out.logits.begin() + static_cast<std::ptrdiff_t>(full * V));
+      ++full;
+    }
+  }
 }
 
 }  // namespace crossreg

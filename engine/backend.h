@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "engine/forward_batch.h"
+#include "engine/forward_output.h"
 #include "engine/forward_plan.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
@@ -41,23 +42,32 @@ class Backend {
 
   // Runs every row of `batch` through the model: each control row's K/V lands in the
   // slot the cache assigns (blocks reserved as needed) and the sequences advance by
-  // their control rows. `logits` is resized to (num_logit_rows x vocab), rows in batch
-  // order. An invalid batch is refused before anything is reserved or computed; a
-  // failed computation releases what was reserved. Either way the cache is left as it
-  // was.
+  // their control rows. `out.logits` is resized to (full logit rows x vocab) and
+  // `out.summaries` to the summary rows (BatchRow::summary), each in batch order. An
+  // invalid batch is refused before anything is reserved or computed; a failed
+  // computation releases what was reserved. Either way the cache is left as it was.
+  absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out);
+  // The same for a batch that asks for no summaries: `logits` is (logit rows x vocab).
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits);
 
  protected:
   Backend(const ModelConfig& config, const KvCacheConfig& storage) : config_(config), storage_(storage) {}
 
   // Computes the planned rows: writes each control row's K/V at plan.slots[row] of
-  // the backend's storage and the logits of plan.logit_rows, in that order. Must not
-  // change the cache's bookkeeping (Forward does).
-  virtual absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) = 0;
+  // the backend's storage, the logits of plan.logit_rows that are not summaries to
+  // out.logits and the summaries of plan.summary_rows to out.summaries, each in
+  // order. Must not change the cache's bookkeeping (Forward does).
+  virtual absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) = 0;
 
  private:
   const ModelConfig config_;
   const KvCacheConfig storage_;
 };
+
+// For backends that compute every logit row where the decoder reads it (the CPU
+// backend, test fakes): `dense` holds plan.logit_rows' logits in order; the full rows
+// are copied to out.logits and the summary rows reduced into out.summaries with
+// SummarizeLogitRow, the reference every backend's summaries must equal.
+void SplitLogitRows(const ForwardPlan& plan, absl::Span<const float> dense, int vocab, ForwardOutput& out);
 
 }  // namespace crossreg

@@ -19,6 +19,11 @@ struct BatchRow {
   // (sequence, branch) is a separate group with its own start position, so a decoder
   // can run several draft chains (e.g. one per acceptance outcome) in one forward.
   int32_t branch = 0;
+  // Logit rows only: return a RowSummary (engine/forward_output.h) instead of the
+  // row's logits: the argmax, the max logit and the logit of `summary_token` (-1:
+  // none). Greedy decoding needs no more, and a GPU then keeps the row on the device.
+  bool summary = false;
+  int32_t summary_token = -1;
 };
 
 // Control rows (the base model) of one sequence append consecutive positions
@@ -36,6 +41,11 @@ struct ForwardBatch {
   int num_logit_rows() const {
     int n = 0;
     for (const auto& r : rows) n += r.want_logits ? 1 : 0;
+    return n;
+  }
+  int num_summary_rows() const {
+    int n = 0;
+    for (const auto& r : rows) n += r.want_logits && r.summary ? 1 : 0;
     return n;
   }
 };

@@ -55,7 +55,21 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
     if (!next_control.contains(row.seq) && !has_predictive.contains(row.seq)) sequences.push_back(row.seq);
     plan.tokens[i] = row.token;
     plan.positions[i] = row.position;
-    if (row.want_logits) plan.logit_rows.push_back(i);
+    if (row.summary && !row.want_logits) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a summary needs want_logits"));
+    }
+    if (row.summary && (row.summary_token < -1 || row.summary_token >= config.vocab_size)) {
+      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": summary token ", row.summary_token,
+                                                     " outside the vocabulary [0, ", config.vocab_size,
+                                                     ") (-1: none)"));
+    }
+    if (row.want_logits) {
+      if (row.summary) {
+        plan.summary_rows.push_back(static_cast<int32_t>(plan.logit_rows.size()));
+        plan.summary_tokens.push_back(row.summary_token);
+      }
+      plan.logit_rows.push_back(i);
+    }
     if (row.predictive) {
       has_predictive[row.seq] = true;
       const GroupKey key{row.seq, row.branch};

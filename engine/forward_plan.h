@@ -31,10 +31,15 @@ struct ForwardPlan {
   std::vector<int32_t> group_rows;       // predictive row indices, grouped by (sequence, branch)
   std::vector<int32_t> predictive_rows;  // predictive row indices in batch order
   std::vector<int32_t> logit_rows;       // want_logits row indices in batch order
+  // Which of them return a RowSummary instead of logits: indices into logit_rows, in
+  // order, and the token each summary reports the logit of (-1: none).
+  std::vector<int32_t> summary_rows;
+  std::vector<int32_t> summary_tokens;
   // Control rows per sequence: the positions Forward commits with Advance.
   std::vector<std::pair<SequenceId, int64_t>> appended;
 
   bool predictive(int row) const { return slots[static_cast<size_t>(row)] < 0; }
+  int full_logit_rows() const { return static_cast<int>(logit_rows.size() - summary_rows.size()); }
 };
 
 // Validates every row before touching `kv`; on success the control rows' blocks are

@@ -33,7 +33,8 @@ class Rng {
   uint64_t s_[4];
 };
 
-// Lowest index among the maxima.
+// Lowest index among the maxima (NaN never wins; a NaN at 0 gives 0), as a sequential
+// scan finds it; vectorised where the CPU allows (cpu::Argmax), same index.
 int32_t Argmax(const float* logits, int vocab);
 
 // probs (resized to vocab) = P: one-hot argmax when greedy; otherwise

@@ -134,7 +134,7 @@ struct Scheduler::Impl {
   int64_t preemptions = 0;
   int64_t forwards = 0;
   ForwardBatch batch;
-  std::vector<float> logits;
+  ForwardOutput output;
   std::vector<int32_t> committed;
   std::thread thread;
 };
@@ -396,7 +396,8 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     bool prefill = false;
     int rows = 0;        // prefill chunk
     StepPlan step = {};  // what its decoder planned for this forward
-    int logit_row = 0;   // first logits row of this request
+    int full_row = 0;     // first whole logits row of this request in the forward's output
+    int summary_row = 0;  // its first row summary there
   };
   std::vector<Entry> entries;
   for (const PlannedRows& p : plan.decode) {
@@ -434,7 +435,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   if (entries.empty()) return;
 
   batch.rows.clear();
-  int logit_rows = 0;
+  int full_rows = 0, summary_rows = 0;
   // Adaptive draft lengths share the forward's fixed cost among the decoding
   // sequences: under load each one's draft rows must pay for themselves.
   DraftCost cost{options.decoding.cost_curve, 0};
@@ -443,12 +444,15 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   for (Entry& e : entries) {
     e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost);
     batch.rows.insert(batch.rows.end(), e.step.rows.begin(), e.step.rows.end());
-    e.logit_row = logit_rows;
-    logit_rows += e.step.logit_rows();
+    e.full_row = full_rows;
+    e.summary_row = summary_rows;
+    const int summaries = e.step.summary_rows();
+    full_rows += e.step.logit_rows() - summaries;
+    summary_rows += summaries;
   }
   if (options.debug_forward_delay.count() > 0) std::this_thread::sleep_for(options.debug_forward_delay);
   const SteadyTime forward_start = std::chrono::steady_clock::now();
-  const absl::Status forward = backend.Forward(batch, kv, logits);
+  const absl::Status forward = backend.Forward(batch, kv, output);
   const SteadyTime now = std::chrono::steady_clock::now();
   if (!forward.ok()) {
     // Nothing was written; the requests of this batch cannot trust their state.
@@ -471,9 +475,11 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     ScheduledRequest& r = *e.request;
     SequenceDecoder& d = *r.decoder;
     committed.clear();
-    const absl::Span<const float> own_logits =
-        absl::MakeConstSpan(logits).subspan(static_cast<size_t>(e.logit_row) * vocab,
-                                            static_cast<size_t>(e.step.logit_rows()) * vocab);
+    const int summaries = e.step.summary_rows();
+    const LogitRows own_logits(
+        absl::MakeConstSpan(output.logits)
+            .subspan(static_cast<size_t>(e.full_row) * vocab, static_cast<size_t>(e.step.logit_rows() - summaries) * vocab),
+        absl::MakeConstSpan(output.summaries).subspan(static_cast<size_t>(e.summary_row), static_cast<size_t>(summaries)));
     const SpeculativeStats before = d.stats();
     if (absl::Status s = d.OnForward(e.step, own_logits, kv, committed); !s.ok()) {
       failed.emplace_back(e.request, std::move(s));

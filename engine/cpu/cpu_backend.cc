@@ -14,6 +14,7 @@
 #include "engine/cpu/packed_weights.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
+#include "engine/status_macros.h"
 
 namespace crossreg {
 namespace {
@@ -55,7 +56,7 @@ class CpuBackend final : public Backend {
   }
 
  protected:
-  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
+  absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) override;
 
  private:
   size_t LayerSlots() const { return static_cast<size_t>(kv_cfg_.num_blocks) * kv_cfg_.block_size; }
@@ -140,6 +141,8 @@ class CpuBackend final : public Backend {
   // Final norm and output layer for logit rows [j0, j1) (plan.logit_rows indices).
   void Logits(const ForwardPlan& plan, int64_t j0, int64_t j1, cpu::ThreadPool& pool, std::vector<float>& logits);
   void ComputeRowSplit(const ForwardPlan& plan, std::vector<float>& logits);
+  // Every row of plan.logit_rows, full, into `logits`.
+  absl::Status ComputeLogits(const ForwardPlan& plan, std::vector<float>& logits);
 
   // Base GEMMs of layers sharing the input x in one parallel region, then the
   // predictive rows' LoRA deltas.
@@ -190,6 +193,7 @@ class CpuBackend final : public Backend {
   // Per-forward scratch, rows x width.
   std::vector<float> x_, xn_, q_, k_, v_, att_, proj_, gate_, up_;
   std::vector<float> final_norm_;      // logit rows x hidden
+  std::vector<float> dense_logits_;    // every logit row, when some return summaries
   std::vector<float> cos_, sin_;       // rows x head_dim/2
   // 2 x rows x kv_dim: predictive K/V, half (layer % 2): in a row-split forward one
   // thread may write layer l + 1's while another still reads layer l's.
@@ -240,7 +244,19 @@ void CpuBackend::Linear(std::initializer_list<TargetOutput> outputs, int layer, 
   cpu::LinearWithLora(base, lora, n, x + s.begin * outputs.begin()->w->in(), s.rows(), s.pred_rows, *s.pool, simd_);
 }
 
-absl::Status CpuBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
+absl::Status CpuBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
+  // The CPU computes every logit row anyway; summary rows are reduced from them by the
+  // reference reduction (the argmax Verify would otherwise take).
+  if (plan.summary_rows.empty()) {
+    out.summaries.clear();
+    return ComputeLogits(plan, out.logits);
+  }
+  RETURN_IF_ERROR(ComputeLogits(plan, dense_logits_));
+  SplitLogitRows(plan, dense_logits_, static_cast<int>(cfg_.vocab_size), out);
+  return absl::OkStatus();
+}
+
+absl::Status CpuBackend::ComputeLogits(const ForwardPlan& plan, std::vector<float>& logits) {
   const int64_t rows = plan.rows;
   const int64_t hidden = cfg_.hidden_size;
   const int half = cfg_.head_dim / 2;

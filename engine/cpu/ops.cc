@@ -55,6 +55,19 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
+int32_t Argmax(const float* x, int64_t n) {
+  if (Avx512()) return internal::ArgmaxAvx512(x, n);
+  return internal::ArgmaxScalar(x, n);
+}
+
+int32_t internal::ArgmaxScalar(const float* x, int64_t n) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
 void EmbeddingRow(const TensorRef& table, int32_t token, float* out) {
   const int64_t hidden = table.cols();
   const char* base = static_cast<const char*>(table.data) +

@@ -39,6 +39,11 @@ void AxpyBf16(float* out, float p, const uint16_t* v, int64_t n);
 // out[i] += x[i].
 void AddInPlace(float* out, const float* x, int64_t n);
 
+// The index a sequential scan `if (x[i] > x[best]) best = i` from best = 0 returns: the
+// lowest index of the largest non-NaN value, or 0 when x[0] is NaN. Greedy decoding's
+// argmax (engine/sampler.h): every SIMD path returns the scan's index exactly.
+int32_t Argmax(const float* x, int64_t n);
+
 namespace internal {
 // ops_avx512.cc; call only when the CPU has AVX-512.
 void RmsNormAvx512(const float* x, const float* weight, int64_t n, float eps, float* out);
@@ -50,6 +55,9 @@ float DotBf16Avx512(const float* a, const uint16_t* b, int64_t n);
 void AxpyAvx512(float* out, float p, const float* v, int64_t n);
 void AxpyBf16Avx512(float* out, float p, const uint16_t* v, int64_t n);
 void AddInPlaceAvx512(float* out, const float* x, int64_t n);
+int32_t ArgmaxAvx512(const float* x, int64_t n);
+// The portable scan, the reference of every path.
+int32_t ArgmaxScalar(const float* x, int64_t n);
 }  // namespace internal
 
 }  // namespace crossreg::cpu

@@ -123,4 +123,24 @@ void AddInPlaceAvx512(float* out, const float* x, int64_t n) {
   }
 }
 
+int32_t ArgmaxAvx512(const float* x, int64_t n) {
+  // The scan keeps index 0 when nothing compares above x[0], which a NaN there never does.
+  if (n <= 0 || std::isnan(x[0])) return 0;
+  // Pass 1: the largest non-NaN value. vmaxps returns its second operand when the first
+  // is NaN, so a NaN element leaves the running maximum as it was.
+  const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+  __m512 mx = minus_inf;
+  for (int64_t i = 0; i < n; i += 16) mx = _mm512_max_ps(_mm512_mask_loadu_ps(minus_inf, TailMask(n - i), x + i), mx);
+  const __m512 max = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+  // Pass 2: its first occurrence, which is where the scan stops moving (equal values,
+  // +0 and -0 alike, never replace an earlier one). With every element -inf or NaN the
+  // maximum is -inf, first found at 0 (x[0] is not NaN here).
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 eq = _mm512_mask_cmp_ps_mask(TailMask(n - i), _mm512_maskz_loadu_ps(TailMask(n - i), x + i), max,
+                                                 _CMP_EQ_OQ);
+    if (eq != 0) return static_cast<int32_t>(i + __builtin_ctz(eq));
+  }
+  return 0;
+}
+
 }  // namespace crossreg::cpu::internal

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstddef>
 #include <cmath>
 #include <utility>
 
@@ -90,7 +91,7 @@ class CudaBackend final : public Backend {
   int64_t WeightBytesPerForward() const override { return weights_.LinearBytesPerForward(); }
 
  protected:
-  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
+  absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) override;
 
  private:
   struct Graph {
@@ -110,6 +111,9 @@ class CudaBackend final : public Backend {
   PlanOffsets PackPlan(const ForwardPlan& plan);
   // Every kernel and GEMM of the forward, on the stream (eagerly or into a capture).
   absl::Status EnqueueForward(const GraphKey& key);
+  // After the forward: reduces the summary rows on the device and copies the summaries
+  // and the whole rows (runs of consecutive ones, one copy each) to `out`.
+  absl::Status CopyLogitRows(const ForwardPlan& plan, size_t summary_ints, ForwardOutput& out);
   absl::Status EnqueueLayer(int layer, const GraphKey& key);
   absl::Status RunCaptured(Graph& graph);
   void ClearGraphs();
@@ -138,6 +142,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<Bf16> gemm_in_;
   DeviceBuffer<float> lora_mid_;
   DeviceBuffer<float> head_in_, logits_dev_;
+  DeviceBuffer<cuda::LogitSummary> summaries_dev_;  // written after the forward, never in a graph
   DeviceBuffer<int32_t> ints_;
   std::vector<int32_t> host_ints_;
   std::vector<int32_t> tiles_;
@@ -224,7 +229,13 @@ void CudaBackend::ClearGraphs() {
   graphs_.clear();
 }
 
-absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
+static_assert(sizeof(cuda::LogitSummary) == sizeof(RowSummary) &&
+                  offsetof(cuda::LogitSummary, argmax) == offsetof(RowSummary, argmax) &&
+                  offsetof(cuda::LogitSummary, max_logit) == offsetof(RowSummary, max_logit) &&
+                  offsetof(cuda::LogitSummary, token_logit) == offsetof(RowSummary, token_logit),
+              "the device's summaries are copied into RowSummary as they are");
+
+absl::Status CudaBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
   const cudaStream_t stream = ctx_->stream();
   RETURN_IF_ERROR(ctx_->Activate());
   GraphKey key;
@@ -236,6 +247,11 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& l
   RETURN_IF_ERROR(EnsureWorkspace(key.rows, key.predictive, key.logit_rows, key.split_attention));
 
   key.at = PackPlan(plan);
+  // The summaries' rows and tokens go after everything a captured graph reads, so they
+  // leave the graph's key alone.
+  const size_t summary_ints = host_ints_.size();
+  host_ints_.insert(host_ints_.end(), plan.summary_rows.begin(), plan.summary_rows.end());
+  host_ints_.insert(host_ints_.end(), plan.summary_tokens.begin(), plan.summary_tokens.end());
   key.attention_tiles = tile_plan_.tiles;
   key.attention_tile_rows = tile_plan_.max_rows;
   if (host_ints_.size() > ints_.size()) {
@@ -264,13 +280,47 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, std::vector<float>& l
     }
   }
 
-  logits.resize(static_cast<size_t>(key.logit_rows) * cfg_.vocab_size);
-  if (key.logit_rows > 0) {
-    LAUNCH(cudaMemcpyAsync(logits.data(), logits_dev_.data(), logits.size() * sizeof(float), cudaMemcpyDeviceToHost,
-                           stream),
-           "cudaMemcpyAsync (logits)");
-  }
+  RETURN_IF_ERROR(CopyLogitRows(plan, summary_ints, out));
   return ctx_->Synchronize();
+}
+
+absl::Status CudaBackend::CopyLogitRows(const ForwardPlan& plan, size_t summary_ints, ForwardOutput& out) {
+  const cudaStream_t stream = ctx_->stream();
+  const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
+  const int summaries = static_cast<int>(plan.summary_rows.size());
+  out.summaries.resize(static_cast<size_t>(summaries));
+  out.logits.resize(static_cast<size_t>(plan.full_logit_rows()) * vocab);
+  if (summaries > 0) {
+    RETURN_IF_ERROR(summaries_dev_.Reserve(static_cast<size_t>(summaries)));
+    LAUNCH(cuda::LaunchSummarizeLogitRows(logits_dev_.data(), cfg_.vocab_size, Ints(summary_ints),
+                                          Ints(summary_ints + static_cast<size_t>(summaries)), summaries,
+                                          summaries_dev_.data(), stream),
+           "summarize logit rows");
+    LAUNCH(cudaMemcpyAsync(out.summaries.data(), summaries_dev_.data(), out.summaries.size() * sizeof(RowSummary),
+                           cudaMemcpyDeviceToHost, stream),
+           "cudaMemcpyAsync (row summaries)");
+  }
+  // Whole rows: logit rows j not in summary_rows (both ascend), a copy per run.
+  const size_t rows = plan.logit_rows.size();
+  size_t next_summary = 0, copied = 0, j = 0;
+  auto is_summary = [&](size_t row) {
+    return next_summary < plan.summary_rows.size() && static_cast<size_t>(plan.summary_rows[next_summary]) == row;
+  };
+  while (j < rows) {
+    if (is_summary(j)) {
+      ++next_summary;
+      ++j;
+      continue;
+    }
+    size_t end = j;
+    while (end < rows && !is_summary(end)) ++end;
+    LAUNCH(cudaMemcpyAsync(out.logits.data() + copied * vocab, logits_dev_.data() + j * vocab,
+                           (end - j) * vocab * sizeof(float), cudaMemcpyDeviceToHost, stream),
+           "cudaMemcpyAsync (logits)");
+    copied += end - j;
+    j = end;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CudaBackend::RunCaptured(Graph& graph) {

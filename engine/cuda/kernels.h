@@ -52,6 +52,21 @@ cudaError_t LaunchGatherRows(const float* src, int64_t src_stride, int width, co
 cudaError_t LaunchScatterAddRows(const float* src, int width, const int32_t* rows, int count, float* dst,
                                  int64_t dst_stride, cudaStream_t stream);
 
+// A row of logits reduced for greedy decoding: its argmax (the lowest index among equal
+// maxima; index 0 when z[0] is NaN or no value exceeds -inf, as the CPU's sequential
+// scan), z at it, and z at a named token (z at the argmax when none). The same 12 bytes
+// as crossreg::RowSummary (engine/forward_output.h), which the backend copies into.
+struct LogitSummary {
+  int32_t argmax;
+  float max_logit;
+  float token_logit;
+};
+
+// out[i] = summary of logits row rows[i] (rows of `vocab` floats) with token tokens[i]
+// (-1: none).   CPU: SummarizeLogitRow.
+cudaError_t LaunchSummarizeLogitRows(const float* logits, int vocab, const int32_t* rows, const int32_t* tokens,
+                                     int count, LogitSummary* out, cudaStream_t stream);
+
 // The paged cache's element type (the forward's predictive scratch stays f32, as on the CPU).
 enum class KvElement { kF32, kBf16 };
 // The cache of one layer: keys and values [slot][kv_dim] of `element` (bf16 rounded to

@@ -28,7 +28,7 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
 
   GenerationResult result;
   ForwardBatch batch;
-  std::vector<float> logits;
+  ForwardOutput out;
   std::vector<int32_t> committed;
   const DraftCost cost{env.cost_curve, 1};
   const auto t0 = std::chrono::steady_clock::now();
@@ -36,9 +36,9 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   while (!decoder.finished()) {
     const StepPlan plan = decoder.Plan(options.prefill_chunk, &cost);
     batch.rows = plan.rows;
-    if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
+    if (auto s = backend.Forward(batch, kv, out); !s.ok()) return s;
     committed.clear();
-    if (auto s = decoder.OnForward(plan, logits, kv, committed); !s.ok()) return s;
+    if (auto s = decoder.OnForward(plan, LogitRows(out.logits, out.summaries), kv, committed); !s.ok()) return s;
     if (plan.prefill()) {
       ++result.prefill_forwards;
       t_decode = std::chrono::steady_clock::now();

@@ -55,6 +55,10 @@ struct DecodingEnvironment {
   // speculative requests record their verdicts there, adaptive ones start from it and
   // share its probe schedule. Null: each request learns alone. Not owned.
   AcceptanceMemory* acceptance_memory = nullptr;
+  // Greedy requests ask the backend for row summaries (argmax, max logit, the logit of
+  // the draft a row tests: engine/forward_output.h) instead of whole rows of logits,
+  // which a GPU then keeps on the device. Off: every row comes back whole (A/B tests).
+  bool summarize_greedy_rows = true;
 };
 
 // Every check a request must pass before it runs. Each message starts with the field

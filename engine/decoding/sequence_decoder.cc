@@ -220,10 +220,23 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
   }
   plan.drafts = m;
   plan.main_chain = g;
+  AskForSummaries(plan);
   return plan;
 }
 
-absl::Status SequenceDecoder::OnForward(const StepPlan& plan, absl::Span<const float> logits, PagedKvCache& kv,
+void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
+  if (!env_.summarize_greedy_rows || !request_.sampling.greedy()) return;
+  // Control rows come first: P_{k+1} (row k) tests d_{k+1}, the token of row k + 1.
+  for (int k = 0; k <= plan.drafts; ++k) {
+    if (k == 0 && stats_.forwards == 0) continue;  // first_logits_
+    BatchRow& row = plan.rows[static_cast<size_t>(k)];
+    row.summary = true;
+    row.summary_token = k < plan.drafts ? plan.rows[static_cast<size_t>(k) + 1].token : -1;
+  }
+  for (size_t r = static_cast<size_t>(plan.drafts) + 1; r < plan.rows.size(); ++r) plan.rows[r].summary = true;
+}
+
+absl::Status SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& logits, PagedKvCache& kv,
                                         std::vector<int32_t>& committed) {
   if (finished()) return absl::FailedPreconditionError("decoder: sequence already finished");
   if (!plan_outstanding_) return absl::FailedPreconditionError("decoder: OnForward without a Plan for this forward");
@@ -232,12 +245,18 @@ absl::Status SequenceDecoder::OnForward(const StepPlan& plan, absl::Span<const f
     cached_ += static_cast<int64_t>(plan.rows.size());
     return absl::OkStatus();
   }
-  const size_t expected = static_cast<size_t>(plan.logit_rows()) * static_cast<size_t>(vocab_);
-  if (logits.size() < expected) {
-    return absl::InternalError(absl::StrCat("decoder: the forward returned ", logits.size() / vocab_,
-                                            " logit rows, the plan has ", plan.logit_rows()));
+  size_t summaries = 0;
+  for (const BatchRow& r : plan.rows) summaries += r.want_logits && r.summary ? 1 : 0;
+  const size_t full = static_cast<size_t>(plan.logit_rows()) - summaries;
+  if (logits.logits.size() < full * static_cast<size_t>(vocab_) || logits.summaries.size() < summaries) {
+    return absl::InternalError(absl::StrCat("decoder: the forward returned ", logits.logits.size() / vocab_,
+                                            " logit rows and ", logits.summaries.size(), " summaries, the plan has ",
+                                            full, " and ", summaries));
   }
-  if (stats_.forwards == 0) first_logits_.assign(logits.begin(), logits.begin() + vocab_);
+  if (stats_.forwards == 0) {
+    if (full == 0) return absl::InternalError("decoder: the first decode forward must return P_1's logits");
+    first_logits_.assign(logits.logits.begin(), logits.logits.begin() + vocab_);
+  }
   VerifyOutcome outcome =
       Verify(plan, logits, vocab_, std::move(buffer_), request_.sampling, acceptor_, rng_, request_.fault);
   buffer_.clear();

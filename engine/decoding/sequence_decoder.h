@@ -54,9 +54,9 @@ class SequenceDecoder {
   // `max_prefill_rows` rows, or one decode iteration. `cost` (adaptive_gamma requests):
   // what rows cost, to pick this forward's γ'. Call once per forward, then OnForward.
   StepPlan Plan(int max_prefill_rows, const DraftCost* cost = nullptr);
-  // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows. Appends the
-  // tokens it commits to `committed`.
-  absl::Status OnForward(const StepPlan& plan, absl::Span<const float> logits, PagedKvCache& kv,
+  // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows, each whole or
+  // a summary as the plan's rows asked. Appends the tokens it commits to `committed`.
+  absl::Status OnForward(const StepPlan& plan, const LogitRows& logits, PagedKvCache& kv,
                          std::vector<int32_t>& committed);
   // The sequence's KV was dropped (preemption): the next plans recompute it into
   // `new_seq` (a fresh, empty sequence of the cache).
@@ -78,6 +78,9 @@ class SequenceDecoder {
  private:
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
   StepPlan PlanDecode(const DraftCost* cost);
+  // Greedy requests ask the backend for row summaries instead of logits (Verify reads
+  // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
+  void AskForSummaries(StepPlan& plan) const;
   // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
   // `acceptance` is the tracker the forward's verdicts will feed, `slot` its slot in
   // the acceptance memory; an AR choice moves it back toward the memory's estimate.

@@ -40,6 +40,12 @@ struct StepPlan {
     for (int size : fork_sizes) n += size;
     return n;
   }
+  // Of those, the rows that come back as a RowSummary (greedy requests).
+  int summary_rows() const {
+    int n = 0;
+    for (const BatchRow& r : rows) n += r.want_logits && r.summary ? 1 : 0;
+    return n;
+  }
 };
 
 }  // namespace crossreg

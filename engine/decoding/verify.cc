@@ -26,14 +26,59 @@ int32_t SampleResidual(const std::vector<float>& p, const std::vector<float>& q,
   return SampleFromDistribution(residual.data(), vocab, rng);
 }
 
-// A fresh draft from predictive row `qs`: its argmax when greedy, else a sample with
-// its processed distribution kept for the residual.
-Draft Propose(const float* qs, int vocab, const SamplingParams& sampling, Rng& rng) {
+// The plan's logit rows in plan order, each whole (vocab floats) or a summary
+// (BatchRow::summary). Greedy reads go through Argmax and Gap, which give the same
+// numbers from either kind; sampling needs whole rows (the decoder asks summaries of
+// greedy requests only).
+class PlanRows {
+ public:
+  PlanRows(const StepPlan& plan, const LogitRows& rows, int vocab) : vocab_(vocab), logits_(rows.logits.data()) {
+    if (rows.summaries.empty()) return;  // every row whole, in order
+    size_t full = 0, summary = 0;
+    for (const BatchRow& r : plan.rows) {
+      if (!r.want_logits) continue;
+      if (r.summary) {
+        refs_.push_back({nullptr, &rows.summaries[summary++]});
+      } else {
+        refs_.push_back({rows.logits.data() + full++ * static_cast<size_t>(vocab), nullptr});
+      }
+    }
+  }
+  const float* full(int i) const { return At(i).full; }
+  int32_t Argmax(int i) const {
+    const Ref r = At(i);
+    return r.full != nullptr ? crossreg::Argmax(r.full, vocab_) : r.summary->argmax;
+  }
+  // z(token) − max z of row i, untempered. A summary row must have been asked for
+  // `token` (the decoder names d_k in P_k's summary).
+  double Gap(int i, int32_t token) const {
+    const Ref r = At(i);
+    if (r.full == nullptr) return static_cast<double>(r.summary->token_logit) - r.summary->max_logit;
+    return static_cast<double>(r.full[token]) - r.full[crossreg::Argmax(r.full, vocab_)];
+  }
+
+ private:
+  struct Ref {
+    const float* full;
+    const RowSummary* summary;
+  };
+  Ref At(int i) const {
+    if (refs_.empty()) return {logits_ + static_cast<size_t>(i) * static_cast<size_t>(vocab_), nullptr};
+    return refs_[static_cast<size_t>(i)];
+  }
+  int vocab_;
+  const float* logits_;
+  std::vector<Ref> refs_;  // empty: no summaries
+};
+
+// A fresh draft from predictive row i: its argmax when greedy, else a sample with its
+// processed distribution kept for the residual.
+Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, Rng& rng) {
   Draft fresh;
   if (sampling.greedy()) {
-    fresh.token = Argmax(qs, vocab);
+    fresh.token = rows.Argmax(i);
   } else {
-    ProcessedDistribution(qs, vocab, sampling, fresh.q);
+    ProcessedDistribution(rows.full(i), vocab, sampling, fresh.q);
     fresh.token = SampleFromDistribution(fresh.q.data(), vocab, rng);
   }
   return fresh;
@@ -41,13 +86,14 @@ Draft Propose(const float* qs, int vocab, const SamplingParams& sampling, Rng& r
 
 }  // namespace
 
-VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int vocab, DraftBuffer drafts,
+VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
                      const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng, ExactnessFault fault) {
   const int m = plan.drafts;
   const int g = plan.main_chain;
-  const int64_t V = vocab;
-  const float* ctrl = logits.data();                // P_1 .. P_{m+1}
-  const float* pred = logits.data() + (m + 1) * V;  // Q_1 .. Q_g, then the forks
+  const PlanRows rows(plan, logits, vocab);
+  // Row indices: P_k is k - 1 (k = 1 .. m+1); Q_s of the main chain is pred + s - 1;
+  // the forks follow it.
+  const int pred = m + 1;
   const bool greedy = sampling.greedy();
   const bool lossy = plan.decoding.mode == DecodingMode::kLossy;
   thread_local std::vector<float> p, q_now;
@@ -59,21 +105,19 @@ VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int v
   int32_t next = -1;
   for (int k = 1; k <= m; ++k) {
     const Draft& d = drafts[static_cast<size_t>(k - 1)];
-    const float* pk = ctrl + (k - 1) * V;
     bool accepted;
     if (greedy) {
       // T = 0: P is one-hot at the argmax. Lossy energies use the untempered logits:
       // E_k = z(d_k) − max z ≤ 0 (docs/algorithm.md).
-      const int32_t best = Argmax(pk, vocab);
-      accepted = lossy ? acceptor.AcceptGreedy(k, static_cast<double>(pk[d.token]) - pk[best], d.token == best)
-                       : d.token == best;
+      const int32_t best = rows.Argmax(k - 1);
+      accepted = lossy ? acceptor.AcceptGreedy(k, rows.Gap(k - 1, d.token), d.token == best) : d.token == best;
       if (!accepted) next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
     } else {
       // P exactly as the AR path processes it (temperature, top-k, top-p).
-      ProcessedDistribution(pk, vocab, sampling, p);
+      ProcessedDistribution(rows.full(k - 1), vocab, sampling, p);
       const std::vector<float>* q = &d.q;  // the q d_k was drawn from, cached with it
       if (fault == ExactnessFault::kVerifyCarriedDraftsWithCurrentQ && d.carried) {
-        ProcessedDistribution(pred + (k - 1) * V, vocab, sampling, q_now);
+        ProcessedDistribution(rows.full(pred + k - 1), vocab, sampling, q_now);
         q = &q_now;
       }
       const double qd = q->empty() ? 1.0 : (*q)[static_cast<size_t>(d.token)];
@@ -89,11 +133,10 @@ VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int v
   const int n = out.accepted;
   if (n == m) {
     // Every draft accepted: the bonus token comes from P_{m+1} of this forward.
-    const float* pb = ctrl + m * V;
     if (greedy) {
-      next = Argmax(pb, vocab);
+      next = rows.Argmax(m);
     } else {
-      ProcessedDistribution(pb, vocab, sampling, p);
+      ProcessedDistribution(rows.full(m), vocab, sampling, p);
       next = SampleFromDistribution(p.data(), vocab, rng);
     }
   }
@@ -110,12 +153,12 @@ VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int v
   const bool forked = plan.decoding.forked();
   DraftBuffer& refilled = out.next_drafts;
   if (forked && n == m) {
-    for (int k = m + 1; k < g; ++k) refilled.push_back(Propose(pred + k * V, vocab, sampling, rng));
+    for (int k = m + 1; k < g; ++k) refilled.push_back(Propose(rows, pred + k, vocab, sampling, rng));
   } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
-    const float* fork = pred + g * V;
-    for (int b = 0; b < n; ++b) fork += plan.fork_sizes[static_cast<size_t>(b)] * V;
+    int fork = pred + g;
+    for (int b = 0; b < n; ++b) fork += plan.fork_sizes[static_cast<size_t>(b)];
     for (int j = 0; j < plan.fork_sizes[static_cast<size_t>(n)]; ++j) {
-      refilled.push_back(Propose(fork + j * V, vocab, sampling, rng));
+      refilled.push_back(Propose(rows, fork + j, vocab, sampling, rng));
     }
   } else {
     for (int s = c + 1; s <= m; ++s) {
@@ -123,7 +166,7 @@ VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int v
       carried.carried = true;
       refilled.push_back(std::move(carried));
     }
-    for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(Propose(pred + (s - 1) * V, vocab, sampling, rng));
+    for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(Propose(rows, pred + s - 1, vocab, sampling, rng));
   }
   return out;
 }

@@ -11,6 +11,7 @@
 #include "absl/types/span.h"
 #include "engine/decoding/energy_acceptor.h"
 #include "engine/decoding/step_plan.h"
+#include "engine/forward_output.h"
 #include "engine/sampler.h"
 
 namespace crossreg {
@@ -37,11 +38,13 @@ struct VerifyOutcome {
   int64_t kv_keep = 0;             // positions the sequence's cache keeps: L + n (x_last, accepted drafts)
 };
 
-// `logits`: plan.logit_rows() rows of `vocab` floats in plan order: P_1 .. P_{m+1}
-// (control), Q_1 .. Q_g (branch 0), then each fork's rows. `drafts`: the m drafts the
-// plan's control rows carried, d_1 first. `acceptor` holds β, τ and the request's γ;
-// `rng` is the request's stream, drawn from only when sampling (T > 0).
-VerifyOutcome Verify(const StepPlan& plan, absl::Span<const float> logits, int vocab, DraftBuffer drafts,
+// `logits`: the plan's plan.logit_rows() rows in plan order: P_1 .. P_{m+1} (control),
+// Q_1 .. Q_g (branch 0), then each fork's rows; each row whole (vocab floats, in
+// logits.logits) or, where the plan asked (BatchRow::summary, greedy requests only), a
+// RowSummary (in logits.summaries) whose token is the d_k its P_k tests. `drafts`: the
+// m drafts the plan's control rows carried, d_1 first. `acceptor` holds β, τ and the
+// request's γ; `rng` is the request's stream, drawn from only when sampling (T > 0).
+VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
                      const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng,
                      ExactnessFault fault = ExactnessFault::kNone);
 

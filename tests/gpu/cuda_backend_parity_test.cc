@@ -238,6 +238,66 @@ TEST(CudaBackendTest, GraphReplayGivesTheBitsOfEagerLaunches) {
   }
 }
 
+// Summary rows on the device: the same forward with every row whole and with some
+// rows summarised (control and predictive, graphs on, the shape replayed) gives the
+// whole rows' bits and, for each summary, the CPU reduction of that row's logits.
+TEST(CudaBackendTest, SummaryRowsAreTheReductionOfTheRowsTheyReplace) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 4, 1.0f});
+  RandomLoraOptions lo;
+  lo.seed = 6;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  const KvCacheConfig kv{4, 64};
+  CudaBackendOptions options;
+  options.kv = kv;
+  options.adapter = adapter.get();
+  options.use_graphs = true;
+  auto backend = CreateCudaBackend(*model, options);
+  ASSERT_TRUE(backend.ok()) << backend.status();
+  PagedKvCache cache(kv);
+  const SequenceId seq = cache.CreateSequence();
+  std::vector<float> whole;
+  {
+    ForwardBatch b;
+    Prefill(b, seq, {5, 6, 7, 8, 9}, 0);
+    ASSERT_TRUE((*backend)->Forward(b, cache, whole).ok());
+  }
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE(::testing::Message() << "step " << step);
+    const int32_t p0 = static_cast<int32_t>(cache.length(seq));
+    ForwardBatch b;
+    Prefill(b, seq, {11 + step, 12 + step, 13 + step}, p0);
+    Predict(b, seq, {20, 21, 22, 23}, p0);
+    // The same rows twice: all whole (the K/V it writes is rolled back), then mixed.
+    ASSERT_TRUE((*backend)->Forward(b, cache, whole).ok());
+    ASSERT_TRUE(cache.Truncate(seq, p0).ok());
+    for (size_t r = 0; r < b.rows.size(); ++r) {
+      BatchRow& row = b.rows[r];
+      row.summary = r != 2 && r != 4;
+      row.summary_token = r < 2 ? b.rows[r + 1].token : -1;
+    }
+    ForwardOutput out;
+    ASSERT_TRUE((*backend)->Forward(b, cache, out).ok());
+    const int vocab = model->config.vocab_size;
+    ASSERT_EQ(out.summaries.size(), 5u);
+    ASSERT_EQ(out.logits.size(), 2u * static_cast<size_t>(vocab));
+    size_t full = 0, summary = 0;
+    for (size_t r = 0; r < b.rows.size(); ++r) {
+      const float* z = whole.data() + r * static_cast<size_t>(vocab);
+      if (!b.rows[r].summary) {
+        EXPECT_TRUE(std::equal(z, z + vocab, out.logits.begin() + static_cast<std::ptrdiff_t>(full++ * vocab)));
+        continue;
+      }
+      const RowSummary want = SummarizeLogitRow(z, vocab, b.rows[r].summary_token);
+      const RowSummary got = out.summaries[summary++];
+      EXPECT_EQ(got.argmax, want.argmax) << "row " << r;
+      EXPECT_EQ(got.max_logit, want.max_logit) << "row " << r;
+      EXPECT_EQ(got.token_logit, want.token_logit) << "row " << r;
+    }
+    ASSERT_TRUE(cache.Truncate(seq, p0 + 1).ok());  // keep x_last, as a verify step that accepts nothing
+  }
+}
+
 TEST(CudaBackendTest, ReportsNoDeviceAsFailedPrecondition) {
   if (CudaDeviceAvailable()) GTEST_SKIP() << "a CUDA device is present: this checks the no-device path";
   auto model = MakeRandomModel(testing::TinyConfig(16), {});

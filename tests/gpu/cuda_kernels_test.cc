@@ -4,7 +4,9 @@
 // a reference on the same bf16-rounded inputs (only the f32 summation order differs)
 // and 1e-2 relative L2 against unrounded f32 inputs (bf16's 8-bit mantissa);
 // attention 1e-4 relative (online vs two-pass softmax).
+#include <cmath>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <tuple>
 
@@ -14,6 +16,7 @@
 #include "engine/cuda/kernels.h"
 #include "engine/cpu/paged_attention.h"
 #include "engine/dtype.h"
+#include "engine/forward_output.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace crossreg {
@@ -248,6 +251,50 @@ TEST_F(CudaKernelTest, GatherAndScatterAddRows) {
     for (int i = 0; i < width; ++i) expected[r * stride + i] *= 2;
   }
   EXPECT_EQ(ToHost(dsrc, src.size()), expected);
+}
+
+// Row summaries against SummarizeLogitRow, exactly: the argmax (ties to the lowest
+// index, NaN and -inf as the sequential scan), and the logits it copies. Rows of the
+// 8B model's vocabulary and odd small ones; ties placed across threads and warps.
+TEST_F(CudaKernelTest, SummarizeLogitRowsMatchesTheCpuReduction) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int vocab : {128256, 32000, 1031, 7}) {
+    SCOPED_TRACE(::testing::Message() << "vocab " << vocab);
+    const int rows = 9;
+    // Coarse values so that equal maxima are common; then rows with set patterns.
+    std::vector<float> z = RandomVector(static_cast<size_t>(rows) * vocab, 20 + vocab, -4.0f, 4.0f);
+    for (float& v : z) v = std::round(v * 2.0f) / 2.0f;
+    auto row = [&](int r) { return z.data() + static_cast<size_t>(r) * vocab; };
+    std::fill(row(1), row(1) + vocab, 1.0f);                        // all equal: index 0
+    row(2)[vocab - 1] = 9.0f;                                         // max at the end
+    row(2)[vocab / 2] = 9.0f;                                         // ... and a tie before it
+    std::fill(row(3), row(3) + vocab, -inf);                         // nothing above -inf: 0
+    row(4)[0] = nan;                                                  // NaN at 0: 0
+    for (int i = 1; i < vocab; i += 3) row(5)[i] = nan;              // NaNs elsewhere never win
+    row(6)[vocab > 40 ? 37 : 3] = inf;
+    row(6)[vocab - 1] = inf;                                          // +inf tie: the lower index
+    for (int i = 0; i < vocab; i += 1 + vocab / 300) row(7)[i] = 5.0f;  // many tied maxima
+    const std::vector<int32_t> which = {8, 0, 1, 2, 3, 4, 5, 6, 7};
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < rows; ++i) tokens.push_back(i % 3 == 0 ? -1 : (i * 7919) % vocab);
+    auto dz = ToDevice(z);
+    auto drows = ToDevice(which);
+    auto dtokens = ToDevice(tokens);
+    cuda::DeviceBuffer<cuda::LogitSummary> out;
+    ASSERT_TRUE(out.Allocate(which.size()).ok());
+    ASSERT_EQ(cuda::LaunchSummarizeLogitRows(dz.data(), vocab, drows.data(), dtokens.data(),
+                                             static_cast<int>(which.size()), out.data(), stream()),
+              cudaSuccess);
+    const std::vector<cuda::LogitSummary> got = ToHost(out, which.size());
+    for (size_t i = 0; i < which.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "row " << which[i]);
+      const RowSummary want = SummarizeLogitRow(row(which[i]), vocab, tokens[i]);
+      EXPECT_EQ(got[i].argmax, want.argmax);
+      EXPECT_EQ(std::memcmp(&got[i].max_logit, &want.max_logit, sizeof(float)), 0);
+      EXPECT_EQ(std::memcmp(&got[i].token_logit, &want.token_logit, sizeof(float)), 0);
+    }
+  }
 }
 
 TEST_F(CudaKernelTest, StoreKvWritesCacheSlotsAndPredictiveScratch) {

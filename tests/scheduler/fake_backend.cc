@@ -58,7 +58,7 @@ int64_t FakeBackend::forwards() const {
   return static_cast<int64_t>(shapes_.size());
 }
 
-absl::Status FakeBackend::Compute(const ForwardPlan& plan, std::vector<float>& logits) {
+absl::Status FakeBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
   {
     std::unique_lock<std::mutex> lock(mu_);
     ++started_;
@@ -70,11 +70,13 @@ absl::Status FakeBackend::Compute(const ForwardPlan& plan, std::vector<float>& l
   shape.rows = plan.rows;
   shape.logit_rows = static_cast<int>(plan.logit_rows.size());
   shape.predictive_rows = static_cast<int>(plan.predictive_rows.size());
-  logits.assign(static_cast<size_t>(shape.logit_rows) * vocab, 0.0f);
+  shape.summary_rows = static_cast<int>(plan.summary_rows.size());
+  std::vector<float> logits(static_cast<size_t>(shape.logit_rows) * vocab, 0.0f);
   for (size_t j = 0; j < plan.logit_rows.size(); ++j) {
     const int r = plan.logit_rows[j];
     logits[j * vocab + NextToken(plan.tokens[r], plan.positions[r], vocab)] = 10.0f;
   }
+  SplitLogitRows(plan, logits, vocab, out);
   std::lock_guard<std::mutex> lock(mu_);
   shapes_.push_back(shape);
   return absl::OkStatus();

@@ -42,12 +42,13 @@ class FakeBackend final : public Backend {
     int rows = 0;
     int logit_rows = 0;
     int predictive_rows = 0;
+    int summary_rows = 0;  // logit rows returned as RowSummary
   };
   std::vector<ForwardShape> shapes() const;
   int64_t forwards() const;
 
  protected:
-  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override;
+  absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) override;
 
  private:
   mutable std::mutex mu_;

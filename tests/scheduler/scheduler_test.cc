@@ -72,6 +72,31 @@ TEST(SchedulerTest, CompletesARequestWithTheExpectedTokensAndEvents) {
   EXPECT_EQ(rig.scheduler->Stats().forwards, rig.backend.forwards());
 }
 
+// Greedy requests get row summaries and sampled ones whole rows, in the same forwards:
+// each request reads its own slice of both and produces what it produces alone.
+TEST(SchedulerTest, GreedyAndSampledRequestsShareForwardsOfSummariesAndWholeRows) {
+  FakeRig rig;
+  EventRecorder rec;
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5};
+  GenerationRequest sampled = Spec("sampled", prompt, 16, DecodingMode::kLossless, 4);
+  sampled.sampling.temperature = 0.25f;  // the fake's one-hot logit of 10 leaves the rest ~e^-40
+  sampled.sampling.seed = 3;
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("greedy", prompt, 16, DecodingMode::kLossless, 4), rec.HandlerFor("greedy")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(sampled, rec.HandlerFor("sampled")).ok());
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("ar", {7, 8}, 16), rec.HandlerFor("ar")).ok());
+  rig.scheduler->Start();
+  ASSERT_TRUE(rec.WaitForFinals(3));
+  EXPECT_EQ(rec.Get("greedy").tokens, FakeGreedyContinuation(prompt, 16, kVocab));
+  EXPECT_EQ(rec.Get("sampled").tokens, FakeGreedyContinuation(prompt, 16, kVocab));
+  EXPECT_EQ(rec.Get("ar").tokens, FakeGreedyContinuation({7, 8}, 16, kVocab));
+  int mixed = 0;
+  for (const auto& shape : rig.backend.shapes()) {
+    mixed += shape.summary_rows > 0 && shape.summary_rows < shape.logit_rows ? 1 : 0;
+  }
+  EXPECT_GT(mixed, 2);
+  rig.scheduler->Shutdown(milliseconds(1000));
+}
+
 TEST(SchedulerTest, AdmitsInFifoOrder) {
   SchedulerOptions options;
   options.max_running = 1;
@@ -327,6 +352,10 @@ TEST(SchedulerTest, QueueLimitHoldsUnderPreemption) {
   QueuePeakSink sink;
   FakeRig rig(options, {4, 12}, &sink);
   EventRecorder rec;
+  // Held at the first forward until the queue has refused a request: on a fast run the
+  // scheduler could otherwise admit each request as it arrives, and nothing would queue
+  // up or compete for the cache. Once open, the queued ones run together and preempt.
+  rig.backend.CloseGate();
   rig.scheduler->Start();
   int accepted = 0, refused = 0;
   for (int attempt = 0; attempt < 2000 && accepted < 24; ++attempt) {
@@ -337,7 +366,7 @@ TEST(SchedulerTest, QueueLimitHoldsUnderPreemption) {
       ++accepted;
     } else {
       ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
-      ++refused;
+      if (++refused == 1) rig.backend.OpenGate();
       std::this_thread::sleep_for(milliseconds(1));
     }
     const SchedulerStats stats = rig.scheduler->Stats();

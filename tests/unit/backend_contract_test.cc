@@ -3,6 +3,7 @@
 // failed Compute leaves the cache as it was, a good forward advances each sequence by
 // its control rows only. A recording backend checks the seam; the CPU backend is held
 // to the same refusals, so no backend can accept what another refuses.
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -26,10 +27,11 @@ class RecordingBackend final : public Backend {
   std::vector<ForwardPlan> plans;
 
  protected:
-  absl::Status Compute(const ForwardPlan& plan, std::vector<float>& logits) override {
+  absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) override {
     plans.push_back(plan);
     if (!fail_with.ok()) return fail_with;
-    logits.assign(plan.logit_rows.size() * static_cast<size_t>(model_config().vocab_size), 0.0f);
+    const std::vector<float> dense(plan.logit_rows.size() * static_cast<size_t>(model_config().vocab_size), 0.0f);
+    SplitLogitRows(plan, dense, model_config().vocab_size, out);
     return absl::OkStatus();
   }
 };
@@ -75,6 +77,17 @@ std::vector<BadBatch> BadBatches() {
       {"a control row names a branch",
        [](SequenceId seq, SequenceId) { return ForwardBatch{{{.seq = seq, .position = 5, .token = 1, .branch = 2}}}; },
        absl::StatusCode::kInvalidArgument},
+      {"a summary row that wants no logits",
+       [](SequenceId seq, SequenceId) {
+         return ForwardBatch{{{.seq = seq, .position = 5, .token = 1, .summary = true}}};
+       },
+       absl::StatusCode::kInvalidArgument},
+      {"a summary of a token outside the vocabulary",
+       [](SequenceId seq, SequenceId) {
+         return ForwardBatch{
+             {{.seq = seq, .position = 5, .token = 1, .want_logits = true, .summary = true, .summary_token = 48}}};
+       },
+       absl::StatusCode::kInvalidArgument},
       {"more blocks than the cache has",
        [](SequenceId, SequenceId other) {
          ForwardBatch b;
@@ -115,8 +128,8 @@ TEST(BackendContractTest, RefusedBatchesChangeNothingAndNeverReachCompute) {
     const auto [seq, other] = Prepare(backend, kv);
     const size_t computed = backend.plans.size();
     const KvSnapshot before = Snapshot(kv, seq, other);
-    std::vector<float> logits;
-    const absl::Status s = backend.Forward(bad.make(seq, other), kv, logits);
+    ForwardOutput out;
+    const absl::Status s = backend.Forward(bad.make(seq, other), kv, out);
     EXPECT_EQ(s.code(), bad.code) << s;
     EXPECT_EQ(backend.plans.size(), computed);
     EXPECT_TRUE(Snapshot(kv, seq, other) == before);
@@ -130,8 +143,8 @@ TEST(BackendContractTest, TheCpuBackendRefusesTheSameBatchesTheSameWay) {
     auto e = testing::MakeEngine(*model, nullptr, kKv.num_blocks * kKv.block_size);
     const auto [seq, other] = Prepare(*e.backend, *e.kv);
     const KvSnapshot before = Snapshot(*e.kv, seq, other);
-    std::vector<float> logits;
-    EXPECT_EQ(e.backend->Forward(bad.make(seq, other), *e.kv, logits).code(), bad.code);
+    ForwardOutput out;
+    EXPECT_EQ(e.backend->Forward(bad.make(seq, other), *e.kv, out).code(), bad.code);
     EXPECT_TRUE(Snapshot(*e.kv, seq, other) == before);
   }
 }
@@ -170,6 +183,72 @@ TEST(BackendContractTest, ASuccessfulForwardAdvancesEachSequenceByItsControlRows
   const ForwardPlan& plan = backend.plans.back();
   EXPECT_EQ(plan.predictive_rows.size(), 4u);
   for (int r = 0; r < plan.rows; ++r) EXPECT_EQ(plan.predictive(r), batch.rows[static_cast<size_t>(r)].predictive);
+}
+
+// A batch of two sequences with control and predictive rows, some of them summaries:
+// whole rows come back bit for bit as in an all-whole forward of the same batch, and
+// each summary is the reference reduction of its row (the CPU computes every row).
+TEST(BackendContractTest, SummaryRowsAreTheReferenceReductionOfTheirLogits) {
+  auto model = MakeRandomModel(testing::TinyConfig(48), {DType::kF32, 4, 2.0f});
+  RandomLoraOptions lo;
+  lo.seed = 21;
+  lo.placeholder_token_id = 47;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto whole = testing::MakeEngine(*model, adapter.get(), 256);
+  auto mixed = testing::MakeEngine(*model, adapter.get(), 256);
+  const auto [seq, other] = Prepare(*whole.backend, *whole.kv);
+  const auto [mixed_seq, mixed_other] = Prepare(*mixed.backend, *mixed.kv);
+  ASSERT_EQ(seq, mixed_seq);  // fresh caches number their sequences alike
+  ASSERT_EQ(other, mixed_other);
+  ForwardBatch batch;
+  for (int k = 0; k < 4; ++k) {
+    batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 7 + k, .want_logits = true, .summary = k % 2 == 1,
+                          .summary_token = k == 3 ? -1 : 8 + k});
+  }
+  for (int k = 0; k < 3; ++k) {
+    batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 47, .want_logits = true, .predictive = true,
+                          .summary = k != 1});
+  }
+  batch.rows.push_back({.seq = other, .position = 0, .token = 3});
+  batch.rows.push_back({.seq = other, .position = 1, .token = 4, .want_logits = true, .summary = true, .summary_token = 0});
+  ForwardBatch all_whole = batch;
+  for (BatchRow& r : all_whole.rows) r.summary = false;
+
+  std::vector<float> reference;
+  ASSERT_TRUE(whole.backend->Forward(all_whole, *whole.kv, reference).ok());
+  ForwardOutput out;
+  ASSERT_TRUE(mixed.backend->Forward(batch, *mixed.kv, out).ok());
+  ASSERT_EQ(out.summaries.size(), 5u);
+  ASSERT_EQ(out.logits.size(), 3u * 48u);
+  EXPECT_EQ(mixed.kv->length(seq), 9);
+  size_t full = 0, summary = 0, j = 0;
+  for (const BatchRow& r : batch.rows) {
+    if (!r.want_logits) continue;
+    const float* z = reference.data() + j++ * 48;
+    if (!r.summary) {
+      EXPECT_TRUE(std::equal(z, z + 48, out.logits.begin() + static_cast<std::ptrdiff_t>(full++ * 48)));
+      continue;
+    }
+    const RowSummary want = SummarizeLogitRow(z, 48, r.summary_token);
+    const RowSummary got = out.summaries[summary++];
+    EXPECT_EQ(got.argmax, want.argmax);
+    EXPECT_EQ(got.max_logit, want.max_logit);
+    EXPECT_EQ(got.token_logit, want.token_logit);
+  }
+}
+
+TEST(BackendContractTest, TheLogitsOnlyForwardRefusesABatchThatAsksForSummaries) {
+  RecordingBackend backend(testing::TinyConfig(48), kKv);
+  PagedKvCache kv(kKv);
+  const auto [seq, other] = Prepare(backend, kv);
+  const KvSnapshot before = Snapshot(kv, seq, other);
+  ForwardBatch batch{{{.seq = seq, .position = 5, .token = 1, .want_logits = true, .summary = true}}};
+  std::vector<float> logits;
+  const absl::Status s = backend.Forward(batch, kv, logits);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("summaries"), std::string_view::npos) << s;
+  EXPECT_EQ(backend.plans.size(), 1u);  // the prefill only
+  EXPECT_TRUE(Snapshot(kv, seq, other) == before);
 }
 
 }  // namespace

@@ -249,13 +249,13 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
     const SequenceId seq = e.kv->CreateSequence();
     SequenceDecoder decoder(request, e.env, seq);
     ForwardBatch batch;
-    std::vector<float> logits;
+    ForwardOutput out;
     std::vector<int32_t> committed;
     while (!decoder.finished()) {
       const StepPlan plan = decoder.Plan(64);
       batch.rows = plan.rows;
-      ASSERT_TRUE(e.backend->Forward(batch, *e.kv, logits).ok());
-      ASSERT_TRUE(decoder.OnForward(plan, logits, *e.kv, committed).ok());
+      ASSERT_TRUE(e.backend->Forward(batch, *e.kv, out).ok());
+      ASSERT_TRUE(decoder.OnForward(plan, LogitRows(out.logits, out.summaries), *e.kv, committed).ok());
     }
     const auto& tokens = decoder.tokens();
     ASSERT_EQ(e.kv->length(seq), static_cast<int64_t>(tokens.size()) - 1);

@@ -4,6 +4,7 @@
 // a Cross-Regression forward (1 + m control rows and γ predictive rows per
 // sequence) relative to the AR forward.
 //   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16,30]
+//                      [--summaries=false: whole logit rows to the host, as before row summaries]
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -29,6 +30,9 @@ ABSL_FLAG(int, accepted, 2, "m: drafts accepted last step, fed as extra control 
 ABSL_FLAG(int, rank, 16, "LoRA rank of the random predictive-stream adapter");
 ABSL_FLAG(int, iters, 20, "Timed forwards per figure (after 3 warm-up forwards)");
 ABSL_FLAG(bool, xr_logits, true, "XR rows return logits to the host (as the decoder needs); false isolates compute");
+ABSL_FLAG(bool, summaries, true,
+          "Logit rows return 12-byte row summaries, as greedy requests ask (engine/forward_output.h); "
+          "false: whole rows of logits, as sampled requests need");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
 ABSL_FLAG(bool, graphs, true, "Replay decode-shaped forwards as CUDA graphs (false: launch every kernel each time)");
@@ -86,11 +90,11 @@ std::vector<int> ParseInts(const std::vector<std::string>& items) {
 // back to `context`, so each repetition sees the same cache.
 absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const ForwardBatch& batch,
                                    const std::vector<SequenceId>& seqs, int context, int iters) {
-  std::vector<float> logits;
+  ForwardOutput out;
   double total_ms = 0;
   for (int i = 0; i < iters + 3; ++i) {
     const auto t0 = Clock::now();
-    if (absl::Status s = backend.Forward(batch, kv, logits); !s.ok()) return s;
+    if (absl::Status s = backend.Forward(batch, kv, out); !s.ok()) return s;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (i >= 3) total_ms += ms;
     for (SequenceId seq : seqs) {
@@ -146,10 +150,12 @@ int Run() {
   PagedKvCache kv(options.kv);
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config, options.kv_dtype));
+  const bool summaries = absl::GetFlag(FLAGS_summaries);
   std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, %s K/V, context %d, m = %d, LoRA rank %d, "
-              "CUDA graphs %s, XR logits to host %s\n",
+              "CUDA graphs %s, XR logits to host %s, logit rows returned as %s\n",
               config.num_layers, weight_bytes / 1e9, kv_dtype.c_str(), context, accepted, lora.rank,
-              options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no");
+              options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no",
+              summaries ? "row summaries (greedy)" : "whole rows");
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
   for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
   std::printf("\n");
@@ -172,7 +178,9 @@ int Run() {
       }
     }
     ForwardBatch ar;
-    for (SequenceId seq : seqs) ar.rows.push_back({.seq = seq, .position = context, .token = 7, .want_logits = true});
+    for (SequenceId seq : seqs) {
+      ar.rows.push_back({.seq = seq, .position = context, .token = 7, .want_logits = true, .summary = summaries});
+    }
     auto ar_ms = TimeForward(**backend, kv, ar, seqs, context, iters);
     if (!ar_ms.ok()) {
       std::fprintf(stderr, "AR forward: %s\n", std::string(ar_ms.status().message()).c_str());
@@ -185,11 +193,15 @@ int Run() {
       ForwardBatch xr;
       const bool logits = absl::GetFlag(FLAGS_xr_logits);
       for (SequenceId seq : seqs) {
-        for (int i = 0; i <= accepted; ++i)
-          xr.rows.push_back({.seq = seq, .position = context + i, .token = 7, .want_logits = logits});
-        for (int i = 0; i < gamma; ++i)
-          xr.rows.push_back(
-              {.seq = seq, .position = context + i, .token = 0, .want_logits = logits, .predictive = true});
+        // Control rows [x_last, d_1..d_m] (each P_k names the draft it tests), then γ predictive rows.
+        for (int i = 0; i <= accepted; ++i) {
+          xr.rows.push_back({.seq = seq, .position = context + i, .token = 7, .want_logits = logits,
+                             .summary = logits && summaries, .summary_token = i < accepted ? 7 : -1});
+        }
+        for (int i = 0; i < gamma; ++i) {
+          xr.rows.push_back({.seq = seq, .position = context + i, .token = 0, .want_logits = logits,
+                             .predictive = true, .summary = logits && summaries});
+        }
       }
       auto xr_ms = TimeForward(**backend, kv, xr, seqs, context, iters);
       if (!xr_ms.ok()) {
