@@ -21,6 +21,18 @@ __device__ __forceinline__ bool Better(float v, int i, float best, int best_i) {
   return v > best || (v == best && i < best_i);
 }
 
+// Leaves lane 0 of the warp with the warp's best pair.
+__device__ __forceinline__ void WarpBest(float& best, int& best_i) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    const float v = __shfl_down_sync(0xffffffffu, best, offset);
+    const int i = __shfl_down_sync(0xffffffffu, best_i, offset);
+    if (Better(v, i, best, best_i)) {
+      best = v;
+      best_i = i;
+    }
+  }
+}
+
 __global__ void SummarizeLogitRowsKernel(const float* logits, int vocab, const int32_t* rows, const int32_t* tokens,
                                          LogitSummary* out) {
   const float* z = logits + static_cast<int64_t>(rows[blockIdx.x]) * vocab;
@@ -34,14 +46,7 @@ __global__ void SummarizeLogitRowsKernel(const float* logits, int vocab, const i
       best_i = i;
     }
   }
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float v = __shfl_down_sync(0xffffffffu, best, offset);
-    const int i = __shfl_down_sync(0xffffffffu, best_i, offset);
-    if (Better(v, i, best, best_i)) {
-      best = v;
-      best_i = i;
-    }
-  }
+  WarpBest(best, best_i);
   __shared__ float warp_best[32];
   __shared__ int warp_index[32];
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
@@ -54,14 +59,7 @@ __global__ void SummarizeLogitRowsKernel(const float* logits, int vocab, const i
   const int warps = (blockDim.x + 31) / 32;
   best = lane < warps ? warp_best[lane] : -INFINITY;
   best_i = lane < warps ? warp_index[lane] : INT_MAX;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    const float v = __shfl_down_sync(0xffffffffu, best, offset);
-    const int i = __shfl_down_sync(0xffffffffu, best_i, offset);
-    if (Better(v, i, best, best_i)) {
-      best = v;
-      best_i = i;
-    }
-  }
+  WarpBest(best, best_i);
   if (lane != 0) return;
   // The sequential scan keeps index 0 when nothing is strictly above z[0]: a NaN at 0,
   // or a row with no value above -inf.

@@ -194,27 +194,35 @@ TEST(CudaBackendParityTest, Stories260KPromptLogitsMatchCpuAndReference) {
   }
 }
 
+// The graph and summary tests' backend: 4-slot blocks, 64 of them, a random adapter.
+constexpr KvCacheConfig kTinyKv{4, 64};
+std::unique_ptr<LoraAdapter> RandomAdapter(const Model& model, uint64_t seed) {
+  RandomLoraOptions lo;
+  lo.seed = seed;
+  return MakeRandomLoraAdapter(model.config, lo);
+}
+CudaBackendOptions TinyCudaOptions(const LoraAdapter* adapter, bool graphs) {
+  CudaBackendOptions options;
+  options.kv = kTinyKv;
+  options.adapter = adapter;
+  options.use_graphs = graphs;
+  return options;
+}
+
 // Decode-shaped forwards replayed as CUDA graphs give the bits of eager launches:
 // the same XR step shape six times (captured at its second sighting, replayed after),
 // positions crossing block boundaries so the block tables grow under the graph.
 TEST(CudaBackendTest, GraphReplayGivesTheBitsOfEagerLaunches) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 3, 1.0f});
-  RandomLoraOptions lo;
-  lo.seed = 5;
-  auto adapter = MakeRandomLoraAdapter(model->config, lo);
-  const KvCacheConfig kv{4, 64};
+  auto adapter = RandomAdapter(*model, 5);
   std::unique_ptr<Backend> backends[2];
   for (int graphs = 0; graphs < 2; ++graphs) {
-    CudaBackendOptions options;
-    options.kv = kv;
-    options.adapter = adapter.get();
-    options.use_graphs = graphs == 1;
-    auto b = CreateCudaBackend(*model, options);
+    auto b = CreateCudaBackend(*model, TinyCudaOptions(adapter.get(), graphs == 1));
     ASSERT_TRUE(b.ok()) << b.status();
     backends[graphs] = std::move(*b);
   }
-  PagedKvCache caches[2] = {PagedKvCache(kv), PagedKvCache(kv)};
+  PagedKvCache caches[2] = {PagedKvCache(kTinyKv), PagedKvCache(kTinyKv)};
   const SequenceId seq = caches[0].CreateSequence();
   ASSERT_EQ(caches[1].CreateSequence(), seq);
   std::vector<float> logits[2];
@@ -244,17 +252,10 @@ TEST(CudaBackendTest, GraphReplayGivesTheBitsOfEagerLaunches) {
 TEST(CudaBackendTest, SummaryRowsAreTheReductionOfTheRowsTheyReplace) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 4, 1.0f});
-  RandomLoraOptions lo;
-  lo.seed = 6;
-  auto adapter = MakeRandomLoraAdapter(model->config, lo);
-  const KvCacheConfig kv{4, 64};
-  CudaBackendOptions options;
-  options.kv = kv;
-  options.adapter = adapter.get();
-  options.use_graphs = true;
-  auto backend = CreateCudaBackend(*model, options);
+  auto adapter = RandomAdapter(*model, 6);
+  auto backend = CreateCudaBackend(*model, TinyCudaOptions(adapter.get(), /*graphs=*/true));
   ASSERT_TRUE(backend.ok()) << backend.status();
-  PagedKvCache cache(kv);
+  PagedKvCache cache(kTinyKv);
   const SequenceId seq = cache.CreateSequence();
   std::vector<float> whole;
   {
