@@ -1,12 +1,12 @@
 #include "engine/forward_output.h"
 
-#include "engine/sampler.h"
+#include "engine/cpu/ops.h"
 
 namespace crossreg {
 
 RowSummary SummarizeLogitRow(const float* logits, int vocab, int32_t token) {
   RowSummary s;
-  s.argmax = Argmax(logits, vocab);
+  s.argmax = cpu::Argmax(logits, vocab);  // the scan's index, vectorised
   s.max_logit = logits[s.argmax];
   s.token_logit = token >= 0 ? logits[token] : s.max_logit;
   return s;

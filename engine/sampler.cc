@@ -5,7 +5,6 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
-#include "engine/cpu/ops.h"
 
 namespace crossreg {
 
@@ -48,7 +47,13 @@ uint64_t Rng::Next() {
 
 double Rng::Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 
-int32_t Argmax(const float* logits, int vocab) { return cpu::Argmax(logits, vocab); }
+int32_t Argmax(const float* logits, int vocab) {
+  int32_t best = 0;
+  for (int32_t i = 1; i < vocab; ++i) {
+    if (logits[i] > logits[best]) best = i;
+  }
+  return best;
+}
 
 void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
                            std::vector<float>& probs) {

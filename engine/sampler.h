@@ -33,8 +33,9 @@ class Rng {
   uint64_t s_[4];
 };
 
-// Lowest index among the maxima (NaN never wins; a NaN at 0 gives 0), as a sequential
-// scan finds it; vectorised where the CPU allows (cpu::Argmax), same index.
+// Lowest index among the maxima (NaN never wins; a NaN at 0 gives 0): the portable scan.
+// Greedy verification uses cpu::Argmax, the same index vectorised (engine/cpu/ops.h);
+// this stays portable for the parsers' fuzz build, which has no engine/cpu.
 int32_t Argmax(const float* logits, int vocab);
 
 // probs (resized to vocab) = P: one-hot argmax when greedy; otherwise

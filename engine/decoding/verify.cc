@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/cpu/ops.h"
+
 namespace crossreg {
 namespace {
 
@@ -47,14 +49,14 @@ class PlanRows {
   const float* full(int i) const { return At(i).full; }
   int32_t Argmax(int i) const {
     const Ref r = At(i);
-    return r.full != nullptr ? crossreg::Argmax(r.full, vocab_) : r.summary->argmax;
+    return r.full != nullptr ? cpu::Argmax(r.full, vocab_) : r.summary->argmax;
   }
   // z(token) − max z of row i, untempered. A summary row must have been asked for
   // `token` (the decoder names d_k in P_k's summary).
   double Gap(int i, int32_t token) const {
     const Ref r = At(i);
     if (r.full == nullptr) return static_cast<double>(r.summary->token_logit) - r.summary->max_logit;
-    return static_cast<double>(r.full[token]) - r.full[crossreg::Argmax(r.full, vocab_)];
+    return static_cast<double>(r.full[token]) - r.full[cpu::Argmax(r.full, vocab_)];
   }
 
  private:
