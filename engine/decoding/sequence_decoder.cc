@@ -245,8 +245,7 @@ absl::Status SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& l
     cached_ += static_cast<int64_t>(plan.rows.size());
     return absl::OkStatus();
   }
-  size_t summaries = 0;
-  for (const BatchRow& r : plan.rows) summaries += r.want_logits && r.summary ? 1 : 0;
+  const size_t summaries = static_cast<size_t>(plan.summary_rows());
   const size_t full = static_cast<size_t>(plan.logit_rows()) - summaries;
   if (logits.logits.size() < full * static_cast<size_t>(vocab_) || logits.summaries.size() < summaries) {
     return absl::InternalError(absl::StrCat("decoder: the forward returned ", logits.logits.size() / vocab_,
