@@ -436,13 +436,20 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
 
   batch.rows.clear();
   int full_rows = 0, summary_rows = 0;
-  // Adaptive draft lengths share the forward's fixed cost among the decoding
-  // sequences: under load each one's draft rows must pay for themselves.
-  DraftCost cost{options.decoding.cost_curve, 0};
-  for (const Entry& e : entries) cost.batch_sequences += e.prefill ? 0 : 1;
+  // Adaptive draft lengths (draft_length_policy.h): each decoding sequence's draft
+  // rows are costed at the margin of the forward as planned so far, and must earn the
+  // all-AR forward's tokens per second. The decode entries plan first, knowing the
+  // prefill rows that share the forward.
+  DraftCost cost{options.decoding.cost_curve, 0, 0, 0};
+  for (const Entry& e : entries) {
+    cost.batch_sequences += e.prefill ? 0 : 1;
+    cost.base_rows += e.prefill ? e.rows : 1;
+  }
   cost.batch_sequences = std::max(1, cost.batch_sequences);
+  cost.base_rows = std::max(1, cost.base_rows);
   for (Entry& e : entries) {
     e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost);
+    if (!e.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(e.step.rows.size()) - 1);
     batch.rows.insert(batch.rows.end(), e.step.rows.begin(), e.step.rows.end());
     e.full_row = full_rows;
     e.summary_row = summary_rows;

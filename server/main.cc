@@ -106,11 +106,14 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   engine_options.kv_blocks = options.kv_blocks;
   engine_options.kv_memory_bytes = options.kv_memory_mb << 20;
   if (options.adaptive_gamma) {
-    // The widest forward a request may make, so the curve covers every γ' it can pick.
+    // The widest forward a request may make, so the curve covers every γ' it can pick,
+    // and, under load, the margin of a forward that already holds other sequences' rows
+    // (draft_length_policy.h): up to 128 rows, extended linearly past that.
     DecodingConfig widest;
     widest.mode = DecodingMode::kLossless;
     widest.gamma = options.max_gamma;
-    engine_options.cost_curve_rows = std::min({MaxDecodeRows(widest), 64, options.max_batch_tokens});
+    engine_options.cost_curve_rows =
+        std::min({MaxDecodeRows(widest) + std::max(0, options.max_running - 1), 128, options.max_batch_tokens});
   } else if (options.metrics_port > 0) {
     // A short curve anchors the speedup accounting's cost model (docs/metrics.md): up
     // to a default-gamma speculative forward.

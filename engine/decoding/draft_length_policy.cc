@@ -101,15 +101,24 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
   return d;
 }
 
+double DraftCost::ArShare(DecodingMode mode) const {
+  const int b = std::max(1, batch_sequences);
+  return curve->Seconds(mode, std::max(base_rows, b)) / b;
+}
+
+double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
+  const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
+  return std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
+}
+
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
   if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
-  const double one = cost.curve->Seconds(config.mode, 1);
-  const double fixed_share = one / std::max(1, cost.batch_sequences);
+  const double share = cost.ArShare(config.mode);
   int best = 0;
-  double best_rate = 1.0 / fixed_share;  // AR: one token for this sequence's share of one row
+  double best_rate = 1.0 / share;  // AR: one token for this sequence's share of the all-AR forward
   for (int g = 1; g <= config.gamma; ++g) {
     const int rows = MaxDecodeRows(WithGamma(config, g));
-    const double seconds = fixed_share + std::max(0.0, cost.curve->Seconds(config.mode, rows) - one);
+    const double seconds = share + cost.MarginalSeconds(config.mode, rows - 1);
     const double rate = acceptance.ExpectedTokens(DraftCapacity(config, g)) / seconds;
     if (rate > best_rate * 1.0001) {  // ties go to the cheaper choice
       best = g;

@@ -16,10 +16,23 @@
 
 namespace crossreg {
 
-// What the next forward's rows cost this sequence.
+// What the next forward's rows cost this sequence. A sequence's draft rows are costed
+// at the margin of the forward as planned so far, T(R + extra) - T(R), and must earn
+// at least the tokens per second of the forward with every decoding sequence in AR,
+// B / T(R0). Summed over the sequences the margins telescope to T(R_final) - T(R0), so
+// if each sequence's expected extra tokens pay their margin at that rate, the whole
+// forward commits at least the all-AR forward's expected tokens per second, whatever
+// the curve's shape (flat on a GPU until the rows fill it, linear on two CPU cores).
+// With one sequence and nothing planned this is T(rows) against T(1).
 struct DraftCost {
   const ForwardCostCurve* curve = nullptr;
-  int batch_sequences = 1;  // decoding sequences sharing the forward's fixed cost
+  int batch_sequences = 1;     // B: decoding sequences in the forward
+  int base_rows = 1;           // R0: its rows with every decoding sequence in AR (prefill rows included; >= B)
+  int planned_extra_rows = 0;  // draft rows that sequences planned before this one added
+  // T(R0) / B: this sequence's share of the all-AR forward, the cost of one AR token.
+  double ArShare(DecodingMode mode) const;
+  // T(R + extra) - T(R) with R = R0 + planned_extra_rows: what `extra` more rows add.
+  double MarginalSeconds(DecodingMode mode, int extra) const;
 };
 
 // Per-depth acceptance with exponential forgetting, so a sequence that moves from

@@ -110,7 +110,14 @@ double ForwardCostCurve::Interpolate(const Points& p, int rows) {
   if (rows <= p.front().first || p.size() == 1) return p.front().second;  // one point: no slope known
   size_t hi = 1;
   while (hi + 1 < p.size() && p[hi].first < rows) ++hi;
-  const auto [r0, t0] = p[hi - 1];
+  size_t lo = hi - 1;
+  if (rows > p.back().first) {
+    // Past the last point (a busy forward: many sequences' rows), the slope of the last
+    // doubling: Measure's sizes end 32, 33 for a 33-row widest forward, and one row's
+    // difference is mostly timing noise.
+    while (lo > 0 && 2 * p[lo].first > p[hi].first) --lo;
+  }
+  const auto [r0, t0] = p[lo];
   const auto [r1, t1] = p[hi];
   const double slope = (t1 - t0) / (r1 - r0);
   return std::max(t0 + slope * (rows - r0), 1e-12);

@@ -37,8 +37,9 @@ class ForwardCostCurve {
                                                   int max_rows, int context = 64, int repeats = 5);
 
   // Seconds for a Cross-Regression forward of `rows` rows: linear between measured
-  // points, extended linearly past the last one (slope of the last two), flat below the
-  // first (and everywhere when there is a single point).
+  // points, extended linearly past the last one (the slope from the last point at or
+  // below half the last one's rows), flat below the first (and everywhere when there
+  // is a single point).
   double Seconds(int rows) const { return Interpolate(points_, rows); }
   // The same for a forward of `mode`'s shape: n-gram steps read the control-only points
   // when they were measured.

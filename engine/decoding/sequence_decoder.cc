@@ -73,10 +73,11 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
   // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
   // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
   // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
-  const double one = cost.curve->Seconds(d.mode, 1);
+  // Both at this forward's margin: under load a probe's rows cost several of this
+  // sequence's shares of the forward, not a fraction of a one-row forward.
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
-  const double extra =
-      probe_forwards * std::max(0.0, cost.curve->Seconds(d.mode, MaxDecodeRows(WithGamma(d, probe))) - one) / one;
+  const double extra = probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, probe)) - 1) /
+                       cost.ArShare(d.mode);
   const int first_interval =
       std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts

@@ -92,7 +92,10 @@ std::vector<Case> MakeCases(int n, const Model& model, const LoraAdapter& adapte
     c.spec = MakeSpec(i);
     if (adaptive_curve != nullptr) {
       c.spec.sampling = SamplingParams{};
-      c.spec.decoding.adaptive_gamma = c.spec.decoding.mode != DecodingMode::kAutoregressive;
+      // A truly lossy request's output depends on its draft lengths by design (which
+      // drafts its lowered bar accepts), so it keeps its fixed γ here.
+      const bool truly_lossy = c.spec.decoding.tau < 0.0f || c.spec.decoding.beta > 0.0f;
+      c.spec.decoding.adaptive_gamma = c.spec.decoding.mode != DecodingMode::kAutoregressive && !truly_lossy;
     }
     const DecodingEnvironment env{
         .model = &model.config, .has_adapter = true, .placeholder_token = kPlaceholder, .cost_curve = adaptive_curve};
@@ -161,8 +164,10 @@ TEST_F(SchedulerExactnessTest, ManyConcurrentMixedModeRequestsEqualRunningAlone)
 }
 
 TEST_F(SchedulerExactnessTest, AdaptiveGammaUnderLoadKeepsGreedyOutputs) {
-  // A CPU-like curve: rows cost, so γ' shrinks (often to AR) as the batch grows.
-  auto curve = ForwardCostCurve::FromPoints({{1, 1e-3}, {8, 3e-3}, {64, 2e-2}});
+  // A GPU-like curve: flat until the forward holds 32 rows, then steep. The sequences
+  // that plan first find cheap rows at the margin and draft; once the planned rows pass
+  // the knee the later ones fall back to AR, so forwards mix both kinds.
+  auto curve = ForwardCostCurve::FromPoints({{1, 1e-3}, {32, 1.1e-3}, {64, 2e-2}});
   ASSERT_TRUE(curve.ok());
   const auto cases = MakeCases(24, *model_, *adapter_, &*curve);
   SchedulerOptions options;

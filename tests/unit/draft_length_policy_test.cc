@@ -2,6 +2,8 @@
 // acceptance tracker, and the choice of γ' (ALGORITHM.md, PERFORMANCE).
 #include "engine/decoding/draft_length_policy.h"
 
+#include <random>
+
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tiny_models.h"
@@ -167,6 +169,95 @@ TEST(DraftLengthPolicyTest, LoadShrinksTheDraftLength) {
   }
   EXPECT_EQ(ChooseGamma(Lossless(8), fair, {&curve, 1}), 8);
   EXPECT_LT(previous, 8);
+}
+
+// Under load a sequence's draft rows are priced at the margin of the forward as
+// planned so far, against the all-AR forward's tokens per second.
+TEST(DraftLengthPolicyTest, DraftsArePricedAtTheForwardsMargin) {
+  AcceptanceTracker fair(8);
+  for (int i = 0; i < 50; ++i) {
+    for (int k = 1; k <= 8; ++k) fair.Record(k, i % 3 != 0);
+  }
+  // A GPU at batch 8: flat until 32 rows, then each row costs as much as a one-row forward.
+  const ForwardCostCurve knee = Curve({{1, 1e-3}, {32, 1.1e-3}, {64, 33e-3}});
+  const DraftCost empty{&knee, 8, 8, 0};
+  EXPECT_NEAR(empty.ArShare(DecodingMode::kLossless), knee.Seconds(8) / 8, 1e-15);
+  EXPECT_NEAR(empty.MarginalSeconds(DecodingMode::kLossless, 9), knee.Seconds(17) - knee.Seconds(8), 1e-15);
+  EXPECT_GE(ChooseGamma(Lossless(8), fair, empty), 4);  // rows below the knee are nearly free
+  // The same sequence planned after others filled the forward to the knee: AR.
+  EXPECT_EQ(ChooseGamma(Lossless(8), fair, {&knee, 8, 8, 24}), 0);
+  // Prefill rows sharing the forward count in R0 as well.
+  EXPECT_EQ(ChooseGamma(Lossless(8), fair, {&knee, 8, 40, 0}), 0);
+  // One sequence, nothing planned: T(rows) against T(1), the single-request rule.
+  const DraftCost alone{&knee, 1};
+  EXPECT_NEAR(alone.ArShare(DecodingMode::kLossless) + alone.MarginalSeconds(DecodingMode::kLossless, 16),
+              knee.Seconds(17), 1e-15);
+  // On a linear curve, 8 sequences' all-AR forward costs 1.7 (T(1) = 1, 0.1 a row): an
+  // extra row must bring 0.1 · 8 / 1.7 = 0.47 expected tokens. (Pricing it against a
+  // one-row forward, as before, asked for 0.8 and kept such sequences in AR.)
+  const ForwardCostCurve linear = Curve({{1, 1.0}, {64, 7.3}});
+  DecodingConfig ngram;
+  ngram.mode = DecodingMode::kNgram;
+  ngram.gamma = 1;
+  ngram.adaptive_gamma = true;
+  for (const auto& [alpha, drafts] : std::vector<std::pair<double, int>>{{0.6, 1}, {0.4, 0}}) {
+    AcceptanceTracker tracker(1, 1.0);
+    for (int i = 0; i < 1000; ++i) tracker.Record(1, i % 100 < alpha * 100);
+    EXPECT_EQ(ChooseGamma(ngram, tracker, {&linear, 8, 8, 0}), drafts) << "acceptance " << alpha;
+  }
+}
+
+// The guarantee behind the rule: planning the sequences in turn, each draft earns its
+// margin at the all-AR rate, so the margins telescope and the forward as planned
+// expects at least the all-AR forward's tokens per second, for any curve and any mix of
+// acceptance rates, prefill rows and load.
+TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  int drafted = 0, declined = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    ForwardCostCurve::Points points{{1, 1.0}};
+    for (int rows = 2; rows <= 128; rows *= 2) {
+      points.emplace_back(rows, points.back().second + unit(rng) * (unit(rng) < 0.5 ? 0.02 : 0.5) * rows);
+    }
+    const ForwardCostCurve curve = Curve(points);
+    const int b = 1 + static_cast<int>(unit(rng) * 24);
+    const int prefill = unit(rng) < 0.3 ? static_cast<int>(unit(rng) * 40) : 0;
+    DraftCost cost{&curve, b, b + prefill, 0};
+    double expected = 0.0;
+    for (int s = 0; s < b; ++s) {
+      AcceptanceTracker acceptance(8, 1.0);
+      const double alpha = unit(rng);
+      for (int i = 0; i < 40; ++i) {
+        for (int k = 1; k <= 8; ++k) acceptance.Record(k, unit(rng) < alpha);
+      }
+      const DecodingConfig config = unit(rng) < 0.5 ? Lossless(8) : [] {
+        DecodingConfig d;
+        d.mode = DecodingMode::kNgram;
+        d.gamma = 8;
+        d.adaptive_gamma = true;
+        return d;
+      }();
+      const int g = ChooseGamma(config, acceptance, cost);
+      const int extra = MaxDecodeRows(WithGamma(config, g)) - 1;
+      const double tokens = acceptance.ExpectedTokens(DraftCapacity(config, g));
+      if (g > 0) {
+        ++drafted;
+        // This draft's extra tokens pay for its margin at the all-AR rate.
+        EXPECT_GE((tokens - 1.0) * cost.ArShare(config.mode), cost.MarginalSeconds(config.mode, extra) * 0.9999);
+      } else {
+        ++declined;
+      }
+      expected += tokens;
+      cost.planned_extra_rows += extra;
+    }
+    // Lossless and n-gram rows are costed on one curve here (no control-only points).
+    const double all_ar_rate = b / curve.Seconds(b + prefill);
+    const double planned_rate = expected / curve.Seconds(b + prefill + cost.planned_extra_rows);
+    EXPECT_GE(planned_rate, all_ar_rate * 0.9999) << "trial " << trial;
+  }
+  EXPECT_GT(drafted, 200);
+  EXPECT_GT(declined, 200);
 }
 
 TEST(DraftLengthPolicyTest, WithGammaCapsForksAndZeroMeansAr) {
