@@ -18,6 +18,7 @@ export (the LR is constant after warm-up, so an early stop loses steps, not a sc
 """
 import argparse
 import json
+import math
 import os
 import time
 
@@ -27,7 +28,7 @@ import torch
 from . import accel, common, packed_corpus
 from .budget import TimeBudget
 from .common import log
-from .hf_io import load_model_dir, save_adapter
+from .hf_io import load_adapter, load_model_dir, save_adapter
 from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
                      match_run_lengths, weighted_distill_loss)
 from .model import LORA_TARGETS
@@ -79,6 +80,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "point, then placeholders (the engine's forks and placeholder tails)")
     p.add_argument("--placeholder-weight", type=float, default=1.0,
                    help="loss weight of placeholder rows (other rows weigh s_t + 1)")
+    p.add_argument("--placeholder-decay", type=float, default=1.0,
+                   help="the k-th placeholder row of a run (k = 0 right after the last token row) "
+                        "weighs placeholder-weight * decay^k: a fork's later drafts are accepted "
+                        "only after its first ones, so they matter less (1 = equal weights)")
+    p.add_argument("--init-adapter", default="",
+                   help="start from this PEFT adapter (its rank and alpha replace --rank/--alpha) "
+                        "instead of a fresh LoRA")
+    p.add_argument("--lr-decay", choices=["none", "cosine"], default="none",
+                   help="after warm-up: constant LR, or cosine to a tenth of --lr by --steps")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16", "auto"],
                    help="base weight dtype on the device (LoRA stays float32); auto = bf16 on "
@@ -220,8 +230,31 @@ def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
     return noisy.to(clean.device)
 
 
+def placeholder_run_index(rows: torch.Tensor, placeholder: int) -> torch.Tensor:
+    """[B, w] -> k for each placeholder row (0 for the first after a token row, 1 for the
+    next ...), -1 for token rows."""
+    is_ph = rows == placeholder
+    k = torch.full_like(rows, -1)
+    run = torch.full_like(rows[:, 0], -1)
+    for t in range(rows.shape[1]):
+        run = torch.where(is_ph[:, t], run + 1, torch.full_like(run, -1))
+        k[:, t] = run
+    return k
+
+
+def row_weights(rows, s, placeholder, placeholder_weight=1.0, placeholder_decay=1.0):
+    """Loss weight per row: s_t + 1 for token rows (Alg. 3), placeholder_weight *
+    placeholder_decay^k for the k-th placeholder row of a run; None when that is s_t + 1."""
+    if placeholder is None or (placeholder_weight == 1.0 and placeholder_decay == 1.0):
+        return None
+    k = placeholder_run_index(rows, placeholder)
+    ph = placeholder_weight * torch.pow(torch.full_like(s, placeholder_decay, dtype=torch.float),
+                                        k.clamp(min=0).float())
+    return torch.where(k >= 0, ph, (s + 1).float())
+
+
 def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeholder=None,
-                  placeholder_weight=1.0):
+                  placeholder_weight=1.0, placeholder_decay=1.0):
     ids, valid, pos, clean, row_pos = batch_tensors(data, idx, device)
     with torch.no_grad(), autocast():
         _, kv = base_prefix_kv(model, ids, valid, pos)            # control prefix K/V
@@ -231,10 +264,7 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeh
     with autocast():
         q_logits, _ = stream_rows_forward(model, kv, valid, rows, row_pos, use_lora=True)
     s = match_run_lengths(rows, clean)
-    weights = None
-    if placeholder is not None and placeholder_weight != 1.0:
-        weights = torch.where(rows == placeholder, torch.full_like(s, 0, dtype=torch.float) + placeholder_weight,
-                              (s + 1).float())
+    weights = row_weights(rows, s, placeholder, placeholder_weight, placeholder_decay)
     return weighted_distill_loss(q_logits, p, s, weights), q_logits, p, rows, clean
 
 
@@ -254,6 +284,7 @@ def evaluate(model, data, a, device, autocast, placeholder):
             rows[:, 1:] = placeholder
             return rows
         tot, agree, lead, cnt = 0.0, 0.0, 0.0, 0
+        per_row, fork_lead = None, 0.0
         for i in range(0, n, a.batch):
             idx = torch.arange(i, min(i + a.batch, n))
             loss, q, p, _, _ = forward_batch(model, data, idx, device,
@@ -262,9 +293,17 @@ def evaluate(model, data, a, device, autocast, placeholder):
             tot += loss.item() * len(idx)
             agree += eq.mean(1).sum().item()
             lead += eq.cumprod(1).sum(1).sum().item()
+            rows_sum = eq.sum(0).cpu()
+            per_row = rows_sum if per_row is None else per_row + rows_sum
+            fork_lead += eq[:, 1:].cumprod(1).sum(1).sum().item()
             cnt += len(idx)
         out.update({f"{name}_loss": tot / cnt, f"{name}_argmax_agree": agree / cnt,
                     f"{name}_leading_agree": lead / cnt})
+        if name == "empty":
+            # What a fork's placeholders earn: rows 1, 2, ... predict 2, 3, ... tokens ahead of
+            # the committed text, and a fork's drafts are accepted while they agree.
+            out["empty_row_agree"] = [round(v, 4) for v in (per_row[:6] / cnt).tolist()]
+            out["empty_fork_accepted"] = fork_lead / cnt
     return out
 
 
@@ -299,7 +338,13 @@ def main(argv=None) -> int:
     data = load_or_make_data(model, a, device)
     data_s = time.time() - t0
     targets = [t for t in a.targets.split(",") if t]
-    model.add_lora(a.rank, a.alpha, targets, seed=a.seed)
+    if a.init_adapter:
+        cfg = load_adapter(model, a.init_adapter)
+        a.rank, a.alpha = int(cfg["r"]), float(cfg["lora_alpha"])
+        targets = list(cfg["target_modules"])
+        log(f"LoRA initialised from {a.init_adapter}")
+    else:
+        model.add_lora(a.rank, a.alpha, targets, seed=a.seed)
     model.to(device)
     lora = model.lora_parameters()
     opt, opt_kind = accel.adamw(lora, device, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
@@ -353,11 +398,14 @@ def main(argv=None) -> int:
         gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
         idx = torch.randint(0, n_train, (a.batch,), generator=gen)
         lr = a.lr * min(1.0, (step + 1) / a.warmup)
+        if a.lr_decay == "cosine" and step >= a.warmup:
+            frac = (step - a.warmup) / max(1, a.steps - a.warmup)
+            lr = a.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
         noisy_fn = lambda clean: add_noise(clean, idx, replay, has_replay, a, V, placeholder, gen)
         loss, q, _, _, _ = forward_batch(model, data["train"], idx, device, noisy_fn, autocast, placeholder,
-                                         a.placeholder_weight)
+                                         a.placeholder_weight, a.placeholder_decay)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(lora, 1.0)

@@ -88,6 +88,24 @@ def test_distill_exports_peft_adapter_and_resumes(pretrained, corpus, tmp_path, 
     assert distill.main(args + ["--steps", "3", "--resume"]) == 0
     text = capsys.readouterr().out
     assert "reusing distillation data" in text and "at step 2" in text and "step 3/3" in text
+    first = json.load(open(os.path.join(dout, "run.json")))["history"][-1]
+    assert len(first["empty_row_agree"]) == 6 and 0.0 <= first["empty_fork_accepted"] <= 15.0
+    t = st.load_file(os.path.join(adir, "adapter_model.safetensors"))  # after step 3
+
+    # Starting from that adapter with no steps reproduces its evaluation and exports it
+    # unchanged; the recipe options run.
+    dout2 = str(tmp_path / "distill2")
+    args2 = [dout2 if x == dout else x for x in args]
+    assert distill.main(args2 + ["--steps", "0", "--init-adapter", adir]) == 0
+    again = json.load(open(os.path.join(dout2, "run.json")))["history"][0]
+    assert again["empty_row_agree"] == first["empty_row_agree"]
+    assert abs(again["empty_loss"] - first["empty_loss"]) < 1e-5
+    t2 = st.load_file(os.path.join(dout2, "adapter", "adapter_model.safetensors"))
+    assert all(torch.equal(t[k], t2[k]) for k in t)
+    assert distill.main(args2 + ["--steps", "2", "--init-adapter", adir, "--placeholder-decay",
+                                 "0.5", "--lr-decay", "cosine"]) == 0
+    t3 = st.load_file(os.path.join(dout2, "adapter", "adapter_model.safetensors"))
+    assert any(not torch.equal(t[k], t3[k]) for k in t)
 
 
 def test_export_fixture_is_deterministic_and_consistent(tmp_path):

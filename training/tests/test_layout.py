@@ -85,3 +85,19 @@ def test_fork_layout_noise_is_a_clean_prefix_then_placeholders():
         assert row[:j + 1] == clean[b, :j + 1].tolist()
         assert all(t == PH for t in row[j + 1:])
     assert (noisy == PH).any(1).all()  # every window has at least one placeholder row
+
+
+def test_placeholder_rows_weigh_less_the_further_they_are_from_the_last_token_row():
+    from training.distill import placeholder_run_index, row_weights
+    PH = 99
+    rows = torch.tensor([[5, 6, PH, PH, PH, 7, PH],
+                         [5, PH, PH, 8, 9, PH, PH]])
+    assert placeholder_run_index(rows, PH).tolist() == [[-1, -1, 0, 1, 2, -1, 0],
+                                                        [-1, 0, 1, -1, -1, 0, 1]]
+    s = torch.tensor([[0, 1, 0, 0, 0, 0, 0],
+                      [0, 0, 0, 0, 0, 0, 0]])
+    w = row_weights(rows, s, PH, placeholder_weight=2.0, placeholder_decay=0.5)
+    assert w.tolist() == [[1.0, 2.0, 2.0, 1.0, 0.5, 1.0, 2.0],
+                          [1.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0]]
+    # The defaults keep Alg. 3's s_t + 1 weights (the loss's own default).
+    assert row_weights(rows, s, PH) is None
