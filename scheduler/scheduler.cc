@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <deque>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -385,7 +386,9 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     s.kv_length = kv.length(d.sequence());
     s.kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size());
     s.pending_kv_rows = d.PendingKvRows();
-    s.max_decode_rows = MaxDecodeRows(r.request.decoding);
+    // Adaptive sequences reserve the rows their draft length can reach this forward,
+    // not the full γ's (sequence_decoder.h, DecodeRowsBound).
+    s.max_decode_rows = d.DecodeRowsBound(options.decoding.cost_curve);
     sequences.push_back(s);
   }
   const BatchPlan plan = PlanBatch(std::move(sequences), {options.max_batch_tokens, kv.free_blocks(), block_size});
@@ -448,7 +451,8 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   for (Entry& e : entries) {
-    e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost);
+    e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost,
+                                      e.prefill ? std::numeric_limits<int>::max() : e.rows);
     if (!e.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(e.step.rows.size()) - 1);
     batch.rows.insert(batch.rows.end(), e.step.rows.begin(), e.step.rows.end());
     e.full_row = full_rows;

@@ -65,11 +65,26 @@ int SequenceDecoder::MemorySlot(const StepPlan& plan) const {
   return std::clamp(plan.ngram_match, 0, static_cast<int>(match_acceptance_.size()));
 }
 
-int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot) {
-  const DecodingConfig& d = request_.decoding;
+int SequenceDecoder::ProbeGamma() const {
   // Probes use the cheapest draft length that still verifies one draft: they measure
   // depth-1 acceptance, and deeper drafts follow once that pays.
-  const int probe = std::min(d.gamma, DraftCapacity(d, 1) > 0 ? 1 : 2);
+  const DecodingConfig& d = request_.decoding;
+  return std::min(d.gamma, DraftCapacity(d, 1) > 0 ? 1 : 2);
+}
+
+int SequenceDecoder::DecodeRowsBound(const ForwardCostCurve* curve) const {
+  const DecodingConfig& d = request_.decoding;
+  if (!d.adaptive_gamma || curve == nullptr || !IsCrossRegression(d.mode) || last_gamma_ > 0) return MaxDecodeRows(d);
+  return MaxDecodeRows(WithGamma(d, ProbeGamma()));
+}
+
+int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot,
+                                   int max_decode_rows) {
+  const DecodingConfig& d = request_.decoding;
+  const int probe = ProbeGamma();
+  // The draft lengths whose rows fit what the caller reserved (a scheduler's bound).
+  int fits = d.gamma;
+  while (fits > 0 && MaxDecodeRows(WithGamma(d, fits)) > max_decode_rows) --fits;
   // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
   // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
   // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
@@ -82,9 +97,9 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
       std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     --probe_forwards_;
-    return probe;
+    return probe <= fits ? probe : 0;
   }
-  const int chosen = ChooseGamma(d, acceptance, cost);
+  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), acceptance, cost);
   if (chosen > 0) {
     probes_.DraftsPay(first_interval);
     if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
@@ -102,14 +117,14 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
   // (acceptance_memory.h).
   const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
                                      : probes_.ArForward(first_interval, kMaxProbeInterval);
-  if (!due) return 0;
+  if (!due || probe > fits) return 0;
   probe_forwards_ = probe_forwards - 1;
   return probe;
 }
 
-StepPlan SequenceDecoder::Plan(int max_prefill_rows, const DraftCost* cost) {
+StepPlan SequenceDecoder::Plan(int max_prefill_rows, const DraftCost* cost, int max_decode_rows) {
   plan_outstanding_ = true;
-  if (!prefilling()) return PlanDecode(cost);
+  if (!prefilling()) return PlanDecode(cost, max_decode_rows);
   // Every committed token but the newest goes into the cache without logits.
   StepPlan plan;
   plan.kind = StepPlan::Kind::kPrefill;
@@ -120,7 +135,7 @@ StepPlan SequenceDecoder::Plan(int max_prefill_rows, const DraftCost* cost) {
   return plan;
 }
 
-StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
+StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows) {
   StepPlan plan;
   plan.kind = StepPlan::Kind::kDecode;
   plan.decoding = request_.decoding;
@@ -134,10 +149,11 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost) {
       int match = 0;
       ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
       plan.ngram_match = match;
-      plan.decoding = WithGamma(request_.decoding, match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan)) : 0);
+      last_gamma_ = match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan), max_decode_rows) : 0;
     } else {
-      plan.decoding = WithGamma(request_.decoding, AdaptiveGamma(*cost, acceptance_, 0));
+      last_gamma_ = AdaptiveGamma(*cost, acceptance_, 0, max_decode_rows);
     }
+    plan.decoding = WithGamma(request_.decoding, last_gamma_);
     plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
   }
   const DecodingConfig& it = plan.decoding;

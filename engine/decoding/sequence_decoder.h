@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -53,7 +54,19 @@ class SequenceDecoder {
   // The next forward's share for this sequence: a prefill chunk of at most
   // `max_prefill_rows` rows, or one decode iteration. `cost` (adaptive_gamma requests):
   // what rows cost, to pick this forward's γ'. Call once per forward, then OnForward.
-  StepPlan Plan(int max_prefill_rows, const DraftCost* cost = nullptr);
+  // `max_decode_rows`: a decode iteration's rows, at most (adaptive requests pick γ'
+  // among the draft lengths that fit; a scheduler passes what it reserved, at least
+  // DecodeRowsBound()).
+  StepPlan Plan(int max_prefill_rows, const DraftCost* cost = nullptr,
+                int max_decode_rows = std::numeric_limits<int>::max());
+  // Rows the next decode iteration may use, for a scheduler's token budget: MaxDecodeRows
+  // of the request, except for an adaptive Cross-Regression request whose last decode
+  // forward ran AR, which reserves a probe's rows (6 with forks, against 42 at γ = 8
+  // with two forks) and drafts deeper from the next forward on. Reserving the full γ for
+  // every such sequence left the prefill chunks a third of the budget at 8 forked
+  // sequences, and at 16 it left sequences out of forwards that ran them all as AR.
+  // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
+  int DecodeRowsBound(const ForwardCostCurve* curve) const;
   // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows, each whole or
   // a summary as the plan's rows asked. Appends the tokens it commits to `committed`.
   absl::Status OnForward(const StepPlan& plan, const LogitRows& logits, PagedKvCache& kv,
@@ -77,14 +90,16 @@ class SequenceDecoder {
 
  private:
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
-  StepPlan PlanDecode(const DraftCost* cost);
+  StepPlan PlanDecode(const DraftCost* cost, int max_decode_rows);
+  // The draft length of an adaptive probe: the cheapest that still verifies one draft.
+  int ProbeGamma() const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads
   // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
   void AskForSummaries(StepPlan& plan) const;
   // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
   // `acceptance` is the tracker the forward's verdicts will feed, `slot` its slot in
   // the acceptance memory; an AR choice moves it back toward the memory's estimate.
-  int AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot);
+  int AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot, int max_decode_rows);
   // The tracker a plan's outcomes feed: adaptive n-gram keeps one per match length.
   AcceptanceTracker& TrackerFor(const StepPlan& plan);
   // Its slot in the acceptance memory: 0 for Cross-Regression, the match length for n-gram.
@@ -117,6 +132,7 @@ class SequenceDecoder {
   std::string memory_class_;
   ProbeSchedule probes_;          // adaptive, learning alone: when AR forwards give way to a probe
   int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe
+  int last_gamma_ = 0;            // adaptive: γ' of the last decode forward (0 = AR)
   bool plan_outstanding_ = false; // Plan() returned a plan whose forward has not come back
   SpeculativeStats stats_;
   FinishReason finish_ = FinishReason::kNone;
