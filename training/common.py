@@ -2,6 +2,7 @@
 import argparse
 import hashlib
 import json
+import math
 import os
 import random
 import sys
@@ -46,6 +47,15 @@ def setup(args) -> torch.device:
         torch.set_num_threads(args.threads)
     seed_all(args.seed)
     return pick_device(args.device)
+
+
+def warmup_cosine_lr(step: int, lr: float, warmup: int, steps: int, min_frac: float) -> float:
+    """Linear warm-up over `warmup` steps, then a cosine from `lr` to `min_frac * lr` at
+    `steps` (and flat after it)."""
+    if step < warmup:
+        return lr * (step + 1) / warmup
+    t = (step - warmup) / max(1, steps - warmup)
+    return lr * (min_frac + (1 - min_frac) * 0.5 * (1 + math.cos(math.pi * min(t, 1))))
 
 
 def log(msg: str) -> None:

@@ -18,7 +18,6 @@ export (the LR is constant after warm-up, so an early stop loses steps, not a sc
 """
 import argparse
 import json
-import math
 import os
 import time
 
@@ -85,8 +84,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "weighs placeholder-weight * decay^k: a fork's later drafts are accepted "
                         "only after its first ones, so they matter less (1 = equal weights)")
     p.add_argument("--init-adapter", default="",
-                   help="start from this PEFT adapter (its rank and alpha replace --rank/--alpha) "
-                        "instead of a fresh LoRA")
+                   help="start from this PEFT adapter instead of a fresh LoRA (its rank, alpha "
+                        "and targets replace --rank, --alpha and --targets)")
     p.add_argument("--lr-decay", choices=["none", "cosine"], default="none",
                    help="after warm-up: constant LR, or cosine to a tenth of --lr by --steps")
     p.add_argument("--eval-every", type=int, default=250)
@@ -397,10 +396,10 @@ def main(argv=None) -> int:
         t_step = time.time()
         gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
         idx = torch.randint(0, n_train, (a.batch,), generator=gen)
-        lr = a.lr * min(1.0, (step + 1) / a.warmup)
-        if a.lr_decay == "cosine" and step >= a.warmup:
-            frac = (step - a.warmup) / max(1, a.steps - a.warmup)
-            lr = a.lr * (0.1 + 0.45 * (1.0 + math.cos(math.pi * min(1.0, frac))))
+        if a.lr_decay == "cosine":
+            lr = common.warmup_cosine_lr(step, a.lr, a.warmup, a.steps, 0.1)
+        else:
+            lr = a.lr * min(1.0, (step + 1) / a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
         noisy_fn = lambda clean: add_noise(clean, idx, replay, has_replay, a, V, placeholder, gen)

@@ -12,7 +12,6 @@ checkpoint and export; --auto-steps sizes the cosine schedule to that budget.
 Writes OUT/checkpoint.pt, OUT/model/ (HF directory; --max-shard-bytes shards it), OUT/run.json.
 """
 import argparse
-import math
 import os
 import time
 
@@ -87,10 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def lr_at(step: int, a) -> float:
-    if step < a.warmup:
-        return a.lr * (step + 1) / a.warmup
-    t = (step - a.warmup) / max(1, a.steps - a.warmup)
-    return a.lr * (a.min_lr_frac + (1 - a.min_lr_frac) * 0.5 * (1 + math.cos(math.pi * min(t, 1))))
+    return common.warmup_cosine_lr(step, a.lr, a.warmup, a.steps, a.min_lr_frac)
 
 
 def prepare_data(a):
