@@ -103,7 +103,7 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
 
 double DraftCost::ArShare(DecodingMode mode) const {
   const int b = std::max(1, batch_sequences);
-  return curve->Seconds(mode, std::max(base_rows, b)) / b;
+  return curve->Seconds(mode, b) / b;
 }
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {

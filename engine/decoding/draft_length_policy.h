@@ -17,19 +17,28 @@
 namespace crossreg {
 
 // What the next forward's rows cost this sequence. A sequence's draft rows are costed
-// at the margin of the forward as planned so far, T(R + extra) - T(R), and must earn
-// at least the tokens per second of the forward with every decoding sequence in AR,
-// B / T(R0). Summed over the sequences the margins telescope to T(R_final) - T(R0), so
-// if each sequence's expected extra tokens pay their margin at that rate, the whole
-// forward commits at least the all-AR forward's expected tokens per second, whatever
-// the curve's shape (flat on a GPU until the rows fill it, linear on two CPU cores).
-// With one sequence and nothing planned this is T(rows) against T(1).
+// at the margin of the forward as planned so far, T(R + extra) - T(R), and their
+// expected extra tokens must pay for it at the cost of an AR token in a decode-only
+// forward, T(B) / B: each accepted draft is a token the sequence will not decode later,
+// in forwards of about B rows. Prefill rows sharing this forward are paid for whatever
+// the sequence chooses, so they raise the margin (R counts them) but not what a token
+// is worth; pricing tokens at T(R0) / B with R0 counting them, as before, made drafts
+// in prefill-carrying forwards look nearly free on two CPU cores (a 400-row chunk made
+// an AR token "cost" 5 ms against 0.35 ms in the decode forwards around it), so weak
+// adapters drafted there, and their unused reservations cut the prefill chunks.
+// Since T(B) <= T(R0), every draft chosen also earns its margin at the all-AR forward's
+// rate B / T(R0); summed over the sequences the margins telescope to T(R_final) -
+// T(R0), so the forward as planned commits at least the all-AR forward's expected
+// tokens per second, whatever the curve's shape (flat on a GPU until the rows fill it,
+// linear on two CPU cores). With one sequence and nothing planned this is T(rows)
+// against T(1).
 struct DraftCost {
   const ForwardCostCurve* curve = nullptr;
   int batch_sequences = 1;     // B: decoding sequences in the forward
   int base_rows = 1;           // R0: its rows with every decoding sequence in AR (prefill rows included; >= B)
   int planned_extra_rows = 0;  // draft rows that sequences planned before this one added
-  // T(R0) / B: this sequence's share of the all-AR forward, the cost of one AR token.
+  // T(B) / B: what one AR token costs this sequence in a decode-only forward, the
+  // value of each extra token a draft is expected to commit.
   double ArShare(DecodingMode mode) const;
   // T(R + extra) - T(R) with R = R0 + planned_extra_rows: what `extra` more rows add.
   double MarginalSeconds(DecodingMode mode, int extra) const;
