@@ -1,6 +1,7 @@
 #include "engine/decoding/forward_cost_curve.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
@@ -79,29 +80,36 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     return seconds;
   };
   // Warm caches, allocations and worker threads on every size first, then take the
-  // fastest of `repeats` runs per size and shape (the shapes take turns): other load on
-  // the machine only adds time.
+  // fastest of `repeats` runs per size and shape: other load on the machine only adds
+  // time. The repeats are rounds over every size and shape, not runs back to back, so a
+  // burst of load spreads over the sizes instead of raising one point: on a shared
+  // two-core host back-to-back runs left T(16) equal to T(8) in one start-up (a flat
+  // stretch that told adaptive sequences their draft rows were free) and twice T(8) in
+  // another.
   for (int rows : sizes) {
     for (bool all_control : {false, true}) {
       if (auto t = time_forward(rows, all_control); !t.ok()) return t.status();
     }
   }
-  Points points, control;
-  for (int rows : sizes) {
-    double best[2] = {0.0, 0.0};
-    for (int r = 0; r < repeats; ++r) {
+  std::vector<std::array<double, 2>> best(sizes.size(), {0.0, 0.0});
+  for (int r = 0; r < repeats; ++r) {
+    for (size_t i = 0; i < sizes.size(); ++i) {
       for (int shape = 0; shape < 2; ++shape) {
-        auto t = time_forward(rows, shape == 1);
+        auto t = time_forward(sizes[i], shape == 1);
         if (!t.ok()) return t.status();
-        best[shape] = r == 0 ? *t : std::min(best[shape], *t);
+        best[i][shape] = r == 0 ? *t : std::min(best[i][shape], *t);
       }
     }
+  }
+  Points points, control;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    double cr = best[i][0], co = best[i][1];
     // More rows never cost less: a dip is noise. One row is the same forward in both shapes.
-    if (rows == 1) best[0] = best[1] = std::min(best[0], best[1]);
-    if (!points.empty()) best[0] = std::max(best[0], points.back().second);
-    if (!control.empty()) best[1] = std::max(best[1], control.back().second);
-    points.emplace_back(rows, std::max(best[0], 1e-9));
-    control.emplace_back(rows, std::max(best[1], 1e-9));
+    if (sizes[i] == 1) cr = co = std::min(cr, co);
+    if (!points.empty()) cr = std::max(cr, points.back().second);
+    if (!control.empty()) co = std::max(co, control.back().second);
+    points.emplace_back(sizes[i], std::max(cr, 1e-9));
+    control.emplace_back(sizes[i], std::max(co, 1e-9));
   }
   return FromPoints(std::move(points), std::move(control));
 }

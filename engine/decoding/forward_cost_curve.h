@@ -30,7 +30,7 @@ class ForwardCostCurve {
   // Times forwards of 1, 2, 4, ... up to `max_rows` rows on a scratch sequence with
   // `context` cached positions, in both shapes: half control rows and half predictive
   // rows (a Cross-Regression step), and control rows only (an n-gram step). One warm-up
-  // pass over all sizes, then the fastest of `repeats` runs each (load from elsewhere
+  // pass over all sizes, then the fastest of `repeats` rounds over every size (load from elsewhere
   // only adds time), made non-decreasing. The scratch sequence is freed; it needs
   // context + max_rows positions of free KV.
   static absl::StatusOr<ForwardCostCurve> Measure(Backend& backend, PagedKvCache& kv, const ModelConfig& config,
