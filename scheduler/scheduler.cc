@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "engine/decoding/forward_cost_calibration.h"
 #include "scheduler/batch_planner.h"
 #include "scheduler/request_state.h"
 
@@ -134,6 +135,9 @@ struct Scheduler::Impl {
   int64_t admit_counter = 0;
   int64_t preemptions = 0;
   int64_t forwards = 0;
+  // The cost curve's error on the forwards this scheduler ran, per kind (decode-only,
+  // carrying prefill), for the adaptive draft length.
+  ForwardCostCalibration calibration;
   ForwardBatch batch;
   ForwardOutput output;
   std::vector<int32_t> committed;
@@ -440,14 +444,19 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   batch.rows.clear();
   int full_rows = 0, summary_rows = 0;
   // Adaptive draft lengths (draft_length_policy.h): each decoding sequence's draft
-  // rows are costed at the margin of the forward as planned so far, and must earn the
-  // all-AR forward's tokens per second. The decode entries plan first, knowing the
-  // prefill rows that share the forward.
+  // rows are costed at the margin of the forward as planned so far, and their expected
+  // extra tokens must pay it at a decode-only forward's cost per token, both corrected
+  // by what this scheduler's forwards of each kind took (forward_cost_calibration.h).
+  // The decode entries plan first, knowing the prefill rows that share the forward.
   DraftCost cost{options.decoding.cost_curve, 0, 0, 0};
+  bool carries_prefill = false;
   for (const Entry& e : entries) {
     cost.batch_sequences += e.prefill ? 0 : 1;
     cost.base_rows += e.prefill ? e.rows : 1;
+    carries_prefill = carries_prefill || e.prefill;
   }
+  cost.decode_scale = calibration.Scale(false);
+  cost.forward_scale = calibration.Scale(carries_prefill);
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   for (Entry& e : entries) {
@@ -477,6 +486,9 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   ForwardReport report;
   report.seconds = SecondsBetween(forward_start, now);
   report.rows = static_cast<int>(batch.rows.size());
+  if (options.decoding.cost_curve != nullptr) {
+    calibration.Observe(*options.decoding.cost_curve, report.rows, carries_prefill, report.seconds);
+  }
   report.sequences.reserve(entries.size());
 
   std::vector<RequestPtr> finished;

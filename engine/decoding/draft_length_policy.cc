@@ -103,12 +103,13 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
 
 double DraftCost::ArShare(DecodingMode mode) const {
   const int b = std::max(1, batch_sequences);
-  return curve->Seconds(mode, b) / b;
+  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, std::max(base_rows, b))) /
+         b;
 }
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
   const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
-  return std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
+  return forward_scale * std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {

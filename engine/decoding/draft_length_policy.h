@@ -37,10 +37,18 @@ struct DraftCost {
   int batch_sequences = 1;     // B: decoding sequences in the forward
   int base_rows = 1;           // R0: its rows with every decoding sequence in AR (prefill rows included; >= B)
   int planned_extra_rows = 0;  // draft rows that sequences planned before this one added
-  // T(B) / B: what one AR token costs this sequence in a decode-only forward, the
-  // value of each extra token a draft is expected to commit.
+  // How far the curve is off for a decode-only forward, and for this forward
+  // (forward_cost_calibration.h); 1 and 1 price with the curve as measured. In a
+  // decode-only forward both are the same scale and cancel.
+  double decode_scale = 1.0;
+  double forward_scale = 1.0;
+  // What one AR token costs this sequence in a decode-only forward, the value of each
+  // extra token a draft is expected to commit: decode_scale · T(B) / B, and never more
+  // than its share of this forward with every sequence in AR, forward_scale · T(R0) / B
+  // (which keeps the all-AR guarantee above when the scales differ).
   double ArShare(DecodingMode mode) const;
-  // T(R + extra) - T(R) with R = R0 + planned_extra_rows: what `extra` more rows add.
+  // forward_scale · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
+  // `extra` more rows add.
   double MarginalSeconds(DecodingMode mode, int extra) const;
 };
 

@@ -1,0 +1,45 @@
+// How far the start-up cost curve is off for the forwards a server actually runs, kept
+// per kind of forward. The curve (forward_cost_curve.h) is timed once, on one sequence
+// at context 64 with nothing else running. Under load it is off in two directions at
+// once (two Zen 4 cores, default model, concurrency 16; docs/benchmarks.md, twentieth
+// session): decode-only forwards of 16 sequences cost 4.5-5.6 ms against its 2.6-3.0
+// (longer contexts, many sequences, the server's own threads on the same cores), while
+// 500-row forwards carrying a prefill chunk cost ~0.095 ms a row against its 0.13-0.145
+// slope. The adaptive draft length values a drafted token at a decode-only forward's
+// cost and prices its rows at the margin of the forward it joins, so in a forward that
+// carries a prefill chunk the two errors do not cancel: each kind's own error is
+// corrected from the forwards timed as they run.
+//
+// Each kind keeps the geometric mean of actual / curve seconds with exponential
+// forgetting (the first forward of a kind counts fully). One ratio is clamped to
+// [1/4, 4]: a page fault or a descheduled thread must not swing the scale. Exactness
+// is untouched: like the curve, the scales steer γ' only.
+#pragma once
+
+#include "engine/decoding/forward_cost_curve.h"
+
+namespace crossreg {
+
+class ForwardCostCalibration {
+ public:
+  // `weight`: the share of the scale a new forward moves (0 < weight <= 1).
+  explicit ForwardCostCalibration(double weight = 0.05);
+
+  // A forward of `rows` rows (prefill rows included) that took `seconds`, compared with
+  // `curve`'s Cross-Regression points. Ignored when seconds or the curve's figure is not
+  // positive.
+  void Observe(const ForwardCostCurve& curve, int rows, bool carries_prefill, double seconds);
+
+  // actual / curve for this kind of forward; 1 until one was observed.
+  double Scale(bool carries_prefill) const;
+
+ private:
+  struct Kind {
+    double log_scale = 0.0;
+    long long forwards = 0;
+  };
+  double weight_;
+  Kind decode_only_, with_prefill_;
+};
+
+}  // namespace crossreg

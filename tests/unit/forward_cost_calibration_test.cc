@@ -1,0 +1,103 @@
+// The cost curve's live correction (forward_cost_calibration.h) and how the adaptive
+// draft length reads it (DraftCost's scales).
+#include "engine/decoding/forward_cost_calibration.h"
+
+#include <cmath>
+
+#include "engine/decoding/draft_length_policy.h"
+#include "gtest/gtest.h"
+
+namespace crossreg {
+namespace {
+
+ForwardCostCurve Linear() {
+  // 1 ms for one row, 0.1 ms a row after.
+  auto c = ForwardCostCurve::FromPoints({{1, 1.0e-3}, {64, 7.3e-3}});
+  EXPECT_TRUE(c.ok()) << c.status();
+  return *c;
+}
+
+TEST(ForwardCostCalibrationTest, EachKindLearnsItsOwnScale) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal(0.05);
+  EXPECT_DOUBLE_EQ(cal.Scale(false), 1.0);
+  EXPECT_DOUBLE_EQ(cal.Scale(true), 1.0);
+  // Decode-only forwards run at twice the curve, forwards carrying prefill at 0.7 of it.
+  for (int i = 0; i < 200; ++i) {
+    cal.Observe(curve, 16, false, 2.0 * curve.Seconds(16));
+    cal.Observe(curve, 480, true, 0.7 * curve.Seconds(480));
+  }
+  EXPECT_NEAR(cal.Scale(false), 2.0, 1e-9);
+  EXPECT_NEAR(cal.Scale(true), 0.7, 1e-9);
+}
+
+TEST(ForwardCostCalibrationTest, FirstForwardsAverageThenOldOnesFade) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal(0.1);
+  cal.Observe(curve, 8, false, 2.0 * curve.Seconds(8));
+  EXPECT_NEAR(cal.Scale(false), 2.0, 1e-9);  // the first one counts fully
+  cal.Observe(curve, 8, false, 0.5 * curve.Seconds(8));
+  EXPECT_NEAR(cal.Scale(false), 1.0, 1e-9);  // geometric mean of 2 and 1/2
+  // A new regime takes over geometrically, at `weight` a forward.
+  for (int i = 0; i < 100; ++i) cal.Observe(curve, 8, false, 3.0 * curve.Seconds(8));
+  EXPECT_NEAR(cal.Scale(false), 3.0, 3.0 * 1e-4);
+}
+
+TEST(ForwardCostCalibrationTest, OneOutlierMovesTheScaleABoundedStep) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal(0.05);
+  for (int i = 0; i < 100; ++i) cal.Observe(curve, 16, false, curve.Seconds(16));
+  // A forward descheduled for a second reads as 4x at most.
+  cal.Observe(curve, 16, false, 1.0);
+  EXPECT_NEAR(cal.Scale(false), std::exp(0.05 * std::log(4.0)), 1e-9);
+  // Nothing measured, or a curve that cannot be read, teaches nothing.
+  const double before = cal.Scale(false);
+  cal.Observe(curve, 16, false, 0.0);
+  cal.Observe(curve, 16, false, -1.0);
+  EXPECT_DOUBLE_EQ(cal.Scale(false), before);
+  EXPECT_DOUBLE_EQ(cal.Scale(true), 1.0);
+}
+
+// The scales in DraftCost: equal scales cancel (decode-only forwards decide as with the
+// raw curve); in a forward carrying prefill a token is worth the decode-only scale and
+// rows cost the forward's, and the token's worth never exceeds the all-AR forward's
+// share, so the all-AR guarantee holds whatever the scales.
+TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
+  const ForwardCostCurve curve = Linear();
+  AcceptanceTracker tracker(8, 1.0);
+  for (int i = 0; i < 1000; ++i) {
+    for (int k = 1; k <= 8; ++k) tracker.Record(k, i % 10 < 6);
+  }
+  DecodingConfig ngram;
+  ngram.mode = DecodingMode::kNgram;
+  ngram.gamma = 8;
+  ngram.adaptive_gamma = true;
+
+  const DraftCost raw{&curve, 16, 16, 0};
+  DraftCost scaled = raw;
+  scaled.decode_scale = scaled.forward_scale = 1.8;
+  EXPECT_NEAR(scaled.ArShare(DecodingMode::kNgram), 1.8 * raw.ArShare(DecodingMode::kNgram), 1e-15);
+  EXPECT_NEAR(scaled.MarginalSeconds(DecodingMode::kNgram, 5), 1.8 * raw.MarginalSeconds(DecodingMode::kNgram, 5),
+              1e-15);
+  EXPECT_EQ(ChooseGamma(ngram, tracker, scaled), ChooseGamma(ngram, tracker, raw));
+
+  // 16 sequences and a 450-row prefill chunk. Raw curve: a token is worth T(16)/16 =
+  // 0.16 ms and a row costs 0.1 ms, so 60% acceptance does not pay. Measured scales of
+  // 1.8 (decode-only) and 0.7 (this forward): 0.29 ms against 0.07 ms, and it does.
+  DraftCost prefill{&curve, 16, 16 + 450, 0};
+  EXPECT_EQ(ChooseGamma(ngram, tracker, prefill), 0);
+  prefill.decode_scale = 1.8;
+  prefill.forward_scale = 0.7;
+  EXPECT_NEAR(prefill.ArShare(DecodingMode::kNgram), 1.8 * curve.Seconds(16) / 16, 1e-15);
+  EXPECT_GT(ChooseGamma(ngram, tracker, prefill), 0);
+
+  // A forward whose few prefill rows run fast: the decode-only worth of a token would
+  // exceed the whole forward's AR share, so the share caps it.
+  DraftCost small{&curve, 16, 18, 0};
+  small.decode_scale = 2.0;
+  small.forward_scale = 0.5;
+  EXPECT_NEAR(small.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(18) / 16, 1e-15);
+}
+
+}  // namespace
+}  // namespace crossreg
