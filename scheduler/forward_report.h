@@ -28,6 +28,11 @@ struct SequenceForward {
 struct ForwardReport {
   double seconds = 0;  // wall time of the forward
   int rows = 0;        // rows in the batch
+  // How far the start-up cost curve is off, actual / curve seconds, for decode-only
+  // forwards and for forwards carrying prefill, after this forward
+  // (forward_cost_calibration.h); 1 when the scheduler has no curve or saw no such forward.
+  double decode_cost_scale = 1.0;
+  double prefill_cost_scale = 1.0;
   std::vector<SequenceForward> sequences;
 };
 

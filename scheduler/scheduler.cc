@@ -489,6 +489,8 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   if (options.decoding.cost_curve != nullptr) {
     calibration.Observe(*options.decoding.cost_curve, report.rows, carries_prefill, report.seconds);
   }
+  report.decode_cost_scale = calibration.Scale(false);
+  report.prefill_cost_scale = calibration.Scale(true);
   report.sequences.reserve(entries.size());
 
   std::vector<RequestPtr> finished;

@@ -153,6 +153,13 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                              "accounting uses, fitted on recent forwards and anchored by the startup measurement: "
                              "{term}=fixed or per_row, in seconds.")
                        .Register(r);
+  cost_curve_scale_ = &BuildGauge()
+                           .Name("crossreg_forward_cost_curve_scale")
+                           .Help("How far the startup forward cost curve is off for the forwards this server runs: "
+                                 "actual / curve seconds (recent geometric mean), by {kind}=decode (decode-only "
+                                 "forwards) or prefill (forwards carrying a prefill chunk). Adaptive gamma prices "
+                                 "draft rows with these scales.")
+                           .Register(r);
   generation_tokens_ = &BuildCounter()
                             .Name("crossreg_generation_tokens_total")
                             .Help("Tokens committed (generated), by {mode}, as they are committed.")
@@ -259,6 +266,8 @@ void PrometheusMetrics::OnForward(const ForwardReport& forward) {
   const ForwardCostModel& model = speedup_accounting_.model();
   forward_cost_->Add({{"term", "fixed"}}).Set(model.fixed());
   forward_cost_->Add({{"term", "per_row"}}).Set(model.per_row());
+  cost_curve_scale_->Add({{"kind", "decode"}}).Set(forward.decode_cost_scale);
+  cost_curve_scale_->Add({{"kind", "prefill"}}).Set(forward.prefill_cost_scale);
   UpdateSpeedupGauges(charges);
 }
 

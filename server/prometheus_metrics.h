@@ -102,6 +102,7 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   prometheus::Family<prometheus::Counter>* ar_equivalent_seconds_ = nullptr;
   prometheus::Family<prometheus::Gauge>* speedup_ = nullptr;
   prometheus::Family<prometheus::Gauge>* forward_cost_ = nullptr;
+  prometheus::Family<prometheus::Gauge>* cost_curve_scale_ = nullptr;
 
   // Scheduler thread only.
   SpeedupAccounting speedup_accounting_;

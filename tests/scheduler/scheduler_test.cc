@@ -500,5 +500,48 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   EXPECT_GT(sink.queue_reports, 0);
 }
 
+// The scheduler times its forwards against the cost curve, per kind (decode-only,
+// carrying prefill), and reports the scales with each forward. The fake's forwards take
+// microseconds against a curve of seconds: both kinds read the clamp, 1/4.
+class ScaleSink final : public MetricsSink {
+ public:
+  void OnForward(const ForwardReport& f) override {
+    reports.push_back({f.sequences.size(), f.decode_cost_scale, f.prefill_cost_scale});
+    for (const SequenceForward& s : f.sequences) prefill_seen = prefill_seen || s.prefill;
+  }
+  void OnTokensCommitted(DecodingMode, int, double) override {}
+  void OnRequestFinished(DecodingMode, const RequestEvent&) override {}
+  void OnQueueState(const QueueState&) override {}
+  struct Seen {
+    size_t sequences;
+    double decode, prefill;
+  };
+  std::vector<Seen> reports;  // scheduler thread; read after Shutdown
+  bool prefill_seen = false;
+};
+
+TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
+  auto curve = ForwardCostCurve::FromPoints({{1, 1.0}, {64, 2.0}});
+  ASSERT_TRUE(curve.ok());
+  for (const bool with_curve : {false, true}) {
+    ScaleSink sink;
+    SchedulerOptions options;
+    options.decoding.cost_curve = with_curve ? &*curve : nullptr;
+    FakeRig rig(options, {4, 256}, &sink);
+    EventRecorder rec;
+    rig.scheduler->Start();
+    ASSERT_TRUE(rig.scheduler->Submit(Spec("a", {1, 2, 3, 4, 5}, 6), rec.HandlerFor("a")).ok());
+    ASSERT_TRUE(rec.WaitForFinal("a"));
+    rig.scheduler->Shutdown(milliseconds(1000));
+    ASSERT_GE(sink.reports.size(), 6u);
+    EXPECT_TRUE(sink.prefill_seen);
+    // The first forward is the prompt's: only the prefill kind has been timed.
+    EXPECT_DOUBLE_EQ(sink.reports.front().decode, 1.0);
+    EXPECT_NEAR(sink.reports.front().prefill, with_curve ? 0.25 : 1.0, 1e-12);
+    EXPECT_NEAR(sink.reports.back().decode, with_curve ? 0.25 : 1.0, 1e-12) << "with curve " << with_curve;
+    EXPECT_NEAR(sink.reports.back().prefill, with_curve ? 0.25 : 1.0, 1e-12);
+  }
+}
+
 }  // namespace
 }  // namespace crossreg
