@@ -115,10 +115,12 @@ SchedulerStats RunAll(const std::vector<Case>& cases, const Model& model, const 
   options.decoding.placeholder_token = kPlaceholder;
   Scheduler scheduler(options, *engine.backend, *engine.kv);
   EventRecorder rec;
-  scheduler.Start();
+  // All queued before it starts, so that they compete for the forwards and the cache
+  // however the test thread is scheduled.
   for (const Case& c : cases) {
     EXPECT_TRUE(scheduler.Submit(c.spec, rec.HandlerFor(c.spec.request_id)).ok());
   }
+  scheduler.Start();
   EXPECT_TRUE(rec.WaitForFinals(cases.size(), std::chrono::seconds(300)));
   scheduler.Shutdown(std::chrono::seconds(10));
   for (const Case& c : cases) {

@@ -313,12 +313,15 @@ TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
   EventRecorder rec;
   const DecodingMode modes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kLossy,
                                 DecodingMode::kNgram};
-  rig.scheduler->Start();
+  // All queued before the scheduler starts: submitted to a running one, each request
+  // could run alone whenever the test thread is descheduled between submissions, and
+  // nothing would compete for the cache (CI saw no preemption once).
   for (int i = 0; i < 16; ++i) {
     const std::string id = absl::StrCat("t", i);
     std::vector<int32_t> prompt = {static_cast<int32_t>(i % kVocab), 3, 5, 7, 3, 5};
     ASSERT_TRUE(rig.scheduler->Submit(Spec(id, prompt, 16, modes[i % 4], 3), rec.HandlerFor(id)).ok());
   }
+  rig.scheduler->Start();
   ASSERT_TRUE(rec.WaitForFinals(16));
   for (int i = 0; i < 16; ++i) {
     const auto r = rec.Get(absl::StrCat("t", i));
