@@ -487,7 +487,10 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   report.seconds = SecondsBetween(forward_start, now);
   report.rows = static_cast<int>(batch.rows.size());
   if (options.decoding.cost_curve != nullptr) {
-    calibration.Observe(*options.decoding.cost_curve, report.rows, carries_prefill, report.seconds);
+    const auto predictive =
+        std::count_if(batch.rows.begin(), batch.rows.end(), [](const BatchRow& row) { return row.predictive; });
+    calibration.Observe(*options.decoding.cost_curve, report.rows, static_cast<int>(predictive), carries_prefill,
+                        report.seconds);
   }
   report.decode_cost_scale = calibration.Scale(false);
   report.prefill_cost_scale = calibration.Scale(true);

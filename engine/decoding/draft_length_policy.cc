@@ -109,7 +109,8 @@ double DraftCost::ArShare(DecodingMode mode) const {
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
   const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
-  return forward_scale * std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
+  return std::min(1.0, forward_scale) *
+         std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {

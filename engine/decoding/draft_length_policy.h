@@ -38,8 +38,7 @@ struct DraftCost {
   int base_rows = 1;           // R0: its rows with every decoding sequence in AR (prefill rows included; >= B)
   int planned_extra_rows = 0;  // draft rows that sequences planned before this one added
   // How far the curve is off for a decode-only forward, and for this forward
-  // (forward_cost_calibration.h); 1 and 1 price with the curve as measured. In a
-  // decode-only forward both are the same scale and cancel.
+  // (forward_cost_calibration.h); 1 and 1 price with the curve as measured.
   double decode_scale = 1.0;
   double forward_scale = 1.0;
   // What one AR token costs this sequence in a decode-only forward, the value of each
@@ -47,8 +46,14 @@ struct DraftCost {
   // than its share of this forward with every sequence in AR, forward_scale · T(R0) / B
   // (which keeps the all-AR guarantee above when the scales differ).
   double ArShare(DecodingMode mode) const;
-  // forward_scale · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
-  // `extra` more rows add.
+  // min(1, forward_scale) · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
+  // `extra` more rows add. The forward is priced as forward_scale · T(R0) plus the
+  // curve's margin above R0, shrunk where the curve runs slow but never stretched: what
+  // load adds to a forward is a cost per forward, not per row. On two Zen 4 cores at
+  // concurrency 16 (default model, n-gram) decode-only forwards of 16, 28 and 40 rows
+  // took 4.0, 5.3 and 6.9 ms against the curve's 2.1, 3.5 and 4.9: the scale at 16 rows
+  // is 1.9, the rows past it cost the curve's 0.12 ms each (docs/benchmarks.md,
+  // twenty-first session). The all-AR guarantee holds for that price as for any other.
   double MarginalSeconds(DecodingMode mode, int extra) const;
 };
 

@@ -11,8 +11,13 @@ constexpr double kMaxRatio = 4.0;
 
 ForwardCostCalibration::ForwardCostCalibration(double weight) : weight_(std::clamp(weight, 1e-6, 1.0)) {}
 
-void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, bool carries_prefill, double seconds) {
-  const double predicted = curve.Seconds(std::max(1, rows));
+void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, int predictive_rows,
+                                     bool carries_prefill, double seconds) {
+  rows = std::max(1, rows);
+  const double control_only = curve.Seconds(DecodingMode::kNgram, rows);
+  const double half_predictive = curve.Seconds(rows);
+  const double share = std::clamp(2.0 * predictive_rows / rows, 0.0, 1.0);
+  const double predicted = control_only + share * (half_predictive - control_only);
   if (!(seconds > 0.0) || !(predicted > 0.0)) return;
   const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
   Kind& k = carries_prefill ? with_prefill_ : decode_only_;

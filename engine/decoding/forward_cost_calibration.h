@@ -8,7 +8,8 @@
 // slope. The adaptive draft length values a drafted token at a decode-only forward's
 // cost and prices its rows at the margin of the forward it joins, so in a forward that
 // carries a prefill chunk the two errors do not cancel: each kind's own error is
-// corrected from the forwards timed as they run.
+// corrected from the forwards timed as they run. A scale above 1 raises a forward's
+// price, not its margin (DraftCost::MarginalSeconds): load adds a cost per forward.
 //
 // Each kind keeps the geometric mean of actual / curve seconds with exponential
 // forgetting (the first forward of a kind counts fully). One ratio is clamped to
@@ -25,10 +26,14 @@ class ForwardCostCalibration {
   // `weight`: the share of the scale a new forward moves (0 < weight <= 1).
   explicit ForwardCostCalibration(double weight = 0.05);
 
-  // A forward of `rows` rows (prefill rows included) that took `seconds`, compared with
-  // `curve`'s Cross-Regression points. Ignored when seconds or the curve's figure is not
-  // positive.
-  void Observe(const ForwardCostCurve& curve, int rows, bool carries_prefill, double seconds);
+  // A forward of `rows` rows (prefill rows included), `predictive_rows` of them in the
+  // predictive stream, that took `seconds`. It is compared with the curve of its own
+  // shape: the control-only points with no predictive rows (AR, n-gram, prefill), the
+  // Cross-Regression points (half predictive) at half or more, linear in between. Against
+  // the Cross-Regression points alone, a server running AR and n-gram forwards read a
+  // scale ~12% low (default model: 2.24 against 2.54 ms at 16 rows). Ignored when
+  // seconds or the curve's figure is not positive.
+  void Observe(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill, double seconds);
 
   // actual / curve for this kind of forward; 1 until one was observed.
   double Scale(bool carries_prefill) const;

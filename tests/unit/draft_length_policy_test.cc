@@ -2,6 +2,7 @@
 // acceptance tracker, and the choice of γ' (ALGORITHM.md, PERFORMANCE).
 #include "engine/decoding/draft_length_policy.h"
 
+#include <algorithm>
 #include <random>
 
 #include "engine/model/random_model.h"
@@ -247,6 +248,17 @@ TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
     const int b = 1 + static_cast<int>(unit(rng) * 24);
     const int prefill = unit(rng) < 0.3 ? static_cast<int>(unit(rng) * 40) : 0;
     DraftCost cost{&curve, b, b + prefill, 0};
+    if (unit(rng) < 0.5) {  // the live correction's scales (forward_cost_calibration.h)
+      cost.decode_scale = 0.4 + 2.6 * unit(rng);
+      cost.forward_scale = 0.4 + 2.6 * unit(rng);
+    }
+    // What the forward costs as DraftCost prices it: the all-AR forward at the
+    // forward's scale, and the rows above it at the curve's margin, shrunk but never
+    // stretched by that scale.
+    auto priced = [&](int rows) {
+      const double r0 = curve.Seconds(b + prefill);
+      return cost.forward_scale * r0 + std::min(1.0, cost.forward_scale) * (curve.Seconds(rows) - r0);
+    };
     double expected = 0.0;
     for (int s = 0; s < b; ++s) {
       AcceptanceTracker acceptance(8, 1.0);
@@ -276,8 +288,8 @@ TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
       cost.planned_extra_rows += extra;
     }
     // Lossless and n-gram rows are costed on one curve here (no control-only points).
-    const double all_ar_rate = b / curve.Seconds(b + prefill);
-    const double planned_rate = expected / curve.Seconds(b + prefill + cost.planned_extra_rows);
+    const double all_ar_rate = b / priced(b + prefill);
+    const double planned_rate = expected / priced(b + prefill + cost.planned_extra_rows);
     EXPECT_GE(planned_rate, all_ar_rate * 0.9999) << "trial " << trial;
   }
   EXPECT_GT(drafted, 200);

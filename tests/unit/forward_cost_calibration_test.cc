@@ -24,8 +24,8 @@ TEST(ForwardCostCalibrationTest, EachKindLearnsItsOwnScale) {
   EXPECT_DOUBLE_EQ(cal.Scale(true), 1.0);
   // Decode-only forwards run at twice the curve, forwards carrying prefill at 0.7 of it.
   for (int i = 0; i < 200; ++i) {
-    cal.Observe(curve, 16, false, 2.0 * curve.Seconds(16));
-    cal.Observe(curve, 480, true, 0.7 * curve.Seconds(480));
+    cal.Observe(curve, 16, 0, false, 2.0 * curve.Seconds(16));
+    cal.Observe(curve, 480, 0, true, 0.7 * curve.Seconds(480));
   }
   EXPECT_NEAR(cal.Scale(false), 2.0, 1e-9);
   EXPECT_NEAR(cal.Scale(true), 0.7, 1e-9);
@@ -34,34 +34,62 @@ TEST(ForwardCostCalibrationTest, EachKindLearnsItsOwnScale) {
 TEST(ForwardCostCalibrationTest, FirstForwardsAverageThenOldOnesFade) {
   const ForwardCostCurve curve = Linear();
   ForwardCostCalibration cal(0.1);
-  cal.Observe(curve, 8, false, 2.0 * curve.Seconds(8));
+  cal.Observe(curve, 8, 0, false, 2.0 * curve.Seconds(8));
   EXPECT_NEAR(cal.Scale(false), 2.0, 1e-9);  // the first one counts fully
-  cal.Observe(curve, 8, false, 0.5 * curve.Seconds(8));
+  cal.Observe(curve, 8, 0, false, 0.5 * curve.Seconds(8));
   EXPECT_NEAR(cal.Scale(false), 1.0, 1e-9);  // geometric mean of 2 and 1/2
   // A new regime takes over geometrically, at `weight` a forward.
-  for (int i = 0; i < 100; ++i) cal.Observe(curve, 8, false, 3.0 * curve.Seconds(8));
+  for (int i = 0; i < 100; ++i) cal.Observe(curve, 8, 0, false, 3.0 * curve.Seconds(8));
   EXPECT_NEAR(cal.Scale(false), 3.0, 3.0 * 1e-4);
 }
 
 TEST(ForwardCostCalibrationTest, OneOutlierMovesTheScaleABoundedStep) {
   const ForwardCostCurve curve = Linear();
   ForwardCostCalibration cal(0.05);
-  for (int i = 0; i < 100; ++i) cal.Observe(curve, 16, false, curve.Seconds(16));
+  for (int i = 0; i < 100; ++i) cal.Observe(curve, 16, 0, false, curve.Seconds(16));
   // A forward descheduled for a second reads as 4x at most.
-  cal.Observe(curve, 16, false, 1.0);
+  cal.Observe(curve, 16, 0, false, 1.0);
   EXPECT_NEAR(cal.Scale(false), std::exp(0.05 * std::log(4.0)), 1e-9);
   // Nothing measured, or a curve that cannot be read, teaches nothing.
   const double before = cal.Scale(false);
-  cal.Observe(curve, 16, false, 0.0);
-  cal.Observe(curve, 16, false, -1.0);
+  cal.Observe(curve, 16, 0, false, 0.0);
+  cal.Observe(curve, 16, 0, false, -1.0);
   EXPECT_DOUBLE_EQ(cal.Scale(false), before);
   EXPECT_DOUBLE_EQ(cal.Scale(true), 1.0);
 }
 
-// The scales in DraftCost: equal scales cancel (decode-only forwards decide as with the
-// raw curve); in a forward carrying prefill a token is worth the decode-only scale and
-// rows cost the forward's, and the token's worth never exceeds the all-AR forward's
-// share, so the all-AR guarantee holds whatever the scales.
+TEST(ForwardCostCalibrationTest, EachForwardIsComparedWithTheCurveOfItsShape) {
+  // Cross-Regression forwards (half predictive rows) cost 1.5x the control-only ones.
+  auto curve = ForwardCostCurve::FromPoints({{1, 1.5e-3}, {64, 96e-3}}, {{1, 1.0e-3}, {64, 64e-3}});
+  ASSERT_TRUE(curve.ok()) << curve.status();
+  const double control_only = curve->Seconds(DecodingMode::kNgram, 16);
+  const double half_predictive = curve->Seconds(16);
+  ASSERT_NEAR(half_predictive, 1.5 * control_only, 1e-12);
+  // An AR or n-gram forward that took the control-only curve's time is on the curve.
+  ForwardCostCalibration ar;
+  ar.Observe(*curve, 16, 0, false, control_only);
+  EXPECT_NEAR(ar.Scale(false), 1.0, 1e-12);
+  // So is a Cross-Regression forward at the other curve, with half (or more) of its rows predictive.
+  ForwardCostCalibration xr;
+  xr.Observe(*curve, 16, 8, false, half_predictive);
+  xr.Observe(*curve, 16, 12, false, half_predictive);
+  EXPECT_NEAR(xr.Scale(false), 1.0, 1e-12);
+  // A quarter predictive: halfway between the two shapes.
+  ForwardCostCalibration mixed;
+  mixed.Observe(*curve, 16, 4, false, 0.5 * (control_only + half_predictive));
+  EXPECT_NEAR(mixed.Scale(false), 1.0, 1e-12);
+  // A control-only forward read against the Cross-Regression points would look fast.
+  ForwardCostCalibration wrong;
+  wrong.Observe(*curve, 16, 8, false, control_only);
+  EXPECT_NEAR(wrong.Scale(false), 1.0 / 1.5, 1e-12);
+}
+
+// The scales in DraftCost. A scale above 1 raises what a token is worth but not what
+// rows past the all-AR forward cost: under load a forward costs more per forward, not
+// per row. A scale below 1 shrinks both (it cancels in a decode-only forward). In a
+// forward carrying prefill a token is worth the decode-only scale and rows cost the
+// forward's, and the token's worth never exceeds the all-AR forward's share, so the
+// all-AR guarantee holds whatever the scales.
 TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
   const ForwardCostCurve curve = Linear();
   AcceptanceTracker tracker(8, 1.0);
@@ -73,17 +101,27 @@ TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
   ngram.gamma = 8;
   ngram.adaptive_gamma = true;
 
+  // 16 decoding sequences, nothing else. Raw curve: a token is worth T(16)/16 = 0.16 ms
+  // and a row costs 0.1 ms, so 60% acceptance does not pay.
   const DraftCost raw{&curve, 16, 16, 0};
-  DraftCost scaled = raw;
-  scaled.decode_scale = scaled.forward_scale = 1.8;
-  EXPECT_NEAR(scaled.ArShare(DecodingMode::kNgram), 1.8 * raw.ArShare(DecodingMode::kNgram), 1e-15);
-  EXPECT_NEAR(scaled.MarginalSeconds(DecodingMode::kNgram, 5), 1.8 * raw.MarginalSeconds(DecodingMode::kNgram, 5),
+  EXPECT_EQ(ChooseGamma(ngram, tracker, raw), 0);
+  // Forwards under load at 1.8x the curve: a token is worth 0.29 ms, rows still cost
+  // 0.1 ms, and it does.
+  DraftCost loaded = raw;
+  loaded.decode_scale = loaded.forward_scale = 1.8;
+  EXPECT_NEAR(loaded.ArShare(DecodingMode::kNgram), 1.8 * raw.ArShare(DecodingMode::kNgram), 1e-15);
+  EXPECT_NEAR(loaded.MarginalSeconds(DecodingMode::kNgram, 5), raw.MarginalSeconds(DecodingMode::kNgram, 5), 1e-15);
+  EXPECT_GT(ChooseGamma(ngram, tracker, loaded), 0);
+  // Forwards faster than the curve: both shrink alike and the choice is the raw one.
+  DraftCost fast = raw;
+  fast.decode_scale = fast.forward_scale = 0.6;
+  EXPECT_NEAR(fast.ArShare(DecodingMode::kNgram), 0.6 * raw.ArShare(DecodingMode::kNgram), 1e-15);
+  EXPECT_NEAR(fast.MarginalSeconds(DecodingMode::kNgram, 5), 0.6 * raw.MarginalSeconds(DecodingMode::kNgram, 5),
               1e-15);
-  EXPECT_EQ(ChooseGamma(ngram, tracker, scaled), ChooseGamma(ngram, tracker, raw));
+  EXPECT_EQ(ChooseGamma(ngram, tracker, fast), ChooseGamma(ngram, tracker, raw));
 
-  // 16 sequences and a 450-row prefill chunk. Raw curve: a token is worth T(16)/16 =
-  // 0.16 ms and a row costs 0.1 ms, so 60% acceptance does not pay. Measured scales of
-  // 1.8 (decode-only) and 0.7 (this forward): 0.29 ms against 0.07 ms, and it does.
+  // 16 sequences and a 450-row prefill chunk: the raw curve as above. Measured scales
+  // of 1.8 (decode-only) and 0.7 (this forward): 0.29 ms against 0.07 ms, and it pays.
   DraftCost prefill{&curve, 16, 16 + 450, 0};
   EXPECT_EQ(ChooseGamma(ngram, tracker, prefill), 0);
   prefill.decode_scale = 1.8;
