@@ -157,8 +157,9 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                            .Name("crossreg_forward_cost_curve_scale")
                            .Help("How far the startup forward cost curve is off for the forwards this server runs: "
                                  "actual / curve seconds (recent geometric mean), by {kind}=decode (decode-only "
-                                 "forwards) or prefill (forwards carrying a prefill chunk). Adaptive gamma prices "
-                                 "draft rows with these scales.")
+                                 "forwards) or prefill (forwards carrying a prefill chunk). Adaptive gamma values "
+                                 "drafted tokens with the decode scale and shrinks draft rows' margin by a scale "
+                                 "below 1.")
                            .Register(r);
   generation_tokens_ = &BuildCounter()
                             .Name("crossreg_generation_tokens_total")
