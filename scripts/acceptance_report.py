@@ -161,6 +161,9 @@ def main():
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=0)
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/acceptance.md"))
+    ap.add_argument("--only", action="append", default=[], metavar="TEXT",
+                    help="run AR and the configurations whose name starts with TEXT (repeatable); "
+                         "default: every configuration")
     args = ap.parse_args()
     adapter = args.adapter or os.path.join(args.model, "adapter")
 
@@ -206,6 +209,12 @@ def main():
                     "gamma": 8, "ngram_assist": True, "adaptive": True, **fork})
     configs.append({"name": "adaptive γ≤8: n-gram T=0", "mode": "ngram", "temperature": 0, "gamma": 8,
                     "adapter": False, "adaptive": True})
+
+    if args.only:
+        configs = [c for c in configs if c["mode"] == "ar" or any(c["name"].startswith(t) for t in args.only)]
+        if len(configs) == 1:
+            raise SystemExit(f"--only {args.only}: no configuration's name starts with that")
+        print(f"[acceptance] {len(configs)} configurations: " + ", ".join(c["name"] for c in configs), flush=True)
 
     rows = []
     t0 = time.time()

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""The CPU engine's targets (issue 12) measured in one sitting, one figure per line.
+
+    /usr/bin/python3 scripts/cpu_targets.py                 # ~3 minutes on 2 cores
+    /usr/bin/python3 scripts/cpu_targets.py --skip-acceptance
+
+It runs the benchmark programs that print the figures and reads their tables back:
+  1. crossreg-bench-decode (the ~110M random bf16 model, stories260K, models/default):
+     T(16)/T(1), T(32)/T(1), batch-1 AR against the working-set bandwidth roofline,
+     prefill of 512 tokens against the measured bf16 dot-product peak;
+  2. crossreg-bench-xr (the same models, γ 4 and 8): n-gram TPF at γ 8 on the ~110M model,
+     the best speculative mode against AR there, and the worst --adaptive_gamma row of
+     every model against AR;
+  3. scripts/acceptance_report.py on the default model's held-out prompts, AR and n-gram
+     only: n-gram tokens/s against AR.
+Every ratio comes from one program's run, never from two runs' figures. The programs'
+own output goes to --log (default /tmp/crossreg-cpu-targets.log) so the tables can be
+read whole. Exit status 0 whatever is met: this reports, it does not gate CI.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RANDOM_110M = "random Llama ~110M, bf16 weights"
+
+
+def run(cmd, log):
+    """Runs a benchmark, appends its output to the log and returns it."""
+    print(f"[targets] {' '.join(cmd)}", flush=True)
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    with open(log, "a") as fh:
+        fh.write(f"$ {' '.join(cmd)}\n{out.stdout}{out.stderr}\n")
+    if out.returncode != 0:
+        raise SystemExit(f"[targets] {cmd[0]} exited {out.returncode}: {out.stderr.strip()[-400:]}")
+    return out.stdout
+
+
+def sections(text):
+    """The text split at its '## ' headings: {heading: lines under it}; the heading keeps
+    what precedes ' (adapter:' so both benchmarks name a model alike."""
+    out, name = {"": []}, ""
+    for line in text.splitlines():
+        if line.startswith("## "):
+            name = line[3:].split(" (adapter:")[0].strip()
+            out[name] = []
+        else:
+            out[name].append(line)
+    return out
+
+
+def table_rows(lines, header_start):
+    """The cells of the Markdown table whose header line starts with `header_start`."""
+    rows, inside = [], False
+    for line in lines:
+        if line.startswith(header_start):
+            inside = True
+            continue
+        if inside:
+            if not line.startswith("|"):
+                break
+            if line.startswith("|---"):
+                continue
+            rows.append([c.strip() for c in line.strip().strip("|").split("|")])
+    return rows
+
+
+def parse_decode(text):
+    """Per model: {'T16': ratio, 'T32': ratio, 'roofline_pct': batch-1 AR, 'prefill_pct', 'prefill_peak'}."""
+    out = {}
+    for name, lines in sections(text).items():
+        if not name:
+            continue
+        fig = {}
+        for cells in table_rows(lines, "| batch |"):
+            if cells[0] == "1":
+                fig["roofline_pct"] = float(cells[4].rstrip("%"))
+        for cells in table_rows(lines, "| rows |"):
+            if cells[0] in ("16", "32"):
+                fig["T" + cells[0]] = float(cells[2])
+        for line in lines:
+            m = re.search(r"= (\d+)% of the measured (bf16 dot-product|f32 FMA) peak", line)
+            if m:
+                fig["prefill_pct"], fig["prefill_peak"] = float(m.group(1)), m.group(2)
+        out[name] = fig
+    return out
+
+
+def parse_xr(text):
+    """Per model: the decoding table as [(mode, gamma, tokens/s, tpf, speedup)]."""
+    out = {}
+    for name, lines in sections(text).items():
+        if not name:
+            continue
+        out[name] = [(c[0], c[1], float(c[2]), float(c[3]), float(c[4])) for c in table_rows(lines, "| mode |")]
+    return out
+
+
+def short(name):
+    return {RANDOM_110M: "~110M bf16"}.get(name, os.path.basename(name.rstrip("/")))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build/bin"))
+    ap.add_argument("--stories", default=os.path.join(ROOT, "../shared/models/stories260K/stories260K.gguf"))
+    ap.add_argument("--default-model", default=os.path.join(ROOT, "models/default"))
+    ap.add_argument("--repeats", type=int, default=15, help="crossreg-bench-decode --repeats (best of)")
+    ap.add_argument("--xr-repeats", type=int, default=5, help="crossreg-bench-xr --repeats (best of)")
+    ap.add_argument("--skip-acceptance", action="store_true", help="leave out the held-out n-gram run")
+    ap.add_argument("--log", default="/tmp/crossreg-cpu-targets.log")
+    args = ap.parse_args()
+    for prog in ("crossreg-bench-decode", "crossreg-bench-xr", "crossreg-generate"):
+        if not os.access(os.path.join(args.bin, prog), os.X_OK):
+            raise SystemExit(f"[targets] {args.bin}/{prog} is missing: build first (scripts/setup.sh)")
+    for path in (args.stories, args.default_model):
+        if not os.path.exists(path):
+            raise SystemExit(f"[targets] model not found: {path}")
+    open(args.log, "w").close()
+    models = f"{args.stories},{args.default_model}"
+
+    decode_text = run([os.path.join(args.bin, "crossreg-bench-decode"), "--gemm=false", "--batches", "1",
+                       "--repeats", str(args.repeats), "--rows", "1,16,32", "--prefill", "512", "--model", models],
+                      args.log)
+    machine = [l for l in decode_text.splitlines()[:4] if l.startswith(("CPU backend", "Measured"))]
+    decode = parse_decode(decode_text)
+    xr = parse_xr(run([os.path.join(args.bin, "crossreg-bench-xr"), "--gammas=4,8", "--repeats",
+                       str(args.xr_repeats), "--model", models], args.log))
+
+    results = []  # (figure, target, measured text, met)
+
+    def check(figure, target, value, met, fmt="{:.2f}"):
+        results.append((figure, target, fmt.format(value) if value is not None else "not printed",
+                        value is not None and met(value)))
+
+    big = decode.get(RANDOM_110M, {})
+    check("~110M bf16, T(16)/T(1)", "≤ 1.6", big.get("T16"), lambda v: v <= 1.6)
+    check("~110M bf16, T(32)/T(1)", "≤ 2.5", big.get("T32"), lambda v: v <= 2.5)
+    check("~110M bf16, batch-1 AR of the working-set roofline", "≥ 80%", big.get("roofline_pct"),
+          lambda v: v >= 80, "{:.0f}%")
+    check("~110M bf16, prefill 512 of the bf16 dot-product peak", "≥ 50%",
+          big.get("prefill_pct") if big.get("prefill_peak") == "bf16 dot-product" else None, lambda v: v >= 50,
+          "{:.0f}%")
+    for name, fig in decode.items():
+        if name == RANDOM_110M:
+            continue
+        limit = 4.0 if "stories" in name else 3.0
+        check(f"{short(name)}, T(16)/T(1)", f"≤ {limit:g}", fig.get("T16"), lambda v, l=limit: v <= l)
+    big_xr = xr.get(RANDOM_110M, [])
+    ngram8 = [r[3] for r in big_xr if r[0] == "ngram" and r[1] == "8"]
+    check("~110M, n-gram TPF at γ 8 (greedy)", "≥ 5", ngram8[0] if ngram8 else None, lambda v: v >= 5)
+    spec = [r for r in big_xr if r[0] != "ar"]
+    best = max(spec, key=lambda r: r[4]) if spec else None
+    check(f"~110M, best speculative mode vs AR ({best[0]} γ {best[1]})" if best else "~110M, best speculative vs AR",
+          "≥ 1.5×", best[4] if best else None, lambda v: v >= 1.5, "{:.2f}×")
+    for name, rows in xr.items():
+        adaptive = [r for r in rows if "adaptive" in r[0]]
+        worst = min(adaptive, key=lambda r: r[4]) if adaptive else None
+        check(f"{short(name)}, worst --adaptive_gamma row vs AR" + (f" ({worst[0]} γ {worst[1]})" if worst else ""),
+              "≥ 0.95×", worst[4] if worst else None, lambda v: v >= 0.95, "{:.2f}×")
+
+    if not args.skip_acceptance:
+        report = "/tmp/crossreg-cpu-targets-acceptance.md"
+        run([sys.executable, os.path.join(ROOT, "scripts/acceptance_report.py"), "--model", args.default_model,
+             "--only", "n-gram T=0", "--out", report], args.log)
+        rows = table_rows(open(report).read().splitlines(), "| configuration |")
+        ngram = [(c[0], float(c[4])) for c in rows if c[0].startswith("n-gram T=0")]
+        best_ng = max(ngram, key=lambda r: r[1]) if ngram else None
+        check(f"default model, held-out prompts, n-gram vs AR tokens/s ({best_ng[0]})" if best_ng else
+              "default model, held-out n-gram vs AR", "≥ 1.3×", best_ng[1] if best_ng else None,
+              lambda v: v >= 1.3, "{:.2f}×")
+        for name, ratio in ngram:
+            print(f"[targets] {name}: {ratio:.2f}× AR", flush=True)
+
+    print()
+    for line in machine:
+        print(line)
+    print("\n| figure | target | measured | met |\n|---|---|---|---|")
+    for figure, target, value, met in results:
+        print(f"| {figure} | {target} | {value} | {'yes' if met else '**no**'} |")
+    print(f"\n{sum(r[3] for r in results)} of {len(results)} met; the programs' tables are in {args.log}")
+
+
+if __name__ == "__main__":
+    main()
