@@ -1,0 +1,58 @@
+"""scripts/cpu_targets.py reads the benchmark programs' tables back: these runs of the real
+programs (tiny settings, stories260K) check that every figure it reports is found in what
+they print today, so a change of their output format fails here, not in a later session."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import cpu_targets  # noqa: E402
+
+BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
+STORIES = os.path.join(ROOT, "../shared/models/stories260K/stories260K.gguf")
+
+
+def program(name):
+    path = os.path.join(BIN, name)
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built")
+    if not os.path.exists(STORIES):
+        pytest.skip(f"{STORIES} is missing")
+    return path
+
+
+def test_decode_tables_give_every_ratio_and_percentage():
+    out = subprocess.run([program("crossreg-bench-decode"), "--gemm=false", "--random100m=false", "--batches", "1",
+                          "--repeats", "1", "--steps", "4", "--rows", "1,16,32", "--prefill", "64", "--model",
+                          STORIES], capture_output=True, text=True, check=True).stdout
+    figures = cpu_targets.parse_decode(out)
+    assert list(figures) == [STORIES]
+    fig = figures[STORIES]
+    assert set(fig) == {"T16", "T32", "roofline_pct", "prefill_pct", "prefill_peak"}
+    assert fig["T16"] > 0 and fig["T32"] > 0 and fig["roofline_pct"] > 0 and fig["prefill_pct"] > 0
+    # stories260K's weights are f32: its prefill is held against the f32 peak.
+    assert fig["prefill_peak"] == "f32 FMA"
+
+
+def test_xr_table_gives_every_mode_with_tpf_and_speedup():
+    out = subprocess.run([program("crossreg-bench-xr"), "--random100m=false", "--gammas=4", "--repeats", "1",
+                          "--max_new_tokens", "8", "--model", STORIES], capture_output=True, text=True,
+                         check=True).stdout
+    rows = cpu_targets.parse_xr(out)[STORIES]
+    modes = [(r[0], r[1]) for r in rows]
+    assert modes[0] == ("ar", "-")
+    assert ("ngram", "4") in modes and ("lossless, adaptive", "4") in modes
+    ar = rows[0]
+    assert ar[3] == pytest.approx(1.0) and ar[4] == pytest.approx(1.0)
+    for _, _, tokens_per_s, tpf, speedup in rows:
+        assert tokens_per_s > 0 and tpf >= 1.0 and speedup > 0
+
+
+def test_sections_name_a_model_alike_in_both_programs():
+    text = "# title\n## random Llama ~110M, bf16 weights (adapter: random, rank 32)\n| mode |\n"
+    assert cpu_targets.RANDOM_110M in cpu_targets.sections(text)
+    rows = cpu_targets.table_rows(["x", "| rows | a |", "|---|---|", "| 1 | 2 |", "", "| 9 | 9 |"], "| rows |")
+    assert rows == [["1", "2"]]
