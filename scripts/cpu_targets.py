@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CPU engine's targets (issue 12) measured in one sitting, one figure per line.
 
-    /usr/bin/python3 scripts/cpu_targets.py                 # ~3 minutes on 2 cores
+    /usr/bin/python3 scripts/cpu_targets.py                 # about a minute on 2 cores
     /usr/bin/python3 scripts/cpu_targets.py --skip-acceptance
 
 It runs the benchmark programs that print the figures and reads their tables back:
@@ -41,14 +41,15 @@ def run(cmd, log):
 
 
 def sections(text):
-    """The text split at its '## ' headings: {heading: lines under it}; the heading keeps
-    what precedes ' (adapter:' so both benchmarks name a model alike."""
-    out, name = {"": []}, ""
+    """The text split at its '## ' headings (one per model): {heading: lines under it}, the
+    lines before the first heading left out. A heading keeps what precedes ' (adapter:' so
+    both benchmarks name a model alike."""
+    out, name = {}, None
     for line in text.splitlines():
         if line.startswith("## "):
             name = line[3:].split(" (adapter:")[0].strip()
             out[name] = []
-        else:
+        elif name is not None:
             out[name].append(line)
     return out
 
@@ -73,8 +74,6 @@ def parse_decode(text):
     """Per model: {'T16': ratio, 'T32': ratio, 'roofline_pct': batch-1 AR, 'prefill_pct', 'prefill_peak'}."""
     out = {}
     for name, lines in sections(text).items():
-        if not name:
-            continue
         fig = {}
         for cells in table_rows(lines, "| batch |"):
             if cells[0] == "1":
@@ -92,12 +91,8 @@ def parse_decode(text):
 
 def parse_xr(text):
     """Per model: the decoding table as [(mode, gamma, tokens/s, tpf, speedup)]."""
-    out = {}
-    for name, lines in sections(text).items():
-        if not name:
-            continue
-        out[name] = [(c[0], c[1], float(c[2]), float(c[3]), float(c[4])) for c in table_rows(lines, "| mode |")]
-    return out
+    return {name: [(c[0], c[1], float(c[2]), float(c[3]), float(c[4])) for c in table_rows(lines, "| mode |")]
+            for name, lines in sections(text).items()}
 
 
 def short(name):
