@@ -1,5 +1,7 @@
 #include "engine/dtype.h"
 
+#include "engine/quant/ggml_blocks.h"
+
 namespace crossreg {
 
 float F16ToF32(uint16_t h) {
@@ -69,6 +71,13 @@ void ConvertToF32(DType src_type, const void* src, float* dst, size_t n) {
       for (size_t i = 0; i < n; ++i) dst[i] = Bf16ToF32(s[i]);
       return;
     }
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+      quant::Dequantize(src_type, src, dst, static_cast<int64_t>(n));
+      return;
   }
 }
 

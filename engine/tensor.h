@@ -22,7 +22,9 @@ struct TensorRef {
     for (int64_t d : shape) n *= d;
     return n;
   }
-  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype); }
+  size_t nbytes() const { return DTypeBytes(dtype, numel()); }
+  // Bytes of one row of a 2-D tensor (quantized rows are whole blocks).
+  size_t row_bytes() const { return DTypeBytes(dtype, cols()); }
   int64_t rows() const { return shape.empty() ? 0 : shape.front(); }
   int64_t cols() const { return shape.empty() ? 0 : shape.back(); }
 };

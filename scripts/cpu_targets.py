@@ -7,7 +7,8 @@
 It runs the benchmark programs that print the figures and reads their tables back:
   1. crossreg-bench-decode (the ~110M random bf16 model, stories260K, models/default):
      T(16)/T(1), T(32)/T(1), batch-1 AR against the working-set bandwidth roofline,
-     prefill of 512 tokens against the measured bf16 dot-product peak;
+     prefill of 512 tokens against the measured peak of the path that runs (bf16 dot
+     products with AVX512_BF16, f32 FMA otherwise);
   2. crossreg-bench-xr (the same models, γ 4 and 8): n-gram TPF at γ 8 on the ~110M model,
      the best speculative mode against AR there, and the worst --adaptive_gamma row of
      every model against AR;
@@ -27,6 +28,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANDOM_110M = "random Llama ~110M, bf16 weights"
+Q8_110M = "random Llama ~110M, Q8_0 weights"
+Q4KM_110M = "random Llama ~110M, Q4_K_M weights"
 
 
 def run(cmd, log):
@@ -71,7 +74,8 @@ def table_rows(lines, header_start):
 
 
 def parse_decode(text):
-    """Per model: {'T16': ratio, 'T32': ratio, 'roofline_pct': batch-1 AR, 'prefill_pct', 'prefill_peak'}."""
+    """Per model: {'T16': ratio, 'T32': ratio, 'roofline_pct': batch-1 AR, 'prefill_pct', 'prefill_peak'}, and
+    where the program prints them 'T16_floor' (T(16) over the forward's floor) and 'prefill_tps'."""
     out = {}
     for name, lines in sections(text).items():
         fig = {}
@@ -81,10 +85,15 @@ def parse_decode(text):
         for cells in table_rows(lines, "| rows |"):
             if cells[0] in ("16", "32"):
                 fig["T" + cells[0]] = float(cells[2])
+                if len(cells) >= 7:
+                    fig["T" + cells[0] + "_floor"] = float(cells[6])
         for line in lines:
-            m = re.search(r"= (\d+)% of the measured (bf16 dot-product|f32 FMA) peak", line)
+            m = re.search(r"= (\d+)% of the measured (bf16 dot-product|int8 dot-product|f32 FMA) peak", line)
             if m:
                 fig["prefill_pct"], fig["prefill_peak"] = float(m.group(1)), m.group(2)
+            m = re.search(r"Prefill of \d+ tokens \(one forward\): [\d.]+ ms, (\d+) tokens/s", line)
+            if m:
+                fig["prefill_tps"] = float(m.group(1))
         out[name] = fig
     return out
 
@@ -96,7 +105,8 @@ def parse_xr(text):
 
 
 def short(name):
-    return {RANDOM_110M: "~110M bf16"}.get(name, os.path.basename(name.rstrip("/")))
+    return {RANDOM_110M: "~110M bf16", Q8_110M: "~110M Q8_0", Q4KM_110M: "~110M Q4_K_M"}.get(
+        name, os.path.basename(name.rstrip("/")))
 
 
 def main():
@@ -121,8 +131,10 @@ def main():
     models = f"{args.stories},{args.default_model}"
 
     decode_text = run([os.path.join(args.bin, "crossreg-bench-decode"), "--gemm=false", "--batches", "1",
-                       "--repeats", str(args.repeats), "--rows", "1,16,32", "--prefill", "512", "--model", models],
+                       "--repeats", str(args.repeats), "--rows", "1,16,32", "--prefill", "512", "--model", models,
+                       "--random100m_types", "bf16,q8_0,q4_k_m"],
                       args.log)
+    # The host's CPU model, ISA and measured peaks: every figure below is of this machine.
     machine = [l for l in decode_text.splitlines()[:4] if l.startswith(("CPU backend", "Measured"))]
     decode = parse_decode(decode_text)
     xr = parse_xr(run([os.path.join(args.bin, "crossreg-bench-xr"), "--gammas=4,8", "--repeats",
@@ -139,11 +151,23 @@ def main():
     check("~110M bf16, T(32)/T(1)", "≤ 2.5", big.get("T32"), lambda v: v <= 2.5)
     check("~110M bf16, batch-1 AR of the working-set roofline", "≥ 80%", big.get("roofline_pct"),
           lambda v: v >= 80, "{:.0f}%")
-    check("~110M bf16, prefill 512 of the bf16 dot-product peak", "≥ 50%",
-          big.get("prefill_pct") if big.get("prefill_peak") == "bf16 dot-product" else None, lambda v: v >= 50,
-          "{:.0f}%")
+    # Held against the peak of the path that runs: bf16 dot products where the CPU has
+    # AVX512_BF16, f32 FMA where bf16 weights are widened (AVX2, AVX-512 F).
+    check(f"~110M bf16, prefill 512 of the {big.get('prefill_peak', 'measured')} peak", "≥ 50%",
+          big.get("prefill_pct"), lambda v: v >= 50, "{:.0f}%")
+    # Quantized GGUF layouts (issue 41): AR against the roofline of the bytes they stream,
+    # prefill of 512 against 1.5x the leading CPU engine's figures on an AVX2 host (940 and
+    # 1,030 tokens/s), or 70% of the int8 peak; 16 rows within 1.3x of the printed floor.
+    for name, prefill_target in ((Q8_110M, 940), (Q4KM_110M, 1030)):
+        fig = decode.get(name, {})
+        check(f"{short(name)}, batch-1 AR of the working-set roofline", "≥ 85%", fig.get("roofline_pct"),
+              lambda v: v >= 85, "{:.0f}%")
+        check(f"{short(name)}, prefill 512 tokens/s (int8 peak: {fig.get('prefill_pct', 0):.0f}%)",
+              f"≥ {prefill_target} or ≥ 70% of peak", fig.get("prefill_tps"),
+              lambda v, t=prefill_target, f=fig: v >= t or f.get("prefill_pct", 0) >= 70, "{:.0f}")
+        check(f"{short(name)}, T(16) over its floor", "≤ 1.3", fig.get("T16_floor"), lambda v: v <= 1.3)
     for name, fig in decode.items():
-        if name == RANDOM_110M:
+        if name in (RANDOM_110M, Q8_110M, Q4KM_110M):
             continue
         limit = 4.0 if "stories" in name else 3.0
         check(f"{short(name)}, T(16)/T(1)", f"≤ {limit:g}", fig.get("T16"), lambda v, l=limit: v <= l)

@@ -103,6 +103,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   engine_options.cuda_device = options.cuda_device;
   engine_options.kv_block_size = options.kv_block_size;
   engine_options.kv_dtype = options.kv_dtype;
+  engine_options.quantize = options.quantize;
   engine_options.kv_blocks = options.kv_blocks;
   engine_options.kv_memory_bytes = options.kv_memory_mb << 20;
   if (options.adaptive_gamma) {
@@ -126,6 +127,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   Engine& engine = **opened;
   const Model& model = *engine.model;
+  if (!engine.quantize_summary.empty()) spdlog::info("--quantize: {}", engine.quantize_summary);
   if (engine.adapter != nullptr) {
     for (const std::string& w : engine.adapter->warnings) spdlog::warn("adapter {}: {}", engine.adapter_path, w);
   }

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/model/model_quantizer.h"
 #include "common/flags/flag_spelling.h"
 
 // Defaults come from ServerOptions so that the struct is the one place they live.
@@ -47,6 +48,10 @@ ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache
 ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeName(kDefaults.kv_dtype),
           "K/V cache element type: f32 or bf16 (half the memory and attention reads). Lossless "
           "decoding equals AR at either");
+ABSL_FLAG(std::string, quantize, "none",
+          "Quantize the model's matrices at load: none, q8_0, q4_0, q4_k, q5_k or q6_k (for float models, e.g. "
+          "Hugging Face directories; GGUF files that are quantized already load as they are). The adapter "
+          "stays floating point; lossless decoding equals AR on the quantized model");
 ABSL_FLAG(int, max_batch_tokens, kDefaults.max_batch_tokens, "Most rows (prefill + decode/verify) per forward");
 ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at once");
 ABSL_FLAG(int, max_queue, kDefaults.max_queue, "Most waiting requests; beyond it Generate fails RESOURCE_EXHAUSTED");
@@ -190,6 +195,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return kv_dtype.status();
   o.kv_dtype = *kv_dtype;
+  auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
+  if (!quantize.ok()) return quantize.status();
+  o.quantize = *quantize;
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running = absl::GetFlag(FLAGS_max_running);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);

@@ -1,16 +1,31 @@
 // Measures this machine's peak arithmetic rates, the roofline of a compute-bound
-// forward (prefill, many verify rows): f32 FMA (vfmadd, 2 FLOP per lane) and bf16 dot
-// product (vdpbf16ps, 2 FLOP per bf16 pair). Each thread of the pool runs independent
-// accumulator chains long enough to hide instruction latency.
+// forward (prefill, many verify rows): f32 FMA (vfmadd, 2 FLOP per lane), bf16 dot
+// product (vdpbf16ps, 2 FLOP per bf16 pair) and 8-bit integer dot product (vpmaddubsw +
+// vpmaddwd, or vpdpbusd with VNNI; 2 ops per multiply-add), each on the widest ISA
+// this CPU has. Each thread of the pool runs independent accumulator chains long
+// enough to hide instruction latency.
 #pragma once
 
+#include <string>
+
 #include "engine/cpu/thread_pool.h"
+#include "engine/dtype.h"
 
 namespace crossreg::cpu {
 
 struct ComputePeaks {
-  double f32_fma_flops = 0;   // FLOP/s over all threads; 0 without AVX-512
+  double f32_fma_flops = 0;   // FLOP/s over all threads (AVX-512, AVX2 or portable)
   double bf16_dot_flops = 0;  // FLOP/s over all threads; 0 without AVX512_BF16
+  double int8_dot_ops = 0;    // ops/s over all threads (AVX-512 VNNI, AVX-512 BW, AVX2 or portable)
+  std::string f32_isa, int8_isa;  // which instructions each rate was measured with
+
+  // The rate that bounds a linear layer over weights of `weights` on this CPU: bf16
+  // dot products where the CPU has them for bf16/f16 weights (the AVX2 and AVX-512 F
+  // paths widen them to f32 and FMA), the int8 rate for quantized weights, else f32 FMA.
+  double PeakFor(DType weights) const;
+  // The name the benchmarks print for that peak: "bf16 dot-product", "int8 dot-product"
+  // or "f32 FMA".
+  const char* PeakNameFor(DType weights) const;
 };
 
 // Best of `repeats` timed runs per rate.
@@ -22,9 +37,16 @@ inline volatile float& PeakSink() {
   static volatile float sink = 0;
   return sink;
 }
-// FLOPs done: `iterations` x 24 chains x the instruction's FLOPs. Call only with the ISA.
+// Operations done: `iterations` x the chains x the instruction's operations. Call only
+// with the ISA.
 double FmaLoopAvx512(int64_t iterations);
+double FmaLoopAvx2(int64_t iterations);
+double FmaLoopPortable(int64_t iterations);
 double DotBf16LoopAvx512Bf16(int64_t iterations);
+double DotInt8LoopAvx512Vnni(int64_t iterations);
+double DotInt8LoopAvx512(int64_t iterations);
+double DotInt8LoopAvx2(int64_t iterations);
+double DotInt8LoopPortable(int64_t iterations);
 }  // namespace internal
 
 }  // namespace crossreg::cpu

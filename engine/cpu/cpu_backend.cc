@@ -19,6 +19,13 @@
 namespace crossreg {
 namespace {
 
+// The adapter's matrices over a quantized base stay floating point (bf16 panels: the
+// drafts may move in the last bits, the verified output never does); over a float base
+// they take its format.
+cpu::PanelFormat LoraPanelFormat(cpu::PanelFormat base) {
+  return base == cpu::PanelFormat::kQ8 ? cpu::PanelFormat::kBf16 : base;
+}
+
 class CpuBackend final : public Backend {
  public:
   CpuBackend(const Model& model, const CpuBackendOptions& options)
@@ -227,7 +234,7 @@ void CpuBackend::PackWeights() {
       const auto target = static_cast<LoraTarget>(t);
       p.lora[static_cast<size_t>(t)] = cpu::PackedLoraMatrix::Pack(
           adapter_->layers[static_cast<size_t>(l)].at(target), LoraInFeatures(cfg_, target),
-          LoraOutFeatures(cfg_, target), p.Base(target).format());
+          LoraOutFeatures(cfg_, target), LoraPanelFormat(p.Base(target).format()));
     }
   }
   output_ = cpu::PackedWeights::Pack(model_.weights.output, &pool_, weight_arena_.get());

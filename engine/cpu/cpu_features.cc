@@ -61,15 +61,65 @@ SimdLevel ClampSimdLevel(SimdLevel wanted) {
 
 std::string CpuModelName() {
   std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) != 0) continue;
+  std::string line, name = "unknown CPU", family, model;
+  auto value = [&line]() {
     const size_t colon = line.find(':');
-    if (colon == std::string::npos) break;
+    if (colon == std::string::npos) return std::string();
     const size_t start = line.find_first_not_of(" \t", colon + 1);
-    return start == std::string::npos ? "unknown CPU" : line.substr(start);
+    return start == std::string::npos ? std::string() : line.substr(start);
+  };
+  while (std::getline(in, line)) {
+    if (line.empty()) break;  // the first processor's block is enough
+    if (line.rfind("model name", 0) == 0) {
+      const std::string v = value();
+      if (!v.empty()) name = v;
+    } else if (line.rfind("cpu family", 0) == 0) {
+      family = value();
+    } else if (line.rfind("model", 0) == 0 && line.rfind("model name", 0) != 0) {
+      model = value();
+    }
   }
-  return "unknown CPU";
+  if (!family.empty() && !model.empty()) name += " (family " + family + ", model " + model + ")";
+  return name;
+}
+
+bool HasAvx512Vnni() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512vnni");
+#else
+  return false;
+#endif
+}
+
+std::string CpuIsaSummary() {
+  std::string out;
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  auto add = [&out](bool has, const char* name) {
+    if (!has) return;
+    if (!out.empty() && out.back() != ' ') out += ' ';
+    out += name;
+  };
+  add(__builtin_cpu_supports("avx2"), "AVX2");
+  add(__builtin_cpu_supports("fma"), "FMA");
+  add(__builtin_cpu_supports("f16c"), "F16C");
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  if (avx512) {
+    out += "; AVX-512 F/BW/VL/DQ";
+    add(__builtin_cpu_supports("avx512vnni"), "VNNI");
+    add(__builtin_cpu_supports("avx512bf16"), "BF16");
+  } else {
+    out += "; no AVX-512";
+  }
+  // GCC 12's __builtin_cpu_supports has no AMX names: CPUID leaf 7 EDX bit 24 (AMX-TILE).
+  unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+  ecx = 0;
+  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+  if (edx & (1u << 24)) out += "; AMX";
+#endif
+  return out.empty() ? "portable (no x86 SIMD detected)" : out;
 }
 
 }  // namespace crossreg::cpu

@@ -26,7 +26,16 @@ std::vector<SimdLevel> AvailableSimdLevels();
 // `wanted`, or the detected level when that is lower.
 SimdLevel ClampSimdLevel(SimdLevel wanted);
 
-// The processor's marketing name (/proc/cpuinfo "model name"), or "unknown CPU".
+// The processor's marketing name (/proc/cpuinfo "model name") with its family and
+// model numbers (a cloud VM's name is often just "AMD EPYC": the numbers tell Zen 3
+// from Zen 4 from Zen 5), or "unknown CPU".
 std::string CpuModelName();
+
+// What the CPU offers, whatever CROSSREG_SIMD says: "AVX2 FMA F16C; AVX-512 F/BW/VL/DQ
+// VNNI BF16; AMX" or the part of it present. Benchmarks print it with every figure.
+std::string CpuIsaSummary();
+
+// AVX-512 VNNI (vpdpbusd: 8-bit dot products in one instruction), present or not.
+bool HasAvx512Vnni();
 
 }  // namespace crossreg::cpu

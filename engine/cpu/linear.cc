@@ -14,6 +14,15 @@ namespace {
 using internal::PanelArgs;
 
 void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) {
+  if (a.w->format() == PanelFormat::kQ8) {
+    // AVX-512 CPUs run the AVX2 kernel (their own is not written yet).
+    if (level >= SimdLevel::kAvx2) {
+      internal::QuantPanelsAvx2(a, begin, end);
+    } else {
+      internal::QuantPanelsScalar(a, begin, end);
+    }
+    return;
+  }
   switch (level) {
     case SimdLevel::kAvx512Bf16: internal::PanelsAvx512Bf16(a, begin, end); return;
     case SimdLevel::kAvx512: internal::PanelsAvx512(a, begin, end); return;
@@ -67,6 +76,53 @@ void RunOutputs(const std::vector<PanelArgs>& args, int64_t rows, bool parallel,
   }
 }
 
+// The call's rows quantized for kQ8 panels, in this thread's buffers (valid until the
+// thread's next call), and the row tiles the kernels walk.
+struct QuantizedCall {
+  internal::QuantizedRows rows;
+  std::vector<internal::RowTile> tiles;
+};
+
+QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool parallel, ThreadPool& pool,
+                               SimdLevel level, int slot) {
+  struct Buffers {
+    std::vector<int8_t> q;
+    std::vector<float> scale, sum16;
+  };
+  thread_local std::vector<Buffers> buffers;
+  if (buffers.size() <= static_cast<size_t>(slot)) buffers.resize(static_cast<size_t>(slot) + 1);
+  Buffers& b = buffers[static_cast<size_t>(slot)];
+  b.q.resize(static_cast<size_t>(rows * in));
+  b.scale.resize(static_cast<size_t>(rows * (in / 32)));
+  b.sum16.resize(static_cast<size_t>(rows * (in / 16)));
+  int8_t* const q = b.q.data();
+  float* const scale = b.scale.data();
+  float* const sum16 = b.sum16.data();
+  auto quantize = [&](int64_t begin, int64_t end) {
+    const float* xr = x + begin * in;
+    int8_t* qr = q + begin * in;
+    float* sr = scale + begin * (in / 32);
+    float* ur = sum16 + begin * (in / 16);
+    if (level >= SimdLevel::kAvx2) {
+      internal::QuantizeRowsAvx2(xr, end - begin, in, qr, sr, ur);
+    } else {
+      internal::QuantizeRowsScalar(xr, end - begin, in, qr, sr, ur);
+    }
+  };
+  // Rows are independent: prefill's hundreds are split between the cores.
+  if (parallel && rows >= 16) {
+    pool.ParallelFor(rows, 8, quantize);
+  } else {
+    quantize(0, rows);
+  }
+  QuantizedCall call;
+  call.rows = {q, scale, sum16, in};
+  for (const auto& [first, count] : internal::PlanRowTiles(rows, internal::kQuantTileRows)) {
+    call.tiles.push_back({first, count, nullptr});
+  }
+  return call;
+}
+
 }  // namespace
 
 void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
@@ -77,10 +133,11 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // The activations, once, in the kernels' row-tile layout: f32 for f32 panels, bf16
   // pairs for bf16 panels (a group may mix them).
   const auto plan = internal::PlanRowTiles(rows, MaxRowTile(level));
-  bool any_f32 = false, any_bf16 = false;
+  bool any_f32 = false, any_bf16 = false, any_q8 = false;
   int64_t macs = 0;
   for (int i = 0; i < count; ++i) {
-    (outputs[i].w->format() == PanelFormat::kF32 ? any_f32 : any_bf16) = true;
+    const PanelFormat f = outputs[i].w->format();
+    (f == PanelFormat::kF32 ? any_f32 : f == PanelFormat::kQ8 ? any_q8 : any_bf16) = true;
     macs += rows * outputs[i].w->in() * outputs[i].w->out();
   }
   const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
@@ -122,6 +179,8 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     }
     tiles_bf16 = make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
+  QuantizedCall quantized;
+  if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0);
   // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths;
   // which is faster depends on the core, so the calls time both (tile_order_chooser.h).
   const bool two_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && rows <= internal::kBlockedRows;
@@ -134,7 +193,10 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     const PackedWeights& w = *outputs[i].w;
     PanelArgs& a = args[static_cast<size_t>(i)];
     a.w = &w;
-    const auto& tiles = w.format() == PanelFormat::kF32 ? tiles_f32 : tiles_bf16;
+    const auto& tiles = w.format() == PanelFormat::kF32 ? tiles_f32
+                        : w.format() == PanelFormat::kQ8 ? quantized.tiles
+                                                         : tiles_bf16;
+    if (w.format() == PanelFormat::kQ8) a.qx = &quantized.rows;
     a.tiles = tiles.data();
     a.num_tiles = static_cast<int>(tiles.size());
     a.rows = rows;
@@ -165,11 +227,25 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
   if (packed.size() < static_cast<size_t>(count)) packed.resize(static_cast<size_t>(count));
   std::vector<std::vector<internal::RowTile>> tiles(static_cast<size_t>(count));
   std::vector<PanelArgs> args(static_cast<size_t>(count));
+  std::vector<QuantizedCall> quantized(static_cast<size_t>(count));
   for (int i = 0; i < count; ++i) {
     const PackedWeights& w = *jobs[i].w;
     const int64_t in = w.in();
     std::vector<uint32_t>& buf = packed[static_cast<size_t>(i)];
     std::vector<int64_t> starts;
+    PanelArgs& a = args[static_cast<size_t>(i)];
+    if (w.format() == PanelFormat::kQ8) {
+      QuantizedCall& call = quantized[static_cast<size_t>(i)];
+      call = QuantizeCallRows(jobs[i].x, rows, in, false, pool, level, i);
+      a.w = &w;
+      a.qx = &call.rows;
+      a.tiles = call.tiles.data();
+      a.num_tiles = static_cast<int>(call.tiles.size());
+      a.rows = rows;
+      a.y = jobs[i].y;
+      a.y_stride = w.out();
+      continue;
+    }
     if (w.format() == PanelFormat::kF32) {
       buf.resize(static_cast<size_t>(rows * in));
       starts = internal::PackRowTilesF32(jobs[i].x, in, plan, reinterpret_cast<float*>(buf.data()));
@@ -182,7 +258,6 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
     for (size_t t = 0; t < plan.size(); ++t) {
       tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, buf.data() + starts[t]});
     }
-    PanelArgs& a = args[static_cast<size_t>(i)];
     a.w = &w;
     a.tiles = tiles[static_cast<size_t>(i)].data();
     a.num_tiles = static_cast<int>(plan.size());
@@ -201,10 +276,9 @@ void Linear(const PackedWeights& w, const float* x, int64_t rows, float* y, Thre
 void LinearReference(const TensorRef& w, const float* x, int64_t rows, float* y) {
   const int64_t in = w.cols();
   const int64_t out = w.rows();
-  const size_t esize = DTypeSize(w.dtype);
   std::vector<float> row(static_cast<size_t>(in));
   for (int64_t o = 0; o < out; ++o) {
-    ConvertToF32(w.dtype, static_cast<const char*>(w.data) + static_cast<size_t>(o * in) * esize, row.data(),
+    ConvertToF32(w.dtype, static_cast<const char*>(w.data) + static_cast<size_t>(o) * w.row_bytes(), row.data(),
                  static_cast<size_t>(in));
     for (int64_t r = 0; r < rows; ++r) {
       double acc = 0.0;

@@ -31,8 +31,22 @@ struct RowTile {
 // (prefill) each tile runs the whole K, the panel re-read from cache.
 inline constexpr int64_t kBlockedRows = 48;
 
+// A call's activations quantized for kQ8 panels, once per call and per row alone (so a
+// row's bytes never depend on the rows beside it): per block of 32 inputs a scale
+// d = max|x| / 127 and int8 values round(x / d); per 16 inputs the sum of those values
+// (as float: exact), which formats with mins subtract. Row-major: q (rows x in),
+// scale (rows x in/32), sum16 (rows x in/16).
+struct QuantizedRows {
+  const int8_t* q = nullptr;
+  const float* scale = nullptr;
+  const float* sum16 = nullptr;
+  int64_t in = 0;
+};
+
 struct PanelArgs {
   const PackedWeights* w = nullptr;
+  // kQ8 panels: the rows, quantized; the tiles then only name row ranges.
+  const QuantizedRows* qx = nullptr;
   const RowTile* tiles = nullptr;
   int num_tiles = 0;
   int64_t rows = 0;   // all tiles together
@@ -52,6 +66,22 @@ void PanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
+
+// kQ8 panels (engine/cpu/packed_weights.h) with quantized rows: per output, per group
+// of S inputs, the exact integer sum of q_w * q_x, then in float
+//   acc = fma(float(isum), scale_w * scale_x, acc)
+//   acc = fma(-float(sum_x), min_w * scale_x, acc)        (formats with mins)
+// group after group, the same operations on every path, so the paths agree bitwise
+// (the tests hold them to it) and a row's result never depends on its tile.
+void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
+void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
+// Rows up to which one kQ8 tile runs at once.
+inline constexpr int64_t kQuantTileRows = 4;
+
+// x (rows x in, f32) into QuantizedRows' arrays (in a multiple of 32). The paths give
+// the same bytes: d = amax / 127, q = nearest-even(x * (1 / d)).
+void QuantizeRowsScalar(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16);
+void QuantizeRowsAvx2(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16);
 
 // Row tiles of x (rows x in, f32, row stride in) into `out`, transposed as above:
 // f32 values, or bf16 pairs rounded to nearest even (K padded with zeros to whole pairs;

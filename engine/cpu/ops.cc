@@ -70,8 +70,7 @@ int32_t internal::ArgmaxScalar(const float* x, int64_t n) {
 
 void EmbeddingRow(const TensorRef& table, int32_t token, float* out) {
   const int64_t hidden = table.cols();
-  const char* base = static_cast<const char*>(table.data) +
-                     static_cast<size_t>(token) * static_cast<size_t>(hidden) * DTypeSize(table.dtype);
+  const char* base = static_cast<const char*>(table.data) + static_cast<size_t>(token) * table.row_bytes();
   ConvertToF32(table.dtype, base, out, static_cast<size_t>(hidden));
 }
 

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <memory>
+#include <vector>
 
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
+#include "engine/quant/ggml_blocks.h"
 
 namespace crossreg::cpu {
 
@@ -16,26 +18,49 @@ unsigned char* WeightArena::Take(size_t bytes) {
 }
 
 namespace {
-PanelFormat FormatFor(DType dtype) { return dtype == DType::kF32 ? PanelFormat::kF32 : PanelFormat::kBf16; }
+PanelFormat FormatFor(DType dtype) {
+  if (IsQuantized(dtype)) return PanelFormat::kQ8;
+  return dtype == DType::kF32 ? PanelFormat::kF32 : PanelFormat::kBf16;
+}
+
+QuantGroupLayout LayoutFor(DType dtype) {
+  const quant::BlockCodes codes = quant::CodesOf(dtype);
+  QuantGroupLayout layout;
+  layout.sub_block = codes.sub_block;
+  layout.has_min = codes.has_min;
+  layout.signed_quants = codes.signed_quants;
+  // Largest |q| per format: Q8_0 128 (a file may hold -128), Q6_K 32, Q5_K 31, Q4_0 and
+  // Q4_K 15. Steps that fit 32767 / (2 * max|q| * 127), capped at the group's steps.
+  const int max_q = dtype == DType::kQ8_0 ? 128 : dtype == DType::kQ6_K ? 32 : dtype == DType::kQ5_K ? 31 : 15;
+  layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_q * 127)));
+  return layout;
+}
 }  // namespace
 
-void PackedWeights::SetShape(PanelFormat format, int64_t out, int64_t in) {
-  format_ = format;
+void PackedWeights::SetShape(DType source, int64_t out, int64_t in) {
+  format_ = FormatFor(source);
+  source_dtype_ = source;
   out_ = out;
   in_ = in;
-  k_steps_ = format == PanelFormat::kF32 ? in : (in + 1) / 2;
+  if (format_ == PanelFormat::kQ8) {
+    quant_ = LayoutFor(source);
+    k_steps_ = in / quant_.sub_block;
+  } else {
+    quant_ = QuantGroupLayout{};
+    k_steps_ = format_ == PanelFormat::kF32 ? in : (in + 1) / 2;
+  }
 }
 
 size_t PackedWeights::StorageBytes() const { return static_cast<size_t>(std::max<int64_t>(bytes(), 64)); }
 
 size_t PackedWeights::PackedBytes(const TensorRef& w) {
   PackedWeights shape;
-  shape.SetShape(FormatFor(w.dtype), w.rows(), w.cols());
+  shape.SetShape(w.dtype, w.rows(), w.cols());
   return shape.StorageBytes();
 }
 
-void PackedWeights::Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena) {
-  SetShape(format, out, in);
+void PackedWeights::Allocate(DType source, int64_t out, int64_t in, WeightArena* arena) {
+  SetShape(source, out, in);
   const size_t bytes = StorageBytes();
   // Zeros either way: the padding must be.
   data_ = arena != nullptr ? arena->Take(bytes) : nullptr;
@@ -49,17 +74,21 @@ PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool, WeightAr
   PackedWeights p;
   const int64_t out = w.rows();
   const int64_t in = w.cols();
-  const size_t esize = DTypeSize(w.dtype);
+  const size_t row_bytes = w.row_bytes();
   const auto* base = static_cast<const unsigned char*>(w.data);
-  p.Allocate(FormatFor(w.dtype), out, in, arena);
+  p.Allocate(w.dtype, out, in, arena);
   auto pack_panels = [&](int64_t begin, int64_t end) {
+    if (p.format_ == PanelFormat::kQ8) {
+      p.PackQuantizedPanels(w, begin, end);
+      return;
+    }
     std::unique_ptr<float[]> row(new float[static_cast<size_t>(in)]);
     for (int64_t j = begin; j < end; ++j) {
       unsigned char* dst = p.mutable_panel(j);
       for (int o = 0; o < kPanelWidth; ++o) {
         const int64_t oo = j * kPanelWidth + o;
         if (oo >= out) break;
-        ConvertToF32(w.dtype, base + static_cast<size_t>(oo * in) * esize, row.get(), static_cast<size_t>(in));
+        ConvertToF32(w.dtype, base + static_cast<size_t>(oo) * row_bytes, row.get(), static_cast<size_t>(in));
         if (p.format_ == PanelFormat::kF32) {
           auto* f = reinterpret_cast<float*>(dst);
           for (int64_t k = 0; k < in; ++k) f[k * kPanelWidth + o] = row[static_cast<size_t>(k)];
@@ -79,6 +108,40 @@ PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool, WeightAr
     pack_panels(0, p.panels());
   }
   return p;
+}
+
+void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64_t end) {
+  const int64_t block = DTypeBlockElements(w.dtype);
+  const int sub = quant_.sub_block;
+  const int64_t group_bytes = quant_.group_bytes();
+  const size_t row_bytes = w.row_bytes();
+  std::vector<int8_t> q(static_cast<size_t>(block));
+  std::vector<float> scale(static_cast<size_t>(block / sub)), min(static_cast<size_t>(block / sub));
+  for (int64_t j = begin; j < end; ++j) {
+    unsigned char* panel = mutable_panel(j);
+    for (int o = 0; o < kPanelWidth; ++o) {
+      const int64_t oo = j * kPanelWidth + o;
+      if (oo >= out_) break;  // padded outputs keep zero quants and scales
+      const auto* row = static_cast<const unsigned char*>(w.data) + static_cast<size_t>(oo) * row_bytes;
+      const int quarter = o / 8, lane = o % 8;
+      for (int64_t b = 0; b < in_ / block; ++b) {
+        quant::DecodeBlock(w.dtype, row + static_cast<size_t>(b) * DTypeBlockBytes(w.dtype), q.data(), scale.data(),
+                           min.data());
+        for (int64_t s = 0; s < block / sub; ++s) {
+          const int64_t g = (b * block) / sub + s;
+          unsigned char* group = panel + g * group_bytes;
+          for (int kk = 0; kk < sub; ++kk) {
+            const int step = kk / 4;
+            group[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4] =
+                static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]);
+          }
+          auto* scales = reinterpret_cast<float*>(group + 32 * sub);
+          scales[o] = scale[static_cast<size_t>(s)];
+          if (quant_.has_min) scales[kPanelWidth + o] = min[static_cast<size_t>(s)];
+        }
+      }
+    }
+  }
 }
 
 PackedWeights PackedWeights::PackF32(const float* w, int64_t out, int64_t in) {

@@ -4,9 +4,22 @@
 //   kF32  (f32 weights):        per k,                     the panel's 32 outputs       128 bytes
 //   kBf16 (bf16, f16 weights):  per k-pair (2p, 2p+1),     32 outputs x (w[2p], w[2p+1]) 128 bytes
 //
+//   kQ8   (GGML block-quantized weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), per group of S
+//         input features (S = the format's sub-block: 32, or 16 for Q6_K):
+//           quants  4 quarters x S/4 steps x 8 outputs x 4 consecutive k, int8   32*S bytes
+//           scales  32 outputs' sub-block scales, f32                            128 bytes
+//           mins    32 outputs' sub-block mins, f32 (formats with mins only)     128 bytes
+//         A weight is scale * q - min, exactly as the file's values dequantize
+//         (engine/quant/ggml_blocks.h); quants stay integers, so a row's dot product
+//         with 8-bit activations is an exact integer sum per group.
+//
 // kBf16 is the operand layout of vdpbf16ps: a 16-lane register holds 16 outputs' weight
 // pairs, multiplied with one broadcast pair of the activation. f16 weights are rounded
 // to bf16 here (3 mantissa bits dropped; the range is kept); f32 weights keep f32.
+// kQ8's quarters of 8 outputs x 4 k are the operand of vpmaddubsw / vpdpbusd (a 256-bit
+// register holds 8 outputs' 4 consecutive quants, multiplied with 4 broadcast bytes of
+// the activation). Quantized weights are held quantized: one byte a weight plus the
+// group's scales (9 bits a weight for Q8_0, 10-12 for the 4-6 bit formats).
 // Output features are padded to whole panels and K to whole pairs with zeros, so the
 // kernels have no edge cases inside a panel; the padded outputs are never stored.
 #pragma once
@@ -25,7 +38,18 @@ class ThreadPool;
 inline constexpr int kPanelWidth = 32;     // outputs per panel
 inline constexpr int kPanelStepBytes = 128;  // bytes per k step (f32) or k-pair (bf16)
 
-enum class PanelFormat { kF32, kBf16 };
+enum class PanelFormat { kF32, kBf16, kQ8 };
+
+// How a kQ8 panel's groups read (from the weights' GGML format).
+struct QuantGroupLayout {
+  int sub_block = 32;          // input features per group (one scale and min per output)
+  bool has_min = false;        // weight = scale * q - min (Q4_0, Q4_K, Q5_K), else scale * q
+  bool signed_quants = false;  // q in [-128, 127] (Q8_0, Q6_K), else q in [0, 63]
+  // Steps of 4 k whose vpmaddubsw int16 pair sums can be added in int16 before widening
+  // without overflow: 2 * max|q| * 127 per step, at most 32767 in all.
+  int int16_steps = 1;
+  int64_t group_bytes() const { return 32 * sub_block + 128 + (has_min ? 128 : 0); }
+};
 
 // One mapping for many packed matrices: a model's matrices are mostly smaller than a
 // 2 MiB huge page (the ~110M model's Q, K, V and O are 1.2 MB each), so packed one
@@ -54,12 +78,15 @@ class PackedWeights {
     out_ = std::exchange(other.out_, 0);
     in_ = std::exchange(other.in_, 0);
     k_steps_ = std::exchange(other.k_steps_, 0);
+    quant_ = other.quant_;
+    source_dtype_ = other.source_dtype_;
     data_ = std::exchange(other.data_, nullptr);
     owned_ = std::move(other.owned_);
     return *this;
   }
-  // w is (out, in) of any stored dtype. `pool` (optional) packs in parallel. With an
-  // `arena`, the panels go into it (into a buffer of their own if it is full).
+  // w is (out, in) of any stored dtype (quantized ones into kQ8, whose `in` is a whole
+  // number of blocks). `pool` (optional) packs in parallel. With an `arena`, the panels
+  // go into it (into a buffer of their own if it is full).
   static PackedWeights Pack(const TensorRef& w, ThreadPool* pool = nullptr, WeightArena* arena = nullptr);
   // The bytes Pack takes for w: what to size a WeightArena by.
   static size_t PackedBytes(const TensorRef& w);
@@ -70,23 +97,32 @@ class PackedWeights {
   PanelFormat format() const { return format_; }
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }
-  // K steps per panel: `in` (kF32) or the k-pairs ceil(in / 2) (kBf16).
+  // K steps per panel: `in` (kF32), the k-pairs ceil(in / 2) (kBf16), or the groups
+  // in / sub_block (kQ8).
   int64_t k_steps() const { return k_steps_; }
   int64_t panels() const { return (out_ + kPanelWidth - 1) / kPanelWidth; }
-  int64_t panel_bytes() const { return k_steps_ * kPanelStepBytes; }
+  int64_t panel_bytes() const {
+    return format_ == PanelFormat::kQ8 ? k_steps_ * quant_.group_bytes() : k_steps_ * kPanelStepBytes;
+  }
+  // kQ8 only: the groups' layout, and the file's format the panels were packed from.
+  const QuantGroupLayout& quant() const { return quant_; }
+  DType source_dtype() const { return source_dtype_; }
   const unsigned char* panel(int64_t j) const { return data_ + j * panel_bytes(); }
   int64_t bytes() const { return panels() * panel_bytes(); }
 
  private:
-  void SetShape(PanelFormat format, int64_t out, int64_t in);
+  void SetShape(DType source, int64_t out, int64_t in);
   size_t StorageBytes() const;  // bytes(), at least 64
-  void Allocate(PanelFormat format, int64_t out, int64_t in, WeightArena* arena);
+  void Allocate(DType source, int64_t out, int64_t in, WeightArena* arena);
+  void PackQuantizedPanels(const TensorRef& w, int64_t begin, int64_t end);
   unsigned char* mutable_panel(int64_t j) { return data_ + j * panel_bytes(); }
 
   PanelFormat format_ = PanelFormat::kF32;
   int64_t out_ = 0;
   int64_t in_ = 0;
   int64_t k_steps_ = 0;
+  QuantGroupLayout quant_;
+  DType source_dtype_ = DType::kF32;
   unsigned char* data_ = nullptr;  // in an arena, or in owned_
   LargeBuffer owned_;               // huge pages where it is large enough (large_buffer.h)
 };

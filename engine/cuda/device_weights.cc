@@ -26,7 +26,8 @@ absl::Status CopyAsBf16(const TensorRef& t, Bf16* dst) {
   const char* src = static_cast<const char*>(t.data);
   for (int64_t begin = 0; begin < n; begin += kStagingElements) {
     const int64_t count = std::min(kStagingElements, n - begin);
-    ConvertToF32(t.dtype, src + static_cast<size_t>(begin) * DTypeSize(t.dtype), f32.data(), static_cast<size_t>(count));
+    // kStagingElements is a whole number of blocks of every quantized type (256 divides it).
+    ConvertToF32(t.dtype, src + DTypeBytes(t.dtype, begin), f32.data(), static_cast<size_t>(count));
     for (int64_t i = 0; i < count; ++i) bf16[static_cast<size_t>(i)] = F32ToBf16(f32[static_cast<size_t>(i)]);
     CROSSREG_CUDA_RETURN_IF_ERROR(
         cudaMemcpy(dst + begin, bf16.data(), static_cast<size_t>(count) * 2, cudaMemcpyHostToDevice),

@@ -219,10 +219,16 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t type, const std::string& path,
     case 0: return DType::kF32;
     case 1: return DType::kF16;
     case 30: return DType::kBF16;
+    case 8: return DType::kQ8_0;
+    case 2: return DType::kQ4_0;
+    case 12: return DType::kQ4_K;
+    case 13: return DType::kQ5_K;
+    case 14: return DType::kQ6_K;
   }
   return absl::InvalidArgumentError(absl::StrCat(
-      path, ": tensor '", tensor, "' has unsupported ggml type ", type, " (",
-      GgmlTypeName(type), "); only F32, F16 and BF16 are supported"));
+      path, ": tensor '", tensor, "' has unsupported ggml type ", type, " (", GgmlTypeName(type),
+      "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (the types of Q8_0, Q4_0, Q4_K_M, Q5_K_M and "
+      "Q6_K files)"));
 }
 
 // Reads one tensor directory entry; data range is checked later, once the data
@@ -256,6 +262,13 @@ absl::StatusOr<GgufTensorInfo> ReadTensorInfo(ByteReader& r, const std::string& 
   ASSIGN_OR_RETURN(info.offset, r.Read<uint64_t>(absl::StrCat("data offset of ", named)));
   if (numel > std::numeric_limits<uint64_t>::max() / 8) {
     return r.Error(named, "tensor size overflows");
+  }
+  // A quantized tensor's rows are whole blocks (ggml's own rule): a row that ended
+  // inside a block could not be read or multiplied row by row.
+  const int64_t block = DTypeBlockElements(info.dtype);
+  if (ne[0] % block != 0) {
+    return r.Error(named, absl::StrCat("its rows of ", ne[0], " elements are not a whole number of ",
+                                       std::string(DTypeName(info.dtype)), " blocks (", block, " elements each)"));
   }
   info.ref.dtype = info.dtype;
   info.ref.shape = info.shape;
@@ -436,7 +449,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<Mapped
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
   const uint64_t file_size = mapping->size();
   for (GgufTensorInfo& info : file->tensors_) {
-    const uint64_t nbytes = static_cast<uint64_t>(info.ref.numel()) * DTypeSize(info.dtype);
+    const uint64_t nbytes = DTypeBytes(info.dtype, info.ref.numel());
     if (info.offset % alignment != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor '", info.name, "' data offset ", info.offset,
@@ -450,7 +463,9 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<Mapped
           ") extends past the end of the file (", file_size, " bytes); file truncated?"));
     }
     const uint64_t abs = data_start + info.offset;
-    if (abs % DTypeSize(info.dtype) != 0) {
+    // Element types need their element alignment; block types are read bytewise (their
+    // f16 scales with memcpy), as ggml's own files only promise the file's alignment.
+    if (!IsQuantized(info.dtype) && abs % DTypeSize(info.dtype) != 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           path, ": tensor '", info.name, "' data at file offset ", abs,
           " is misaligned for ", std::string(DTypeName(info.dtype))));

@@ -63,8 +63,8 @@ struct GgufTensorInfo {
 
 class GgufFile {
  public:
-  // Parses header, metadata and tensor directory. Tensor types other than
-  // F32/F16/BF16 are refused with their ggml type name.
+  // Parses header, metadata and tensor directory. Tensor types other than F32, F16,
+  // BF16, Q8_0, Q4_0, Q4_K, Q5_K and Q6_K are refused with their ggml type name.
   static absl::StatusOr<std::unique_ptr<GgufFile>> Open(const std::string& path);
   // The same over bytes already in memory (MappedFile::FromBytes); errors name file->path().
   static absl::StatusOr<std::unique_ptr<GgufFile>> Parse(std::shared_ptr<MappedFile> file);

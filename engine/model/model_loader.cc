@@ -64,8 +64,14 @@ class WeightBinder {
   // (one element per row) as for 2-D weights.
   absl::StatusOr<TensorRef> MetaToHfRows(const TensorRef& t, int head_dim) {
     const int64_t rows = t.rows();
-    const size_t row_bytes = t.shape.size() == 1 ? DTypeSize(t.dtype)
-                                                 : static_cast<size_t>(t.cols()) * DTypeSize(t.dtype);
+    if (t.shape.size() == 1 && IsQuantized(t.dtype)) {
+      // A quantized block spans many rows of a 1-D tensor: permute its values instead.
+      auto values = std::make_shared<std::vector<float>>(static_cast<size_t>(t.numel()));
+      ConvertToF32(t.dtype, t.data, values->data(), values->size());
+      storage_.push_back(values);
+      return MetaToHfRows(TensorRef{DType::kF32, t.shape, values->data()}, head_dim);
+    }
+    const size_t row_bytes = t.shape.size() == 1 ? DTypeSize(t.dtype) : t.row_bytes();
     auto buffer = std::make_shared<std::vector<unsigned char>>(static_cast<size_t>(rows) * row_bytes);
     const auto* src = static_cast<const unsigned char*>(t.data);
     const int64_t half = head_dim / 2;

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "engine/quant/ggml_blocks.h"
 #include "engine/sampler.h"
 
 namespace crossreg {
@@ -13,9 +14,10 @@ class WeightFactory {
   WeightFactory(Model& model, const RandomModelOptions& options)
       : model_(model), options_(options), rng_(options.seed) {}
 
-  TensorRef Matrix(int64_t rows, int64_t cols) {
+  TensorRef Matrix(int64_t rows, int64_t cols) { return Matrix(rows, cols, options_.dtype); }
+  TensorRef Matrix(int64_t rows, int64_t cols, DType dtype) {
     const float bound = options_.scale / std::sqrt(static_cast<float>(cols));
-    return Fill({rows, cols}, options_.dtype, [&] { return bound * Symmetric(); });
+    return Fill({rows, cols}, dtype, [&] { return bound * Symmetric(); });
   }
   // Norm weights near one so activations keep their scale.
   TensorRef Norm(int64_t n) {
@@ -37,6 +39,13 @@ class WeightFactory {
     if (dtype == DType::kF32) {
       auto buf = std::make_shared<std::vector<float>>(static_cast<size_t>(n));
       for (auto& v : *buf) v = gen();
+      t.data = buf->data();
+      model_.weights.storage.push_back(buf);
+    } else if (IsQuantized(dtype)) {
+      std::vector<float> values(static_cast<size_t>(n));
+      for (auto& v : values) v = gen();
+      auto buf = std::make_shared<std::vector<unsigned char>>(DTypeBytes(dtype, n));
+      quant::Quantize(dtype, values.data(), buf->data(), n);
       t.data = buf->data();
       model_.weights.storage.push_back(buf);
     } else {
@@ -64,11 +73,16 @@ std::unique_ptr<Model> MakeRandomModel(const ModelConfig& config, const RandomMo
   ModelWeights& w = model->weights;
   w.tok_embeddings = f.Matrix(config.vocab_size, d);
   w.layers.resize(static_cast<size_t>(config.num_layers));
-  for (auto& l : w.layers) {
+  const int n = config.num_layers;
+  for (int li = 0; li < n; ++li) {
+    auto& l = w.layers[static_cast<size_t>(li)];
+    // The "_M" mixes give more bits to the layers whose errors cost most.
+    const bool more_bits = options.k_quant_mix && (li < n / 8 || li >= 7 * n / 8 || (li - n / 8) % 3 == 2);
+    const DType sensitive = more_bits ? DType::kQ6_K : options.dtype;
     l.attn_norm = f.Norm(d);
     l.wq = f.Matrix(config.q_dim(), d);
     l.wk = f.Matrix(config.kv_dim(), d);
-    l.wv = f.Matrix(config.kv_dim(), d);
+    l.wv = f.Matrix(config.kv_dim(), d, sensitive);
     l.wo = f.Matrix(d, config.q_dim());
     if (config.qkv_bias) {
       l.bq = f.Bias(config.q_dim());
@@ -78,10 +92,12 @@ std::unique_ptr<Model> MakeRandomModel(const ModelConfig& config, const RandomMo
     l.ffn_norm = f.Norm(d);
     l.w_gate = f.Matrix(config.intermediate_size, d);
     l.w_up = f.Matrix(config.intermediate_size, d);
-    l.w_down = f.Matrix(d, config.intermediate_size);
+    l.w_down = f.Matrix(d, config.intermediate_size, sensitive);
   }
   w.final_norm = f.Norm(d);
-  w.output = config.tied_embeddings ? w.tok_embeddings : f.Matrix(config.vocab_size, d);
+  w.output = config.tied_embeddings   ? w.tok_embeddings
+             : options.k_quant_mix ? f.Matrix(config.vocab_size, d, DType::kQ6_K)
+                                   : f.Matrix(config.vocab_size, d);
   return model;
 }
 

@@ -12,10 +12,16 @@
 namespace crossreg {
 
 struct RandomModelOptions {
-  DType dtype = DType::kF32;  // storage of the linear weights and embedding
+  // Storage of the linear weights and embedding. Quantized types quantize the random
+  // values (engine/quant/ggml_blocks.h); every input width must be whole blocks.
+  DType dtype = DType::kF32;
   uint64_t seed = 1;
   // Weights are uniform in ±scale/sqrt(in_features); larger scales give peakier logits.
   float scale = 1.0f;
+  // The quantizer's "_M" mixes (Q4_K_M, Q5_K_M): the output matrix, and attn_v and
+  // ffn_down in the first and last eighth of the layers and every third between, in
+  // Q6_K, the rest in `dtype`. Only with a quantized dtype.
+  bool k_quant_mix = false;
 };
 
 // config must validate; eos/bos ids default to none.

@@ -6,8 +6,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "engine/cpu/cpu_backend.h"
+#include "engine/cpu/usable_cores.h"
 #include "engine/kv_storage.h"
 #include "engine/model/default_model.h"
+#include "engine/model/model_quantizer.h"
 #ifdef CROSSREG_HAVE_CUDA
 #include "engine/cuda/cuda_backend.h"
 #endif
@@ -155,6 +157,10 @@ absl::StatusOr<LoadedModel> LoadEngineModel(const EngineOptions& options) {
   auto model = LoadModel(loaded.model_path);
   if (!model.ok()) return WithPrefix(absl::StrCat("cannot load model ", loaded.model_path, ": "), model.status());
   loaded.model = std::move(*model);
+  if (IsQuantized(options.quantize)) {
+    const int threads = options.cpu_threads > 0 ? options.cpu_threads : cpu::UsableCores();
+    loaded.quantize_summary = QuantizeModel(*loaded.model, options.quantize, threads).Describe(options.quantize);
+  }
   if (!loaded.adapter_path.empty()) {
     auto adapter = LoadLoraAdapter(loaded.adapter_path, loaded.model->config);
     if (!adapter.ok()) {
@@ -184,6 +190,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const Eng
   engine->ngram_table_path = std::move(loaded.ngram_table_path);
   engine->ngram_table = std::move(loaded.ngram_table);
   engine->load_seconds = loaded.load_seconds;
+  engine->quantize_summary = std::move(loaded.quantize_summary);
   const ModelConfig& config = engine->model->config;
   auto kv = KvConfig(config, options);
   if (!kv.ok()) return kv.status();

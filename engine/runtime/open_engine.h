@@ -49,6 +49,9 @@ struct EngineOptions {
   int kv_block_size = 16;
   int64_t kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{512} << 20;
+  // A quantized type: the model's float matrices are quantized at load
+  // (engine/model/model_quantizer.h); kF32: the model as stored.
+  DType quantize = DType::kF32;
   // > 0: measure the forward cost curve (adaptive draft length) up to this many rows,
   // on a scratch sequence of up to 64 cached positions, before returning.
   int cost_curve_rows = 0;
@@ -69,6 +72,7 @@ struct Engine {
   // Acceptance shared by the requests decoded on this engine (adaptive draft length).
   std::unique_ptr<AcceptanceMemory> acceptance_memory = std::make_unique<AcceptanceMemory>();
   double load_seconds = 0;  // model + adapter loading
+  std::string quantize_summary;  // what --quantize did; empty when it was not asked for
 
   // What requests on this engine may do (ValidateGenerationRequest).
   DecodingEnvironment Environment(int max_gamma = kMaxGamma) const;
@@ -90,6 +94,7 @@ struct LoadedModel {
   std::string ngram_table_path;  // resolved; empty: none
   std::unique_ptr<NgramTable> ngram_table;
   double load_seconds = 0;
+  std::string quantize_summary;
 };
 
 // Loads options.model_path (the embedded default model when empty) and

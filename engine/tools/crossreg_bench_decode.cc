@@ -10,6 +10,9 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -30,7 +33,10 @@
 #include "engine/sampler.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {}, "Models to benchmark (.gguf or HF directories)");
-ABSL_FLAG(bool, random100m, true, "Also benchmark a random ~110M-parameter bf16 Llama (12 x 768, vocab 32000)");
+ABSL_FLAG(bool, random100m, true, "Also benchmark a random ~110M-parameter Llama (12 x 768, vocab 32000)");
+ABSL_FLAG(std::vector<std::string>, random100m_types, std::vector<std::string>({"bf16"}),
+          "Weight types of the random ~110M model: bf16, f32, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (the quantized "
+          "ones in the standard quantizer's layouts)");
 ABSL_FLAG(std::vector<std::string>, batches, std::vector<std::string>({"1", "8"}), "Batch sizes (sequences per forward)");
 ABSL_FLAG(std::vector<std::string>, rows, std::vector<std::string>({"1", "2", "4", "8", "16", "32"}),
           "Rows of one sequence per forward for the cost-curve table");
@@ -145,6 +151,21 @@ std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int 
 
 // Multiply-adds of the linear layers for one token (the output layer excluded: prefill
 // asks for one row of logits).
+// The random model's weights for a --random100m_types name.
+absl::StatusOr<RandomModelOptions> RandomModelOptionsFor(const std::string& type) {
+  RandomModelOptions o{DType::kBF16, 1, 1.0f};
+  const std::string t = absl::AsciiStrToLower(type);
+  if (t == "bf16") return o;
+  if (t == "f32") o.dtype = DType::kF32;
+  else if (t == "q8_0") o.dtype = DType::kQ8_0;
+  else if (t == "q4_0") o.dtype = DType::kQ4_0;
+  else if (t == "q6_k") o.dtype = DType::kQ6_K;
+  else if (t == "q4_k_m") o.dtype = DType::kQ4_K, o.k_quant_mix = true;
+  else if (t == "q5_k_m") o.dtype = DType::kQ5_K, o.k_quant_mix = true;
+  else return absl::InvalidArgumentError(absl::StrCat("unknown type '", type, "'"));
+  return o;
+}
+
 double LinearMacsPerToken(const ModelConfig& c) {
   const double h = c.hidden_size, q = c.q_dim(), kv = c.kv_dim(), f = c.intermediate_size;
   return c.num_layers * (h * (q + 2 * kv) + q * h + 3 * h * f);
@@ -212,17 +233,20 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   // The floor of each ratio on this machine in this run: the rows' linear-layer math at
   // the measured peak (every row with logits) cannot take less than that, however well
   // it overlaps the weight stream; T(1) is what this run measured.
-  const bool bf16_weights = model.weights.layers.front().wq.dtype != DType::kF32;
-  const double row_peak = bf16_weights ? peaks.bf16_dot_flops : peaks.f32_fma_flops;
+  const DType weight_dtype = model.weights.layers.front().wq.dtype;
+  const double row_peak = peaks.PeakFor(weight_dtype);
   const double row_flops =
       2 * (LinearMacsPerToken(model.config) + static_cast<double>(model.config.hidden_size) * model.config.vocab_size);
+  // The floor of a forward: the weight stream at this run's measured bandwidth, or the
+  // rows' linear math at the measured peak, whichever is longer.
   std::printf("| rows | ms/forward | T(rows)/T(1) | linear math at the measured peak, ms | lowest T(rows)/T(1) "
-              "that allows |\n|---|---|---|---|---|\n");
+              "that allows | floor ms (weight stream or math) | T / floor |\n|---|---|---|---|---|---|---|\n");
   const std::vector<double> times = TimeRows(*engine, row_counts, context, std::max(repeats, 15));
   for (size_t i = 0; i < row_counts.size(); ++i) {
     const double math = row_peak > 0 ? row_counts[i] * row_flops / row_peak : 0.0;
-    std::printf("| %d | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3, times[i] / times[0],
-                math * 1e3, std::max(1.0, math / times[0]));
+    const double floor = std::max(weight_bytes / bandwidth, math);
+    std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3,
+                times[i] / times[0], math * 1e3, std::max(1.0, math / times[0]), floor * 1e3, times[i] / floor);
   }
   // The two loop orders of multi-tile calls, as this run's forwards timed them.
   auto decided = cpu::TileOrderChooser::Global().Decided();
@@ -247,7 +271,7 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     std::printf("\nPrefill of %d tokens (one forward): %.1f ms, %.0f tokens/s; linear layers %.1f GFLOP/s = "
                 "%.0f%% of the measured %s peak (%.0f GFLOP/s)\n",
                 prefill, t * 1e3, prefill / t, flops / 1e9, row_peak > 0 ? 100 * flops / row_peak : 0.0,
-                bf16_weights ? "bf16 dot-product" : "f32 FMA", row_peak / 1e9);
+                peaks.PeakNameFor(weight_dtype), row_peak / 1e9);
   }
 }
 
@@ -255,7 +279,9 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
 // as GFLOP/s and a fraction of the measured bf16 dot-product peak.
 void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
   std::printf("\nLinear kernel alone (bf16 weights, %s):\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
-  std::printf("| out x in | rows | ms | GFLOP/s | of bf16 peak |\n|---|---|---|---|---|\n");
+  const double peak = peaks.PeakFor(DType::kBF16);
+  std::printf("| out x in | rows | ms | GFLOP/s | of the %s peak |\n|---|---|---|---|---|\n",
+              peaks.PeakNameFor(DType::kBF16));
   Rng rng(7);
   for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
     std::vector<uint16_t> w(static_cast<size_t>(out * in));
@@ -274,20 +300,25 @@ void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
       const double flops = 2.0 * out * in * rows / best;
       std::printf("| %lld x %lld | %d | %.3f | %.1f | %.0f%% |\n", static_cast<long long>(out),
                   static_cast<long long>(in), rows, best * 1e3, flops / 1e9,
-                  peaks.bf16_dot_flops > 0 ? 100 * flops / peaks.bf16_dot_flops : 0.0);
+                  peak > 0 ? 100 * flops / peak : 0.0);
     }
   }
 }
 
 int Run() {
   cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
-  std::printf("# crossreg-bench-decode\nCPU backend on %s, %d threads, SIMD %s\n", cpu::CpuModelName().c_str(), pool.num_threads(),
-              cpu::SimdLevelName(cpu::DetectedSimdLevel()));
+  std::printf("# crossreg-bench-decode\nCPU backend on %s, %d threads, SIMD %s (CPU: %s)\n",
+              cpu::CpuModelName().c_str(), pool.num_threads(), cpu::SimdLevelName(cpu::DetectedSimdLevel()),
+              cpu::CpuIsaSummary().c_str());
   const double bw = cpu::MeasureReadBandwidth(pool);
   std::printf("Measured DRAM read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
   const cpu::ComputePeaks peaks = cpu::MeasureComputePeaks(pool);
-  std::printf("Measured peaks on %d threads: f32 FMA %.0f GFLOP/s, bf16 dot product %.0f GFLOP/s\n",
-              pool.num_threads(), peaks.f32_fma_flops / 1e9, peaks.bf16_dot_flops / 1e9);
+  std::printf("Measured peaks on %d threads: f32 FMA %.0f GFLOP/s (%s), bf16 dot product %s, int8 dot product "
+              "%.0f GOP/s (%s)\n",
+              pool.num_threads(), peaks.f32_fma_flops / 1e9, peaks.f32_isa.c_str(),
+              peaks.bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(peaks.bf16_dot_flops / 1e9)) + " GFLOP/s").c_str()
+                                       : "none (no AVX512_BF16: bf16 weights run on the f32 FMA peak)",
+              peaks.int8_dot_ops / 1e9, peaks.int8_isa.c_str());
   if (absl::GetFlag(FLAGS_gemm)) BenchGemm(pool, peaks);
   pool.ParallelFor(1, 1, [](int64_t, int64_t) {});  // workers idle from here on
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
@@ -299,8 +330,17 @@ int Run() {
     BenchModel(path, *std::move(model), bw, peaks);
   }
   if (absl::GetFlag(FLAGS_random100m)) {
-    auto model = MakeRandomModel(Llama100MConfig(), {DType::kBF16, 1, 1.0f});
-    BenchModel("random Llama ~110M, bf16 weights", std::move(model), bw, peaks);
+    for (const std::string& type : absl::GetFlag(FLAGS_random100m_types)) {
+      auto options = RandomModelOptionsFor(type);
+      if (!options.ok()) {
+        std::fprintf(stderr, "crossreg-bench-decode: --random100m_types: %s\n",
+                     std::string(options.status().message()).c_str());
+        return 2;
+      }
+      BenchModel(absl::StrCat("random Llama ~110M, ", type == "bf16" || type == "f32" ? type : absl::AsciiStrToUpper(type),
+                              " weights"),
+                 MakeRandomModel(Llama100MConfig(), *options), bw, peaks);
+    }
   }
   return 0;
 }

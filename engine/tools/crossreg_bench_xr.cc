@@ -238,7 +238,8 @@ int Run() {
       return 2;
     }
   }
-  std::printf("# crossreg-bench-xr\nCPU backend, SIMD %s\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
+  std::printf("# crossreg-bench-xr\nCPU backend on %s, SIMD %s (CPU: %s)\n", cpu::CpuModelName().c_str(),
+              cpu::SimdLevelName(cpu::DetectedSimdLevel()), cpu::CpuIsaSummary().c_str());
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     EngineOptions options;
     options.model_path = path;

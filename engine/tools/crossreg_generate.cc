@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
+#include "engine/model/model_quantizer.h"
 #include "engine/decoding/generate.h"
 #include "engine/runtime/open_engine.h"
 #include "nlohmann/json.hpp"
@@ -35,6 +36,9 @@ ABSL_FLAG(std::string, backend, "auto",
           "visible, else CPU)");
 ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16 (CPU backend)");
+ABSL_FLAG(std::string, quantize, "none",
+          "Quantize the model's matrices at load: none, q8_0, q4_0, q4_k, q5_k or q6_k (float models; quantized "
+          "GGUF files load as they are)");
 ABSL_FLAG(std::string, adapter, "", "Cross-Regression adapter: a PEFT LoRA directory (needed by lossless and lossy modes)");
 ABSL_FLAG(std::string, ngram_table, "",
           "Corpus n-gram table for n-gram drafts; default: the model directory's ngram_table.bin if any; none: the "
@@ -103,6 +107,8 @@ int Run() {
   if (!backend_choice.ok()) return Fail(std::string(backend_choice.status().message()));
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()));
+  auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
+  if (!quantize.ok()) return Fail(std::string(quantize.status().message()));
   GenerationRequest request;
   auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
@@ -138,6 +144,7 @@ int Run() {
   options.cpu_threads = absl::GetFlag(FLAGS_threads);
   options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   options.kv_dtype = *kv_dtype;
+  options.quantize = *quantize;
   auto loaded = LoadEngineModel(options);
   if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
   if (loaded->adapter != nullptr) {
@@ -174,6 +181,9 @@ int Run() {
   Engine& engine = **opened;
   const Model& model = *engine.model;
   const DecodingEnvironment env = engine.Environment();
+  if (!engine.quantize_summary.empty()) {
+    std::fprintf(stderr, "[crossreg-generate] --quantize: %s\n", engine.quantize_summary.c_str());
+  }
   if (engine.cost_curve.has_value()) {
     std::fprintf(stderr, "[crossreg-generate] forward cost curve: %s\n", engine.CostCurveDescription().c_str());
   }

@@ -16,6 +16,7 @@ namespace crossreg::testing {
 inline constexpr uint32_t kGgmlF32 = 0;
 inline constexpr uint32_t kGgmlF16 = 1;
 inline constexpr uint32_t kGgmlQ4_0 = 2;
+inline constexpr uint32_t kGgmlQ8_0 = 8;
 inline constexpr uint32_t kGgmlBF16 = 30;
 
 class GgufWriter {

@@ -518,5 +518,48 @@ TEST_F(DistributionTest, HarnessCatchesCarriedDraftsVerifiedWithCurrentQ) {
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
 
+// The same harness over a model whose weights are Q8_0 blocks (every linear layer, the
+// embedding and the output run through the integer kernels): lossless stays
+// distributed as AR, and the planted bug is still caught there.
+class QuantizedDistributionTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ModelConfig c = TinyConfig(6);
+    c.hidden_size = 64;  // whole Q8_0 blocks of 32
+    c.intermediate_size = 96;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 16;
+    model_ = MakeRandomModel(c, {DType::kQ8_0, 21, 4.0f});
+    RandomLoraOptions lo;
+    lo.magnitude = 8.0f;
+    lo.seed = 22;
+    lo.placeholder_token_id = 5;
+    adapter_ = MakeRandomLoraAdapter(model_->config, lo);
+  }
+  std::unique_ptr<Model> model_;
+  std::unique_ptr<LoraAdapter> adapter_;
+};
+
+TEST_F(QuantizedDistributionTest, LosslessOnAQ8_0ModelMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  // 40,000 samples: this model's continuations spread over more cells than the float
+  // harness's, so 20,000 leave a sampling-noise total variation near the 0.05 bound.
+  const auto r = SampleAndTest(*model_, *adapter_, s, Forked(4, 2, 1, /*assist=*/true), ExactnessFault::kNone, 40000,
+                               4, "Q8_0 model, lossless forked + assist T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(QuantizedDistributionTest, HarnessCatchesThePlantedBugOnAQ8_0Model) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+                               ExactnessFault::kVerifyCarriedDraftsWithCurrentQ, 20000, 4,
+                               "Q8_0 model, planted bug: carried drafts vs current Q");
+  EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
+}
+
 }  // namespace
 }  // namespace crossreg

@@ -133,12 +133,25 @@ TEST_F(ModelBadInputTest, VocabSizeDisagreesWithEmbedding) {
 
 TEST_F(ModelBadInputTest, UnsupportedGgufTensorType) {
   GgufWriter w = Stories();
-  w.SetTensor("blk.0.ffn_up.weight", testing::kGgmlQ4_0, {172, 64}, std::string(6192, '\0'));
+  // Q5_0 (type 6): a block type crossreg does not read; its name and the supported ones
+  // are in the message.
+  w.SetTensor("blk.0.ffn_up.weight", 6, {172, 64}, std::string(172 * 2 * 22, '\0'));
   absl::Status s = LoadGguf(w);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("Q4_0"));
-  EXPECT_THAT(s.message(), HasSubstr("type 2"));
+  EXPECT_THAT(s.message(), HasSubstr("Q5_0"));
+  EXPECT_THAT(s.message(), HasSubstr("type 6"));
   EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_up.weight"));
+  EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
+}
+
+TEST_F(ModelBadInputTest, QuantizedRowsThatAreNotWholeBlocksAreRefused) {
+  GgufWriter w = Stories();
+  // stories260K's ffn_down rows have 172 inputs: not whole Q8_0 blocks of 32.
+  w.SetTensor("blk.0.ffn_down.weight", testing::kGgmlQ8_0, {64, 172}, std::string(64 * 6 * 34, '\0'));
+  absl::Status s = LoadGguf(w);
+  ASSERT_FALSE(s.ok());
+  EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_down.weight"));
+  EXPECT_THAT(s.message(), HasSubstr("not a whole number of Q8_0 blocks"));
 }
 
 TEST_F(ModelBadInputTest, UnsupportedSafetensorsDtype) {

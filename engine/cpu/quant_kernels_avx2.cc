@@ -1,0 +1,167 @@
+// AVX2 kQ8 kernel and row quantizer (engine/cpu/linear_kernels.h): vpmaddubsw multiplies
+// 8 outputs' 4 consecutive quants with 4 broadcast activation bytes into int16 pairs,
+// vpmaddwd widens them to int32 sums. Unsigned quants (formats with mins) go straight
+// in; signed ones (Q8_0, Q6_K) as |w| against x carrying w's sign. Where the format's
+// quants are small, several steps add in int16 before widening (QuantGroupLayout::
+// int16_steps). Integer sums are exact, and the float steps are the scalar kernel's, so
+// the results agree bit for bit. Compiled with -mavx2 -mfma; called only after run-time
+// detection.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/cpu/linear_kernels.h"
+
+namespace crossreg::cpu::internal {
+namespace {
+
+inline __m256i Broadcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof v);
+  return _mm256_set1_epi32(v);
+}
+
+// One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
+template <int R, int S, bool kSigned, bool kMin, int kRun>
+void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, float (*acc)[kPanelWidth]) {
+  const QuantizedRows& qx = *a.qx;
+  const int64_t in = qx.in;
+  const int64_t groups = a.w->k_steps();
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  const __m256i ones = _mm256_set1_epi16(1);
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
+  for (int64_t g = 0; g < groups; ++g) {
+    const unsigned char* group = panel + g * group_bytes;
+    const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
+    __m256 xs[R];
+    __m256 xsum[R];
+    const int8_t* xq[R];
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = first_row + r;
+      xs[r] = _mm256_set1_ps(qx.scale[row * (in / 32) + (g * S) / 32]);
+      xq[r] = qx.q + row * in + g * S;
+      if constexpr (kMin) {
+        const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
+        xsum[r] = _mm256_set1_ps(S == 16 ? s16[0] : s16[0] + s16[1]);
+      }
+    }
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      const unsigned char* quants = group + quarter * (S / 4) * 32;
+      __m256i isum[R];
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+      for (int step0 = 0; step0 < S / 4; step0 += kRun) {
+        __m256i run[R];
+        for (int r = 0; r < R; ++r) run[r] = _mm256_setzero_si256();
+        for (int t = 0; t < kRun; ++t) {
+          const int step = step0 + t;
+          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * 32));
+          if constexpr (kSigned) {
+            const __m256i aw = _mm256_abs_epi8(w);
+            for (int r = 0; r < R; ++r) {
+              const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(Broadcast4(xq[r] + step * 4), w));
+              run[r] = kRun == 1 ? p : _mm256_add_epi16(run[r], p);
+            }
+          } else {
+            for (int r = 0; r < R; ++r) {
+              const __m256i p = _mm256_maddubs_epi16(w, Broadcast4(xq[r] + step * 4));
+              run[r] = kRun == 1 ? p : _mm256_add_epi16(run[r], p);
+            }
+          }
+        }
+        for (int r = 0; r < R; ++r) isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(run[r], ones));
+      }
+      const __m256 ws = _mm256_loadu_ps(scales + 8 * quarter);
+      for (int r = 0; r < R; ++r) {
+        __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
+        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(ws, xs[r]), v);
+        if constexpr (kMin) {
+          const __m256 wm = _mm256_loadu_ps(scales + kPanelWidth + 8 * quarter);
+          v = _mm256_fnmadd_ps(xsum[r], _mm256_mul_ps(wm, xs[r]), v);
+        }
+        _mm256_storeu_ps(acc[r] + 8 * quarter, v);
+      }
+    }
+  }
+}
+
+template <int S, bool kSigned, bool kMin, int kRun>
+void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
+  alignas(32) float acc[kQuantTileRows][kPanelWidth];
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
+    const unsigned char* panel = a.w->panel(j);
+    for (int t = 0; t < a.num_tiles; ++t) {
+      const RowTile& tile = a.tiles[t];
+      switch (tile.rows) {
+        case 4: QuantTile<4, S, kSigned, kMin, kRun>(a, panel, tile.first_row, acc); break;
+        case 3: QuantTile<3, S, kSigned, kMin, kRun>(a, panel, tile.first_row, acc); break;
+        case 2: QuantTile<2, S, kSigned, kMin, kRun>(a, panel, tile.first_row, acc); break;
+        default: QuantTile<1, S, kSigned, kMin, kRun>(a, panel, tile.first_row, acc); break;
+      }
+      for (int64_t r = 0; r < tile.rows; ++r) {
+        std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
+  const QuantGroupLayout& l = a.w->quant();
+  // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); any other falls back
+  // to the portable kernel, which reads every layout.
+  if (l.sub_block == 32 && l.signed_quants && !l.has_min && l.int16_steps == 1) return Panels<32, true, false, 1>(a, begin, end);
+  if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 8) return Panels<32, false, true, 8>(a, begin, end);
+  if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 4) return Panels<32, false, true, 4>(a, begin, end);
+  if (l.sub_block == 16 && l.signed_quants && !l.has_min && l.int16_steps == 4) return Panels<16, true, false, 4>(a, begin, end);
+  QuantPanelsScalar(a, begin, end);
+}
+
+void QuantizeRowsAvx2(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      const float* v = x + r * in + b * 32;
+      __m256 x4[4];
+      __m256 amax = _mm256_setzero_ps();
+      for (int i = 0; i < 4; ++i) {
+        x4[i] = _mm256_loadu_ps(v + 8 * i);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, x4[i]));
+      }
+      __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+      m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_max_ss(m, _mm_movehdup_ps(m));
+      const float d = _mm_cvtss_f32(m) / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      __m256i i32[4];
+      for (int i = 0; i < 4; ++i) {
+        // The default rounding mode: nearest even, as the scalar nearbyint. |x * id| <=
+        // 127 up to rounding; the clamp keeps a rounded 127.00001 at 127.
+        __m256 t = _mm256_round_ps(_mm256_mul_ps(x4[i], vid), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+        i32[i] = _mm256_cvtps_epi32(t);
+      }
+      // Sums of each 16: lanes of i32[0] + i32[1], and of i32[2] + i32[3].
+      for (int h = 0; h < 2; ++h) {
+        __m256i s = _mm256_add_epi32(i32[2 * h], i32[2 * h + 1]);
+        __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+        s4 = _mm_hadd_epi32(s4, s4);
+        s4 = _mm_hadd_epi32(s4, s4);
+        sum16[r * (in / 16) + 2 * b + h] = static_cast<float>(_mm_cvtsi128_si32(s4));
+      }
+      // int32 -> int8, in order: packs interleave 128-bit lanes, the permute undoes it.
+      const __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]);
+      const __m256i p16b = _mm256_packs_epi32(i32[2], i32[3]);
+      __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+      p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + r * in + b * 32), p8);
+      scale[r * (in / 32) + b] = d;
+    }
+  }
+}
+
+}  // namespace crossreg::cpu::internal

@@ -1,0 +1,74 @@
+// Portable kQ8 kernel and row quantizer: the reference the SIMD paths must match bit
+// for bit (engine/cpu/linear_kernels.h), and what a CPU without AVX2 runs.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/cpu/linear_kernels.h"
+
+namespace crossreg::cpu::internal {
+
+void QuantizeRowsScalar(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      const float* v = x + r * in + b * 32;
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      int8_t* out = q + r * in + b * 32;
+      int sums[2] = {0, 0};
+      for (int i = 0; i < 32; ++i) {
+        // nearbyint rounds half to even in the default mode, as the SIMD conversions do.
+        const float t = std::nearbyint(v[i] * id);
+        out[i] = static_cast<int8_t>(std::clamp(t, -127.0f, 127.0f));
+        sums[i / 16] += out[i];
+      }
+      scale[r * (in / 32) + b] = d;
+      sum16[r * (in / 16) + 2 * b] = static_cast<float>(sums[0]);
+      sum16[r * (in / 16) + 2 * b + 1] = static_cast<float>(sums[1]);
+    }
+  }
+}
+
+void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
+  const PackedWeights& w = *a.w;
+  const QuantGroupLayout& layout = w.quant();
+  const int sub = layout.sub_block;
+  const int64_t groups = w.k_steps();
+  const int64_t in = a.qx->in;
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, w.out() - j * kPanelWidth);
+    const unsigned char* panel = w.panel(j);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const int8_t* xq = a.qx->q + r * in;
+      float acc[kPanelWidth] = {};
+      for (int64_t g = 0; g < groups; ++g) {
+        const unsigned char* group = panel + g * layout.group_bytes();
+        const auto* quants = reinterpret_cast<const int8_t*>(group);
+        float scales[2 * kPanelWidth];
+        std::memcpy(scales, group + 32 * sub, (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
+        const float xs = a.qx->scale[r * (in / 32) + (g * sub) / 32];
+        float xsum = 0;
+        if (layout.has_min) {
+          const float* s16 = a.qx->sum16 + r * (in / 16) + (g * sub) / 16;
+          xsum = sub == 16 ? s16[0] : s16[0] + s16[1];  // exact: small integers
+        }
+        for (int o = 0; o < kPanelWidth; ++o) {
+          const int quarter = o / 8, lane = o % 8;
+          int32_t isum = 0;
+          for (int kk = 0; kk < sub; ++kk) {
+            const int8_t wq = quants[((quarter * (sub / 4) + kk / 4) * 8 + lane) * 4 + kk % 4];
+            // Unsigned formats store q in [0, 63]: as int8 the same value.
+            isum += static_cast<int32_t>(layout.signed_quants ? wq : static_cast<uint8_t>(wq)) * xq[g * sub + kk];
+          }
+          acc[o] = std::fma(static_cast<float>(isum), scales[o] * xs, acc[o]);
+          if (layout.has_min) acc[o] = std::fma(-xsum, scales[kPanelWidth + o] * xs, acc[o]);
+        }
+      }
+      std::copy_n(acc, width, a.y + r * a.y_stride + j * kPanelWidth);
+    }
+  }
+}
+
+}  // namespace crossreg::cpu::internal

@@ -1,0 +1,613 @@
+#include "engine/quant/ggml_blocks.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <cstring>
+
+namespace crossreg::quant {
+namespace {
+
+// Byte offsets inside each block (the layouts in the header).
+constexpr int kQ8_0Qs = 2;
+constexpr int kQ4_0Qs = 2;
+constexpr int kKDmin = 2;  // Q4_K and Q5_K: d at 0, dmin at 2, scales at 4
+constexpr int kKScales = 4;
+constexpr int kQ4KQs = 16;
+constexpr int kQ5KQh = 16;
+constexpr int kQ5KQs = 48;
+constexpr int kQ6KQh = 128;
+constexpr int kQ6KScales = 192;
+constexpr int kQ6KD = 208;
+
+constexpr int kSuperBlock = 256;
+constexpr int kSubBlocksK = 8;     // Q4_K/Q5_K: sub-blocks of 32
+constexpr int kSubBlocksQ6K = 16;  // Q6_K: sub-blocks of 16
+constexpr float kLargestF16 = 65504.0f;
+// Finite inputs are clipped here so that sums of squares over a block stay finite.
+constexpr float kLargestInput = 1099511627776.0f;  // 2^40
+
+// GGUF is little-endian; reading bytes keeps this independent of the host's order.
+uint16_t LoadU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+float LoadF16(const uint8_t* p) { return F16ToF32(LoadU16(p)); }
+void StoreU16(uint8_t* p, uint16_t v) {
+  p[0] = static_cast<uint8_t>(v & 0xff);
+  p[1] = static_cast<uint8_t>(v >> 8);
+}
+
+// Rounds to f16 with the magnitude capped at the largest finite half, so a stored
+// scale is never infinite; returns the stored bits.
+uint16_t ToF16Saturated(float v) { return F32ToF16(std::clamp(v, -kLargestF16, kLargestF16)); }
+
+// The f16 at or just beyond v in magnitude, for a super-block scale: rounding it down
+// would push the largest sub-block scale past the top of its 6- or 8-bit range and clip
+// the block's extreme values. That matters where the scale is an f16 subnormal (below
+// 6.1e-5, with few significant bits), which small weights reach.
+uint16_t ToF16NotSmaller(float v) {
+  uint16_t bits = ToF16Saturated(v);
+  // Sign and magnitude: one more in the low bits is one step further from zero.
+  if (std::fabs(F16ToF32(bits)) < std::fabs(v) && (bits & 0x7fff) < 0x7bff) ++bits;
+  return bits;
+}
+
+float SanitizedInput(float v) {
+  if (!std::isfinite(v)) return 0.0f;
+  return std::clamp(v, -kLargestInput, kLargestInput);
+}
+
+// Nearest integer in [lo, hi] (halves away from zero, as roundf), NaN giving lo. Clipping
+// comes first so a huge or infinite ratio never reaches the integer conversion. The K-quant
+// fits call this for every element of every trial grid, so it avoids a libm call and
+// branches (the fractions are random: mispredictions cost more than the arithmetic).
+int RoundClamped(float v, int lo, int hi) {
+  v = v > static_cast<float>(lo) ? v : static_cast<float>(lo);
+  v = v < static_cast<float>(hi) ? v : static_cast<float>(hi);
+  const int whole = static_cast<int>(v);             // toward zero
+  const float frac = v - static_cast<float>(whole);  // exact, |v| being small
+  return whole + static_cast<int>(frac >= 0.5f) - static_cast<int>(frac <= -0.5f);
+}
+
+// ggml's packing of eight 6-bit scales and eight 6-bit mins into 12 bytes: the first
+// four of each fill the low 6 bits of bytes 0..3 (scales) and 4..7 (mins); the last four
+// keep their low 4 bits in bytes 8..11 (scale low nibble, min high nibble) and their top
+// 2 bits in the spare top bits of bytes 0..3 (scales) and 4..7 (mins).
+void UnpackScaleMin(const uint8_t* packed, int j, int* scale, int* min) {
+  if (j < 4) {
+    *scale = packed[j] & 63;
+    *min = packed[j + 4] & 63;
+  } else {
+    *scale = (packed[j + 4] & 15) | (packed[j - 4] >> 6) << 4;
+    *min = (packed[j + 4] >> 4) | (packed[j] >> 6) << 4;
+  }
+}
+
+void PackScalesMins(const int* scales, const int* mins, uint8_t* packed) {
+  for (int j = 0; j < 4; ++j) {
+    packed[j] = static_cast<uint8_t>(scales[j] | (scales[j + 4] >> 4) << 6);
+    packed[j + 4] = static_cast<uint8_t>(mins[j] | (mins[j + 4] >> 4) << 6);
+    packed[j + 8] = static_cast<uint8_t>((scales[j + 4] & 15) | (mins[j + 4] & 15) << 4);
+  }
+}
+
+// Where element e's bits live, shared by DecodeBlock and the quantizers (Dequantize
+// walks the layout on its own, so the two readings check each other in the tests).
+int Q4KNibbleByte(int e) { return 32 * (e / 64) + e % 32; }
+int Q4KNibbleShift(int e) { return 4 * ((e / 32) & 1); }
+int Q5KHighBit(int e) { return e / 32; }  // bit of qh[e % 32]
+int Q6KLowByte(int e) { return 64 * (e / 128) + 32 * ((e % 128 / 32) & 1) + e % 32; }
+int Q6KLowShift(int e) { return 4 * (e % 128 / 64); }
+int Q6KHighByte(int e) { return 32 * (e / 128) + e % 32; }
+int Q6KHighShift(int e) { return 2 * (e % 128 / 32); }
+
+// ---- Dequantize, one block each, following the byte order of the layout ----
+
+void DequantizeQ8_0(const uint8_t* b, float* y) {
+  const float d = LoadF16(b);
+  const auto* qs = reinterpret_cast<const int8_t*>(b + kQ8_0Qs);
+  for (int i = 0; i < 32; ++i) y[i] = d * static_cast<float>(qs[i]);
+}
+
+void DequantizeQ4_0(const uint8_t* b, float* y) {
+  const float d = LoadF16(b);
+  // d*q - 8*d rather than d*(q - 8): the same value (both products are exact, d having
+  // 11 significant bits and q at most 4), and the form the integer kernels use.
+  const float offset = 8.0f * d;
+  const uint8_t* qs = b + kQ4_0Qs;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * static_cast<float>(qs[i] & 15) - offset;
+    y[i + 16] = d * static_cast<float>(qs[i] >> 4) - offset;
+  }
+}
+
+// Q4_K and Q5_K (qh null for Q4_K): 64 elements per 32 bytes of qs, low nibbles first.
+void DequantizeKQuant(const uint8_t* b, const uint8_t* qs, const uint8_t* qh, float* y) {
+  const float d = LoadF16(b);
+  const float dmin = LoadF16(b + kKDmin);
+  const uint8_t* packed = b + kKScales;
+  for (int group = 0; group < 4; ++group) {
+    for (int half = 0; half < 2; ++half) {
+      const int j = 2 * group + half;
+      int sc, m;
+      UnpackScaleMin(packed, j, &sc, &m);
+      const float scale = d * static_cast<float>(sc);
+      const float min = dmin * static_cast<float>(m);
+      for (int l = 0; l < 32; ++l) {
+        int q = (qs[32 * group + l] >> (4 * half)) & 15;
+        if (qh != nullptr) q |= ((qh[l] >> j) & 1) << 4;
+        y[64 * group + 32 * half + l] = scale * static_cast<float>(q) - min;
+      }
+    }
+  }
+}
+
+void DequantizeQ6_K(const uint8_t* b, float* y) {
+  const float d = LoadF16(b + kQ6KD);
+  const auto* scales = reinterpret_cast<const int8_t*>(b + kQ6KScales);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* ql = b + 64 * h;
+    const uint8_t* qh = b + kQ6KQh + 32 * h;
+    for (int l = 0; l < 32; ++l) {
+      // The four elements l, l+32, l+64, l+96 of this half share qh[l], two bits each.
+      const int q[4] = {
+          (ql[l] & 15) | (qh[l] & 3) << 4,
+          (ql[l + 32] & 15) | ((qh[l] >> 2) & 3) << 4,
+          (ql[l] >> 4) | ((qh[l] >> 4) & 3) << 4,
+          (ql[l + 32] >> 4) | ((qh[l] >> 6) & 3) << 4,
+      };
+      for (int k = 0; k < 4; ++k) {
+        const int e = 128 * h + 32 * k + l;
+        const float scale = d * static_cast<float>(scales[e / 16]);
+        y[e] = scale * static_cast<float>(q[k] - 32);
+      }
+    }
+  }
+}
+
+// ---- Quantizer fits ----
+
+// The code in qlo..qhi whose value scale * q - min is nearest x, given inv_scale =
+// 1 / scale (a zero scale, inv_scale 0, has only the value -min: code 0, or qlo where
+// 0 is out of range).
+int BestCode(float x, float inv_scale, float min, int qlo, int qhi) {
+  return RoundClamped((x + min) * inv_scale, qlo, qhi);
+}
+
+float Inverse(float scale) { return scale != 0.0f ? 1.0f / scale : 0.0f; }
+
+// Squared error of n values against one scale and min, each at its best code.
+float SubBlockError(const float* x, int n, float scale, float min, int qlo, int qhi) {
+  const float inv_scale = Inverse(scale);
+  float err = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    const int q = BestCode(x[i], inv_scale, min, qlo, qhi);
+    const float diff = scale * static_cast<float>(q) - min - x[i];
+    err += diff * diff;
+  }
+  return err;
+}
+
+// Sums over a sub-block and its codes from which least squares fits a scale and an
+// offset, and tells the squared error of that fit without another pass over the values.
+struct CodeSums {
+  double count = 0, q = 0, x = 0, qq = 0, qx = 0, xx = 0;
+  void Add(double code, double value) {
+    count += 1;
+    q += code;
+    x += value;
+    qq += code * code;
+    qx += code * value;
+    xx += value * value;
+  }
+  double Error(double s, double b) const {  // sum of (s*q + b - x)^2
+    return xx + s * s * qq + count * b * b + 2 * (s * b * q - s * qx - b * x);
+  }
+};
+
+// Least squares x ~ s*q - m over the codes in `sums`, with m >= 0 (mins are stored
+// unsigned, so the grid must reach down to 0 or below). False when no positive s fits.
+bool FitToCodes(const CodeSums& sums, float* scale, float* min) {
+  const double det = sums.count * sums.qq - sums.q * sums.q;
+  if (!(det > 0)) return false;
+  double s = (sums.count * sums.qx - sums.q * sums.x) / det;
+  double b = (sums.x - s * sums.q) / sums.count;
+  if (b > 0) {
+    b = 0;
+    s = sums.qx / sums.qq;
+  }
+  if (!(s > 0)) return false;
+  *scale = static_cast<float>(s);
+  *min = static_cast<float>(-b);
+  return true;
+}
+
+// Grid widths from (steps - 1) to (steps + 1) steps across a sub-block's span: a slightly
+// finer or coarser grid often lands more values near grid points than the plain span.
+constexpr int kGridTrials = 4;
+float GridSteps(int steps, int trial) {
+  return static_cast<float>(steps) - 1.0f + 2.0f * static_cast<float>(trial) / kGridTrials;
+}
+// Rounds of re-picking codes for the best fit and fitting again.
+constexpr int kRefits = 2;
+
+// Per-sub-block fit for the K-quants: x ~ scale * q - min with q in 0..nmax, scale >= 0
+// and min >= 0. Each trial grid's codes get a least-squares scale and min; the best fit
+// then alternates a few times between picking codes and refitting.
+void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
+  float lo = 0.0f, hi = x[0];
+  for (int i = 0; i < n; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  if (!(hi > lo)) {  // every value equal and <= 0 (zero included): the min alone says it
+    *scale = 0.0f;
+    *min = -lo;
+    return;
+  }
+  float best_scale = (hi - lo) / static_cast<float>(nmax);
+  float best_min = -lo;
+  double best_err = SubBlockError(x, n, best_scale, best_min, 0, nmax);
+  for (int t = 0; t <= kGridTrials; ++t) {
+    const float inv_step = GridSteps(nmax, t) / (hi - lo);
+    CodeSums sums;
+    for (int i = 0; i < n; ++i) sums.Add(RoundClamped((x[i] - lo) * inv_step, 0, nmax), x[i]);
+    float s, m;
+    if (!FitToCodes(sums, &s, &m)) continue;
+    const double err = sums.Error(s, -m);
+    if (err < best_err) {
+      best_err = err;
+      best_scale = s;
+      best_min = m;
+    }
+  }
+  for (int round = 0; round < kRefits; ++round) {
+    const float inv_scale = Inverse(best_scale);
+    CodeSums sums;
+    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, best_min, 0, nmax), x[i]);
+    float s, m;
+    if (!FitToCodes(sums, &s, &m)) break;
+    best_scale = s;
+    best_min = m;
+  }
+  *scale = best_scale;
+  *min = best_min;
+}
+
+// Q6_K's per-sub-block fit: x ~ scale * q with q in -32..31. The scale takes either sign
+// so that the value of largest magnitude can sit at the -32 end, one step wider.
+float FitSymmetricScale(const float* x, int n) {
+  float extreme = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  }
+  if (extreme == 0.0f) return 0.0f;
+  float best_scale = extreme / -32.0f;
+  double best_err = SubBlockError(x, n, best_scale, 0.0f, -32, 31);
+  for (int t = 0; t <= kGridTrials; ++t) {
+    const float inv_scale = -GridSteps(32, t) / extreme;
+    CodeSums sums;
+    for (int i = 0; i < n; ++i) sums.Add(RoundClamped(x[i] * inv_scale, -32, 31), x[i]);
+    if (!(sums.qq > 0)) continue;
+    const double s = sums.qx / sums.qq;
+    if (s == 0) continue;
+    const double err = sums.Error(s, 0);
+    if (err < best_err) {
+      best_err = err;
+      best_scale = static_cast<float>(s);
+    }
+  }
+  for (int round = 0; round < kRefits; ++round) {
+    const float inv_scale = Inverse(best_scale);
+    CodeSums sums;
+    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, 0.0f, -32, 31), x[i]);
+    if (!(sums.qq > 0)) break;
+    best_scale = static_cast<float>(sums.qx / sums.qq);
+  }
+  return best_scale;
+}
+
+// ---- Quantize, one block each ----
+
+void QuantizeQ8_0(const float* x, uint8_t* b) {
+  float amax = 0.0f;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = std::min(amax / 127.0f, kLargestF16);
+  const float inv_d = d != 0.0f ? 1.0f / d : 0.0f;
+  StoreU16(b, ToF16Saturated(d));
+  auto* qs = reinterpret_cast<int8_t*>(b + kQ8_0Qs);
+  for (int i = 0; i < 32; ++i) qs[i] = static_cast<int8_t>(RoundClamped(x[i] * inv_d, -127, 127));
+}
+
+void QuantizeQ4_0(const float* x, uint8_t* b) {
+  // The value of largest magnitude maps to -8, the end of the range with one more step.
+  float extreme = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  }
+  const float d = std::clamp(extreme / -8.0f, -kLargestF16, kLargestF16);
+  const float inv_d = d != 0.0f ? 1.0f / d : 0.0f;
+  StoreU16(b, ToF16Saturated(d));
+  auto code = [&](float v) {
+    // +8.5 then floor: round half up, the reference quantizer's rounding.
+    const float shifted = std::clamp(v * inv_d + 8.5f, 0.0f, 15.0f);
+    return static_cast<int>(std::floor(shifted));
+  };
+  uint8_t* qs = b + kQ4_0Qs;
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(code(x[i]) | code(x[i + 16]) << 4);
+}
+
+// Q4_K (nmax 15) and Q5_K (nmax 31): codes[e] get the 0..nmax codes; the caller packs them.
+void QuantizeKQuantScales(const float* x, int nmax, uint8_t* b, int* codes) {
+  float sub_scale[kSubBlocksK], sub_min[kSubBlocksK];
+  float max_scale = 0.0f, max_min = 0.0f;
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    FitScaleMin(x + 32 * j, 32, nmax, &sub_scale[j], &sub_min[j]);
+    max_scale = std::max(max_scale, sub_scale[j]);
+    max_min = std::max(max_min, sub_min[j]);
+  }
+  const uint16_t d_bits = ToF16NotSmaller(max_scale / 63.0f);
+  const uint16_t dmin_bits = ToF16NotSmaller(max_min / 63.0f);
+  StoreU16(b, d_bits);
+  StoreU16(b + kKDmin, dmin_bits);
+  const float d = F16ToF32(d_bits);
+  const float dmin = F16ToF32(dmin_bits);
+  // Rounding each fitted scale and min to its 6-bit step is not always best once the
+  // codes can move too (most of all where d is an f16 subnormal, with few significant
+  // bits): a step either way is tried for the scale, then for the min.
+  int sc[kSubBlocksK], m[kSubBlocksK];
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    const float* xj = x + 32 * j;
+    auto error = [&](int sc_try, int m_try) {
+      return SubBlockError(xj, 32, d * static_cast<float>(sc_try), dmin * static_cast<float>(m_try), 0, nmax);
+    };
+    sc[j] = d > 0.0f ? RoundClamped(sub_scale[j] / d, 0, 63) : 0;
+    m[j] = dmin > 0.0f ? RoundClamped(sub_min[j] / dmin, 0, 63) : 0;
+    float best_err = error(sc[j], m[j]);
+    const int sc_near = sc[j];
+    for (int sc_try : {sc_near - 1, sc_near + 1}) {
+      if (sc_try < 0 || sc_try > 63) continue;
+      const float err = error(sc_try, m[j]);
+      if (err < best_err) {
+        best_err = err;
+        sc[j] = sc_try;
+      }
+    }
+    const int m_near = m[j];
+    for (int m_try : {m_near - 1, m_near + 1}) {
+      if (m_try < 0 || m_try > 63) continue;
+      const float err = error(sc[j], m_try);
+      if (err < best_err) {
+        best_err = err;
+        m[j] = m_try;
+      }
+    }
+  }
+  PackScalesMins(sc, m, b + kKScales);
+  // Codes against the values a decoder will compute.
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    const float scale = d * static_cast<float>(sc[j]);
+    const float min = dmin * static_cast<float>(m[j]);
+    const float inv_scale = Inverse(scale);
+    for (int i = 32 * j; i < 32 * j + 32; ++i) codes[i] = BestCode(x[i], inv_scale, min, 0, nmax);
+  }
+}
+
+void QuantizeQ4_K(const float* x, uint8_t* b) {
+  int codes[kSuperBlock];
+  QuantizeKQuantScales(x, 15, b, codes);
+  uint8_t* qs = b + kQ4KQs;
+  std::memset(qs, 0, kSuperBlock / 2);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    qs[Q4KNibbleByte(e)] |= static_cast<uint8_t>(codes[e] << Q4KNibbleShift(e));
+  }
+}
+
+void QuantizeQ5_K(const float* x, uint8_t* b) {
+  int codes[kSuperBlock];
+  QuantizeKQuantScales(x, 31, b, codes);
+  uint8_t* qh = b + kQ5KQh;
+  uint8_t* qs = b + kQ5KQs;
+  std::memset(qh, 0, kSuperBlock / 8);
+  std::memset(qs, 0, kSuperBlock / 2);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    qs[Q4KNibbleByte(e)] |= static_cast<uint8_t>((codes[e] & 15) << Q4KNibbleShift(e));
+    qh[e % 32] |= static_cast<uint8_t>((codes[e] >> 4) << Q5KHighBit(e));
+  }
+}
+
+void QuantizeQ6_K(const float* x, uint8_t* b) {
+  float sub_scale[kSubBlocksQ6K];
+  float extreme = 0.0f;
+  for (int j = 0; j < kSubBlocksQ6K; ++j) {
+    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16);
+    if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
+  }
+  // As in Q4_0, the largest scale takes the wider (-128) end of the int8 range.
+  const uint16_t d_bits = ToF16NotSmaller(extreme / -128.0f);
+  StoreU16(b + kQ6KD, d_bits);
+  const float d = F16ToF32(d_bits);
+  // As for the K-quants' 6-bit scales: the best neighbour of the rounded int8 scale.
+  auto* scales = reinterpret_cast<int8_t*>(b + kQ6KScales);
+  for (int j = 0; j < kSubBlocksQ6K; ++j) {
+    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -128, 127) : 0;
+    scales[j] = static_cast<int8_t>(near);
+    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -32, 31);
+    for (int sc_try : {near - 1, near + 1}) {
+      if (sc_try < -128 || sc_try > 127) continue;
+      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -32, 31);
+      if (err < best_err) {
+        best_err = err;
+        scales[j] = static_cast<int8_t>(sc_try);
+      }
+    }
+  }
+  uint8_t* ql = b;
+  uint8_t* qh = b + kQ6KQh;
+  std::memset(ql, 0, kSuperBlock / 2);
+  std::memset(qh, 0, kSuperBlock / 4);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const float inv_scale = Inverse(d * static_cast<float>(scales[e / 16]));
+    const int q = BestCode(x[e], inv_scale, 0.0f, -32, 31) + 32;
+    ql[Q6KLowByte(e)] |= static_cast<uint8_t>((q & 15) << Q6KLowShift(e));
+    qh[Q6KHighByte(e)] |= static_cast<uint8_t>((q >> 4) << Q6KHighShift(e));
+  }
+}
+
+}  // namespace
+
+void Dequantize(DType type, const void* src, float* dst, int64_t n) {
+  if (!IsQuantized(type)) {
+    ConvertToF32(type, src, dst, static_cast<size_t>(n));
+    return;
+  }
+  const int64_t block_elements = DTypeBlockElements(type);
+  const int64_t block_bytes = static_cast<int64_t>(DTypeBlockBytes(type));
+  assert(n % block_elements == 0);
+  const auto* bytes = static_cast<const uint8_t*>(src);
+  for (int64_t i = 0; i < n / block_elements; ++i) {
+    const uint8_t* b = bytes + i * block_bytes;
+    float* y = dst + i * block_elements;
+    switch (type) {
+      case DType::kQ8_0:
+        DequantizeQ8_0(b, y);
+        break;
+      case DType::kQ4_0:
+        DequantizeQ4_0(b, y);
+        break;
+      case DType::kQ4_K:
+        DequantizeKQuant(b, b + kQ4KQs, nullptr, y);
+        break;
+      case DType::kQ5_K:
+        DequantizeKQuant(b, b + kQ5KQs, b + kQ5KQh, y);
+        break;
+      case DType::kQ6_K:
+        DequantizeQ6_K(b, y);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+BlockCodes CodesOf(DType type) {
+  switch (type) {
+    case DType::kQ8_0:
+      return {32, false, true};
+    case DType::kQ4_0:
+      return {32, true, false};
+    case DType::kQ4_K:
+      return {32, true, false};
+    case DType::kQ5_K:
+      return {32, true, false};
+    case DType::kQ6_K:
+      return {16, false, true};
+    default:
+      break;
+  }
+  assert(false && "CodesOf: not a quantized type");
+  return {1, false, false};
+}
+
+void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min) {
+  const auto* b = static_cast<const uint8_t*>(block);
+  switch (type) {
+    case DType::kQ8_0: {
+      std::memcpy(q, b + kQ8_0Qs, 32);
+      scale[0] = LoadF16(b);
+      min[0] = 0.0f;
+      return;
+    }
+    case DType::kQ4_0: {
+      const float d = LoadF16(b);
+      for (int e = 0; e < 32; ++e) {
+        q[e] = static_cast<int8_t>((b[kQ4_0Qs + e % 16] >> (4 * (e / 16))) & 15);
+      }
+      scale[0] = d;
+      min[0] = 8.0f * d;  // exact: a power-of-two multiple of an f16 value
+      return;
+    }
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five_bit = type == DType::kQ5_K;
+      const float d = LoadF16(b);
+      const float dmin = LoadF16(b + kKDmin);
+      for (int j = 0; j < kSubBlocksK; ++j) {
+        int sc, m;
+        UnpackScaleMin(b + kKScales, j, &sc, &m);
+        scale[j] = d * static_cast<float>(sc);
+        min[j] = dmin * static_cast<float>(m);
+      }
+      const uint8_t* qs = b + (five_bit ? kQ5KQs : kQ4KQs);
+      for (int e = 0; e < kSuperBlock; ++e) {
+        int code = (qs[Q4KNibbleByte(e)] >> Q4KNibbleShift(e)) & 15;
+        if (five_bit) code |= ((b[kQ5KQh + e % 32] >> Q5KHighBit(e)) & 1) << 4;
+        q[e] = static_cast<int8_t>(code);
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      const float d = LoadF16(b + kQ6KD);
+      const auto* scales = reinterpret_cast<const int8_t*>(b + kQ6KScales);
+      for (int j = 0; j < kSubBlocksQ6K; ++j) {
+        scale[j] = d * static_cast<float>(scales[j]);
+        min[j] = 0.0f;
+      }
+      for (int e = 0; e < kSuperBlock; ++e) {
+        const int low = (b[Q6KLowByte(e)] >> Q6KLowShift(e)) & 15;
+        const int high = (b[kQ6KQh + Q6KHighByte(e)] >> Q6KHighShift(e)) & 3;
+        q[e] = static_cast<int8_t>((low | high << 4) - 32);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  assert(false && "DecodeBlock: not a quantized type");
+}
+
+void Quantize(DType type, const float* src, void* dst, int64_t n) {
+  switch (type) {
+    case DType::kF32:
+      std::memcpy(dst, src, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case DType::kF16:
+    case DType::kBF16: {
+      auto* out = static_cast<uint16_t*>(dst);
+      for (int64_t i = 0; i < n; ++i) {
+        out[i] = type == DType::kF16 ? F32ToF16(src[i]) : F32ToBf16(src[i]);
+      }
+      return;
+    }
+    default:
+      break;
+  }
+  const int64_t block_elements = DTypeBlockElements(type);
+  const int64_t block_bytes = static_cast<int64_t>(DTypeBlockBytes(type));
+  assert(n % block_elements == 0);
+  auto* bytes = static_cast<uint8_t*>(dst);
+  float x[kSuperBlock];
+  for (int64_t i = 0; i < n / block_elements; ++i) {
+    for (int64_t e = 0; e < block_elements; ++e) x[e] = SanitizedInput(src[i * block_elements + e]);
+    uint8_t* b = bytes + i * block_bytes;
+    switch (type) {
+      case DType::kQ8_0:
+        QuantizeQ8_0(x, b);
+        break;
+      case DType::kQ4_0:
+        QuantizeQ4_0(x, b);
+        break;
+      case DType::kQ4_K:
+        QuantizeQ4_K(x, b);
+        break;
+      case DType::kQ5_K:
+        QuantizeQ5_K(x, b);
+        break;
+      case DType::kQ6_K:
+        QuantizeQ6_K(x, b);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace crossreg::quant

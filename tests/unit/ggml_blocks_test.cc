@@ -1,0 +1,497 @@
+#include "engine/quant/ggml_blocks.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace crossreg {
+namespace {
+
+using quant::BlockCodes;
+using quant::CodesOf;
+using quant::DecodeBlock;
+using quant::Dequantize;
+using quant::Quantize;
+
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+// f16 bit patterns of a few exact values.
+constexpr uint16_t kHalfOne = 0x3c00;
+constexpr uint16_t kHalfHalf = 0x3800;          // 0.5
+constexpr uint16_t kHalfMinusQuarter = 0xb400;  // -0.25
+constexpr uint16_t kHalfTwo = 0x4000;
+
+void PutF16(uint8_t* p, uint16_t bits) {
+  p[0] = static_cast<uint8_t>(bits & 0xff);
+  p[1] = static_cast<uint8_t>(bits >> 8);
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+std::vector<float> DequantizeAll(DType type, const std::vector<uint8_t>& bytes, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  Dequantize(type, bytes.data(), out.data(), n);
+  return out;
+}
+
+// ---- hand-built blocks: bytes written from the layout, values checked one by one ----
+
+TEST(GgmlBlocks, Q8_0HandBuilt) {
+  std::vector<uint8_t> block(34);
+  PutF16(block.data(), kHalfHalf);
+  for (int i = 0; i < 32; ++i) block[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(8 * i - 128));
+  block[2 + 31] = 127;
+  const std::vector<float> y = DequantizeAll(DType::kQ8_0, block, 32);
+  for (int i = 0; i < 31; ++i) EXPECT_EQ(y[i], 0.5f * static_cast<float>(8 * i - 128)) << i;
+  EXPECT_EQ(y[0], -64.0f);
+  EXPECT_EQ(y[31], 63.5f);
+}
+
+TEST(GgmlBlocks, Q4_0HandBuilt) {
+  std::vector<uint8_t> block(18);
+  PutF16(block.data(), kHalfMinusQuarter);
+  // Byte i holds element i in its low nibble and element i + 16 in its high nibble.
+  for (int i = 0; i < 16; ++i) block[2 + i] = static_cast<uint8_t>(i | (15 - i) << 4);
+  const std::vector<float> y = DequantizeAll(DType::kQ4_0, block, 32);
+  for (int i = 0; i < 16; ++i) {
+    EXPECT_EQ(y[i], -0.25f * static_cast<float>(i - 8)) << i;
+    EXPECT_EQ(y[i + 16], -0.25f * static_cast<float>(7 - i)) << i + 16;
+  }
+  EXPECT_EQ(y[0], 2.0f);
+  EXPECT_EQ(y[16], -1.75f);  // nibble 15
+
+  // One high nibble alone: byte 3's high half is element 19.
+  std::vector<uint8_t> single(18, 0x88);  // every nibble 8: every value 0
+  PutF16(single.data(), kHalfOne);
+  single[2 + 3] = 0xd8;  // high nibble 13
+  const std::vector<float> z = DequantizeAll(DType::kQ4_0, single, 32);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(z[i], i == 19 ? 5.0f : 0.0f) << i;
+}
+
+// Scales {1, 2, 3, 4, 17, 33, 49, 63} and mins {5, 6, 7, 8, 20, 40, 60, 31} packed by hand:
+// bytes 0..3 = scale j | (scale j+4 >> 4) << 6, bytes 4..7 = min j | (min j+4 >> 4) << 6,
+// bytes 8..11 = (scale j+4 & 15) | (min j+4 & 15) << 4.
+constexpr uint8_t kPackedScales[12] = {0x41, 0x82, 0xc3, 0xc4, 0x45, 0x86, 0xc7, 0x48, 0x41, 0x81, 0xc1, 0xff};
+constexpr int kScales[8] = {1, 2, 3, 4, 17, 33, 49, 63};
+constexpr int kMins[8] = {5, 6, 7, 8, 20, 40, 60, 31};
+
+int Code5(int e) { return (e * 7 + e / 9) % 32; }
+
+TEST(GgmlBlocks, Q4_KHandBuilt) {
+  std::vector<uint8_t> block(144, 0);
+  PutF16(block.data(), kHalfOne);       // d
+  PutF16(block.data() + 2, kHalfHalf);  // dmin
+  std::memcpy(block.data() + 4, kPackedScales, 12);
+  uint8_t* qs = block.data() + 16;
+  // Each 64 elements use 32 bytes: the first 32 in the low nibbles, the next 32 in the high.
+  for (int group = 0; group < 4; ++group) {
+    for (int l = 0; l < 32; ++l) {
+      const int low = Code5(64 * group + l) & 15, high = Code5(64 * group + 32 + l) & 15;
+      qs[32 * group + l] = static_cast<uint8_t>(low | high << 4);
+    }
+  }
+  const std::vector<float> y = DequantizeAll(DType::kQ4_K, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 32;
+    EXPECT_EQ(y[e], static_cast<float>(kScales[j] * (Code5(e) & 15)) - 0.5f * kMins[j]) << e;
+  }
+
+  // One nibble alone: byte 69 is group 2, position 5; its high half is element 165.
+  std::vector<uint8_t> single(144, 0);
+  PutF16(single.data(), kHalfOne);
+  PutF16(single.data() + 2, kHalfHalf);
+  std::memcpy(single.data() + 4, kPackedScales, 12);
+  single[16 + 69] = 0x50;
+  const std::vector<float> z = DequantizeAll(DType::kQ4_K, single, 256);
+  for (int e = 0; e < 256; ++e) {
+    const float base = -0.5f * kMins[e / 32];
+    EXPECT_EQ(z[e], e == 165 ? 5.0f * kScales[5] + base : base) << e;
+  }
+}
+
+TEST(GgmlBlocks, Q5_KHandBuilt) {
+  std::vector<uint8_t> block(176, 0);
+  PutF16(block.data(), kHalfHalf);     // d
+  PutF16(block.data() + 2, kHalfTwo);  // dmin
+  std::memcpy(block.data() + 4, kPackedScales, 12);
+  uint8_t* qh = block.data() + 16;
+  uint8_t* qs = block.data() + 48;
+  for (int group = 0; group < 4; ++group) {
+    for (int l = 0; l < 32; ++l) {
+      const int first = Code5(64 * group + l), second = Code5(64 * group + 32 + l);
+      qs[32 * group + l] = static_cast<uint8_t>((first & 15) | (second & 15) << 4);
+      // Sub-block j's fifth bits are bit j of qh[0..31].
+      qh[l] |= static_cast<uint8_t>((first >> 4) << (2 * group) | (second >> 4) << (2 * group + 1));
+    }
+  }
+  const std::vector<float> y = DequantizeAll(DType::kQ5_K, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 32;
+    EXPECT_EQ(y[e], 0.5f * static_cast<float>(kScales[j] * Code5(e)) - 2.0f * kMins[j]) << e;
+  }
+
+  // One fifth bit alone: qh[7] bit 6 is sub-block 6, position 7: element 199.
+  std::vector<uint8_t> single(176, 0);
+  PutF16(single.data(), kHalfHalf);
+  PutF16(single.data() + 2, kHalfTwo);
+  std::memcpy(single.data() + 4, kPackedScales, 12);
+  single[16 + 7] = 1 << 6;
+  const std::vector<float> z = DequantizeAll(DType::kQ5_K, single, 256);
+  for (int e = 0; e < 256; ++e) {
+    const float base = -2.0f * kMins[e / 32];
+    EXPECT_EQ(z[e], e == 199 ? 0.5f * 16.0f * kScales[6] + base : base) << e;
+  }
+}
+
+constexpr int8_t kQ6Scales[16] = {1, -2, 3, -4, 5, -6, 7, -8, 16, -32, 64, -64, 100, -100, 127, -128};
+
+int Code6(int e) { return (e * 11 + 3 + e / 13) % 64; }
+
+TEST(GgmlBlocks, Q6_KHandBuilt) {
+  std::vector<uint8_t> block(210, 0);
+  uint8_t* ql = block.data();
+  uint8_t* qh = block.data() + 128;
+  std::memcpy(block.data() + 192, kQ6Scales, 16);
+  PutF16(block.data() + 208, kHalfHalf);
+  // Per 128 elements: 64 ql bytes (elements l and l+32 low nibbles, l+64 and l+96 high
+  // nibbles of bytes l and l+32) and 32 qh bytes (two bits each of l, l+32, l+64, l+96).
+  for (int half = 0; half < 2; ++half) {
+    for (int l = 0; l < 32; ++l) {
+      const int base = 128 * half + l;
+      const int a = Code6(base), b = Code6(base + 32), c = Code6(base + 64), d = Code6(base + 96);
+      ql[64 * half + l] = static_cast<uint8_t>((a & 15) | (c & 15) << 4);
+      ql[64 * half + l + 32] = static_cast<uint8_t>((b & 15) | (d & 15) << 4);
+      qh[32 * half + l] = static_cast<uint8_t>((a >> 4) | (b >> 4) << 2 | (c >> 4) << 4 | (d >> 4) << 6);
+    }
+  }
+  const std::vector<float> y = DequantizeAll(DType::kQ6_K, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    EXPECT_EQ(y[e], 0.5f * static_cast<float>(kQ6Scales[e / 16] * (Code6(e) - 32))) << e;
+  }
+
+  // Single fields: ql[104]'s high nibble is element 232 (second half, l = 8, fourth
+  // quarter); qh[42] bits 2-3 are element 170 (second half, l = 10, second quarter).
+  std::vector<uint8_t> single(210, 0);
+  std::memcpy(single.data() + 192, kQ6Scales, 16);
+  PutF16(single.data() + 208, kHalfOne);
+  single[104] = 0x70;
+  single[128 + 42] = 0x0c;
+  const std::vector<float> z = DequantizeAll(DType::kQ6_K, single, 256);
+  for (int e = 0; e < 256; ++e) {
+    int q = 0;
+    if (e == 232) q = 7;
+    if (e == 170) q = 48;
+    EXPECT_EQ(z[e], static_cast<float>(kQ6Scales[e / 16] * (q - 32))) << e;
+  }
+}
+
+TEST(GgmlBlocks, MultipleBlocksAdvanceByBlockBytes) {
+  // Two Q8_0 blocks: the second's scale and codes must land in elements 32..63.
+  std::vector<uint8_t> blocks(68, 0);
+  PutF16(blocks.data(), kHalfOne);
+  PutF16(blocks.data() + 34, kHalfTwo);
+  for (int i = 0; i < 32; ++i) {
+    blocks[2 + i] = static_cast<uint8_t>(i);
+    blocks[36 + i] = static_cast<uint8_t>(-i);
+  }
+  const std::vector<float> y = DequantizeAll(DType::kQ8_0, blocks, 64);
+  for (int i = 0; i < 32; ++i) {
+    EXPECT_EQ(y[i], static_cast<float>(i));
+    EXPECT_EQ(y[32 + i], -2.0f * i);
+  }
+}
+
+// ---- DecodeBlock against Dequantize ----
+
+TEST(GgmlBlocks, CodesOfDescribesEachFormat) {
+  EXPECT_EQ(CodesOf(DType::kQ8_0).sub_block, 32);
+  EXPECT_FALSE(CodesOf(DType::kQ8_0).has_min);
+  EXPECT_TRUE(CodesOf(DType::kQ8_0).signed_quants);
+  EXPECT_EQ(CodesOf(DType::kQ4_0).sub_block, 32);
+  EXPECT_TRUE(CodesOf(DType::kQ4_0).has_min);
+  EXPECT_FALSE(CodesOf(DType::kQ4_0).signed_quants);
+  for (DType t : {DType::kQ4_K, DType::kQ5_K}) {
+    EXPECT_EQ(CodesOf(t).sub_block, 32);
+    EXPECT_TRUE(CodesOf(t).has_min);
+    EXPECT_FALSE(CodesOf(t).signed_quants);
+  }
+  EXPECT_EQ(CodesOf(DType::kQ6_K).sub_block, 16);
+  EXPECT_FALSE(CodesOf(DType::kQ6_K).has_min);
+  EXPECT_TRUE(CodesOf(DType::kQ6_K).signed_quants);
+}
+
+uint16_t RandomFiniteF16(std::mt19937& rng) {
+  for (;;) {
+    const auto bits = static_cast<uint16_t>(rng());
+    if (((bits >> 10) & 0x1f) != 0x1f) return bits;
+  }
+}
+
+// Random bytes everywhere, then finite f16 values in the scale fields.
+std::vector<uint8_t> RandomBlock(DType type, std::mt19937& rng) {
+  std::vector<uint8_t> block(DTypeBlockBytes(type));
+  for (uint8_t& byte : block) byte = static_cast<uint8_t>(rng());
+  switch (type) {
+    case DType::kQ8_0:
+    case DType::kQ4_0:
+      PutF16(block.data(), RandomFiniteF16(rng));
+      break;
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      PutF16(block.data(), RandomFiniteF16(rng));
+      PutF16(block.data() + 2, RandomFiniteF16(rng));
+      break;
+    case DType::kQ6_K:
+      PutF16(block.data() + 208, RandomFiniteF16(rng));
+      break;
+    default:
+      break;
+  }
+  return block;
+}
+
+TEST(GgmlBlocks, DecodeBlockMatchesDequantizeBitwise) {
+  std::mt19937 rng(1234);
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    const BlockCodes codes = CodesOf(type);
+    const int elements = static_cast<int>(DTypeBlockElements(type));
+    const int sub_blocks = elements / codes.sub_block;
+    int min_code = 0, max_code = 15;  // Q4_0, Q4_K
+    if (type == DType::kQ8_0) min_code = -128, max_code = 127;
+    if (type == DType::kQ5_K) max_code = 31;
+    if (type == DType::kQ6_K) min_code = -32, max_code = 31;
+    std::vector<int8_t> q(elements);
+    std::vector<float> scale(sub_blocks), min(sub_blocks), reference(elements);
+    int mismatches = 0;
+    for (int trial = 0; trial < 500; ++trial) {
+      const std::vector<uint8_t> block = RandomBlock(type, rng);
+      Dequantize(type, block.data(), reference.data(), elements);
+      DecodeBlock(type, block.data(), q.data(), scale.data(), min.data());
+      for (int j = 0; j < sub_blocks; ++j) {
+        if (!codes.has_min) {
+          ASSERT_EQ(Bits(min[j]), 0u);
+        }
+      }
+      for (int i = 0; i < elements; ++i) {
+        ASSERT_GE(q[i], min_code);
+        ASSERT_LE(q[i], max_code);
+        const int j = i / codes.sub_block;
+        const float product = scale[j] * static_cast<float>(q[i]);
+        const float value = product - min[j];
+        if (Bits(value) != Bits(reference[i]) && ++mismatches <= 5) {
+          ADD_FAILURE() << "trial " << trial << " element " << i << ": " << value << " != " << reference[i];
+        }
+      }
+    }
+    EXPECT_EQ(mismatches, 0);
+  }
+}
+
+// ---- Quantize ----
+
+std::vector<float> Gaussian(int64_t n, float sigma, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, sigma);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (float& v : x) v = normal(rng);
+  return x;
+}
+
+std::vector<float> RoundTrip(DType type, const std::vector<float>& x) {
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<uint8_t> bytes(DTypeBytes(type, n));
+  Quantize(type, x.data(), bytes.data(), n);
+  return DequantizeAll(type, bytes, n);
+}
+
+double RelativeRms(const std::vector<float>& x, const std::vector<float>& y) {
+  double err = 0, ref = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    err += (static_cast<double>(x[i]) - y[i]) * (static_cast<double>(x[i]) - y[i]);
+    ref += static_cast<double>(x[i]) * x[i];
+  }
+  return std::sqrt(err / ref);
+}
+
+// Relative RMS error bounds on Gaussian data; measured (64 super-blocks, two scales of
+// data, sigma 1 and 0.02) Q8_0 0.53%, Q4_0 8.56%, Q4_K 7.01%, Q5_K 3.48%, Q6_K 1.72%.
+double ErrorBound(DType type) {
+  switch (type) {
+    case DType::kQ8_0:
+      return 0.008;
+    case DType::kQ4_0:
+      return 0.11;
+    case DType::kQ4_K:
+      return 0.09;
+    case DType::kQ5_K:
+      return 0.045;
+    case DType::kQ6_K:
+      return 0.025;
+    default:
+      return 0;
+  }
+}
+
+TEST(GgmlBlocks, QuantizeErrorOnGaussianData) {
+  for (DType type : kQuantTypes) {
+    for (float sigma : {1.0f, 0.02f}) {
+      const std::vector<float> x = Gaussian(256 * 64, sigma, 7);
+      const double rms = RelativeRms(x, RoundTrip(type, x));
+      std::printf("%s sigma %.2f: relative RMS error %.4f%%\n", std::string(DTypeName(type)).c_str(), sigma, 100 * rms);
+      EXPECT_LT(rms, ErrorBound(type)) << DTypeName(type) << " sigma " << sigma;
+    }
+  }
+}
+
+TEST(GgmlBlocks, QuantizeOneBlockAndBlocksAreIndependent) {
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    const int64_t block = DTypeBlockElements(type);
+    const size_t block_bytes = DTypeBlockBytes(type);
+    const std::vector<float> one = Gaussian(block, 1.0f, 3);
+    EXPECT_LT(RelativeRms(one, RoundTrip(type, one)), ErrorBound(type) * 1.5);
+
+    // Five blocks at once give the bytes of five single-block calls.
+    const std::vector<float> x = Gaussian(5 * block, 1.0f, 11);
+    std::vector<uint8_t> together(DTypeBytes(type, 5 * block));
+    Quantize(type, x.data(), together.data(), 5 * block);
+    for (int b = 0; b < 5; ++b) {
+      std::vector<uint8_t> alone(block_bytes);
+      Quantize(type, x.data() + b * block, alone.data(), block);
+      EXPECT_EQ(0, std::memcmp(alone.data(), together.data() + b * block_bytes, block_bytes)) << b;
+    }
+  }
+}
+
+TEST(GgmlBlocks, QuantizeZeroInput) {
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    const std::vector<float> x(static_cast<size_t>(3 * DTypeBlockElements(type)), 0.0f);
+    for (float v : RoundTrip(type, x)) ASSERT_EQ(v, 0.0f);
+  }
+}
+
+TEST(GgmlBlocks, QuantizeZeroSubBlockAmongNonZero) {
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    const int64_t n = 2 * DTypeBlockElements(type);
+    std::vector<float> x = Gaussian(n, 1.0f, 5);
+    // Elements 32..63 are zero: whole sub-blocks of every format (a whole block of
+    // Q8_0 and Q4_0), which must decode to exactly 0 beside non-zero neighbours.
+    for (int i = 32; i < 64; ++i) x[i] = 0.0f;
+    const std::vector<float> y = RoundTrip(type, x);
+    for (int i = 32; i < 64; ++i) EXPECT_EQ(y[i], 0.0f) << i;
+    // Q8_0 and Q4_0 also hold an exact 0 inside a non-zero block (code 0, code 8).
+    if (!CodesOf(type).has_min || type == DType::kQ4_0) {
+      std::vector<float> partly = Gaussian(n, 1.0f, 6);
+      for (int i = 3; i < 9; ++i) partly[i] = 0.0f;
+      const std::vector<float> z = RoundTrip(type, partly);
+      for (int i = 3; i < 9; ++i) EXPECT_EQ(z[i], 0.0f) << i;
+    }
+    EXPECT_LT(RelativeRms(x, y), ErrorBound(type) * 1.5);
+  }
+}
+
+TEST(GgmlBlocks, QuantizeConstantBlocks) {
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    for (float c : {0.7f, -0.7f, 50.0f}) {
+      const std::vector<float> x(static_cast<size_t>(DTypeBlockElements(type)), c);
+      for (float v : RoundTrip(type, x)) ASSERT_NEAR(v, c, std::fabs(c) * 2e-3f) << c;
+    }
+    // Small enough that the block's f16 scale is subnormal, with few significant bits
+    // (Q6_K's scale of 1e-4 / 32 / 128 is below half the smallest subnormal, 6e-8,
+    // unless rounded up): coarser, but never flushed to zero.
+    for (float c : {3e-3f, -3e-3f, 1e-4f}) {
+      const std::vector<float> x(static_cast<size_t>(DTypeBlockElements(type)), c);
+      for (float v : RoundTrip(type, x)) ASSERT_NEAR(v, c, std::fabs(c) * 0.03f) << c;
+    }
+  }
+}
+
+TEST(GgmlBlocks, QuantizeNonFiniteAndHugeInputStaysFinite) {
+  for (DType type : kQuantTypes) {
+    SCOPED_TRACE(std::string(DTypeName(type)));
+    const int64_t n = 2 * DTypeBlockElements(type);
+    std::vector<float> x = Gaussian(n, 1.0f, 9);
+    std::vector<float> expected = x;
+    x[3] = std::nanf("");
+    x[40] = INFINITY;
+    x[n - 1] = -INFINITY;
+    expected[3] = expected[40] = expected[n - 1] = 0.0f;  // read as zero
+    const std::vector<float> y = RoundTrip(type, x);
+    for (float v : y) ASSERT_TRUE(std::isfinite(v));
+    EXPECT_LT(RelativeRms(expected, y), ErrorBound(type) * 1.5);
+
+    // Beyond what f16 scales can express: clipped, still finite.
+    std::vector<float> huge(static_cast<size_t>(n), 1e30f);
+    huge[1] = -3e38f;
+    for (float v : RoundTrip(type, huge)) ASSERT_TRUE(std::isfinite(v));
+  }
+}
+
+// ggml's reference quantizers for Q8_0 and Q4_0, on values where the scale is 1.
+TEST(GgmlBlocks, Q8_0MatchesReferenceRounding) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = 127.0f;  // absmax 127: d = 1
+  x[1] = -127.0f;
+  x[2] = 2.5f;  // halves round away from zero
+  x[3] = -2.5f;
+  x[4] = 0.49f;
+  x[5] = -100.51f;
+  std::vector<uint8_t> block(34);
+  Quantize(DType::kQ8_0, x.data(), block.data(), 32);
+  EXPECT_EQ(block[0], 0x00);
+  EXPECT_EQ(block[1], 0x3c);  // d = 1.0
+  const auto* qs = reinterpret_cast<const int8_t*>(block.data() + 2);
+  EXPECT_EQ(qs[0], 127);
+  EXPECT_EQ(qs[1], -127);
+  EXPECT_EQ(qs[2], 3);
+  EXPECT_EQ(qs[3], -3);
+  EXPECT_EQ(qs[4], 0);
+  EXPECT_EQ(qs[5], -101);
+  for (int i = 6; i < 32; ++i) EXPECT_EQ(qs[i], 0);
+}
+
+TEST(GgmlBlocks, Q4_0MatchesReferenceRounding) {
+  std::vector<float> x(32, 0.0f);
+  x[0] = -8.0f;   // largest magnitude maps to code 0: d = -8 / -8 = 1
+  x[1] = 7.0f;    // code 15
+  x[2] = 0.5f;    // halves round up: code 9
+  x[3] = -1.5f;   // code 7
+  x[16] = -0.6f;  // code 7, high nibble of byte 0
+  x[17] = 7.9f;   // past the top: clipped to 15
+  std::vector<uint8_t> block(18);
+  Quantize(DType::kQ4_0, x.data(), block.data(), 32);
+  EXPECT_EQ(block[0], 0x00);
+  EXPECT_EQ(block[1], 0x3c);  // d = 1.0
+  const uint8_t* qs = block.data() + 2;
+  EXPECT_EQ(qs[0], 0x70);
+  EXPECT_EQ(qs[1], 0xff);
+  EXPECT_EQ(qs[2], 0x89);  // zeros are code 8
+  EXPECT_EQ(qs[3], 0x87);
+  for (int i = 4; i < 16; ++i) EXPECT_EQ(qs[i], 0x88) << i;
+
+  // A positive extreme gives a negative d, so it too takes code 0.
+  std::vector<float> positive(32, 1.0f);
+  positive[5] = 4.0f;
+  Quantize(DType::kQ4_0, positive.data(), block.data(), 32);
+  EXPECT_EQ(block[0], 0x00);
+  EXPECT_EQ(block[1], 0xb8);  // d = -0.5
+  EXPECT_EQ(block[2 + 5] & 15, 0);
+  EXPECT_EQ(block[2 + 0] & 15, 6);  // 1 / -0.5 + 8
+}
+
+}  // namespace
+}  // namespace crossreg

@@ -1,0 +1,202 @@
+// The kQ8 kernels (quantized GGML weights x 8-bit activations): on every SIMD path this
+// CPU has, bit for bit the portable kernel's result, which is checked against an
+// integer reference written here from the definition; within a stated tolerance of the
+// dequantized weights times the unquantized activations; and a row's result
+// independent of the rows beside it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/cpu/cpu_features.h"
+#include "engine/cpu/linear.h"
+#include "engine/cpu/linear_kernels.h"
+#include "engine/cpu/packed_weights.h"
+#include "engine/cpu/thread_pool.h"
+#include "engine/quant/ggml_blocks.h"
+#include "engine/sampler.h"
+#include "gtest/gtest.h"
+
+namespace crossreg::cpu {
+namespace {
+
+constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+struct QuantWeight {
+  std::vector<unsigned char> bytes;
+  std::vector<float> dequantized;  // what the file's values are
+  TensorRef ref;
+};
+
+QuantWeight MakeWeight(DType type, int64_t out, int64_t in, Rng& rng) {
+  std::vector<float> values(static_cast<size_t>(out * in));
+  for (auto& v : values) v = static_cast<float>(rng.Uniform() * 2 - 1);
+  QuantWeight w;
+  w.bytes.resize(DTypeBytes(type, out * in));
+  quant::Quantize(type, values.data(), w.bytes.data(), out * in);
+  w.dequantized.resize(values.size());
+  quant::Dequantize(type, w.bytes.data(), w.dequantized.data(), out * in);
+  w.ref = TensorRef{type, {out, in}, w.bytes.data()};
+  return w;
+}
+
+std::vector<float> RandomRows(int64_t rows, int64_t in, Rng& rng) {
+  std::vector<float> x(static_cast<size_t>(rows * in));
+  for (auto& v : x) v = static_cast<float>(rng.Uniform() * 2 - 1);
+  return x;
+}
+
+// The definition, written independently of the kernels' layout: x quantized per 32
+// inputs (d = amax / 127, q = nearest-even(x / d)), each weight block decoded to its
+// integer codes, per sub-block an exact integer dot product, then the float steps in
+// the documented order.
+std::vector<float> IntegerReference(const QuantWeight& w, const std::vector<float>& x, int64_t rows) {
+  const DType type = w.ref.dtype;
+  const int64_t out = w.ref.rows(), in = w.ref.cols();
+  const quant::BlockCodes codes = quant::CodesOf(type);
+  const int64_t block = DTypeBlockElements(type);
+  const int sub = codes.sub_block;
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  std::vector<int8_t> xq(static_cast<size_t>(in));
+  std::vector<float> xd(static_cast<size_t>(in / 32));
+  std::vector<int8_t> q(static_cast<size_t>(block));
+  std::vector<float> scale(static_cast<size_t>(block / sub)), min(static_cast<size_t>(block / sub));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / 32; ++b) {
+      float amax = 0;
+      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + b * 32 + i)]));
+      const float d = amax / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      xd[static_cast<size_t>(b)] = d;
+      for (int i = 0; i < 32; ++i) {
+        xq[static_cast<size_t>(b * 32 + i)] =
+            static_cast<int8_t>(std::clamp(std::nearbyint(x[static_cast<size_t>(r * in + b * 32 + i)] * id), -127.0f, 127.0f));
+      }
+    }
+    for (int64_t o = 0; o < out; ++o) {
+      float acc = 0;
+      for (int64_t b = 0; b < in / block; ++b) {
+        quant::DecodeBlock(type, w.bytes.data() + static_cast<size_t>(o) * w.ref.row_bytes() + b * DTypeBlockBytes(type),
+                           q.data(), scale.data(), min.data());
+        for (int64_t s = 0; s < block / sub; ++s) {
+          const int64_t k0 = b * block + s * sub;
+          int32_t isum = 0, xsum = 0;
+          for (int kk = 0; kk < sub; ++kk) {
+            isum += q[static_cast<size_t>(s * sub + kk)] * xq[static_cast<size_t>(k0 + kk)];
+            xsum += xq[static_cast<size_t>(k0 + kk)];
+          }
+          const float xs = xd[static_cast<size_t>(k0 / 32)];
+          // Formats with mins store unsigned codes: isum above used the signed view of
+          // values 0..63, which is the same number.
+          acc = std::fma(static_cast<float>(isum), scale[static_cast<size_t>(s)] * xs, acc);
+          if (codes.has_min) acc = std::fma(-static_cast<float>(xsum), min[static_cast<size_t>(s)] * xs, acc);
+        }
+      }
+      y[static_cast<size_t>(r * out + o)] = acc;
+    }
+  }
+  return y;
+}
+
+class QuantizedLinearTest : public ::testing::TestWithParam<DType> {};
+
+TEST_P(QuantizedLinearTest, EveryPathEqualsTheIntegerReferenceBitwise) {
+  const DType type = GetParam();
+  const int64_t block = DTypeBlockElements(type);
+  Rng rng(11);
+  ThreadPool pool(2);
+  // Outputs not a multiple of the panel width; K of one and of several blocks.
+  for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{37, block}, {70, 3 * block}}) {
+    const QuantWeight w = MakeWeight(type, out, in, rng);
+    const PackedWeights packed = PackedWeights::Pack(w.ref, &pool);
+    ASSERT_EQ(packed.format(), PanelFormat::kQ8);
+    for (int64_t rows : {1, 2, 3, 5, 16, 33}) {
+      const std::vector<float> x = RandomRows(rows, in, rng);
+      const std::vector<float> want = IntegerReference(w, x, rows);
+      for (SimdLevel level : AvailableSimdLevels()) {
+        std::vector<float> y(static_cast<size_t>(rows * out), -1.0f);
+        Linear(packed, x.data(), rows, y.data(), pool, level);
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+            << DTypeName(type) << " " << out << "x" << in << " rows " << rows << " on " << SimdLevelName(level)
+            << ": y[0] " << y[0] << " want " << want[0];
+      }
+    }
+  }
+}
+
+// Against the dequantized weights times unquantized activations, in double: the one
+// approximation is the activations' 8-bit rounding, an error of at most d/2 = amax/254
+// per input, so |error| <= sum_k |w_k| * amax_block(k) / 254 (plus float rounding).
+TEST_P(QuantizedLinearTest, WithinTheActivationRoundingOfTheDequantizedProduct) {
+  const DType type = GetParam();
+  const int64_t in = 2 * DTypeBlockElements(type), out = 40, rows = 6;
+  Rng rng(5);
+  ThreadPool pool(1);
+  const QuantWeight w = MakeWeight(type, out, in, rng);
+  const PackedWeights packed = PackedWeights::Pack(w.ref);
+  const std::vector<float> x = RandomRows(rows, in, rng);
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  Linear(packed, x.data(), rows, y.data(), pool);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t o = 0; o < out; ++o) {
+      double exact = 0, bound = 0;
+      for (int64_t k = 0; k < in; ++k) {
+        const double wk = w.dequantized[static_cast<size_t>(o * in + k)];
+        exact += wk * x[static_cast<size_t>(r * in + k)];
+        float amax = 0;
+        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + (k / 32) * 32 + i)]));
+        bound += std::fabs(wk) * amax / 254.0;
+      }
+      EXPECT_NEAR(y[static_cast<size_t>(r * out + o)], exact, bound * 1.001 + 1e-5)
+          << DTypeName(type) << " row " << r << " output " << o;
+    }
+  }
+}
+
+TEST_P(QuantizedLinearTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
+  const DType type = GetParam();
+  const int64_t in = 2 * DTypeBlockElements(type), out = 96;
+  Rng rng(9);
+  ThreadPool pool(2);
+  const QuantWeight w = MakeWeight(type, out, in, rng);
+  const PackedWeights packed = PackedWeights::Pack(w.ref);
+  const std::vector<float> x = RandomRows(40, in, rng);
+  for (SimdLevel level : AvailableSimdLevels()) {
+    std::vector<float> all(static_cast<size_t>(40 * out));
+    Linear(packed, x.data(), 40, all.data(), pool, level);
+    for (int64_t r : {0, 7, 39}) {
+      std::vector<float> one(static_cast<size_t>(out));
+      Linear(packed, x.data() + r * in, 1, one.data(), pool, level);
+      EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * out, out * sizeof(float)))
+          << DTypeName(type) << " row " << r << " on " << SimdLevelName(level);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, QuantizedLinearTest, ::testing::ValuesIn(kTypes),
+                         [](const auto& info) { return std::string(DTypeName(info.param)); });
+
+// The row quantizer: every path gives the scalar path's bytes, on values that land on
+// .5 after scaling (ties to even) and on all-zero blocks.
+TEST(QuantizeRows, PathsAgreeBytewise) {
+  const int64_t rows = 3, in = 96;
+  Rng rng(3);
+  std::vector<float> x = RandomRows(rows, in, rng);
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(32 + i)] = 0;             // a zero block
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = (i - 16) * 0.5f;  // ties after scaling
+  x[64] = 127.0f * 0.5f;
+  std::vector<int8_t> q0(rows * in), q1(rows * in);
+  std::vector<float> s0(rows * in / 32), s1(s0.size()), u0(rows * in / 16), u1(u0.size());
+  internal::QuantizeRowsScalar(x.data(), rows, in, q0.data(), s0.data(), u0.data());
+  EXPECT_EQ(s0[1], 0.0f);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(q0[static_cast<size_t>(32 + i)], 0);
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  internal::QuantizeRowsAvx2(x.data(), rows, in, q1.data(), s1.data(), u1.data());
+  EXPECT_EQ(q0, q1);
+  EXPECT_EQ(s0, s1);
+  EXPECT_EQ(u0, u1);
+}
+
+}  // namespace
+}  // namespace crossreg::cpu
