@@ -47,6 +47,9 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         xsum[r] = _mm256_set1_ps(S == 16 ? s16[0] : s16[0] + s16[1]);
       }
     }
+    // Not unrolled: unrolled, the compiler keeps every step's broadcast activations live
+    // across the four quarters and spills them (R x S/4 registers).
+#pragma GCC unroll 1
     for (int quarter = 0; quarter < 4; ++quarter) {
       const unsigned char* quants = group + quarter * (S / 4) * 32;
       __m256i isum[R];

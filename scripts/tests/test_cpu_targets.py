@@ -31,8 +31,10 @@ def test_decode_tables_give_every_ratio_and_percentage():
     figures = cpu_targets.parse_decode(out)
     assert list(figures) == [STORIES]
     fig = figures[STORIES]
-    assert set(fig) == {"T16", "T32", "roofline_pct", "prefill_pct", "prefill_peak"}
+    assert set(fig) == {"T16", "T32", "T16_floor", "T32_floor", "roofline_pct", "prefill_pct", "prefill_peak",
+                        "prefill_tps"}
     assert fig["T16"] > 0 and fig["T32"] > 0 and fig["roofline_pct"] > 0 and fig["prefill_pct"] > 0
+    assert fig["T16_floor"] > 0 and fig["prefill_tps"] > 0
     # stories260K's weights are f32: its prefill is held against the f32 peak.
     assert fig["prefill_peak"] == "f32 FMA"
 
