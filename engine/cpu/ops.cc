@@ -10,6 +10,10 @@ bool Avx512() {
   static const bool yes = DetectedSimdLevel() >= SimdLevel::kAvx512;
   return yes;
 }
+bool Avx2() {
+  static const bool yes = DetectedSimdLevel() >= SimdLevel::kAvx2;
+  return yes;
+}
 }  // namespace
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
@@ -76,6 +80,7 @@ void EmbeddingRow(const TensorRef& table, int32_t token, float* out) {
 
 float Dot(const float* a, const float* b, int64_t n) {
   if (Avx512()) return internal::DotAvx512(a, b, n);
+  if (Avx2()) return internal::DotAvx2(a, b, n);
   float part[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -91,6 +96,7 @@ float Dot(const float* a, const float* b, int64_t n) {
 
 float DotBf16(const float* a, const uint16_t* b, int64_t n) {
   if (Avx512()) return internal::DotBf16Avx512(a, b, n);
+  if (Avx2()) return internal::DotBf16Avx2(a, b, n);
   float part[16] = {};
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -106,11 +112,13 @@ float DotBf16(const float* a, const uint16_t* b, int64_t n) {
 
 void Axpy(float* out, float p, const float* v, int64_t n) {
   if (Avx512()) return internal::AxpyAvx512(out, p, v, n);
+  if (Avx2()) return internal::AxpyAvx2(out, p, v, n);
   for (int64_t i = 0; i < n; ++i) out[i] += p * v[i];
 }
 
 void AxpyBf16(float* out, float p, const uint16_t* v, int64_t n) {
   if (Avx512()) return internal::AxpyBf16Avx512(out, p, v, n);
+  if (Avx2()) return internal::AxpyBf16Avx2(out, p, v, n);
   for (int64_t i = 0; i < n; ++i) out[i] += p * Bf16ToF32(v[i]);
 }
 

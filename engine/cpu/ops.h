@@ -50,6 +50,10 @@ void RmsNormAvx512(const float* x, const float* weight, int64_t n, float eps, fl
 void RopeAvx512(float* vec, int num_heads, int head_dim, const float* cos, const float* sin);
 void SwiGluAvx512(float* gate, const float* up, int64_t n);
 void SoftmaxAvx512(float* x, int64_t n);
+float DotAvx2(const float* a, const float* b, int64_t n);
+float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n);
+void AxpyAvx2(float* out, float p, const float* v, int64_t n);
+void AxpyBf16Avx2(float* out, float p, const uint16_t* v, int64_t n);
 float DotAvx512(const float* a, const float* b, int64_t n);
 float DotBf16Avx512(const float* a, const uint16_t* b, int64_t n);
 void AxpyAvx512(float* out, float p, const float* v, int64_t n);

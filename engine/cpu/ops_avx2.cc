@@ -1,0 +1,69 @@
+// AVX2 + FMA versions of the attention's per-key operations (engine/cpu/ops.h): a
+// query-key dot product and a probability-weighted value accumulation, f32 or bf16
+// cache. Without them an AVX2 CPU ran the portable loops, which made attention the
+// largest cost of a prefill there. Compiled with -mavx2 -mfma; called only after
+// run-time detection.
+#include <immintrin.h>
+
+#include "engine/cpu/ops.h"
+
+namespace crossreg::cpu::internal {
+namespace {
+
+inline float HorizontalSum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline __m256 LoadBf16(const uint16_t* p) {
+  const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+}  // namespace
+
+float DotAvx2(const float* a, const float* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * b[i];
+  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
+}
+
+float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), LoadBf16(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), LoadBf16(b + i + 8), acc1);
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * Bf16ToF32(b[i]);
+  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
+}
+
+void AxpyAvx2(float* out, float p, const float* v, int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
+  }
+  for (; i < n; ++i) out[i] += p * v[i];
+}
+
+void AxpyBf16Avx2(float* out, float p, const uint16_t* v, int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vp, LoadBf16(v + i), _mm256_loadu_ps(out + i)));
+  }
+  for (; i < n; ++i) out[i] += p * Bf16ToF32(v[i]);
+}
+
+}  // namespace crossreg::cpu::internal
