@@ -128,6 +128,12 @@ TEST_P(QuantizedModelTest, LosslessAndNgramEqualArOnEverySimdPath) {
     forked.ngram_assist = true;
     EXPECT_EQ(Greedy(e, prompt, forked), ar);
     EXPECT_EQ(e.kv->Stats().used_blocks, 0);
+    // Two threads: the layers' panels split between them, or (a small model, many rows)
+    // each thread running its own rows; the output is the one-thread engine's.
+    auto e2 = testing::MakeEngine(*model, adapter.get(), 1024, level, KvDtype::kF32, {.threads = 2});
+    EXPECT_EQ(Greedy(e2, prompt, Mode(DecodingMode::kAutoregressive, 1)), ar);
+    EXPECT_EQ(Greedy(e2, prompt, Mode(DecodingMode::kLossless, 8)), ar);
+    EXPECT_EQ(Greedy(e2, prompt, forked), ar);
   }
 }
 
