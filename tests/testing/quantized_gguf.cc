@@ -49,13 +49,7 @@ GgufWriter QuantizedLlamaGguf(DType type, bool k_quant_mix, uint64_t seed) {
   }
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 7;
   auto values = [&state](int64_t n, float center, float spread) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const double u = static_cast<double>(state >> 11) / static_cast<double>(1ull << 53);
-      x = center + spread * static_cast<float>(2.0 * u - 1.0);
-    }
-    return v;
+    return DeterministicValues(state, n, center, spread);
   };
   auto matrix = [&](const std::string& name, DType t, int64_t rows, int64_t cols, float spread) {
     const std::vector<float> v = values(rows * cols, 0, spread);

@@ -84,6 +84,16 @@ int64_t SetVocabByteLevel(GgufWriter& w) {
 
 }  // namespace
 
+std::vector<float> DeterministicValues(uint64_t& state, int64_t n, float center, float spread) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const double u = static_cast<double>(state >> 11) / static_cast<double>(1ull << 53);
+    x = center + spread * static_cast<float>(2.0 * u - 1.0);
+  }
+  return v;
+}
+
 GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed) {
   GgufWriter w;
   w.SetString("general.architecture", "llama");
@@ -101,13 +111,7 @@ GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed) {
 
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   auto values = [&state](int64_t n, float center, float spread) {
-    std::vector<float> v(static_cast<size_t>(n));
-    for (float& x : v) {
-      state = state * 6364136223846793005ull + 1442695040888963407ull;
-      const double u = static_cast<double>(state >> 11) / static_cast<double>(1ull << 53);
-      x = center + spread * static_cast<float>(2.0 * u - 1.0);
-    }
-    return v;
+    return DeterministicValues(state, n, center, spread);
   };
   const int64_t q_dim = kHeads * kHeadDim, kv_dim = kKvHeads * kHeadDim;
   w.SetTensorF32("token_embd.weight", {n_vocab, kHidden}, values(n_vocab * kHidden, 0, 1));

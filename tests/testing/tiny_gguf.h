@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "tests/testing/gguf_writer.h"
 
@@ -13,6 +14,9 @@ enum class TinyVocab {
   kSentencePiece,  // "llama": <unk> <s> </s>, byte fallback <0x00>..<0xFF>, scored pieces
   kByteLevel,      // "gpt2": the 256 byte symbols, merges, <|endoftext|> as BOS and EOS
 };
+
+// n values uniform in center +- spread from a 64-bit LCG whose state the caller keeps.
+std::vector<float> DeterministicValues(uint64_t& state, int64_t n, float center, float spread);
 
 // Weights are deterministic from `seed`.
 GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed = 1);
