@@ -1,5 +1,6 @@
 // Element types of stored weights and the scalar conversions between them.
-// Compute is always float32; bf16/f16 are storage formats only.
+// Compute is float32 (the CPU's quantized kernels multiply integer codes, then scale in
+// float); bf16/f16 and the GGML block types are storage formats.
 #pragma once
 
 #include <cstddef>

@@ -60,16 +60,12 @@ double DotInt8LoopPortable(int64_t iterations) {
 
 }  // namespace internal
 
-double ComputePeaks::PeakFor(DType weights) const {
-  if (IsQuantized(weights)) return int8_dot_ops;
-  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0) return bf16_dot_flops;
-  return f32_fma_flops;
-}
-
-const char* ComputePeaks::PeakNameFor(DType weights) const {
-  if (IsQuantized(weights)) return "int8 dot-product";
-  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0) return "bf16 dot-product";
-  return "f32 FMA";
+ComputePeaks::Peak ComputePeaks::PeakFor(DType weights) const {
+  if (IsQuantized(weights)) return {int8_dot_ops, "int8 dot-product"};
+  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0) {
+    return {bf16_dot_flops, "bf16 dot-product"};
+  }
+  return {f32_fma_flops, "f32 FMA"};
 }
 
 ComputePeaks MeasureComputePeaks(ThreadPool& pool, int repeats) {

@@ -19,13 +19,15 @@ struct ComputePeaks {
   double int8_dot_ops = 0;    // ops/s over all threads (AVX-512 VNNI, AVX-512 BW, AVX2 or portable)
   std::string f32_isa, int8_isa;  // which instructions each rate was measured with
 
-  // The rate that bounds a linear layer over weights of `weights` on this CPU: bf16
-  // dot products where the CPU has them for bf16/f16 weights (the AVX2 and AVX-512 F
-  // paths widen them to f32 and FMA), the int8 rate for quantized weights, else f32 FMA.
-  double PeakFor(DType weights) const;
-  // The name the benchmarks print for that peak: "bf16 dot-product", "int8 dot-product"
-  // or "f32 FMA".
-  const char* PeakNameFor(DType weights) const;
+  // The rate that bounds a linear layer over weights of `weights` on this CPU, and the
+  // name the benchmarks print for it: bf16 dot products where the CPU has them for
+  // bf16/f16 weights (the AVX2 and AVX-512 F paths widen them to f32 and FMA), the int8
+  // rate for quantized weights, else f32 FMA.
+  struct Peak {
+    double rate;
+    const char* name;  // "bf16 dot-product", "int8 dot-product" or "f32 FMA"
+  };
+  Peak PeakFor(DType weights) const;
 };
 
 // Best of `repeats` timed runs per rate.

@@ -27,18 +27,20 @@ double FmaLoopAvx2(int64_t iterations) {
 double DotInt8LoopAvx2(int64_t iterations) {
   // The quantized kernels' inner step: unsigned x signed bytes to int16 pairs, pairs to
   // int32 sums, added into accumulators; 32 multiply-adds per step.
-  // `a` moves every iteration, so the products cannot be hoisted out of the loop.
+  // `a` moves every iteration, so the products cannot be hoisted out of the loop, and
+  // every chain has its own `b`, so no two chains share a product the compiler could
+  // compute once.
   __m256i acc[8];
   for (int i = 0; i < 8; ++i) acc[i] = _mm256_set1_epi32(i);
   __m256i a = _mm256_set1_epi8(3);
   const __m256i step = _mm256_set1_epi8(1), ones = _mm256_set1_epi16(1);
-  __m256i b[4];
-  for (int i = 0; i < 4; ++i) b[i] = _mm256_set1_epi8(static_cast<char>(i - 2));
+  __m256i b[8];
+  for (int i = 0; i < 8; ++i) b[i] = _mm256_set1_epi8(static_cast<char>(i - 4));
   for (int64_t it = 0; it < iterations; ++it) {
     a = _mm256_add_epi8(a, step);
 #pragma GCC unroll 8
     for (int i = 0; i < 8; ++i) {
-      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b[i & 3]), ones));
+      acc[i] = _mm256_add_epi32(acc[i], _mm256_madd_epi16(_mm256_maddubs_epi16(a, b[i]), ones));
     }
   }
   __m256i sum = acc[0];

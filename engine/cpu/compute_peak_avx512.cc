@@ -29,13 +29,13 @@ double DotInt8LoopAvx512(int64_t iterations) {
   for (int i = 0; i < 12; ++i) acc[i] = _mm512_set1_epi32(i);
   __m512i a = _mm512_set1_epi8(3);
   const __m512i step = _mm512_set1_epi8(1), ones = _mm512_set1_epi16(1);
-  __m512i b[4];
-  for (int i = 0; i < 4; ++i) b[i] = _mm512_set1_epi8(static_cast<char>(i - 2));
+  __m512i b[12];  // one per chain: no product shared between chains
+  for (int i = 0; i < 12; ++i) b[i] = _mm512_set1_epi8(static_cast<char>(i - 6));
   for (int64_t it = 0; it < iterations; ++it) {
     a = _mm512_add_epi8(a, step);
 #pragma GCC unroll 12
     for (int i = 0; i < 12; ++i) {
-      acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b[i & 3]), ones));
+      acc[i] = _mm512_add_epi32(acc[i], _mm512_madd_epi16(_mm512_maddubs_epi16(a, b[i]), ones));
     }
   }
   __m512i sum = acc[0];

@@ -17,53 +17,43 @@ inline float HorizontalSum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
-inline __m256 LoadBf16(const uint16_t* p) {
+inline __m256 Load8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 Load8(const uint16_t* p) {  // bf16 widened to f32
   const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
   return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+inline float ToF32(float v) { return v; }
+inline float ToF32(uint16_t v) { return Bf16ToF32(v); }
+
+// The cache's element type T: float or bf16 bits.
+template <typename T>
+float DotWith(const float* a, const T* b, int64_t n) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), Load8(b + i), acc0);
+    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), Load8(b + i + 8), acc1);
+  }
+  float tail = 0.0f;
+  for (; i < n; ++i) tail += a[i] * ToF32(b[i]);
+  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
+}
+
+template <typename T>
+void AxpyWith(float* out, float p, const T* v, int64_t n) {
+  const __m256 vp = _mm256_set1_ps(p);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vp, Load8(v + i), _mm256_loadu_ps(out + i)));
+  }
+  for (; i < n; ++i) out[i] += p * ToF32(v[i]);
 }
 
 }  // namespace
 
-float DotAvx2(const float* a, const float* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), _mm256_loadu_ps(b + i + 8), acc1);
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * b[i];
-  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
-}
-
-float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    acc0 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), LoadBf16(b + i), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_loadu_ps(a + i + 8), LoadBf16(b + i + 8), acc1);
-  }
-  float tail = 0.0f;
-  for (; i < n; ++i) tail += a[i] * Bf16ToF32(b[i]);
-  return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
-}
-
-void AxpyAvx2(float* out, float p, const float* v, int64_t n) {
-  const __m256 vp = _mm256_set1_ps(p);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vp, _mm256_loadu_ps(v + i), _mm256_loadu_ps(out + i)));
-  }
-  for (; i < n; ++i) out[i] += p * v[i];
-}
-
-void AxpyBf16Avx2(float* out, float p, const uint16_t* v, int64_t n) {
-  const __m256 vp = _mm256_set1_ps(p);
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    _mm256_storeu_ps(out + i, _mm256_fmadd_ps(vp, LoadBf16(v + i), _mm256_loadu_ps(out + i)));
-  }
-  for (; i < n; ++i) out[i] += p * Bf16ToF32(v[i]);
-}
+float DotAvx2(const float* a, const float* b, int64_t n) { return DotWith(a, b, n); }
+float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n) { return DotWith(a, b, n); }
+void AxpyAvx2(float* out, float p, const float* v, int64_t n) { AxpyWith(out, p, v, n); }
+void AxpyBf16Avx2(float* out, float p, const uint16_t* v, int64_t n) { AxpyWith(out, p, v, n); }
 
 }  // namespace crossreg::cpu::internal

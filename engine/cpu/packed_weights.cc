@@ -29,17 +29,15 @@ QuantGroupLayout LayoutFor(DType dtype) {
   layout.sub_block = codes.sub_block;
   layout.has_min = codes.has_min;
   layout.signed_quants = codes.signed_quants;
-  // Largest |q| per format: Q8_0 128 (a file may hold -128), Q6_K 32, Q5_K 31, Q4_0 and
-  // Q4_K 15. Steps that fit 32767 / (2 * max|q| * 127), capped at the group's steps.
-  const int max_q = dtype == DType::kQ8_0 ? 128 : dtype == DType::kQ6_K ? 32 : dtype == DType::kQ5_K ? 31 : 15;
-  layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_q * 127)));
+  // Steps whose int16 pair sums (at most 2 * max|q| * 127 each) add up within 32767,
+  // capped at the group's steps.
+  layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * codes.max_abs_quant * 127)));
   return layout;
 }
 }  // namespace
 
 void PackedWeights::SetShape(DType source, int64_t out, int64_t in) {
   format_ = FormatFor(source);
-  source_dtype_ = source;
   out_ = out;
   in_ = in;
   if (format_ == PanelFormat::kQ8) {

@@ -79,7 +79,6 @@ class PackedWeights {
     in_ = std::exchange(other.in_, 0);
     k_steps_ = std::exchange(other.k_steps_, 0);
     quant_ = other.quant_;
-    source_dtype_ = other.source_dtype_;
     data_ = std::exchange(other.data_, nullptr);
     owned_ = std::move(other.owned_);
     return *this;
@@ -104,9 +103,8 @@ class PackedWeights {
   int64_t panel_bytes() const {
     return format_ == PanelFormat::kQ8 ? k_steps_ * quant_.group_bytes() : k_steps_ * kPanelStepBytes;
   }
-  // kQ8 only: the groups' layout, and the file's format the panels were packed from.
+  // kQ8 only: the groups' layout.
   const QuantGroupLayout& quant() const { return quant_; }
-  DType source_dtype() const { return source_dtype_; }
   const unsigned char* panel(int64_t j) const { return data_ + j * panel_bytes(); }
   int64_t bytes() const { return panels() * panel_bytes(); }
 
@@ -122,7 +120,6 @@ class PackedWeights {
   int64_t in_ = 0;
   int64_t k_steps_ = 0;
   QuantGroupLayout quant_;
-  DType source_dtype_ = DType::kF32;
   unsigned char* data_ = nullptr;  // in an arena, or in owned_
   LargeBuffer owned_;               // huge pages where it is large enough (large_buffer.h)
 };

@@ -491,20 +491,20 @@ void Dequantize(DType type, const void* src, float* dst, int64_t n) {
 BlockCodes CodesOf(DType type) {
   switch (type) {
     case DType::kQ8_0:
-      return {32, false, true};
+      return {32, false, true, 128};  // a file may hold -128
     case DType::kQ4_0:
-      return {32, true, false};
+      return {32, true, false, 15};
     case DType::kQ4_K:
-      return {32, true, false};
+      return {32, true, false, 15};
     case DType::kQ5_K:
-      return {32, true, false};
+      return {32, true, false, 31};
     case DType::kQ6_K:
-      return {16, false, true};
+      return {16, false, true, 32};
     default:
       break;
   }
   assert(false && "CodesOf: not a quantized type");
-  return {1, false, false};
+  return {1, false, false, 0};
 }
 
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min) {

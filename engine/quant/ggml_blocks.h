@@ -47,6 +47,7 @@ struct BlockCodes {
   int sub_block;       // 32 for Q8_0, Q4_0, Q4_K, Q5_K; 16 for Q6_K
   bool has_min;        // Q4_0, Q4_K, Q5_K: min may be non-zero; Q8_0, Q6_K: min is 0
   bool signed_quants;  // Q8_0 (q = qs, -128..127), Q6_K (q = q6 - 32, -32..31); others q >= 0
+  int max_abs_quant;   // the largest |q| a block can hold: 128, 15, 15, 31, 32
 };
 
 // Quantized types only.

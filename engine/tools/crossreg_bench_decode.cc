@@ -234,7 +234,8 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   // the measured peak (every row with logits) cannot take less than that, however well
   // it overlaps the weight stream; T(1) is what this run measured.
   const DType weight_dtype = model.weights.layers.front().wq.dtype;
-  const double row_peak = peaks.PeakFor(weight_dtype);
+  const cpu::ComputePeaks::Peak peak = peaks.PeakFor(weight_dtype);
+  const double row_peak = peak.rate;
   const double row_flops =
       2 * (LinearMacsPerToken(model.config) + static_cast<double>(model.config.hidden_size) * model.config.vocab_size);
   // The floor of a forward: the weight stream at this run's measured bandwidth, or the
@@ -271,7 +272,7 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     std::printf("\nPrefill of %d tokens (one forward): %.1f ms, %.0f tokens/s; linear layers %.1f GFLOP/s = "
                 "%.0f%% of the measured %s peak (%.0f GFLOP/s)\n",
                 prefill, t * 1e3, prefill / t, flops / 1e9, row_peak > 0 ? 100 * flops / row_peak : 0.0,
-                peaks.PeakNameFor(weight_dtype), row_peak / 1e9);
+                peak.name, row_peak / 1e9);
   }
 }
 
@@ -279,9 +280,8 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
 // as GFLOP/s and a fraction of the measured bf16 dot-product peak.
 void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
   std::printf("\nLinear kernel alone (bf16 weights, %s):\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
-  const double peak = peaks.PeakFor(DType::kBF16);
-  std::printf("| out x in | rows | ms | GFLOP/s | of the %s peak |\n|---|---|---|---|---|\n",
-              peaks.PeakNameFor(DType::kBF16));
+  const cpu::ComputePeaks::Peak peak = peaks.PeakFor(DType::kBF16);
+  std::printf("| out x in | rows | ms | GFLOP/s | of the %s peak |\n|---|---|---|---|---|\n", peak.name);
   Rng rng(7);
   for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
     std::vector<uint16_t> w(static_cast<size_t>(out * in));
@@ -300,7 +300,7 @@ void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
       const double flops = 2.0 * out * in * rows / best;
       std::printf("| %lld x %lld | %d | %.3f | %.1f | %.0f%% |\n", static_cast<long long>(out),
                   static_cast<long long>(in), rows, best * 1e3, flops / 1e9,
-                  peak > 0 ? 100 * flops / peak : 0.0);
+                  peak.rate > 0 ? 100 * flops / peak.rate : 0.0);
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "engine/quant/ggml_blocks.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -228,6 +229,11 @@ TEST(GgmlBlocks, CodesOfDescribesEachFormat) {
   EXPECT_EQ(CodesOf(DType::kQ6_K).sub_block, 16);
   EXPECT_FALSE(CodesOf(DType::kQ6_K).has_min);
   EXPECT_TRUE(CodesOf(DType::kQ6_K).signed_quants);
+  EXPECT_EQ(CodesOf(DType::kQ8_0).max_abs_quant, 128);
+  EXPECT_EQ(CodesOf(DType::kQ4_0).max_abs_quant, 15);
+  EXPECT_EQ(CodesOf(DType::kQ4_K).max_abs_quant, 15);
+  EXPECT_EQ(CodesOf(DType::kQ5_K).max_abs_quant, 31);
+  EXPECT_EQ(CodesOf(DType::kQ6_K).max_abs_quant, 32);
 }
 
 uint16_t RandomFiniteF16(std::mt19937& rng) {
@@ -286,6 +292,8 @@ TEST(GgmlBlocks, DecodeBlockMatchesDequantizeBitwise) {
       for (int i = 0; i < elements; ++i) {
         ASSERT_GE(q[i], min_code);
         ASSERT_LE(q[i], max_code);
+        // The kernels size their int16 sums by max_abs_quant.
+        ASSERT_LE(std::abs(static_cast<int>(q[i])), codes.max_abs_quant);
         const int j = i / codes.sub_block;
         const float product = scale[j] * static_cast<float>(q[i]);
         const float value = product - min[j];
