@@ -21,4 +21,9 @@ inline constexpr int kMaxGroupRows = 4;
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch);
 
+// One row and head on AVX2 (engine/cpu/paged_attention_avx2.cc), for the
+// kBlockTransposed layout with head_dim a multiple of 64 and block_size a multiple of 8;
+// false otherwise (the portable path then runs). Call only with AVX2.
+bool AttendRowAvx2(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scratch);
+
 }  // namespace crossreg::cpu::internal
