@@ -1,21 +1,25 @@
 // OpenAI-style HTTP bodies as the front door reads them (server/http/http_front_door.cc):
 // the input is a JSON body, parsed for /v1/completions and for /v1/chat/completions
-// (ParseOpenAiRequest). For each tiny server (fuzz/tiny_server.h) a completion goes
-// to RequestFromProto; a chat is rendered with every chat template family
-// (RenderChat), held to the prompt byte limit, tokenized with special tokens parsed
-// and no BOS added, and then goes to RequestFromProto with those ids. Every refusal's
-// message is put in the body's terms (InJsonTerms), as the reply would be. Checks:
-// refusals carry the codes the API documents, ids lie in the vocabulary, an accepted
-// request satisfies the engine's rules.
+// (ParseOpenAiRequest), once strict and once ignoring unknown fields; the lenient
+// reading goes on, as it reaches more of what follows. For each tiny server
+// (fuzz/tiny_server.h) a completion goes to RequestFromProto; a chat is rendered with
+// every chat template family (RenderChat), held to the prompt byte limit, tokenized
+// with special tokens parsed and no BOS added, and then goes to RequestFromProto with
+// those ids. Every refusal's message is put in the body's terms (InJsonTerms), as the
+// reply would be. Checks: refusals carry the codes the API documents, ignoring unknown
+// fields only accepts more and never reads a body differently, ids lie in the
+// vocabulary, an accepted request satisfies the engine's rules.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "crossreg/v1/generation.pb.h"
 #include "fuzz/tiny_server.h"
+#include "google/protobuf/util/message_differencer.h"
 #include "server/http/chat_template.h"
 #include "server/http/openai_request.h"
 #include "server/request_from_proto.h"
@@ -71,6 +75,33 @@ void Chat(const server::OpenAiRequest& request, const TinyServer& server) {
   }
 }
 
+// Both readings of one body, traced and checked against each other.
+absl::StatusOr<server::OpenAiRequest> Parse(const std::string& body, OpenAiEndpoint endpoint) {
+  const std::string name = endpoint == OpenAiEndpoint::kCompletions ? "completions" : "chat";
+  auto strict = server::ParseOpenAiRequest(body, endpoint);
+  Trace(absl::StrCat("ParseOpenAiRequest(", name, ")"), strict.status());
+  auto lenient = server::ParseOpenAiRequest(body, endpoint, {/*ignore_unknown_fields=*/true});
+  Trace(absl::StrCat("ParseOpenAiRequest(", name, ", ignore_unknown_fields)"), lenient.status());
+  for (const auto* r : {&strict, &lenient}) {
+    if (r->ok()) continue;
+    Require(r->status().code() == absl::StatusCode::kInvalidArgument, "ParseOpenAiRequest refusal code");
+    CheckRefusal(r->status(), endpoint, "ParseOpenAiRequest refusal");
+  }
+  if (strict.ok()) {
+    Require(lenient.ok(), "ignoring unknown fields refused what the strict parser accepted");
+    const server::OpenAiRequest& a = *strict;
+    const server::OpenAiRequest& b = *lenient;
+    bool same = a.model == b.model && a.stream == b.stream && a.include_usage == b.include_usage &&
+                a.return_token_ids == b.return_token_ids && a.messages.size() == b.messages.size() &&
+                google::protobuf::util::MessageDifferencer::Equals(a.proto, b.proto);
+    for (size_t i = 0; same && i < a.messages.size(); ++i) {
+      same = a.messages[i].role == b.messages[i].role && a.messages[i].content == b.messages[i].content;
+    }
+    Require(same, "ignoring unknown fields read an accepted body differently");
+  }
+  return lenient;
+}
+
 }  // namespace
 }  // namespace crossreg::fuzz
 
@@ -80,15 +111,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& servers = fuzz::TinyServers();
   const std::string body(reinterpret_cast<const char*>(data), size);
   for (server::OpenAiEndpoint endpoint : {server::OpenAiEndpoint::kCompletions, server::OpenAiEndpoint::kChatCompletions}) {
-    auto request = server::ParseOpenAiRequest(body, endpoint);
-    fuzz::Trace(endpoint == server::OpenAiEndpoint::kCompletions ? "ParseOpenAiRequest(completions)"
-                                                                 : "ParseOpenAiRequest(chat)",
-                request.status());
-    if (!request.ok()) {
-      Require(request.status().code() == absl::StatusCode::kInvalidArgument, "ParseOpenAiRequest refusal code");
-      fuzz::CheckRefusal(request.status(), endpoint, "ParseOpenAiRequest refusal");
-      continue;
-    }
+    auto request = fuzz::Parse(body, endpoint);
+    if (!request.ok()) continue;
     Require(request->endpoint == endpoint, "endpoint not kept");
     if (endpoint == server::OpenAiEndpoint::kChatCompletions) {
       Require(!request->messages.empty(), "a chat without messages");

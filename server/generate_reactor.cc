@@ -305,11 +305,15 @@ void GenerateReactor::OnCancel() {
     // up (and cancels the stream) a little before our copy passes: a cancel that close
     // to the deadline is counted as the deadline.
     const bool deadline = std::chrono::system_clock::now() + kDeadlineSkew >= deadline_;
-    RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kCancelled, nullptr,
-                    deadline ? absl::DeadlineExceededError("the deadline passed")
-                             : absl::CancelledError("the client cancelled the call"));
+    const absl::Status why = deadline ? absl::DeadlineExceededError("the deadline passed")
+                                      : absl::CancelledError("the client cancelled the call");
+    RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kCancelled, nullptr, why);
+    // The call's status (and crossreg_grpc_requests_total) says which: the scheduler's
+    // own error for the abort below would say CANCELLED either way.
+    EndLocked(ToGrpcStatus(why));
   }
   if (abort) AbortInScheduler(absl::CancelledError("the client cancelled the call"));
+  Pump();
 }
 
 void GenerateReactor::OnDone() {

@@ -15,8 +15,10 @@
 
 #include <pthread.h>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/cpu/large_buffer.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/runtime/open_engine.h"
@@ -185,12 +187,19 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   ClientStreamLimiter stream_limiter(options.max_streams_per_client);  // gRPC and HTTP together
   service_options.stream_limiter = &stream_limiter;
   service_options.metrics = metrics.get();
-  service_options.model_path = engine.model_path;
+  // Paths and the host's CPU tell a client about the machine, not the model: only
+  // when the operator asks (--expose_model_paths).
+  service_options.model_path =
+      options.expose_model_paths ? engine.model_path : std::filesystem::path(engine.model_path).filename().string();
   service_options.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
   const KvCacheConfig& kv_config = engine.kv->config();
   service_options.kv_capacity_tokens = int64_t{kv_config.num_blocks} * kv_config.block_size;
   service_options.backend = std::string(engine.backend->name());
   service_options.backend_device = engine.backend->device();
+  if (const std::string cpu_prefix = cpu::CpuModelName() + ", ";
+      !options.expose_model_paths && absl::StartsWith(service_options.backend_device, cpu_prefix)) {
+    service_options.backend_device.erase(0, cpu_prefix.size());
+  }
   GenerationService service(scheduler, service_options);
 
   grpc::EnableDefaultHealthCheckService(true);  // open to all: probes carry no token
@@ -216,7 +225,10 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
     HttpFrontDoorOptions h;
     h.host = options.host;
     h.port = options.http_port;
-    h.threads = options.http_threads;
+    h.workers = options.http_threads;
+    h.max_connections = static_cast<size_t>(options.http_max_connections);
+    h.max_connections_per_client = static_cast<size_t>(options.http_max_connections_per_client);
+    h.ignore_unknown_fields = options.http_ignore_unknown_fields;
     h.max_body_bytes = static_cast<size_t>(options.max_message_bytes);
     h.tls = {options.tls_cert_file, options.tls_key_file, options.tls_client_ca_file};
     h.served_model_name = served_model_name;

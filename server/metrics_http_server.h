@@ -1,11 +1,11 @@
 // GET /metrics over HTTP, serving a prometheus-cpp registry in the text exposition
 // format, plus plain-HTTP probes: GET /health (200 while the process serves) and
 // GET /ready (200 when ready for traffic, else 503) for Kubernetes httpGet probes,
-// which, unlike its gRPC probes, keep working when the gRPC port serves TLS. On cpp-httplib (the same library as the OpenAI front door) instead of
-// prometheus-cpp's civetweb exposer, for two reasons:
-//  * idle or slow connections cannot block a scrape: a pool of worker threads, and
-//    read/write timeouts that close a connection that sends nothing (civetweb's default
-//    two threads were held by two half-open sockets, freezing every scrape);
+// which, unlike its gRPC probes, keep working when the gRPC port serves TLS. Served by
+// the same event-driven server as the OpenAI front door (server/http/http_server.h),
+// with the registry serialised here, instead of prometheus-cpp's civetweb exposer:
+//  * slow or idle connections cost no thread, so they cannot block a scrape
+//    (civetweb's few threads were held by half-open sockets, freezing every scrape);
 //  * civetweb starts its threads with a 100 KB stack, which cannot hold the static TLS
 //    of a process that links cuBLAS: in the CUDA build the exposer failed to start.
 #pragma once
@@ -13,21 +13,18 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "prometheus/registry.h"
-
-namespace httplib {
-class Server;
-}
+#include "server/http/http_server.h"
 
 namespace crossreg::server {
 
 struct MetricsHttpOptions {
-  int threads = 4;               // concurrent connections served; more wait in the accept queue
+  int threads = 2;               // workers serialising scrapes; connections cost none
   double read_timeout_s = 2.0;   // a connection that sends no complete request in this long is closed
   double write_timeout_s = 5.0;
+  size_t max_connections = 1024;
   // GET /ready answers 200 when it returns true; null: /ready is always 200.
   std::function<bool()> ready;
 };
@@ -41,14 +38,14 @@ class MetricsHttpServer {
   // own. UNAVAILABLE naming the address when it cannot bind.
   absl::Status Start(const std::string& host, int port);
   void Stop();
-  int port() const { return port_; }
+  int port() const;
 
  private:
+  void Handle(HttpExchange& exchange) const;
+
   std::shared_ptr<prometheus::Registry> registry_;
   MetricsHttpOptions options_;
-  std::unique_ptr<httplib::Server> http_;
-  std::thread thread_;
-  int port_ = 0;
+  std::unique_ptr<HttpServer> http_;
 };
 
 }  // namespace crossreg::server

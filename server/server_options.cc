@@ -32,7 +32,17 @@ ABSL_FLAG(int, http_port, kDefaults.http_port,
           "OpenAI-compatible HTTP port (POST /v1/completions, /v1/chat/completions, GET /v1/models, /health); 0 = "
           "off. Same scheduler, tokens and TLS files as gRPC");
 ABSL_FLAG(int, http_threads, kDefaults.http_threads,
-          "HTTP connections served at once; a streaming request holds one for its duration");
+          "HTTP worker threads turning requests and generation events into replies (connections cost no thread; "
+          "handlers never wait on a generation)");
+ABSL_FLAG(int, http_max_connections, kDefaults.http_max_connections,
+          "Open HTTP connections in all; more are refused with 503 (TLS: closed)");
+ABSL_FLAG(int, http_max_connections_per_client, kDefaults.http_max_connections_per_client,
+          "Open HTTP connections from one IP address; more are refused with 503 (TLS: closed)");
+ABSL_FLAG(bool, http_ignore_unknown_fields, kDefaults.http_ignore_unknown_fields,
+          "Ignore unknown fields in HTTP request bodies instead of answering 400 naming them (for clients that send "
+          "extras)");
+ABSL_FLAG(bool, expose_model_paths, kDefaults.expose_model_paths,
+          "GetModelInfo reports the model's and adapter's filesystem paths (admin use; off: file names only)");
 ABSL_FLAG(std::string, served_model_name, kDefaults.served_model_name,
           "The model's name in the HTTP API (GET /v1/models, the \"model\" field); empty = the model file's or "
           "directory's name");
@@ -113,7 +123,9 @@ absl::Status ServerOptions::Validate() const {
     return absl::OkStatus();
   };
   for (auto s : {range("port", port, 0, 65535), range("metrics_port", metrics_port, 0, 65535),
-                 range("http_port", http_port, 0, 65535), range("http_threads", http_threads, 1, 100000),
+                 range("http_port", http_port, 0, 65535), range("http_threads", http_threads, 1, 1024),
+                 range("http_max_connections", http_max_connections, 1, 1 << 20),
+                 range("http_max_connections_per_client", http_max_connections_per_client, 1, 1 << 20),
                  range("threads", threads, 0, 4096), range("cuda_device", cuda_device, 0, 1024), range("kv_memory_mb", kv_memory_mb, 1, int64_t{1} << 30),
                  range("kv_blocks", kv_blocks, 0, 1 << 30), range("kv_block_size", kv_block_size, 1, 4096),
                  range("max_batch_tokens", max_batch_tokens, 1, 1 << 20), range("max_running", max_running, 1, 1 << 16),
@@ -183,6 +195,10 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.metrics_port = absl::GetFlag(FLAGS_metrics_port);
   o.http_port = absl::GetFlag(FLAGS_http_port);
   o.http_threads = absl::GetFlag(FLAGS_http_threads);
+  o.http_max_connections = absl::GetFlag(FLAGS_http_max_connections);
+  o.http_max_connections_per_client = absl::GetFlag(FLAGS_http_max_connections_per_client);
+  o.http_ignore_unknown_fields = absl::GetFlag(FLAGS_http_ignore_unknown_fields);
+  o.expose_model_paths = absl::GetFlag(FLAGS_expose_model_paths);
   o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
   auto backend = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) return backend.status();

@@ -18,7 +18,11 @@ struct ServerOptions {
   int port = 50051;              // gRPC
   int metrics_port = 9090;       // Prometheus /metrics; 0 = off
   int http_port = 8000;          // OpenAI-compatible HTTP front door; 0 = off
-  int http_threads = 128;        // HTTP connections served at once (a stream holds one)
+  int http_threads = 4;          // HTTP workers; connections cost no thread
+  int http_max_connections = 4096;
+  int http_max_connections_per_client = 512;   // per IP address
+  bool http_ignore_unknown_fields = false;     // false: unknown JSON fields get 400 naming them
+  bool expose_model_paths = false;             // GetModelInfo: full paths (admin), else file names
   std::string served_model_name; // the "model" of the HTTP API; empty: the model's file or directory name
   BackendChoice backend = BackendChoice::kAuto;  // cpu, cuda, or auto (CUDA when a device is visible)
   int cuda_device = 0;           // CUDA backend: device ordinal

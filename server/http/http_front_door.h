@@ -2,13 +2,13 @@
 // /v1/chat/completions (JSON, or server-sent events with "stream": true), GET
 // /v1/models and GET /health, on the same scheduler as the gRPC API, with the same
 // request rules, bearer tokens, TLS files, per-client stream limits and metrics.
-// Served by cpp-httplib (Debian's libcpp-httplib-dev; docs/api.md says why).
+// Served by crossreg's event-driven HTTP server (server/http/http_server.h), where a
+// connection costs no thread.
 #pragma once
 
 #include <atomic>
 #include <memory>
 #include <string>
-#include <thread>
 
 #include "absl/status/status.h"
 #include "scheduler/scheduler.h"
@@ -19,18 +19,18 @@
 #include "server/security/token_authenticator.h"
 #include "server/server_metrics.h"
 
-namespace httplib {
-class Server;
-}
-
 namespace crossreg::server {
 
 struct HttpFrontDoorOptions {
   std::string host = "0.0.0.0";
   int port = 0;                 // 0: any free port (see port())
-  int threads = 128;            // connections served at once (a streaming request holds one)
+  int workers = 4;              // threads turning requests and events into replies; connections cost none
   size_t max_body_bytes = 4 << 20;
-  double read_timeout_s = 10;   // a request's headers and body must arrive within this
+  double header_timeout_s = 10;  // a request's headers must all arrive within this
+  double body_timeout_s = 30;    // ... and its body within this after them
+  size_t max_connections = 4096;
+  size_t max_connections_per_client = 512;  // per IP address
+  bool ignore_unknown_fields = false;       // unknown JSON fields ignored instead of refused
   TlsFiles tls;                 // empty: plain HTTP
   std::string served_model_name;  // what /v1/models lists and "model" may name
   int64_t context_length = 0;
@@ -54,12 +54,11 @@ class HttpFrontDoor {
   absl::Status Start();
   // Stops accepting; requests in flight are cut (call after the scheduler drained).
   void Stop();
-  int port() const { return port_; }
+  int port() const;
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  int port_ = 0;
 };
 
 }  // namespace crossreg::server

@@ -1,10 +1,17 @@
 #include "server/http/openai_request.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/types/span.h"
+#include "engine/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace crossreg::server {
@@ -25,31 +32,240 @@ const char* TypeName(const Json& j) {
   return "an object";
 }
 
-absl::StatusOr<double> Number(const Json& body, const char* field) {
+// ---- field names --------------------------------------------------------------
+
+// Top-level fields of both endpoints: those read below, the OpenAI options
+// RefuseUnsupported turns down (a client setting them should hear why rather than be
+// told they do not exist), and `user`, an end-user id for the provider's abuse
+// monitoring that changes nothing in the output, so it is accepted and dropped.
+constexpr absl::string_view kCommonFields[] = {
+    "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop",
+    "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
+    "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
+    "logit_bias", "suffix", "tools", "functions", "response_format",
+    "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma"};
+constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
+constexpr absl::string_view kMessageFields[] = {"role", "content"};
+constexpr absl::string_view kContentPartFields[] = {"type", "text"};
+
+// A body's key as an error names it: as written when it looks like a field name,
+// else quoted and cut short, since keys are arbitrary client bytes that end up in
+// logs and in the reply's `param`.
+std::string FieldName(const std::string& key) {
+  constexpr size_t kMaxShown = 64;
+  const bool plain = !key.empty() && key.size() <= kMaxShown && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (plain) return key;
+  return absl::StrCat(Json(key.substr(0, kMaxShown)).dump(-1, ' ', false, Json::error_handler_t::replace),
+                      key.size() > kMaxShown ? "..." : "");
+}
+
+// Optimal string alignment distance: Levenshtein plus the swap of two neighbours as
+// one edit, the commonest typo ("tempreature" has one, "tua" for "tau" too).
+size_t EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      }
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+// The known name a typo most likely meant: at most 2 edits away, and fewer edits than
+// half the key's length, so that a short key does not "mean" every short name ("x"
+// is not a typo of "n"). Ties go to the earlier name in `known`.
+std::string Suggestion(const std::string& key, absl::Span<const absl::string_view> known) {
+  absl::string_view best;
+  size_t best_distance = 3;
+  for (absl::string_view name : known) {
+    if (name.size() + 2 < key.size() || key.size() + 2 < name.size()) continue;  // more than 2 edits apart
+    const size_t distance = EditDistance(key, name);
+    if (distance < best_distance && 2 * distance < key.size()) {
+      best = name;
+      best_distance = distance;
+    }
+  }
+  return best.empty() ? "" : absl::StrCat(" (did you mean \"", best, "\"?)");
+}
+
+// Refuses the keys of `object` that are not in `known`, naming each (up to a few, in
+// key order) with its path: OpenAI answers unknown parameters with a 400 too, and a
+// misspelt option silently left at its default is the worse failure.
+absl::Status CheckKnownFields(const Json& object, const std::string& path, absl::Span<const absl::string_view> known) {
+  constexpr size_t kMaxNamed = 5;
+  std::vector<std::string> unknown;
+  size_t count = 0;
+  for (const auto& [key, value] : object.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (++count > kMaxNamed) continue;
+    unknown.push_back(absl::StrCat(path, FieldName(key), ": unknown field", Suggestion(key, known)));
+  }
+  if (unknown.empty()) return absl::OkStatus();
+  if (count > kMaxNamed) {
+    unknown.push_back(absl::StrCat("and ", count - kMaxNamed, " more unknown field", count - kMaxNamed > 1 ? "s" : ""));
+  }
+  return absl::InvalidArgumentError(absl::StrJoin(unknown, "; "));
+}
+
+absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
+  // The other endpoint's prompt field is the likeliest unknown field of all: say where it goes.
+  if (endpoint == OpenAiEndpoint::kCompletions && body.contains("messages")) {
+    return Invalid("messages", "unknown field (/v1/completions takes prompt; messages go to /v1/chat/completions)");
+  }
+  if (endpoint == OpenAiEndpoint::kChatCompletions && body.contains("prompt")) {
+    return Invalid("prompt", "unknown field (/v1/chat/completions takes messages; a prompt goes to /v1/completions)");
+  }
+  std::vector<absl::string_view> known(std::begin(kCommonFields), std::end(kCommonFields));
+  known.push_back(endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt");
+  return CheckKnownFields(body, "", known);
+}
+
+// ---- syntax errors ------------------------------------------------------------
+
+// The DOM parser only tells that a body is not JSON. A second pass over a body that
+// failed follows the path to the value being read when the error came, so that the
+// error names the field ("temperature: number out of range (1e400)") as every other
+// error does; errors between values name the enclosing object or array, or `body`.
+class SyntaxErrorLocator final : public nlohmann::json_sax<Json> {
+ public:
+  bool null() override { return Value(); }
+  bool boolean(bool) override { return Value(); }
+  bool number_integer(number_integer_t) override { return Value(); }
+  bool number_unsigned(number_unsigned_t) override { return Value(); }
+  bool number_float(number_float_t, const string_t&) override { return Value(); }
+  bool string(string_t&) override { return Value(); }
+  bool binary(binary_t&) override { return Value(); }
+  bool start_object(std::size_t) override { return Push(false); }
+  bool start_array(std::size_t) override { return Push(true); }
+  bool end_object() override { return Pop(); }
+  bool end_array() override { return Pop(); }
+  bool key(string_t& key) override {
+    frames_.back().key = key;
+    return true;
+  }
+
+  bool parse_error(std::size_t, const std::string& last_token, const nlohmann::detail::exception& e) override {
+    constexpr size_t kMaxShown = 160;
+    if (e.id == 406) {  // a number beyond double's range, which JSON allows and nlohmann refuses
+      status_ = Invalid(Path(true), absl::StrCat("number out of range (", last_token.substr(0, 40), ")"));
+      return false;
+    }
+    // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while parsing value - ..."
+    std::string what = e.what();
+    if (const size_t end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
+    if (what.size() > kMaxShown) what = what.substr(0, kMaxShown) + "...";
+    const bool at_value = absl::StrContains(what, "while parsing value");
+    status_ = Invalid(Path(at_value), absl::StrCat("not valid JSON (", what, ")"));
+    return false;
+  }
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  struct Frame {
+    bool array;
+    std::string key;   // objects: the key whose value is being read
+    size_t index = 0;  // arrays: the element being read
+  };
+
+  bool Push(bool array) {
+    frames_.push_back({array, "", 0});
+    return true;
+  }
+  bool Pop() {
+    frames_.pop_back();
+    return Value();
+  }
+  bool Value() {
+    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
+    return true;
+  }
+
+  // The path to the value being read; without `at_value`, to its container. Cut short
+  // in a deeply nested body, which would otherwise make a message as long as the body.
+  std::string Path(bool at_value) const {
+    constexpr size_t kMaxPath = 128;
+    std::string path;
+    const size_t depth = at_value ? frames_.size() : (frames_.empty() ? 0 : frames_.size() - 1);
+    for (size_t i = 0; i < depth; ++i) {
+      if (path.size() > kMaxPath) {
+        path += "...";
+        break;
+      }
+      const Frame& f = frames_[i];
+      if (f.array) {
+        absl::StrAppend(&path, i == 0 ? "body" : "", "[", f.index, "]");
+      } else {
+        absl::StrAppend(&path, path.empty() ? "" : ".", FieldName(f.key));
+      }
+    }
+    return path.empty() ? "body" : path;
+  }
+
+  std::vector<Frame> frames_;
+  absl::Status status_ = absl::InvalidArgumentError("body: not valid JSON");
+};
+
+absl::Status LocateSyntaxError(const std::string& body_text) {
+  SyntaxErrorLocator locator;
+  Json::sax_parse(body_text, &locator);
+  return locator.status();
+}
+
+// ---- values -------------------------------------------------------------------
+
+// Doubles hold every integer below 2^53 exactly; from there on a float may no longer
+// be the integer the client wrote.
+constexpr double kMaxExactInteger = 9007199254740992.0;
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+bool Has(const Json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
+
+// A number that must be finite and fit the proto's float: a double beyond it would
+// become infinity, one the engine names with a value the client never sent.
+absl::StatusOr<float> Float(const Json& body, const char* field) {
   const Json& v = body.at(field);
   if (!v.is_number()) return Invalid(field, absl::StrCat("must be a number, got ", TypeName(v)));
   const double d = v.get<double>();
-  if (!std::isfinite(d)) return Invalid(field, "must be finite");
-  return d;
+  if (!std::isfinite(d) || std::abs(d) > std::numeric_limits<float>::max()) {
+    return Invalid(field, absl::StrCat("out of range, got ", v.dump()));
+  }
+  return static_cast<float>(d);
 }
 
-absl::StatusOr<int64_t> Integer(const Json& body, const char* field) {
+// A whole number in [lo, hi], refused by name outside it (`range` says how, default
+// "in [lo, hi]"). Floats without a fraction count as integers: clients that hold every
+// number as a double send 5.0.
+absl::StatusOr<int64_t> Integer(const Json& body, const char* field, int64_t lo, int64_t hi,
+                                const std::string& range = "") {
   const Json& v = body.at(field);
-  if (v.is_number_integer()) return v.get<int64_t>();
-  if (v.is_number_float()) {
-    const double d = v.get<double>();
-    if (std::isfinite(d) && d == std::floor(d) && std::abs(d) < 9e15) return static_cast<int64_t>(d);
+  auto out_of_range = [&] {
+    return Invalid(field, absl::StrCat("must be ", range.empty() ? absl::StrCat("in [", lo, ", ", hi, "]") : range,
+                                       ", got ", v.dump()));
+  };
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+      return out_of_range();
+    }
+    const int64_t i = v.get<int64_t>();
+    if (i < lo || i > hi) return out_of_range();
+    return i;
   }
-  return Invalid(field, absl::StrCat("must be an integer, got ", TypeName(v)));
-}
-
-absl::StatusOr<int32_t> Int32(const Json& body, const char* field) {
-  auto v = Integer(body, field);
-  if (!v.ok()) return v.status();
-  if (*v < std::numeric_limits<int32_t>::min() || *v > std::numeric_limits<int32_t>::max()) {
-    return Invalid(field, absl::StrCat("out of range, got ", *v));
+  if (!v.is_number()) return Invalid(field, absl::StrCat("must be an integer, got ", TypeName(v)));
+  const double d = v.get<double>();
+  if (d != std::floor(d)) return Invalid(field, absl::StrCat("must be an integer, got ", v.dump()));
+  if (d < static_cast<double>(lo) || d > static_cast<double>(hi)) return out_of_range();
+  if (std::abs(d) >= kMaxExactInteger) {
+    return Invalid(field, absl::StrCat("must be written as an integer (", v.dump(), " is not exact as a float)"));
   }
-  return static_cast<int32_t>(*v);
+  return static_cast<int64_t>(d);
 }
 
 absl::StatusOr<bool> Bool(const Json& body, const char* field) {
@@ -63,8 +279,6 @@ absl::StatusOr<std::string> String(const Json& v, const std::string& field) {
   return v.get<std::string>();
 }
 
-bool Has(const Json& body, const char* field) { return body.contains(field) && !body.at(field).is_null(); }
-
 absl::StatusOr<v1::DecodingMode> ModeByName(const std::string& name) {
   if (name == "ar") return v1::DECODING_MODE_AR;
   if (name == "lossless") return v1::DECODING_MODE_LOSSLESS;
@@ -73,8 +287,10 @@ absl::StatusOr<v1::DecodingMode> ModeByName(const std::string& name) {
   return Invalid("mode", absl::StrCat("unknown mode \"", name, "\" (use ar, lossless, lossy or ngram)"));
 }
 
+// ---- the prompt -----------------------------------------------------------------
+
 // Chat message content: a string, or an array of {"type": "text", "text": ...} parts.
-absl::StatusOr<std::string> MessageContent(const Json& content, const std::string& field) {
+absl::StatusOr<std::string> MessageContent(const Json& content, const std::string& field, bool strict) {
   if (content.is_string()) return content.get<std::string>();
   if (content.is_null()) return std::string();
   if (!content.is_array()) return Invalid(field, "must be a string or an array of text parts");
@@ -82,17 +298,18 @@ absl::StatusOr<std::string> MessageContent(const Json& content, const std::strin
   for (size_t i = 0; i < content.size(); ++i) {
     const Json& part = content[i];
     const std::string part_field = absl::StrCat(field, "[", i, "]");
-    if (!part.is_object() || part.value("type", "") != "text" || !part.contains("text")) {
+    if (!part.is_object() || !part.contains("type") || part.at("type") != "text") {
       return Invalid(part_field, "only {\"type\": \"text\", \"text\": ...} parts are supported");
     }
-    auto s = String(part.at("text"), part_field + ".text");
-    if (!s.ok()) return s.status();
-    text += *s;
+    if (strict) RETURN_IF_ERROR(CheckKnownFields(part, part_field + ".", kContentPartFields));
+    if (!part.contains("text")) return Invalid(part_field + ".text", "required");
+    ASSIGN_OR_RETURN(const std::string s, String(part.at("text"), part_field + ".text"));
+    text += s;
   }
   return text;
 }
 
-absl::Status ReadMessages(const Json& body, OpenAiRequest& out) {
+absl::Status ReadMessages(const Json& body, bool strict, OpenAiRequest& out) {
   if (!body.contains("messages")) return Invalid("messages", "required (an array of {role, content})");
   const Json& messages = body.at("messages");
   if (!messages.is_array() || messages.empty()) return Invalid("messages", "must be a non-empty array");
@@ -100,68 +317,69 @@ absl::Status ReadMessages(const Json& body, OpenAiRequest& out) {
     const std::string field = absl::StrCat("messages[", i, "]");
     const Json& m = messages[i];
     if (!m.is_object()) return Invalid(field, "must be an object {role, content}");
+    if (strict) RETURN_IF_ERROR(CheckKnownFields(m, field + ".", kMessageFields));
     if (!m.contains("role")) return Invalid(field + ".role", "required");
-    auto role = String(m.at("role"), field + ".role");
-    if (!role.ok()) return role.status();
-    if (*role != "system" && *role != "user" && *role != "assistant") {
-      return Invalid(field + ".role", absl::StrCat("\"", *role, "\" is not supported (system, user or assistant)"));
+    ASSIGN_OR_RETURN(const std::string role, String(m.at("role"), field + ".role"));
+    if (role != "system" && role != "user" && role != "assistant") {
+      return Invalid(field + ".role", absl::StrCat("\"", role, "\" is not supported (system, user or assistant)"));
     }
-    auto content = MessageContent(m.contains("content") ? m.at("content") : Json(), field + ".content");
-    if (!content.ok()) return content.status();
-    out.messages.push_back({*role, *content});
+    ASSIGN_OR_RETURN(std::string content,
+                     MessageContent(m.contains("content") ? m.at("content") : Json(), field + ".content", strict));
+    out.messages.push_back({role, std::move(content)});
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReadTokenIds(const Json& ids, v1::GenerateRequest& proto) {
+  if (ids.empty()) return Invalid("prompt", "empty");
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const Json& id = ids[i];
+    const std::string field = absl::StrCat("prompt[", i, "]");
+    if (!id.is_number_integer()) return Invalid(field, absl::StrCat("must be a token id, got ", TypeName(id)));
+    const bool in_range = id.is_number_unsigned() ? id.get<uint64_t>() <= static_cast<uint64_t>(kInt32Max)
+                                                  : id.get<int64_t>() >= std::numeric_limits<int32_t>::min();
+    if (!in_range) return Invalid(field, absl::StrCat("token id out of range, got ", id.dump()));
+    proto.mutable_token_ids()->add_ids(static_cast<int32_t>(id.get<int64_t>()));
   }
   return absl::OkStatus();
 }
 
 absl::Status ReadPrompt(const Json& body, v1::GenerateRequest& proto) {
   if (!body.contains("prompt")) return Invalid("prompt", "required (a string or an array of token ids)");
-  const Json& prompt = body.at("prompt");
-  if (prompt.is_string()) {
-    proto.set_text(prompt.get<std::string>());
+  const Json* prompt = &body.at("prompt");
+  // A batch of one prompt is that prompt.
+  if (prompt->is_array() && !prompt->empty() && ((*prompt)[0].is_string() || (*prompt)[0].is_array())) {
+    if (prompt->size() != 1) return Invalid("prompt", "one prompt per request (batches of prompts are not supported)");
+    prompt = &(*prompt)[0];
+  }
+  if (prompt->is_string()) {
+    proto.set_text(prompt->get<std::string>());
     return absl::OkStatus();
   }
-  if (prompt.is_array()) {
-    if (!prompt.empty() && (prompt[0].is_string() || prompt[0].is_array())) {
-      if (prompt.size() != 1) return Invalid("prompt", "one prompt per request (batches of prompts are not supported)");
-      return ReadPrompt(Json{{"prompt", prompt[0]}}, proto);
-    }
-    for (size_t i = 0; i < prompt.size(); ++i) {
-      if (!prompt[i].is_number_integer()) {
-        return Invalid(absl::StrCat("prompt[", i, "]"), absl::StrCat("must be a token id, got ", TypeName(prompt[i])));
-      }
-      const int64_t id = prompt[i].get<int64_t>();
-      if (id < std::numeric_limits<int32_t>::min() || id > std::numeric_limits<int32_t>::max()) {
-        return Invalid(absl::StrCat("prompt[", i, "]"), absl::StrCat("token id out of range, got ", id));
-      }
-      proto.mutable_token_ids()->add_ids(static_cast<int32_t>(id));
-    }
-    if (prompt.empty()) return Invalid("prompt", "empty");
-    return absl::OkStatus();
-  }
-  return Invalid("prompt", absl::StrCat("must be a string or an array of token ids, got ", TypeName(prompt)));
+  if (prompt->is_array()) return ReadTokenIds(*prompt, proto);
+  return Invalid("prompt", absl::StrCat("must be a string or an array of token ids, got ", TypeName(*prompt)));
 }
+
+// ---- options --------------------------------------------------------------------
 
 // Options crossreg does not implement: refused when set to anything but their default.
 absl::Status RefuseUnsupported(const Json& body) {
-  if (Has(body, "n")) {
-    auto n = Integer(body, "n");
-    if (!n.ok()) return n.status();
-    if (*n != 1) return Invalid("n", absl::StrCat("only n = 1 is supported, got ", *n));
-  }
-  if (Has(body, "best_of")) {
-    auto b = Integer(body, "best_of");
-    if (!b.ok()) return b.status();
-    if (*b != 1) return Invalid("best_of", "only best_of = 1 is supported");
+  for (const char* field : {"n", "best_of"}) {
+    if (!Has(body, field)) continue;
+    const Json& v = body.at(field);
+    if (!v.is_number()) return Invalid(field, absl::StrCat("must be 1, got ", TypeName(v)));
+    if (v != 1) return Invalid(field, absl::StrCat("only ", field, " = 1 is supported, got ", v.dump()));
   }
   for (const char* field : {"presence_penalty", "frequency_penalty"}) {
     if (!Has(body, field)) continue;
-    auto v = Number(body, field);
-    if (!v.ok()) return v.status();
-    if (*v != 0) return Invalid(field, "not supported (only 0)");
+    ASSIGN_OR_RETURN(const float v, Float(body, field));
+    if (v != 0) return Invalid(field, "not supported (only 0)");
   }
+  // Booleans in one API, numbers in the other (completions' logprobs is a count).
   for (const char* field : {"echo", "logprobs"}) {
     if (!Has(body, field)) continue;
     const Json& v = body.at(field);
+    if (!v.is_boolean() && !v.is_number()) return Invalid(field, absl::StrCat("must be false or 0, got ", TypeName(v)));
     if ((v.is_boolean() && v.get<bool>()) || (v.is_number() && v.get<double>() != 0)) {
       return Invalid(field, "not supported");
     }
@@ -172,140 +390,166 @@ absl::Status RefuseUnsupported(const Json& body) {
   return absl::OkStatus();
 }
 
-absl::Status ReadSampling(const Json& body, v1::SamplingParams& sp) {
+// The engine's own rules (engine/sampler.cc), checked here too so that the value
+// named is the one the client sent.
+absl::Status ReadSamplingNumbers(const Json& body, v1::SamplingParams& sp) {
+  sp.set_temperature(1.0f);  // OpenAI's default
   if (Has(body, "temperature")) {
-    auto v = Number(body, "temperature");
-    if (!v.ok()) return v.status();
-    sp.set_temperature(static_cast<float>(*v));
-  } else {
-    sp.set_temperature(1.0f);  // OpenAI's default
+    ASSIGN_OR_RETURN(const float v, Float(body, "temperature"));
+    if (!(v >= 0)) {
+      return Invalid("temperature", absl::StrCat("must be >= 0 (0: greedy), got ", body.at("temperature").dump()));
+    }
+    sp.set_temperature(v);
   }
   if (Has(body, "top_p")) {
-    auto v = Number(body, "top_p");
-    if (!v.ok()) return v.status();
-    sp.set_top_p(static_cast<float>(*v));
+    ASSIGN_OR_RETURN(const float v, Float(body, "top_p"));
+    if (!(v > 0 && v <= 1)) return Invalid("top_p", absl::StrCat("must be in (0, 1], got ", body.at("top_p").dump()));
+    sp.set_top_p(v);
   }
   if (Has(body, "top_k")) {
-    auto v = Int32(body, "top_k");
-    if (!v.ok()) return v.status();
-    sp.set_top_k(*v < 0 ? 0 : *v);  // vLLM spells "no cut" -1
+    // vLLM spells "no cut" -1, the proto 0.
+    ASSIGN_OR_RETURN(const int64_t v, Integer(body, "top_k", -1, kInt32Max, "in [-1, 2147483647] (-1 or 0: no cut)"));
+    sp.set_top_k(v < 0 ? 0 : static_cast<int32_t>(v));
   }
   if (Has(body, "seed")) {
-    auto v = Integer(body, "seed");
-    if (!v.ok()) return v.status();
-    sp.set_seed(static_cast<uint64_t>(*v));
+    const Json& seed = body.at("seed");
+    if (seed.is_number_unsigned()) {
+      sp.set_seed(seed.get<uint64_t>());  // all of uint64, the proto's type
+    } else {
+      ASSIGN_OR_RETURN(const int64_t v,
+                       Integer(body, "seed", 0, std::numeric_limits<int64_t>::max(), "in [0, 18446744073709551615]"));
+      sp.set_seed(static_cast<uint64_t>(v));
+    }
   }
-  // max_completion_tokens is the chat API's newer name.
+  // max_completion_tokens is the chat API's newer name for max_tokens.
   for (const char* field : {"max_tokens", "max_completion_tokens"}) {
     if (!Has(body, field)) continue;
-    auto v = Int32(body, field);
-    if (!v.ok()) return v.status();
-    sp.set_max_tokens(*v);
+    ASSIGN_OR_RETURN(const int64_t v, Integer(body, field, 1, kInt32Max));
+    if (sp.has_max_tokens() && sp.max_tokens() != v) {
+      return Invalid(field, absl::StrCat("is ", v, " but max_tokens is ", sp.max_tokens(), " (give one of them)"));
+    }
+    sp.set_max_tokens(static_cast<int32_t>(v));
   }
+  return absl::OkStatus();
+}
+
+absl::Status ReadSampling(const Json& body, v1::SamplingParams& sp) {
+  RETURN_IF_ERROR(ReadSamplingNumbers(body, sp));
   if (Has(body, "stop")) {
     const Json& stop = body.at("stop");
     if (stop.is_string()) {
       sp.add_stop(stop.get<std::string>());
     } else if (stop.is_array()) {
       for (size_t i = 0; i < stop.size(); ++i) {
-        auto s = String(stop[i], absl::StrCat("stop[", i, "]"));
-        if (!s.ok()) return s.status();
-        sp.add_stop(*s);
+        ASSIGN_OR_RETURN(std::string s, String(stop[i], absl::StrCat("stop[", i, "]")));
+        sp.add_stop(std::move(s));
       }
     } else {
       return Invalid("stop", absl::StrCat("must be a string or an array of strings, got ", TypeName(stop)));
     }
   }
   if (Has(body, "ignore_eos")) {
-    auto v = Bool(body, "ignore_eos");
-    if (!v.ok()) return v.status();
-    sp.set_ignore_eos(*v);
+    ASSIGN_OR_RETURN(const bool v, Bool(body, "ignore_eos"));
+    sp.set_ignore_eos(v);
   }
   return absl::OkStatus();
 }
 
+// What a request alone can tell of the decoding controls (engine/decoding/decoding_config.cc);
+// the bounds that depend on the mode, on gamma or on the server (--max_gamma) are the
+// engine's to check.
 absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
   if (Has(body, "mode")) {
-    auto name = String(body.at("mode"), "mode");
-    if (!name.ok()) return name.status();
-    auto mode = ModeByName(*name);
-    if (!mode.ok()) return mode.status();
-    dp.set_mode(*mode);
+    ASSIGN_OR_RETURN(const std::string name, String(body.at("mode"), "mode"));
+    ASSIGN_OR_RETURN(const v1::DecodingMode mode, ModeByName(name));
+    dp.set_mode(mode);
   }
-  for (const auto& [field, set] : std::initializer_list<std::pair<const char*, void (*)(v1::DecodingParams&, double)>>{
-           {"beta", [](v1::DecodingParams& d, double v) { d.set_beta(static_cast<float>(v)); }},
-           {"tau", [](v1::DecodingParams& d, double v) { d.set_tau(static_cast<float>(v)); }}}) {
-    if (!Has(body, field)) continue;
-    auto v = Number(body, field);
-    if (!v.ok()) return v.status();
-    set(dp, *v);
+  if (Has(body, "beta")) {
+    ASSIGN_OR_RETURN(const float v, Float(body, "beta"));
+    if (!(v >= 0 && v < 1)) return Invalid("beta", absl::StrCat("must be in [0, 1), got ", body.at("beta").dump()));
+    dp.set_beta(v);
+  }
+  if (Has(body, "tau")) {
+    ASSIGN_OR_RETURN(const float v, Float(body, "tau"));
+    if (!(v <= 0)) return Invalid("tau", absl::StrCat("must be <= 0 (nats), got ", body.at("tau").dump()));
+    dp.set_tau(v);
   }
   for (const auto& [field, set] : std::initializer_list<std::pair<const char*, void (*)(v1::DecodingParams&, int32_t)>>{
            {"gamma", [](v1::DecodingParams& d, int32_t v) { d.set_gamma(v); }},
            {"fork_outcomes", [](v1::DecodingParams& d, int32_t v) { d.set_fork_outcomes(v); }},
            {"fork_depth", [](v1::DecodingParams& d, int32_t v) { d.set_fork_depth(v); }}}) {
     if (!Has(body, field)) continue;
-    auto v = Int32(body, field);
-    if (!v.ok()) return v.status();
-    set(dp, *v);
+    ASSIGN_OR_RETURN(const int64_t v, Integer(body, field, 0, kInt32Max));
+    set(dp, static_cast<int32_t>(v));
   }
   if (Has(body, "ngram_assist")) {
-    auto v = Bool(body, "ngram_assist");
-    if (!v.ok()) return v.status();
-    dp.set_ngram_assist(*v);
+    ASSIGN_OR_RETURN(const bool v, Bool(body, "ngram_assist"));
+    dp.set_ngram_assist(v);
   }
   if (Has(body, "adaptive_gamma")) {
-    auto v = Bool(body, "adaptive_gamma");
-    if (!v.ok()) return v.status();
-    dp.set_adaptive_gamma(*v);
+    ASSIGN_OR_RETURN(const bool v, Bool(body, "adaptive_gamma"));
+    dp.set_adaptive_gamma(v);
+  }
+  return absl::OkStatus();
+}
+
+// model, stream, stream_options, return_token_ids, request_id: how the request is
+// served rather than what it generates.
+absl::Status ReadServing(const Json& body, bool strict, OpenAiRequest& out) {
+  if (Has(body, "model")) {
+    ASSIGN_OR_RETURN(out.model, String(body.at("model"), "model"));
+  }
+  if (Has(body, "stream")) {
+    ASSIGN_OR_RETURN(out.stream, Bool(body, "stream"));
+  }
+  if (Has(body, "stream_options")) {
+    // As OpenAI: options for a stream that is not asked for are a mistake, not a no-op.
+    if (!out.stream) return Invalid("stream_options", "only allowed when stream is true");
+    const Json& options = body.at("stream_options");
+    if (!options.is_object()) {
+      return Invalid("stream_options", absl::StrCat("must be an object, got ", TypeName(options)));
+    }
+    if (strict) RETURN_IF_ERROR(CheckKnownFields(options, "stream_options.", kStreamOptionsFields));
+    if (options.contains("include_usage")) {
+      const Json& include_usage = options.at("include_usage");
+      if (!include_usage.is_boolean()) {
+        return Invalid("stream_options.include_usage",
+                       absl::StrCat("must be true or false, got ", TypeName(include_usage)));
+      }
+      out.include_usage = include_usage.get<bool>();
+    }
+  }
+  if (Has(body, "return_token_ids")) {
+    ASSIGN_OR_RETURN(out.return_token_ids, Bool(body, "return_token_ids"));
+  }
+  if (Has(body, "request_id")) {
+    ASSIGN_OR_RETURN(const std::string id, String(body.at("request_id"), "request_id"));
+    out.proto.set_request_id(id);
   }
   return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, OpenAiEndpoint endpoint) {
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, OpenAiEndpoint endpoint,
+                                                 const OpenAiParseOptions& options) {
   const Json body = Json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return absl::InvalidArgumentError("body: not valid JSON");
+  if (body.is_discarded()) return LocateSyntaxError(body_text);
   if (!body.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  const bool strict = !options.ignore_unknown_fields;
+  // Unknown fields first: a misspelt field is the likeliest reason anything else looks wrong.
+  if (strict) RETURN_IF_ERROR(CheckTopLevelFields(body, endpoint));
   OpenAiRequest out;
   out.endpoint = endpoint;
-  if (Has(body, "model")) {
-    auto model = String(body.at("model"), "model");
-    if (!model.ok()) return model.status();
-    out.model = *model;
-  }
-  if (auto s = RefuseUnsupported(body); !s.ok()) return s;
-  if (Has(body, "stream")) {
-    auto stream = Bool(body, "stream");
-    if (!stream.ok()) return stream.status();
-    out.stream = *stream;
-  }
-  if (Has(body, "stream_options")) {
-    const Json& options = body.at("stream_options");
-    if (!options.is_object()) return Invalid("stream_options", "must be an object");
-    if (options.contains("include_usage")) {
-      if (!options.at("include_usage").is_boolean()) return Invalid("stream_options.include_usage", "must be true or false");
-      out.include_usage = options.at("include_usage").get<bool>();
-    }
-  }
-  if (Has(body, "return_token_ids")) {
-    auto v = Bool(body, "return_token_ids");
-    if (!v.ok()) return v.status();
-    out.return_token_ids = *v;
-  }
-  if (Has(body, "request_id")) {
-    auto id = String(body.at("request_id"), "request_id");
-    if (!id.ok()) return id.status();
-    out.proto.set_request_id(*id);
-  }
+  RETURN_IF_ERROR(RefuseUnsupported(body));
+  RETURN_IF_ERROR(ReadServing(body, strict, out));
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    if (auto s = ReadMessages(body, out); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadMessages(body, strict, out));
   } else {
-    if (auto s = ReadPrompt(body, out.proto); !s.ok()) return s;
+    RETURN_IF_ERROR(ReadPrompt(body, out.proto));
   }
-  if (auto s = ReadSampling(body, *out.proto.mutable_sampling()); !s.ok()) return s;
-  if (auto s = ReadDecoding(body, *out.proto.mutable_decoding()); !s.ok()) return s;
+  RETURN_IF_ERROR(ReadSampling(body, *out.proto.mutable_sampling()));
+  RETURN_IF_ERROR(ReadDecoding(body, *out.proto.mutable_decoding()));
   return out;
 }
 

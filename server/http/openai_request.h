@@ -32,9 +32,22 @@ struct OpenAiRequest {
   v1::GenerateRequest proto;
 };
 
-// INVALID_ARGUMENT "field: what is wrong" for malformed JSON, wrong types, values
-// out of range that JSON alone can tell (n != 1), unsupported options.
-absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body, OpenAiEndpoint endpoint);
+struct OpenAiParseOptions {
+  // Accept and drop fields the parser does not know, at the top level and inside
+  // stream_options, messages and content parts, for clients that send extras of their
+  // own (the server's --http_ignore_unknown_fields). Off: they are refused by name, as
+  // OpenAI does, so that a misspelt option is not silently left at its default.
+  bool ignore_unknown_fields = false;
+};
+
+// INVALID_ARGUMENT "field: what is wrong" for malformed JSON (naming the field whose
+// value broke it, e.g. "temperature: number out of range (1e400)", else "body"),
+// unknown fields ("messages[0].contnt: unknown field (did you mean \"content\"?)"),
+// wrong types, numbers out of range (every numeric field, by the engine's rules where
+// the request alone can tell), unsupported options (n != 1), and stream_options
+// without "stream": true.
+absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body, OpenAiEndpoint endpoint,
+                                                 const OpenAiParseOptions& options = {});
 
 // A RequestFromProto / scheduler message that names a proto field ("decoding.beta:
 // ...") with the JSON body's name for it ("beta: ..."); others unchanged.

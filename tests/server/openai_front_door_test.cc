@@ -140,6 +140,157 @@ TEST(OpenAiRequestTest, ErrorsNameTheJsonField) {
   EXPECT_EQ(parts->messages[0].content, "ab");
 }
 
+// The refusal's whole message, or "accepted".
+std::string Refusal(const std::string& body, OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions,
+                    OpenAiParseOptions options = {}) {
+  auto r = ParseOpenAiRequest(body, endpoint, options);
+  if (r.ok()) return "accepted";
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << body;
+  return std::string(r.status().message());
+}
+
+const OpenAiParseOptions kIgnoreUnknown = {/*ignore_unknown_fields=*/true};
+
+TEST(OpenAiRequestTest, UnknownFieldsAreRefusedByNameWithTheNearestKnownOne) {
+  const std::string typos = R"({"prompt": "def f():", "temprature": 0, "max_token": 5})";
+  EXPECT_EQ(Refusal(typos), "max_token: unknown field (did you mean \"max_tokens\"?); "
+                            "temprature: unknown field (did you mean \"temperature\"?)");
+  // Far from every known name, or too short to be a typo of one: no suggestion.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "frobnicate": 1})"), "frobnicate: unknown field");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "x": 1})"), "x: unknown field");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "tua": -1})"), "tua: unknown field (did you mean \"tau\"?)");
+  // Keys that are not names are quoted, so that the message stays one readable line.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "a b\n": 1})"), R"("a b\n": unknown field)");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "f": 6, "g": 7})"),
+            "a: unknown field; b: unknown field; c: unknown field; d: unknown field; e: unknown field; "
+            "and 2 more unknown fields");
+  // The other endpoint's prompt field is named with where it belongs.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "messages": []})").rfind("messages: unknown field (/v1/completions takes", 0),
+            0u);
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "messages": []})", OpenAiEndpoint::kChatCompletions)
+                .rfind("prompt: unknown field (/v1/chat/completions takes", 0),
+            0u);
+
+  auto ignored = ParseOpenAiRequest(typos, OpenAiEndpoint::kCompletions, kIgnoreUnknown);
+  ASSERT_TRUE(ignored.ok()) << ignored.status();
+  EXPECT_EQ(ignored->proto.text(), "def f():");
+  EXPECT_FLOAT_EQ(ignored->proto.sampling().temperature(), 1.0f);
+  EXPECT_FALSE(ignored->proto.sampling().has_max_tokens());
+}
+
+TEST(OpenAiRequestTest, UnknownFieldsInsideObjectsAreNamedWithTheirPath) {
+  const OpenAiEndpoint chat = OpenAiEndpoint::kChatCompletions;
+  const std::string misspelt_content = R"({"messages": [{"role": "user", "contnt": "Hi"}]})";
+  EXPECT_EQ(Refusal(misspelt_content, chat), "messages[0].contnt: unknown field (did you mean \"content\"?)");
+  const std::string extra_in_part =
+      R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a", "cache_control": {}}]}]})";
+  EXPECT_EQ(Refusal(extra_in_part, chat), "messages[0].content[0].cache_control: unknown field");
+  const std::string stream_options = R"({"prompt": "x", "stream": true, "stream_options": {"include_usag": true}})";
+  EXPECT_EQ(Refusal(stream_options), "stream_options.include_usag: unknown field (did you mean \"include_usage\"?)");
+
+  EXPECT_EQ(Refusal(misspelt_content, chat, kIgnoreUnknown), "accepted");
+  EXPECT_EQ(Refusal(extra_in_part, chat, kIgnoreUnknown), "accepted");
+  EXPECT_EQ(Refusal(stream_options, OpenAiEndpoint::kCompletions, kIgnoreUnknown), "accepted");
+}
+
+TEST(OpenAiRequestTest, StandardOpenAiFieldsAreKnownAndKeepTheirRules) {
+  // At their defaults, OpenAI's options crossreg does not implement are accepted; `user` always is.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "user": "u1", "n": 1, "best_of": 1, "presence_penalty": 0,
+      "frequency_penalty": 0.0, "echo": false, "logprobs": 0, "top_logprobs": null})"),
+            "accepted");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false,
+      "max_completion_tokens": 4})",
+                    OpenAiEndpoint::kChatCompletions),
+            "accepted");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"1": 5}})"), "logit_bias: not supported");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "suffix": "y"})"), "suffix: not supported");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "presence_penalty": 0.5})"), "presence_penalty: not supported (only 0)");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logprobs": 2})"), "logprobs: not supported");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "echo": "no"})"), "echo: must be false or 0, got a string");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "best_of": 2})"), "best_of: only best_of = 1 is supported, got 2");
+  // Even when unknown fields are ignored, these are refused: they are known, and not done.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "suffix": "y"})", OpenAiEndpoint::kCompletions, kIgnoreUnknown),
+            "suffix: not supported");
+}
+
+TEST(OpenAiRequestTest, EveryNumberIsRangeCheckedByName) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"("top_k": -2)", "top_k: must be in [-1, 2147483647] (-1 or 0: no cut), got -2"},
+      {R"("top_k": 2147483648)", "top_k: must be in [-1, 2147483647] (-1 or 0: no cut), got 2147483648"},
+      {R"("seed": -1)", "seed: must be in [0, 18446744073709551615], got -1"},
+      {R"("seed": 1.5)", "seed: must be an integer, got 1.5"},
+      {R"("seed": 1e300)", "seed: must be in [0, 18446744073709551615], got 1e+300"},
+      {R"("temperature": -0.5)", "temperature: must be >= 0 (0: greedy), got -0.5"},
+      {R"("temperature": 1e39)", "temperature: out of range, got 1e+39"},
+      {R"("temperature": "hot")", "temperature: must be a number, got a string"},
+      {R"("top_p": 0)", "top_p: must be in (0, 1], got 0"},
+      {R"("top_p": 1.5)", "top_p: must be in (0, 1], got 1.5"},
+      {R"("max_tokens": 0)", "max_tokens: must be in [1, 2147483647], got 0"},
+      {R"("max_tokens": 2147483648)", "max_tokens: must be in [1, 2147483647], got 2147483648"},
+      {R"("max_tokens": 18446744073709551615)", "max_tokens: must be in [1, 2147483647], got 18446744073709551615"},
+      {R"("max_tokens": 5.5)", "max_tokens: must be an integer, got 5.5"},
+      {R"("max_completion_tokens": 0)", "max_completion_tokens: must be in [1, 2147483647], got 0"},
+      {R"("max_tokens": 5, "max_completion_tokens": 6)",
+       "max_completion_tokens: is 6 but max_tokens is 5 (give one of them)"},
+      {R"("mode": "lossy", "beta": 1)", "beta: must be in [0, 1), got 1"},
+      {R"("mode": "lossy", "beta": 0.99999999999)", "beta: must be in [0, 1), got 0.99999999999"},
+      {R"("mode": "lossy", "tau": 0.5)", "tau: must be <= 0 (nats), got 0.5"},
+      {R"("gamma": -1)", "gamma: must be in [0, 2147483647], got -1"},
+      {R"("fork_outcomes": -1)", "fork_outcomes: must be in [0, 2147483647], got -1"},
+      {R"("fork_depth": 1.5)", "fork_depth: must be an integer, got 1.5"},
+      {R"("n": 18446744073709551615)", "n: only n = 1 is supported, got 18446744073709551615"},
+      {R"("n": 1.5)", "n: only n = 1 is supported, got 1.5"},
+  };
+  for (const auto& [fields, message] : cases) {
+    EXPECT_EQ(Refusal(absl::StrCat(R"({"prompt": "x", )", fields, "}")), message) << fields;
+  }
+  EXPECT_EQ(Refusal(R"({"prompt": [18446744073709551615]})"),
+            "prompt[0]: token id out of range, got 18446744073709551615");
+  EXPECT_EQ(Refusal(R"({"prompt": [-2147483649]})"), "prompt[0]: token id out of range, got -2147483649");
+
+  // The edges themselves, and integers written as floats without a fraction.
+  auto r = ParseOpenAiRequest(R"({"prompt": "x", "top_k": -1, "seed": 18446744073709551615, "temperature": 0,
+      "top_p": 1, "max_tokens": 5.0, "max_completion_tokens": 5, "gamma": 0, "tau": 0, "beta": 0})",
+                              OpenAiEndpoint::kCompletions);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->proto.sampling().top_k(), 0);
+  EXPECT_EQ(r->proto.sampling().seed(), 18446744073709551615u);
+  EXPECT_EQ(r->proto.sampling().max_tokens(), 5);
+  auto float_seed = ParseOpenAiRequest(R"({"prompt": "x", "seed": 7.0})", OpenAiEndpoint::kCompletions);
+  ASSERT_TRUE(float_seed.ok()) << float_seed.status();
+  EXPECT_EQ(float_seed->proto.sampling().seed(), 7u);
+}
+
+TEST(OpenAiRequestTest, StreamOptionsNeedAStream) {
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream_options": {"include_usage": true}})"),
+            "stream_options: only allowed when stream is true");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream": false, "stream_options": {}})"),
+            "stream_options: only allowed when stream is true");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream_options": null})"), "accepted");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": false}})"), "accepted");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream": true, "stream_options": []})"),
+            "stream_options: must be an object, got an array");
+}
+
+TEST(OpenAiRequestTest, SyntaxErrorsNameTheFieldWhoseValueBrokeThem) {
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "temperature": 1e400})"), "temperature: number out of range (1e400)");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "temperature": -1e400})", OpenAiEndpoint::kCompletions, kIgnoreUnknown),
+            "temperature: number out of range (-1e400)");
+  EXPECT_EQ(Refusal(R"({"prompt": [1, 2, 1e999]})"), "prompt[2]: number out of range (1e999)");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": [{"type": "text", "text": tru}]}]})",
+                    OpenAiEndpoint::kChatCompletions)
+                .rfind("messages[0].content[0].text: not valid JSON (", 0),
+            0u);
+  // Between values: the enclosing object, or the body.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "stream": true, "stream_options": {"include_usage": true,}})")
+                .rfind("stream_options: not valid JSON (", 0),
+            0u);
+  EXPECT_EQ(Refusal(R"({"prompt": "x",})").rfind("body: not valid JSON (", 0), 0u);
+  EXPECT_EQ(Refusal(R"({"prompt": "x"} trailing)").rfind("body: not valid JSON (", 0), 0u);
+  EXPECT_EQ(Refusal("").rfind("body: not valid JSON (", 0), 0u);
+  EXPECT_EQ(Refusal("[1e400]"), "body[0]: number out of range (1e400)");
+}
+
 TEST(OpenAiRequestTest, ProtoFieldNamesBecomeJsonNames) {
   EXPECT_EQ(InJsonTerms("decoding.beta: must be in [0, 1), got 1", OpenAiEndpoint::kCompletions),
             "beta: must be in [0, 1), got 1");

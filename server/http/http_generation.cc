@@ -1,0 +1,249 @@
+#include "server/http/http_generation.h"
+
+#include <chrono>
+
+#include "absl/strings/str_cat.h"
+
+namespace crossreg::server {
+namespace {
+
+constexpr char kEventStream[] = "text/event-stream";
+constexpr char kJson[] = "application/json";
+
+double SecondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+std::string SseEvent(const OpenAiJson& data) { return absl::StrCat("data: ", JsonText(data), "\n\n"); }
+
+}  // namespace
+
+HttpGeneration::HttpGeneration(const HttpGenerationContext& context, std::shared_ptr<HttpExchange> exchange,
+                               const OpenAiRequest& request, const Tokenizer& tokenizer,
+                               std::vector<std::string> stops)
+    : context_(context),
+      exchange_(std::move(exchange)),
+      request_(request),
+      chat_(request.endpoint == OpenAiEndpoint::kChatCompletions),
+      created_(UnixNow()),
+      text_(tokenizer, std::move(stops)) {}
+
+void HttpGeneration::Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id_ = std::move(identity);
+    slot_ = std::move(slot);
+    if (request_.stream) {
+      exchange_->BeginStream(200, kEventStream, {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
+      if (context_.metrics != nullptr) context_.metrics->OnHttpCall(id_.route, 200);
+      if (chat_) SendChunk("", nullptr, true);
+    }
+  }
+  std::weak_ptr<HttpGeneration> weak = weak_from_this();
+  exchange_->OnClose([weak] {
+    if (auto self = weak.lock()) self->OnClientGone();
+  });
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    started_ = true;
+    post = !queue_.empty() && !draining_;
+    draining_ = draining_ || post;
+  }
+  if (post) context_.post([self = shared_from_this()] { self->Drain(); });
+}
+
+void HttpGeneration::Push(const RequestEvent& event) {
+  bool post = false;
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    queue_.push_back(event);
+    post = started_ && !draining_;
+    draining_ = draining_ || post;
+  }
+  if (post) context_.post([self = shared_from_this()] { self->Drain(); });
+}
+
+void HttpGeneration::Drain() {
+  for (;;) {
+    RequestEvent event;
+    {
+      std::lock_guard<std::mutex> lock(queue_mu_);
+      if (queue_.empty()) {
+        draining_ = false;
+        return;
+      }
+      event = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!done_) Apply(event);
+  }
+}
+
+void HttpGeneration::Apply(const RequestEvent& event) {
+  switch (event.kind) {
+    case RequestEvent::Kind::kTokens: {
+      ++token_events_;
+      size_t used = 0;
+      const std::string piece = text_.Push(event.tokens, &used);
+      completion_ids_.insert(completion_ids_.end(), event.tokens.begin(), event.tokens.begin() + used);
+      if (request_.stream) {
+        if (!piece.empty()) SendChunk(piece, nullptr, false);
+      } else {
+        whole_text_ += piece;
+      }
+      if (text_.stopped()) {
+        // The scheduler's request is still live: stop it, and ignore the error it ends with.
+        context_.scheduler->Abort(id_.request_id, absl::CancelledError("ended by a stop sequence"), id_.principal);
+        Complete("stop", RequestEndReason::kStop, absl::OkStatus());
+      }
+      break;
+    }
+    case RequestEvent::Kind::kFinished: {
+      const std::string piece = text_.Finish();
+      if (request_.stream) {
+        if (!piece.empty()) SendChunk(piece, nullptr, false);
+      } else {
+        whole_text_ += piece;
+      }
+      stats_ = event.stats;
+      timings_ = event.timings;
+      const RequestEndReason reason =
+          text_.stopped() ? RequestEndReason::kStop : EndReasonOfFinish(event.finish_reason);
+      Complete(reason == RequestEndReason::kStop ? "stop" : "length", reason, absl::OkStatus());
+      break;
+    }
+    case RequestEvent::Kind::kError:
+      Complete("", EndReasonOfError(event.error), event.error);
+      break;
+  }
+}
+
+void HttpGeneration::OnClientGone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (done_) return;
+  done_ = true;
+  const absl::Status gone = absl::CancelledError("the HTTP client disconnected");
+  context_.scheduler->Abort(id_.request_id, gone, id_.principal);
+  RecordEnd(RequestEndReason::kDisconnected, gone);
+  slot_.reset();
+}
+
+void HttpGeneration::Complete(const char* finish_reason, RequestEndReason reason, const absl::Status& error) {
+  done_ = true;
+  finish_reason_ = finish_reason;
+  error_ = error;
+  RecordEnd(reason, error);
+  if (request_.stream) {
+    EndStream();
+  } else {
+    RespondWhole();
+  }
+  slot_.reset();  // the principal may open another stream now
+}
+
+void HttpGeneration::RespondWhole() {
+  int status = 200;
+  std::string body;
+  if (!error_.ok()) {
+    status = HttpStatusOf(error_);
+    body = JsonText(ErrorJson(status, InJsonTerms(std::string(error_.message()), request_.endpoint)));
+  } else {
+    OpenAiJson choice{{"index", 0}};
+    if (chat_) {
+      choice["message"] = {{"role", "assistant"}, {"content", whole_text_}};
+    } else {
+      choice["text"] = whole_text_;
+      choice["logprobs"] = nullptr;
+    }
+    choice["finish_reason"] = finish_reason_;
+    if (request_.return_token_ids) choice["token_ids"] = completion_ids_;
+    OpenAiJson reply{{"id", ReplyId()},
+                     {"object", chat_ ? "chat.completion" : "text_completion"},
+                     {"created", created_},
+                     {"model", context_.served_model_name},
+                     {"choices", OpenAiJson::array({choice})},
+                     {"usage", Usage()}};
+    if (request_.return_token_ids) reply["prompt_token_ids"] = id_.prompt_ids;
+    body = JsonText(reply);
+  }
+  exchange_->Respond(status, kJson, std::move(body));
+  if (context_.metrics != nullptr) context_.metrics->OnHttpCall(id_.route, status);
+}
+
+void HttpGeneration::EndStream() {
+  if (!error_.ok()) {
+    const int status = HttpStatusOf(error_);
+    exchange_->Write(SseEvent(ErrorJson(status, InJsonTerms(std::string(error_.message()), request_.endpoint))));
+  } else {
+    SendChunk("", finish_reason_, false);
+    if (request_.include_usage) {
+      OpenAiJson data{{"id", ReplyId()},
+                      {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                      {"created", created_},
+                      {"model", context_.served_model_name},
+                      {"choices", OpenAiJson::array()},
+                      {"usage", Usage()}};
+      exchange_->Write(SseEvent(data));
+    }
+  }
+  exchange_->Write("data: [DONE]\n\n");
+  exchange_->End();
+}
+
+bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first) {
+  OpenAiJson choice{{"index", 0}};
+  if (chat_) {
+    OpenAiJson delta = OpenAiJson::object();
+    if (first) delta["role"] = "assistant";
+    if (!text.empty() || !first) delta["content"] = text;
+    choice["delta"] = delta;
+  } else {
+    choice["text"] = text;
+    choice["logprobs"] = nullptr;
+  }
+  choice["finish_reason"] = finish_reason;
+  OpenAiJson data{{"id", ReplyId()},
+                  {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created_},
+                  {"model", context_.served_model_name},
+                  {"choices", OpenAiJson::array({choice})}};
+  if (request_.include_usage) data["usage"] = nullptr;
+  exchange_->Write(SseEvent(data));
+  return !exchange_->closed();
+}
+
+// OpenAI's usage, plus crossreg's speculative statistics.
+OpenAiJson HttpGeneration::Usage() const {
+  const auto prompt = static_cast<int64_t>(id_.prompt_ids.size());
+  const auto completion = static_cast<int64_t>(completion_ids_.size());
+  const int64_t forwards = stats_.has_value() ? stats_->forwards : token_events_;
+  return OpenAiJson{{"prompt_tokens", prompt},
+                    {"completion_tokens", completion},
+                    {"total_tokens", prompt + completion},
+                    {"forwards", forwards},
+                    {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
+                    {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
+                    {"tokens_per_forward", forwards > 0 ? static_cast<double>(completion) / forwards : 0.0}};
+}
+
+std::string HttpGeneration::ReplyId() const { return absl::StrCat(chat_ ? "chatcmpl-" : "cmpl-", id_.request_id); }
+
+void HttpGeneration::RecordEnd(RequestEndReason reason, const absl::Status& error) {
+  RequestEnd end;
+  end.api = "http";
+  end.request_id = id_.request_id;
+  end.client = id_.principal;
+  end.mode = id_.mode;
+  end.reason = reason;
+  end.prompt_tokens = static_cast<int64_t>(id_.prompt_ids.size());
+  end.completion_tokens = static_cast<int64_t>(completion_ids_.size());
+  end.finish = finish_reason_;
+  end.timings = timings_;
+  end.total_seconds = SecondsSince(id_.arrival);
+  end.error = error;
+  RecordRequestEnd(context_.metrics, end);
+}
+
+}  // namespace crossreg::server

@@ -1,0 +1,93 @@
+// One OpenAI request from submission to its last byte: the scheduler's events turned
+// into a JSON reply or a server-sent-event stream on the request's HttpExchange.
+//
+// Events arrive on the scheduler's thread, which must not wait: Push() queues them
+// and one worker at a time drains the queue (so a request's events stay in order
+// without holding a thread while it waits for them). A client that goes away
+// (HttpExchange::OnClose) aborts the scheduler's request at once, streaming or not.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "scheduler/scheduler.h"
+#include "server/http/http_server.h"
+#include "server/http/openai_request.h"
+#include "server/http/openai_response.h"
+#include "server/request_end.h"
+#include "server/security/client_stream_limiter.h"
+#include "server/server_metrics.h"
+#include "server/stop_text_stream.h"
+
+namespace crossreg::server {
+
+struct HttpGenerationContext {
+  Scheduler* scheduler = nullptr;
+  ServerMetrics* metrics = nullptr;  // may be null
+  std::string served_model_name;
+  std::function<bool(std::function<void()>)> post;  // runs a task on a worker
+};
+
+class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
+ public:
+  struct Identity {
+    std::string request_id;
+    std::string principal;
+    std::string route;
+    DecodingMode mode = DecodingMode::kAutoregressive;
+    std::vector<int32_t> prompt_ids;
+    std::chrono::steady_clock::time_point arrival;
+  };
+
+  HttpGeneration(const HttpGenerationContext& context, std::shared_ptr<HttpExchange> exchange,
+                 const OpenAiRequest& request, const Tokenizer& tokenizer, std::vector<std::string> stops);
+
+  // After a successful Submit: sends the stream's head and watches the connection.
+  void Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot);
+  // The scheduler's event handler.
+  void Push(const RequestEvent& event);
+
+ private:
+  void Drain();
+  void Apply(const RequestEvent& event);
+  void OnClientGone();
+  void Complete(const char* finish_reason, RequestEndReason reason, const absl::Status& error);
+  void RespondWhole();
+  void EndStream();
+  bool SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first);
+  OpenAiJson Usage() const;
+  std::string ReplyId() const;
+  void RecordEnd(RequestEndReason reason, const absl::Status& error);
+
+  const HttpGenerationContext& context_;
+  const std::shared_ptr<HttpExchange> exchange_;
+  const OpenAiRequest request_;
+  const bool chat_;
+  const int64_t created_;
+
+  std::mutex queue_mu_;
+  std::deque<RequestEvent> queue_;
+  bool draining_ = false;
+
+  std::mutex mu_;  // the rest; held while an event is applied
+  Identity id_;
+  std::shared_ptr<ClientStreamLimiter::Lease> slot_;
+  StopTextStream text_;
+  std::string whole_text_;  // non-streaming: the reply's text
+  std::vector<int32_t> completion_ids_;
+  int64_t token_events_ = 0;
+  std::optional<SpeculativeStats> stats_;
+  std::optional<RequestTimings> timings_;
+  std::string finish_reason_;
+  absl::Status error_;
+  bool started_ = false;
+  bool done_ = false;
+};
+
+}  // namespace crossreg::server
