@@ -52,8 +52,8 @@ struct HttpFrontDoor::Impl {
   OpenAiJson ModelsJson() const;
 
   HttpFrontDoorOptions o;
-  HttpGenerationContext generation_context;
-  std::unique_ptr<HttpServer> server;
+  std::shared_ptr<HttpGenerationContext> generation_context = std::make_shared<HttpGenerationContext>();
+  std::shared_ptr<HttpServer> server;
 };
 
 void HttpFrontDoor::Impl::Reply(HttpExchange& exchange, const char* route, int status,
@@ -223,13 +223,17 @@ absl::Status HttpFrontDoor::Start() {
     return std::make_pair(std::string(kJson), JsonText(ErrorJson(status, message)));
   };
   Impl* impl = impl_.get();
-  impl->server = std::make_unique<HttpServer>(std::move(s), [impl](std::shared_ptr<HttpExchange> exchange) {
+  impl->server = std::make_shared<HttpServer>(std::move(s), [impl](std::shared_ptr<HttpExchange> exchange) {
     impl->Handle(exchange);
   });
-  impl->generation_context.scheduler = o.scheduler;
-  impl->generation_context.metrics = o.metrics;
-  impl->generation_context.served_model_name = o.served_model_name;
-  impl->generation_context.post = [impl](std::function<void()> task) { return impl->server->Post(std::move(task)); };
+  HttpGenerationContext& g = *impl->generation_context;
+  g.scheduler = o.scheduler;
+  g.metrics = o.metrics;
+  g.served_model_name = o.served_model_name;
+  g.post = [server = std::weak_ptr<HttpServer>(impl->server)](std::function<void()> task) {
+    auto alive = server.lock();
+    return alive != nullptr && alive->Post(std::move(task));
+  };
   return impl->server->Start();
 }
 

@@ -18,10 +18,10 @@ std::string SseEvent(const OpenAiJson& data) { return absl::StrCat("data: ", Jso
 
 }  // namespace
 
-HttpGeneration::HttpGeneration(const HttpGenerationContext& context, std::shared_ptr<HttpExchange> exchange,
+HttpGeneration::HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
                                const OpenAiRequest& request, const Tokenizer& tokenizer,
                                std::vector<std::string> stops)
-    : context_(context),
+    : context_(std::move(context)),
       exchange_(std::move(exchange)),
       request_(request),
       chat_(request.endpoint == OpenAiEndpoint::kChatCompletions),
@@ -35,7 +35,7 @@ void HttpGeneration::Start(Identity identity, std::shared_ptr<ClientStreamLimite
     slot_ = std::move(slot);
     if (request_.stream) {
       exchange_->BeginStream(200, kEventStream, {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}});
-      if (context_.metrics != nullptr) context_.metrics->OnHttpCall(id_.route, 200);
+      if (context_->metrics != nullptr) context_->metrics->OnHttpCall(id_.route, 200);
       if (chat_) SendChunk("", nullptr, true);
     }
   }
@@ -50,7 +50,7 @@ void HttpGeneration::Start(Identity identity, std::shared_ptr<ClientStreamLimite
     post = !queue_.empty() && !draining_;
     draining_ = draining_ || post;
   }
-  if (post) context_.post([self = shared_from_this()] { self->Drain(); });
+  if (post) context_->post([self = shared_from_this()] { self->Drain(); });
 }
 
 void HttpGeneration::Push(const RequestEvent& event) {
@@ -61,7 +61,7 @@ void HttpGeneration::Push(const RequestEvent& event) {
     post = started_ && !draining_;
     draining_ = draining_ || post;
   }
-  if (post) context_.post([self = shared_from_this()] { self->Drain(); });
+  if (post) context_->post([self = shared_from_this()] { self->Drain(); });
 }
 
 void HttpGeneration::Drain() {
@@ -95,7 +95,7 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       }
       if (text_.stopped()) {
         // The scheduler's request is still live: stop it, and ignore the error it ends with.
-        context_.scheduler->Abort(id_.request_id, absl::CancelledError("ended by a stop sequence"), id_.principal);
+        context_->scheduler->Abort(id_.request_id, absl::CancelledError("ended by a stop sequence"), id_.principal);
         Complete("stop", RequestEndReason::kStop, absl::OkStatus());
       }
       break;
@@ -125,7 +125,7 @@ void HttpGeneration::OnClientGone() {
   if (done_) return;
   done_ = true;
   const absl::Status gone = absl::CancelledError("the HTTP client disconnected");
-  context_.scheduler->Abort(id_.request_id, gone, id_.principal);
+  context_->scheduler->Abort(id_.request_id, gone, id_.principal);
   RecordEnd(RequestEndReason::kDisconnected, gone);
   slot_.reset();
 }
@@ -162,14 +162,14 @@ void HttpGeneration::RespondWhole() {
     OpenAiJson reply{{"id", ReplyId()},
                      {"object", chat_ ? "chat.completion" : "text_completion"},
                      {"created", created_},
-                     {"model", context_.served_model_name},
+                     {"model", context_->served_model_name},
                      {"choices", OpenAiJson::array({choice})},
                      {"usage", Usage()}};
     if (request_.return_token_ids) reply["prompt_token_ids"] = id_.prompt_ids;
     body = JsonText(reply);
   }
   exchange_->Respond(status, kJson, std::move(body));
-  if (context_.metrics != nullptr) context_.metrics->OnHttpCall(id_.route, status);
+  if (context_->metrics != nullptr) context_->metrics->OnHttpCall(id_.route, status);
 }
 
 void HttpGeneration::EndStream() {
@@ -182,7 +182,7 @@ void HttpGeneration::EndStream() {
       OpenAiJson data{{"id", ReplyId()},
                       {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
                       {"created", created_},
-                      {"model", context_.served_model_name},
+                      {"model", context_->served_model_name},
                       {"choices", OpenAiJson::array()},
                       {"usage", Usage()}};
       exchange_->Write(SseEvent(data));
@@ -207,7 +207,7 @@ bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish
   OpenAiJson data{{"id", ReplyId()},
                   {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
                   {"created", created_},
-                  {"model", context_.served_model_name},
+                  {"model", context_->served_model_name},
                   {"choices", OpenAiJson::array({choice})}};
   if (request_.include_usage) data["usage"] = nullptr;
   exchange_->Write(SseEvent(data));
@@ -243,7 +243,7 @@ void HttpGeneration::RecordEnd(RequestEndReason reason, const absl::Status& erro
   end.timings = timings_;
   end.total_seconds = SecondsSince(id_.arrival);
   end.error = error;
-  RecordRequestEnd(context_.metrics, end);
+  RecordRequestEnd(context_->metrics, end);
 }
 
 }  // namespace crossreg::server

@@ -31,7 +31,8 @@ struct HttpGenerationContext {
   Scheduler* scheduler = nullptr;
   ServerMetrics* metrics = nullptr;  // may be null
   std::string served_model_name;
-  std::function<bool(std::function<void()>)> post;  // runs a task on a worker
+  // Runs a task on a worker; false once the HTTP server is gone.
+  std::function<bool(std::function<void()>)> post;
 };
 
 class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
@@ -45,7 +46,7 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
     std::chrono::steady_clock::time_point arrival;
   };
 
-  HttpGeneration(const HttpGenerationContext& context, std::shared_ptr<HttpExchange> exchange,
+  HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
                  const OpenAiRequest& request, const Tokenizer& tokenizer, std::vector<std::string> stops);
 
   // After a successful Submit: sends the stream's head and watches the connection.
@@ -65,7 +66,8 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   std::string ReplyId() const;
   void RecordEnd(RequestEndReason reason, const absl::Status& error);
 
-  const HttpGenerationContext& context_;
+  // Shared: a scheduler event may outlive the front door that made this generation.
+  const std::shared_ptr<const HttpGenerationContext> context_;
   const std::shared_ptr<HttpExchange> exchange_;
   const OpenAiRequest request_;
   const bool chat_;

@@ -29,6 +29,7 @@
 #include "tests/integration/test_certificates.h"
 #include "tests/testing/hf_model_writer.h"
 #include "tests/testing/hf_tokenizer_writer.h"
+#include "tests/testing/loopback_socket.h"
 #include "tests/testing/test_paths.h"
 
 namespace crossreg::testing {
@@ -201,15 +202,10 @@ TEST_F(HttpApiTest, ErrorsAre400NamingTheFieldInOpenAisShape) {
 // Sends a streaming request on a raw socket, reads until the first token event,
 // then closes the connection.
 void StreamAndHangUp(int port, const std::string& body) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  const std::string request = absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ",
-                                           "application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body);
-  ASSERT_EQ(write(fd, request.data(), request.size()), static_cast<ssize_t>(request.size()));
+  const int fd = ConnectLoopback(port);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendAll(fd, absl::StrCat("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: ",
+                                       "application/json\r\nContent-Length: ", body.size(), "\r\n\r\n", body)));
   std::string received;
   char buffer[4096];
   while (received.find("\"text\"") == std::string::npos) {

@@ -4,10 +4,8 @@
 // read differently is refused, requests pipelined on one connection (plain or TLS)
 // are each answered, unknown fields are named, and an owner's Abort and a deadline
 // end with the statuses docs/api.md gives, in both request counters.
-#include <netinet/in.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -28,6 +26,7 @@
 #include "tests/integration/prometheus_text.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_certificates.h"
+#include "tests/testing/loopback_socket.h"
 
 namespace crossreg::testing {
 namespace {
@@ -44,24 +43,6 @@ std::string WriteTokenFile() {
       (std::filesystem::temp_directory_path() / ("crossreg_hardening_tokens_" + std::to_string(getpid()))).string();
   std::ofstream(path) << "alice:" << kAliceToken << "\n";
   return path;
-}
-
-// A blocking loopback socket whose reads give up after `timeout_s`.
-int Connect(int port, double timeout_s = 10) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  timeval tv{};
-  tv.tv_sec = static_cast<time_t>(timeout_s);
-  tv.tv_usec = static_cast<suseconds_t>((timeout_s - static_cast<double>(tv.tv_sec)) * 1e6);
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  return fd;
 }
 
 struct RawResponse {
@@ -126,10 +107,6 @@ ResponseReader PlainReader(int fd) {
   return ResponseReader([fd](char* data, size_t size) { return recv(fd, data, size, 0); });
 }
 
-bool SendAll(int fd, const std::string& bytes) {
-  return send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
-}
-
 std::string PostText(const std::string& path, const std::string& body, const std::string& token = "",
                      const std::string& extra_headers = "") {
   return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
@@ -140,7 +117,7 @@ std::string PostText(const std::string& path, const std::string& body, const std
 // One request on a fresh connection; the response (status 0 when none came).
 RawResponse Exchange(int port, const std::string& request, double timeout_s = 30) {
   RawResponse response;
-  const int fd = Connect(port, timeout_s);
+  const int fd = ConnectLoopback(port, timeout_s);
   if (fd < 0) return response;
   if (SendAll(fd, request)) {
     ResponseReader reader = PlainReader(fd);
@@ -188,7 +165,7 @@ TEST_F(HttpHardeningTest, SlowHeaderConnectionsBlockNeitherCompletionsNorScrapes
   std::vector<int> slow;
   for (int i = 0; i < 256 + 32; ++i) {
     const int port = i < 256 ? server_->http_port() : server_->metrics_port();
-    const int fd = Connect(port);
+    const int fd = ConnectLoopback(port);
     ASSERT_GE(fd, 0) << "connection " << i;
     ASSERT_TRUE(SendAll(fd, i < 256 ? "POST /v1/completions HTTP/1.1\r\nHost: x\r\n" : "GET /metrics HTTP/1.1\r\n"));
     slow.push_back(fd);
@@ -248,7 +225,7 @@ TEST_F(HttpHardeningTest, AmbiguousFramingIs400AndClosesTheConnection) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    const int fd = Connect(server_->http_port());
+    const int fd = ConnectLoopback(server_->http_port());
     ASSERT_GE(fd, 0);
     ASSERT_TRUE(SendAll(fd, c.request));
     ResponseReader reader = PlainReader(fd);
@@ -269,7 +246,7 @@ TEST_F(HttpHardeningTest, AmbiguousFramingIs400AndClosesTheConnection) {
 }
 
 TEST_F(HttpHardeningTest, PipelinedRequestsAreEachAnsweredInOrder) {
-  const int fd = Connect(server_->http_port());
+  const int fd = ConnectLoopback(server_->http_port());
   ASSERT_GE(fd, 0);
   const std::string requests =
       absl::StrCat("GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
@@ -331,7 +308,7 @@ class TlsClient {
   TlsClient(int port, const std::string& ca_file) : ctx_(SSL_CTX_new(TLS_client_method())) {
     SSL_CTX_load_verify_locations(ctx_, ca_file.c_str(), nullptr);
     SSL_CTX_set_verify(ctx_, SSL_VERIFY_PEER, nullptr);
-    fd_ = Connect(port);
+    fd_ = ConnectLoopback(port);
     ssl_ = SSL_new(ctx_);
     SSL_set_fd(ssl_, fd_);
     SSL_set1_host(ssl_, "localhost");
@@ -439,7 +416,7 @@ TEST(HttpHardeningProcessTest, AbortIs499DeadlineIs504AndBothCountersSayWhich) {
   EXPECT_EQ(grpc_late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 
   // A non-streaming client that hangs up: its KV is freed at once.
-  const int fd = Connect(port);
+  const int fd = ConnectLoopback(port);
   ASSERT_TRUE(SendAll(fd, PostText("/v1/completions",
                                    R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true})", kAliceToken)));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));

@@ -23,6 +23,7 @@
 #include "tests/integration/prometheus_text.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_certificates.h"
+#include "tests/testing/loopback_socket.h"
 
 namespace crossreg::testing {
 namespace {
@@ -348,17 +349,8 @@ TEST_F(SecurityTest, MalformedBytesAreInvalidArgumentNamingTheField) {
 
 // Opens a TCP connection and sends an HTTP request line with no blank line after it.
 int HalfOpenHttpConnection(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    close(fd);
-    return -1;
-  }
-  const std::string partial = "GET /metrics HTTP/1.1\r\n";
-  if (write(fd, partial.data(), partial.size()) != static_cast<ssize_t>(partial.size())) {
+  const int fd = ConnectLoopback(port);
+  if (fd >= 0 && !SendAll(fd, "GET /metrics HTTP/1.1\r\n")) {
     close(fd);
     return -1;
   }

@@ -4,9 +4,7 @@
 // and the close callback that lets a handler stop work for a client that left.
 #include "server/http/http_server.h"
 
-#include <netinet/in.h>
 #include <sys/socket.h>
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -16,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "tests/testing/loopback_socket.h"
 
 namespace crossreg::server {
 namespace {
@@ -23,21 +22,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 int Connect(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  timeval tv{};
-  tv.tv_sec = 5;
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  const int fd = testing::ConnectLoopback(port, 5);
+  EXPECT_GE(fd, 0);
   return fd;
 }
 
-void Send(int fd, const std::string& bytes) {
-  ASSERT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-}
+void Send(int fd, const std::string& bytes) { ASSERT_TRUE(testing::SendAll(fd, bytes)); }
 
 // Everything until the peer closes (or 5 s pass).
 std::string ReadToClose(int fd) {
