@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"
@@ -228,6 +229,10 @@ TEST_F(ServerTest, GetModelInfoDescribesTheModel) {
   EXPECT_EQ(info.adapter_rank(), 4);
   EXPECT_EQ(info.max_gamma(), 16);
   EXPECT_GT(info.context_length(), 0);
+  // The host stays private without --expose_model_paths: a file name, no CPU name.
+  EXPECT_EQ(info.model_path(), "stories260K.gguf");
+  EXPECT_EQ(info.backend_device().find(cpu::CpuModelName()), std::string::npos) << info.backend_device();
+  EXPECT_NE(info.backend_device().find("threads"), std::string::npos) << info.backend_device();
 }
 
 TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
