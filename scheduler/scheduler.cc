@@ -13,6 +13,7 @@
 #include "absl/types/span.h"
 #include "engine/decoding/forward_cost_calibration.h"
 #include "scheduler/batch_planner.h"
+#include "scheduler/cancel_cause.h"
 #include "scheduler/request_state.h"
 
 namespace crossreg {
@@ -199,7 +200,7 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
     accepting = false;
     if (!started) {
       // No loop will ever run them: cancel here, on the caller's thread.
-      while (AnyoneWaiting()) Cancel(NextWaiting(), absl::CancelledError("scheduler shut down"), out);
+      while (AnyoneWaiting()) Cancel(NextWaiting(), CancelledBecause(CancelCause::kShutdown, "scheduler shut down"), out);
       to_abort.clear();
       Publish();
     } else {
@@ -207,7 +208,7 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
       idle.wait_for(lock, timeout, drained);
       for (auto& [id, r] : live) {
         if (r->abort_reason.has_value()) continue;
-        r->abort_reason = absl::CancelledError("scheduler shut down before the request finished");
+        r->abort_reason = CancelledBecause(CancelCause::kShutdown, "scheduler shut down before the request finished");
         to_abort.push_back(r);
       }
       wake.notify_one();

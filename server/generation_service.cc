@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/model/model_config.h"
+#include "scheduler/cancel_cause.h"
 #include "server/grpc_status.h"
 #include "server/request_parsing.h"
 #include "server/security/call_principal.h"
@@ -74,7 +75,7 @@ grpc::ServerUnaryReactor* GenerationService::Abort(grpc::CallbackServerContext* 
   v1::AbortRequest parsed;
   if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, options_.metrics, "Abort", s);
   if (parsed.request_id().empty()) return Finish(call, options_.metrics, "Abort", absl::InvalidArgumentError("request_id: empty"));
-  if (!scheduler_.Abort(parsed.request_id(), absl::CancelledError(kAbortedByRpc), *principal)) {
+  if (!scheduler_.Abort(parsed.request_id(), CancelledBecause(CancelCause::kOwnerAbort, "aborted by an Abort call"), *principal)) {
     return Finish(call, options_.metrics, "Abort", absl::NotFoundError("request_id: no live request with this id from this client (finished, "
                                             "never started, or started with other credentials)"));
   }

@@ -1,6 +1,6 @@
 #include "server/request_end.h"
 
-#include "absl/strings/match.h"
+#include "scheduler/cancel_cause.h"
 #include "server/log_format.h"
 
 namespace crossreg::server {
@@ -33,8 +33,16 @@ RequestEndReason EndReasonOfError(const absl::Status& error) {
     case absl::StatusCode::kDeadlineExceeded:
       return RequestEndReason::kDeadline;
     case absl::StatusCode::kCancelled:
-      if (absl::StartsWith(error.message(), kAbortedByRpc)) return RequestEndReason::kAborted;
-      if (absl::StrContains(error.message(), "shut down")) return RequestEndReason::kShutdown;
+      switch (CancelCauseOf(error).value_or(CancelCause::kClient)) {
+        case CancelCause::kOwnerAbort:
+          return RequestEndReason::kAborted;
+        case CancelCause::kShutdown:
+          return RequestEndReason::kShutdown;
+        case CancelCause::kStopSequence:
+          return RequestEndReason::kStop;
+        case CancelCause::kClient:
+          break;
+      }
       return RequestEndReason::kCancelled;
     default:
       return RequestEndReason::kError;

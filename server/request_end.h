@@ -14,9 +14,6 @@
 
 namespace crossreg::server {
 
-// The reason an Abort call gives the scheduler, recognised when it comes back.
-inline constexpr char kAbortedByRpc[] = "aborted by an Abort call";
-
 struct RequestEnd {
   std::string api;  // "grpc", "http"
   std::string request_id;
@@ -35,7 +32,8 @@ struct RequestEnd {
 // Counts (when `metrics` is not null) and logs one end.
 void RecordRequestEnd(ServerMetrics* metrics, const RequestEnd& end);
 
-// The reason for a scheduler error event, from its status.
+// The reason for a scheduler error event, from its status (and the CancelCause a
+// CANCELLED status carries).
 RequestEndReason EndReasonOfError(const absl::Status& error);
 // The reason for a finished request.
 RequestEndReason EndReasonOfFinish(FinishReason reason);

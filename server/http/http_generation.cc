@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "scheduler/cancel_cause.h"
 
 namespace crossreg::server {
 namespace {
@@ -95,7 +96,7 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       }
       if (text_.stopped()) {
         // The scheduler's request is still live: stop it, and ignore the error it ends with.
-        context_->scheduler->Abort(id_.request_id, absl::CancelledError("ended by a stop sequence"), id_.principal);
+        context_->scheduler->Abort(id_.request_id, CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence"), id_.principal);
         Complete("stop", RequestEndReason::kStop, absl::OkStatus());
       }
       break;

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "scheduler/cancel_cause.h"
 #include "tests/scheduler/event_recorder.h"
 #include "tests/scheduler/fake_backend.h"
 
@@ -138,6 +139,8 @@ TEST(SchedulerTest, SubmitRefusals) {
   rig.scheduler->Shutdown(milliseconds(0));
   EXPECT_EQ(rec.Get("a").final_event->error.code(), absl::StatusCode::kCancelled);
   EXPECT_EQ(rec.Get("b").final_event->error.code(), absl::StatusCode::kCancelled);
+  // The cause travels as data, for the front doors' end reasons.
+  EXPECT_EQ(CancelCauseOf(rec.Get("a").final_event->error), CancelCause::kShutdown);
   EXPECT_EQ(rig.scheduler->Submit(Spec("g", {1}, 4), nullptr).code(), absl::StatusCode::kFailedPrecondition);
 }
 
@@ -315,7 +318,8 @@ TEST(SchedulerTest, TinyCachePreemptsAndStillProducesIdenticalOutputs) {
                                 DecodingMode::kNgram};
   // All queued before the scheduler starts: submitted to a running one, each request
   // could run alone whenever the test thread is descheduled between submissions, and
-  // nothing would compete for the cache (CI saw no preemption once).
+  // nothing would compete for the cache (a loaded CI machine can then run the test
+  // without a single preemption).
   for (int i = 0; i < 16; ++i) {
     const std::string id = absl::StrCat("t", i);
     std::vector<int32_t> prompt = {static_cast<int32_t>(i % kVocab), 3, 5, 7, 3, 5};
@@ -544,6 +548,22 @@ TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
     EXPECT_NEAR(sink.reports.back().decode, with_curve ? 0.25 : 1.0, 1e-12) << "with curve " << with_curve;
     EXPECT_NEAR(sink.reports.back().prefill, with_curve ? 0.25 : 1.0, 1e-12);
   }
+}
+
+TEST(CancelCauseTest, TheCauseTravelsOnTheStatusAndOnlyOnCancellations) {
+  for (CancelCause cause : {CancelCause::kClient, CancelCause::kOwnerAbort, CancelCause::kShutdown,
+                            CancelCause::kStopSequence}) {
+    const absl::Status status = CancelledBecause(cause, "why");
+    EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
+    EXPECT_EQ(status.message(), "why");
+    EXPECT_EQ(CancelCauseOf(status), cause);
+  }
+  // Message text says nothing: only the payload does.
+  EXPECT_EQ(CancelCauseOf(absl::CancelledError("scheduler shut down")), std::nullopt);
+  EXPECT_EQ(CancelCauseOf(absl::DeadlineExceededError("late")), std::nullopt);
+  absl::Status odd = absl::CancelledError("x");
+  odd.SetPayload("type.crossreg/CancelCause", absl::Cord("9"));
+  EXPECT_EQ(CancelCauseOf(odd), std::nullopt);
 }
 
 }  // namespace
