@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The CPU engine's targets (issue 12) measured in one sitting, one figure per line.
+"""The CPU engine's performance targets, all measured in one run, one figure per line.
 
     /usr/bin/python3 scripts/cpu_targets.py                 # about a minute on 2 cores
     /usr/bin/python3 scripts/cpu_targets.py --skip-acceptance
@@ -155,7 +155,7 @@ def main():
     # AVX512_BF16, f32 FMA where bf16 weights are widened (AVX2, AVX-512 F).
     check(f"~110M bf16, prefill 512 of the {big.get('prefill_peak', 'measured')} peak", "≥ 50%",
           big.get("prefill_pct"), lambda v: v >= 50, "{:.0f}%")
-    # Quantized GGUF layouts (issue 41): AR against the roofline of the bytes they stream,
+    # Quantized GGUF layouts: AR against the roofline of the bytes they stream,
     # prefill of 512 against 1.5x the leading CPU engine's figures on an AVX2 host (940 and
     # 1,030 tokens/s), or 70% of the int8 peak; 16 rows within 1.3x of the printed floor.
     for name, prefill_target in ((Q8_110M, 940), (Q4KM_110M, 1030)):

@@ -101,7 +101,7 @@ case "$stage" in
     # Same call, same machine: without CUDA graphs, and (BEFORE=folder) an earlier build.
     timeout 120 $B/crossreg-bench-gpu --layers 32 --graphs=false 2>&1 | tee "$LOGS/bench_gpu_nographs.md"
     timeout 120 $B/crossreg-bench-gpu --layers 32 --xr_logits=false 2>&1 | tee "$LOGS/bench_gpu_nologits.md"
-    # Whole logit rows to the host, as before row summaries (the default run returns summaries).
+    # Whole logit rows to the host instead of row summaries (the default run returns summaries).
     timeout 120 $B/crossreg-bench-gpu --layers 32 --summaries=false 2>&1 | tee "$LOGS/bench_gpu_whole_rows.md"
     if [ -n "${BEFORE:-}" ] && [ -x "$BEFORE/crossreg-bench-gpu" ]; then
       timeout 120 "$BEFORE/crossreg-bench-gpu" --layers 32 2>&1 | tee "$LOGS/bench_gpu_before.md"

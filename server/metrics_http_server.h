@@ -5,9 +5,9 @@
 // the same event-driven server as the OpenAI front door (server/http/http_server.h),
 // with the registry serialised here, instead of prometheus-cpp's civetweb exposer:
 //  * slow or idle connections cost no thread, so they cannot block a scrape
-//    (civetweb's few threads were held by half-open sockets, freezing every scrape);
+//    (half-open sockets can hold civetweb's few threads, freezing every scrape);
 //  * civetweb starts its threads with a 100 KB stack, which cannot hold the static TLS
-//    of a process that links cuBLAS: in the CUDA build the exposer failed to start.
+//    of a process that links cuBLAS: in the CUDA build the exposer fails to start.
 #pragma once
 
 #include <functional>

@@ -1,9 +1,10 @@
 """Where corpus files come from: the Python standard library, Debian packages, plain directories.
 
 A *source* yields candidate files as (source name, root, path relative to root). The relative
-path is what the manifest records and what the held-out split hashes, so a stdlib file keeps
-the key it had in the first default model's corpus (`json/decoder.py`), and the acceptance
-report's held-out prompts (scripts/acceptance_report.py) stay held out.
+path is what the manifest records and what the held-out split hashes, so a stdlib file has
+the same key (`json/decoder.py`) in every corpus built from it, the default model's
+included, and the acceptance report's held-out prompts (scripts/acceptance_report.py) stay
+held out.
 
 Debian packages are read through `dpkg -L`, so a package contributes exactly the files it
 ships, whatever else is installed beside it. Only files under /usr/lib/python3/dist-packages

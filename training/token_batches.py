@@ -26,8 +26,9 @@ class TokenStream:
         return chunk[:, :-1], chunk[:, 1:]
 
     def random_starts(self, seed: int, step: int, batch: int, seq: int) -> np.ndarray:
-        """The training batch of `step`: uniform window starts (unchanged since the first
-        trainer, so old runs keep their data order)."""
+        """The training batch of `step`: uniform window starts from a generator seeded with
+        (seed, step), so a run resumed from its checkpoint, or repeated with its seed, sees
+        the same data order."""
         rng = np.random.default_rng([seed, step])
         return rng.integers(0, self.n - seq - 1, batch)
 

@@ -28,12 +28,12 @@ inline constexpr int64_t kLineBytes = 64;
 //  - By default (`share` null): the pass's own panel, kPrefetchSteps ahead, both lines of
 //    each step. With three or more row tiles per K block every tile does this, the later
 //    tiles repeating the first one's requests: their passes are long enough (11-12 rows)
-//    that the memory keeps up, and dropping the repeats measured 2-10% slower.
+//    that the memory keeps up, and without the repeats the calls run 2-10% slower.
 //  - With exactly two tiles (13-24 rows) the next block's 128 lines are split between the
 //    two passes, one line per step each (`lines` lines from `share`). The default would ask
 //    for the whole block during the first pass only, twice the rate the memory delivers,
-//    and nothing during the second; spread over both passes, T(16) and T(24) measured 3-9%
-//    faster in one process (docs/benchmarks.md, eleventh session).
+//    and nothing during the second; spread over both passes, T(16) and T(24) are 3-9%
+//    faster on 2 Zen 5 cores (`crossreg-bench-decode --rows 1,16,24,32` times them).
 struct PanelPrefetch {
   const char* share = nullptr;
   int64_t lines = 0;

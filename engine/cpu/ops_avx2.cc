@@ -1,6 +1,6 @@
 // AVX2 + FMA versions of the attention's per-key operations (engine/cpu/ops.h): a
 // query-key dot product and a probability-weighted value accumulation, f32 or bf16
-// cache. Without them an AVX2 CPU ran the portable loops, which made attention the
+// cache. Without them an AVX2 CPU would run the portable loops, which make attention the
 // largest cost of a prefill there. Compiled with -mavx2 -mfma; called only after
 // run-time detection.
 #include <immintrin.h>

@@ -1,15 +1,18 @@
 // How far the start-up cost curve is off for the forwards a server actually runs, kept
 // per kind of forward. The curve (forward_cost_curve.h) is timed once, on one sequence
 // at context 64 with nothing else running. Under load it is off in two directions at
-// once (two Zen 4 cores, default model, concurrency 16; docs/benchmarks.md, twentieth
-// session): decode-only forwards of 16 sequences cost 4.5-5.6 ms against its 2.6-3.0
-// (longer contexts, many sequences, the server's own threads on the same cores), while
-// 500-row forwards carrying a prefill chunk cost ~0.095 ms a row against its 0.13-0.145
-// slope. The adaptive draft length values a drafted token at a decode-only forward's
-// cost and prices its rows at the margin of the forward it joins, so in a forward that
-// carries a prefill chunk the two errors do not cancel: each kind's own error is
-// corrected from the forwards timed as they run. A scale above 1 raises a forward's
-// price, not its margin (DraftCost::MarginalSeconds): load adds a cost per forward.
+// once: on two Zen 4 cores with the default model at concurrency 16, decode-only
+// forwards of 16 sequences cost 4.5-5.6 ms against its 2.6-3.0 (longer contexts, many
+// sequences, the server's own threads on the same cores), while 500-row forwards
+// carrying a prefill chunk cost ~0.095 ms a row against its 0.13-0.145 slope
+// (`crossreg-server --adaptive_gamma` under `crossreg-loadgen --concurrency 16`: the
+// server logs the curve at start-up and exports actual / curve per kind of forward as
+// crossreg_forward_cost_curve_scale). The adaptive draft length values a drafted token
+// at a decode-only forward's cost and prices its rows at the margin of the forward it
+// joins, so in a forward that carries a prefill chunk the two errors do not cancel: each
+// kind's own error is corrected from the forwards timed as they run. A scale above 1
+// raises a forward's price, not its margin (DraftCost::MarginalSeconds): load adds a
+// cost per forward.
 //
 // Each kind keeps the geometric mean of actual / curve seconds with exponential
 // forgetting (the first forward of a kind counts fully). One ratio is clamped to
@@ -29,10 +32,11 @@ class ForwardCostCalibration {
   // A forward of `rows` rows (prefill rows included), `predictive_rows` of them in the
   // predictive stream, that took `seconds`. It is compared with the curve of its own
   // shape: the control-only points with no predictive rows (AR, n-gram, prefill), the
-  // Cross-Regression points (half predictive) at half or more, linear in between. Against
-  // the Cross-Regression points alone, a server running AR and n-gram forwards read a
-  // scale ~12% low (default model: 2.24 against 2.54 ms at 16 rows). Ignored when
-  // seconds or the curve's figure is not positive.
+  // Cross-Regression points (half predictive) at half or more, linear in between. Read
+  // against the Cross-Regression points alone, a server's AR and n-gram forwards would
+  // give a scale ~12% low (default model: 2.24 against 2.54 ms at 16 rows, both in the
+  // curve crossreg-server logs at start-up). Ignored when seconds or the curve's figure
+  // is not positive.
   void Observe(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill, double seconds);
 
   // actual / curve for this kind of forward; 1 until one was observed.

@@ -83,9 +83,9 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
   // fastest of `repeats` runs per size and shape: other load on the machine only adds
   // time. The repeats are rounds over every size and shape, not runs back to back, so a
   // burst of load spreads over the sizes instead of raising one point: on a shared
-  // two-core host back-to-back runs left T(16) equal to T(8) in one start-up (a flat
-  // stretch that told adaptive sequences their draft rows were free) and twice T(8) in
-  // another.
+  // two-core host, runs back to back can leave T(16) equal to T(8) at one start-up (a
+  // flat stretch that tells adaptive sequences their draft rows are free) and twice T(8)
+  // at another (crossreg-server logs the curve at start-up).
   for (int rows : sizes) {
     for (bool all_control : {false, true}) {
       if (auto t = time_forward(rows, all_control); !t.ok()) return t.status();

@@ -106,10 +106,10 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
     return chosen;
   }
   // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
-  // request's estimate a step back toward the class's pooled one: a burst of failed
-  // first drafts had frozen it below the point where drafts pay, in AR until the next
-  // probe (~45 AR forwards on the ~110M model, docs/benchmarks.md), though the class's
-  // drafts paid. A class whose drafts never pay pools an estimate as low as the
+  // request's estimate a step back toward the class's pooled one. Otherwise a burst of
+  // failed first drafts freezes it below the point where drafts pay, in AR until the
+  // next probe (~45 AR forwards on the ~110M model at kProbeBudget), though the class's
+  // drafts pay. A class whose drafts never pay pools an estimate as low as the
   // request's own, so this does not make it draft.
   if (memory_ != nullptr) memory_->Revert(memory_class_, slot, acceptance);
   // After a run of AR forwards, probe (a count-based choice), backing off exponentially

@@ -63,8 +63,8 @@ class SequenceDecoder {
   // of the request, except for an adaptive Cross-Regression request whose last decode
   // forward ran AR, which reserves a probe's rows (6 with forks, against 42 at γ = 8
   // with two forks) and drafts deeper from the next forward on. Reserving the full γ for
-  // every such sequence left the prefill chunks a third of the budget at 8 forked
-  // sequences, and at 16 it left sequences out of forwards that ran them all as AR.
+  // every such sequence would leave the prefill chunks a third of the budget at 8 forked
+  // sequences, and at 16 would leave sequences out of forwards that run them all as AR.
   // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
   int DecodeRowsBound(const ForwardCostCurve* curve) const;
   // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows, each whole or

@@ -31,13 +31,14 @@ ABSL_FLAG(bool, adaptive_alone, false,
           "Also run the adaptive rows with every request learning alone (no acceptance memory shared across "
           "the engine's requests)");
 // Five, not three: the adaptive rows of models whose drafts do not pay run AR forwards,
-// and on a shared 2-core host the best of three (or five) runs put them anywhere between
-// 0.94x and 1.01x AR; nine runs of the same binary read 1.00x (docs/benchmarks.md,
-// thirteenth session). More runs narrow that noise; they do not remove it.
+// and on a shared 2-core host the best of three (or five) runs puts them anywhere between
+// 0.94x and 1.01x AR, where nine runs of the same binary read 1.00x (--repeats). More
+// runs narrow that noise; they do not remove it.
 // A policy comparison that must not move with the machine's memory speed: the adaptive
-// rows decide on this curve (the tokens/s are still measured). The thirteenth session's
-// stall of adaptive lossless on the ~110M model happened on a fast-memory host's curve
-// and not on a slow one's (docs/benchmarks.md, sixteenth session).
+// rows decide on this curve (the tokens/s are still measured). Whether a draft pays
+// depends on the curve's shape, which moves with the memory: a fast-memory host's curve
+// (T(1) low against T(16), e.g. --cost_curve=1:3.92,16:12.46 from a Zen 4 host) asks a
+// higher acceptance of the ~110M model's drafts than a slow-memory host's does.
 ABSL_FLAG(std::vector<std::string>, cost_curve, {},
           "Fixed cost curve for the adaptive rows, ROWS:MS pairs (e.g. 1:3.92,16:12.46), in place of the one "
           "measured at start-up; linear between points");

@@ -1,6 +1,7 @@
 """scripts/cpu_targets.py reads the benchmark programs' tables back: these runs of the real
 programs (tiny settings, stories260K) check that every figure it reports is found in what
-they print today, so a change of their output format fails here, not in a later session."""
+they print, so a change of their output format fails here, in the test run, not when the
+targets are next measured."""
 import os
 import subprocess
 import sys

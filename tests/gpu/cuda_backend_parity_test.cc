@@ -152,8 +152,8 @@ TEST(CudaBackendParityTest, RaggedBatchesMatchCpuOnRandomBf16Model) {
 // --kv_dtype bf16 on both backends: the cache rounds K and V the same way, but from f32
 // values that differ in their last bits between the backends (their GEMMs sum in other
 // orders), so a value near a rounding boundary can land one bf16 step (2^-8 relative)
-// apart. On an H100 one row of this script read 0.026 at the f32 tolerance of 0.02, the
-// others below it; hence 0.04 here.
+// apart. On an H100 one row of this script differs by 0.026, over the f32 tolerance of
+// 0.02, the others by less; hence 0.04 here.
 TEST(CudaBackendParityTest, RaggedBatchesMatchCpuWithABf16KvCache) {
   SKIP_WITHOUT_CUDA_DEVICE();
   auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 3, 1.0f});

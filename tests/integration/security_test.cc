@@ -379,9 +379,9 @@ double Median(std::vector<double> v) {
   return v.empty() ? 0 : v[v.size() / 2];
 }
 
-// The attack of issue 14: clients looping 4 MB prompts used to make a server
-// tokenize them all, and an unrelated 1-token request waited seconds. Figures, not
-// a timing assertion; the refusals are checked.
+// Clients looping 4 MB prompts: a server that tokenized them all would make an
+// unrelated 1-token request wait seconds, so they are refused by their byte count
+// (INVALID_ARGUMENT) first. Figures, not a timing assertion; the refusals are checked.
 TEST(SecurityProcessTest, HugePromptsCostLittleServerTimeAndDoNotStallOthers) {
   ServerProcess server({"--log_level=debug"});
   ASSERT_TRUE(server.Start()) << server.Log();

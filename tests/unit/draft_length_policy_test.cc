@@ -194,8 +194,8 @@ TEST(DraftLengthPolicyTest, DraftsArePricedAtTheForwardsMargin) {
   EXPECT_NEAR(alone.ArShare(DecodingMode::kLossless) + alone.MarginalSeconds(DecodingMode::kLossless, 16),
               knee.Seconds(17), 1e-15);
   // On a linear curve, 8 sequences' all-AR forward costs 1.7 (T(1) = 1, 0.1 a row): an
-  // extra row must bring 0.1 · 8 / 1.7 = 0.47 expected tokens. (Pricing it against a
-  // one-row forward, as before, asked for 0.8 and kept such sequences in AR.)
+  // extra row must bring 0.1 · 8 / 1.7 = 0.47 expected tokens. (Priced against a
+  // one-row forward it would need 0.8, which keeps such sequences in AR.)
   const ForwardCostCurve linear = Curve({{1, 1.0}, {64, 7.3}});
   DecodingConfig ngram;
   ngram.mode = DecodingMode::kNgram;
@@ -210,9 +210,9 @@ TEST(DraftLengthPolicyTest, DraftsArePricedAtTheForwardsMargin) {
 
 // Prefill rows in the forward raise a draft's margin but not what a token is worth:
 // a token is valued at an AR token of a decode-only forward, T(B) / B. Valued at
-// T(R0) / B with R0 counting a 353-row prefill chunk, as before, a token "cost" ~5.9 ms
+// T(R0) / B with R0 counting a 353-row prefill chunk, a token would "cost" ~5.9 ms
 // on this curve (the Zen 4 host's, default model) against 0.34 ms in the decode
-// forwards around it, and a weak adapter drafted in every prefill-carrying forward.
+// forwards around it, and a weak adapter would draft in every prefill-carrying forward.
 TEST(DraftLengthPolicyTest, PrefillRowsDoNotMakeDraftsLookCheap) {
   const ForwardCostCurve cpu = Curve(
       {{1, 1.277e-3}, {2, 1.482e-3}, {4, 2.047e-3}, {8, 3.032e-3}, {16, 3.032e-3}, {32, 5.197e-3}, {64, 9.845e-3}});

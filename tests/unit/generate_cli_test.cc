@@ -99,7 +99,7 @@ class GenerateCliDecodingTest : public ::testing::Test {
     auto model = LoadModel(testing::Stories260KGguf());
     ASSERT_TRUE(model.ok()) << model.status();
     // Per process: ctest runs this suite's tests in parallel processes, each writing its
-    // adapters here (a shared path let one truncate the file another was reading).
+    // adapters here (with a shared path one could truncate the file another is reading).
     const std::string pid = std::to_string(::getpid());
     adapter_dir_ = ::testing::TempDir() + "crossreg_cli_adapter_" + pid;
     mismatched_dir_ = ::testing::TempDir() + "crossreg_cli_mismatched_adapter_" + pid;

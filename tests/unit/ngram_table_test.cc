@@ -127,7 +127,7 @@ TEST(NgramTableTest, DrafterUsesContextMatchesFirstThenTheTableThenOneTokenMatch
   const std::vector<int32_t> ones = {5, 11, 4, 5};
   one.Update(ones);
   EXPECT_EQ(one.Draft(ones, 1, &match, table.get()), (std::vector<int32_t>{6}));
-  // Without the table, the 1-token match drafts as before.
+  // Without the table, the 1-token match drafts what followed it in the context.
   EXPECT_EQ(one.Draft(ones, 1, &match), (std::vector<int32_t>{11}));
   EXPECT_EQ(match, 1);
   // The table chains through its own drafts: "0 1 2" -> 9 only at its start.

@@ -1,6 +1,6 @@
-// Parser failures found while fuzzing and hardening the loaders (fuzz/, issue 14): each
-// input once crashed, hung or stalled a loader. The inputs that fit are also kept in
-// fuzz/corpus/<target>/.
+// Inputs that crash, hang or stall a loader written the obvious way, found by fuzzing
+// (fuzz/) and by hardening the loaders: each must be refused or parsed quickly. The
+// inputs that fit are also kept in fuzz/corpus/<target>/.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -36,8 +36,8 @@ double SecondsOf(const std::function<void()>& f) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-// Built one sorted insertion at a time, 40000 added tokens starting with '<' took
-// minutes (a stable sort of every entry per token).
+// 40000 added tokens starting with '<': built one sorted insertion at a time (a stable
+// sort of every entry per token), they would take minutes.
 TEST(ParserRegressionTest, ManyAddedTokensSharingAFirstByteBuildQuickly) {
   json j = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"merges", json::array()}}},
             {"pre_tokenizer", {{"type", "ByteLevel"}}},
@@ -61,8 +61,8 @@ TEST(ParserRegressionTest, ManyAddedTokensSharingAFirstByteBuildQuickly) {
             (std::vector<int32_t>{12347}));
 }
 
-// A SentencePiece-style merge "a b" with 300000 spaces tried every split, copying both
-// halves each time: O(length^2), tens of seconds for one line.
+// A SentencePiece-style merge "a b" with 300000 spaces: trying every split, copying both
+// halves each time, is O(length^2), tens of seconds for one line.
 TEST(ParserRegressionTest, MergeWithManySpacesParsesQuickly) {
   const json j = {
       {"model", {{"type", "BPE"},
@@ -91,7 +91,8 @@ absl::Status LoadWithDeadline(const std::function<absl::Status()>& load, const s
   return result.get();
 }
 
-// A FIFO where a file was expected blocked open() (and std::ifstream) forever.
+// A FIFO where a file is expected blocks open() (and std::ifstream) forever, so the
+// loaders refuse anything that is not a regular file.
 TEST(ParserRegressionTest, FifoInPlaceOfAFileIsRefusedNotWaitedOn) {
   const std::string dir = testing::MakeTempDir("crossreg_fifo");
   ASSERT_EQ(::mkfifo((dir + "/adapter_config.json").c_str(), 0600), 0);
@@ -136,8 +137,8 @@ ModelConfig TinyAdapterBase() {
 std::string Nested(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
 
 // Copying a parsed JSON value, or dumping it into a message, recurses once per level:
-// 200000 levels overflowed the stack (SIGSEGV) in adapter_config.json's lora_alpha (dumped)
-// and layers_to_transform (copied), and in generation_config.json's eos_token_id (copied).
+// 200000 levels overflow the stack (SIGSEGV) where a loader would dump adapter_config.json's
+// lora_alpha, copy its layers_to_transform, or copy generation_config.json's eos_token_id.
 TEST(ParserRegressionTest, DeeplyNestedJsonValuesDoNotOverflowTheStack) {
   const std::string dir = testing::MakeTempDir("crossreg_nested");
   ASSERT_TRUE(testing::WriteBytes(dir + "/adapter_model.safetensors", std::string(8, '\0')).ok());

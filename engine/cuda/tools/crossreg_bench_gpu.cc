@@ -4,7 +4,7 @@
 // a Cross-Regression forward (1 + m control rows and γ predictive rows per
 // sequence) relative to the AR forward.
 //   crossreg-bench-gpu [--layers 32] [--context 512] [--batches 1,8,32] [--gammas 4,8,16,30]
-//                      [--summaries=false: whole logit rows to the host, as before row summaries]
+//                      [--summaries=false: whole logit rows to the host instead of row summaries]
 #include <cuda_runtime.h>
 
 #include <algorithm>
