@@ -309,7 +309,7 @@ def main():
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--server", default=os.path.join(os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin")),
                                                      "crossreg-server"))
-    ap.add_argument("--model", default=STORIES)
+    ap.add_argument("--model", default=STORIES, help="a model path, or 'default' for the embedded default model")
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--seconds", type=float, help="duration in seconds (overrides --minutes)")
     ap.add_argument("--clients", type=int, default=24)
@@ -322,7 +322,8 @@ def main():
 
     http_port, metrics_port = free_port(), free_port()
     log = open(os.path.join("/tmp", f"soak_http_server_{os.getpid()}.log"), "w")
-    proc = subprocess.Popen([args.server, "--model", args.model, "--host", "127.0.0.1", "--port", "0",
+    model = [] if args.model == "default" else ["--model", args.model]
+    proc = subprocess.Popen([args.server] + model + ["--host", "127.0.0.1", "--port", "0",
                              "--http_port", str(http_port), "--metrics_port", str(metrics_port),
                              "--kv_blocks", str(args.kv_blocks), "--max_queue", str(args.max_queue),
                              "--max_running", "16"], stdout=log, stderr=subprocess.STDOUT)
