@@ -78,6 +78,19 @@ RequestEvent ErrorEvent(absl::Status status) {
   return e;
 }
 
+// A request's last event when it ends well: its statistics and timings.
+RequestEvent FinishedEvent(const ScheduledRequest& r, FinishReason reason, SteadyTime now) {
+  RequestEvent done;
+  done.kind = RequestEvent::Kind::kFinished;
+  done.finish_reason = reason;
+  if (r.decoder != nullptr) done.stats = r.decoder->stats();
+  done.prompt_tokens = r.prompt_tokens;
+  done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
+  done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
+  done.timings.total_seconds = SecondsBetween(r.submitted, now);
+  return done;
+}
+
 }  // namespace
 
 struct Scheduler::Impl {
@@ -227,8 +240,15 @@ void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outg
     running.erase(std::find(running.begin(), running.end(), r));
   }
   FreeKv(*r);
-  r->phase = RequestPhase::kCancelled;
   live.erase(LiveKey(r->request));
+  if (CancelCauseOf(status) == CancelCause::kStopSequence) {
+    // A front door found a stop string in the text: the request ended well, and its
+    // statistics (forwards, drafts, acceptances) go out as for any finished request.
+    r->phase = RequestPhase::kFinished;
+    out.push_back({r, FinishedEvent(*r, FinishReason::kStop, std::chrono::steady_clock::now())});
+    return;
+  }
+  r->phase = RequestPhase::kCancelled;
   out.push_back({r, ErrorEvent(std::move(status))});
 }
 
@@ -535,15 +555,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     }
     FreeKv(r);
     r.phase = RequestPhase::kFinished;
-    RequestEvent done;
-    done.kind = RequestEvent::Kind::kFinished;
-    done.finish_reason = d.finish_reason();
-    done.stats = d.stats();
-    done.prompt_tokens = r.prompt_tokens;
-    done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
-    done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
-    done.timings.total_seconds = SecondsBetween(r.submitted, now);
-    out.push_back({e.request, std::move(done)});
+    out.push_back({e.request, FinishedEvent(r, d.finish_reason(), now)});
     finished.push_back(e.request);
   }
   if (metrics != nullptr) metrics->OnForward(report);

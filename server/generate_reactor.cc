@@ -3,6 +3,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "scheduler/cancel_cause.h"
 #include "server/request_end.h"
 #include "server/grpc_status.h"
 #include "server/request_parsing.h"
@@ -190,7 +191,7 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
     if (done_ || final_status_) return;  // ended here already (stop text, failed write)
     switch (event.kind) {
       case RequestEvent::Kind::kTokens: {
-        if (event.tokens.empty()) break;
+        if (event.tokens.empty() || text_->stopped()) break;
         if (completion_tokens_ == 0) first_token_seconds_ = SecondsSince(arrival_);
         ++token_events_;
         last_token_ = event.tokens.back();
@@ -202,14 +203,10 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         chunk.mutable_token_ids()->Add(event.tokens.begin(), event.tokens.begin() + used);
         chunk.set_text(std::move(text));
         pending_.push_back(std::move(response));
-        if (text_->stopped()) {
-          v1::GenerateResponse done;
-          FillCompleteLocked(*done.mutable_complete(), FinishReason::kStop, nullptr);
-          RecordEndLocked(RequestEndReason::kStop, &done.complete(), absl::OkStatus());
-          pending_.push_back(std::move(done));
-          abort_scheduler_ = true;
-          EndLocked(grpc::Status::OK);
-        }
+        // A stop string: the scheduler is told from a gRPC thread (OnWriteDone, after
+        // this chunk's write) and ends the request as finished, with its statistics,
+        // which the Complete message then carries.
+        if (text_->stopped()) abort_scheduler_ = true;
         break;
       }
       case RequestEvent::Kind::kFinished: {
@@ -232,6 +229,16 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         break;
       }
       case RequestEvent::Kind::kError: {
+        if (text_->stopped()) {
+          // The text was complete before the request failed (a deadline that passed
+          // meanwhile): the call ends well, without the scheduler's statistics.
+          v1::GenerateResponse done;
+          FillCompleteLocked(*done.mutable_complete(), FinishReason::kStop, nullptr);
+          RecordEndLocked(RequestEndReason::kStop, &done.complete(), absl::OkStatus());
+          pending_.push_back(std::move(done));
+          EndLocked(grpc::Status::OK);
+          break;
+        }
         v1::GenerateResponse response;
         response.mutable_error()->set_code(static_cast<int>(event.error.code()));
         response.mutable_error()->set_message(std::string(event.error.message()));
@@ -273,6 +280,7 @@ void GenerateReactor::Pump() {
 
 void GenerateReactor::OnWriteDone(bool ok) {
   bool abort = false;
+  bool stop_string = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     write_in_flight_ = false;
@@ -286,11 +294,15 @@ void GenerateReactor::OnWriteDone(bool ok) {
     }
     if (abort_scheduler_) {
       abort_scheduler_ = false;
+      stop_string = ok;
       abort = submitted_ && !scheduler_ended_;
     }
   }
   // Abort from here, not from the scheduler's event callback (its own thread).
-  if (abort) AbortInScheduler(absl::CancelledError("ended by the server"));
+  if (abort) {
+    AbortInScheduler(stop_string ? CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence")
+                                 : absl::CancelledError("the stream was closed"));
+  }
   Pump();
 }
 

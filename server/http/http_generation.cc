@@ -85,6 +85,7 @@ void HttpGeneration::Drain() {
 void HttpGeneration::Apply(const RequestEvent& event) {
   switch (event.kind) {
     case RequestEvent::Kind::kTokens: {
+      if (text_.stopped()) break;  // committed after the stop string, before the scheduler heard of it
       ++token_events_;
       size_t used = 0;
       const std::string piece = text_.Push(event.tokens, &used);
@@ -95,9 +96,11 @@ void HttpGeneration::Apply(const RequestEvent& event) {
         whole_text_ += piece;
       }
       if (text_.stopped()) {
-        // The scheduler's request is still live: stop it, and ignore the error it ends with.
-        context_->scheduler->Abort(id_.request_id, CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence"), id_.principal);
-        Complete("stop", RequestEndReason::kStop, absl::OkStatus());
+        // The scheduler ends the request as finished and sends its statistics; the reply
+        // goes out with them.
+        context_->scheduler->Abort(id_.request_id,
+                                   CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence"),
+                                   id_.principal);
       }
       break;
     }
@@ -116,7 +119,13 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       break;
     }
     case RequestEvent::Kind::kError:
-      Complete("", EndReasonOfError(event.error), event.error);
+      if (text_.stopped()) {
+        // The text was complete before the request failed (a deadline that passed
+        // meanwhile): the reply stands, without the scheduler's statistics.
+        Complete("stop", RequestEndReason::kStop, absl::OkStatus());
+      } else {
+        Complete("", EndReasonOfError(event.error), event.error);
+      }
       break;
   }
 }

@@ -162,6 +162,39 @@ TEST_F(HttpApiTest, StreamingChunksConcatenateToTheFullText) {
   }
 }
 
+TEST_F(HttpApiTest, AStopStringEndsWithTheSchedulersCompleteStatistics) {
+  const Json base = {{"prompt", "Once upon a time"}, {"max_tokens", 60}, {"temperature", 0}, {"mode", "lossless"}};
+  const HttpReply full = Post(server_->http_port(), "/v1/completions", base);
+  ASSERT_EQ(full.status, 200) << full.raw;
+  const std::string text = full.body["choices"][0]["text"];
+  ASSERT_GT(text.size(), 30u);
+  Json stopped = base;
+  stopped["stop"] = {text.substr(20, 5)};
+  for (bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    Json request = stopped;
+    Json usage;
+    std::string finish;
+    if (stream) {
+      request["stream"] = true;
+      request["stream_options"] = {{"include_usage", true}};
+      const HttpReply r = Post(server_->http_port(), "/v1/completions", request);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      EXPECT_EQ(StreamedText(SseEvents(r.raw), false, &usage, &finish), text.substr(0, text.find(text.substr(20, 5))));
+    } else {
+      const HttpReply r = Post(server_->http_port(), "/v1/completions", request);
+      ASSERT_EQ(r.status, 200) << r.raw;
+      usage = r.body["usage"];
+      finish = r.body["choices"][0]["finish_reason"];
+    }
+    EXPECT_EQ(finish, "stop");
+    EXPECT_GT(usage["forwards"].get<int64_t>(), 0) << usage;
+    EXPECT_GT(usage["drafted_tokens"].get<int64_t>(), 0) << usage;
+    EXPECT_LE(usage["accepted_tokens"].get<int64_t>(), usage["drafted_tokens"].get<int64_t>()) << usage;
+    EXPECT_LE(usage["forwards"].get<int64_t>(), full.body["usage"]["forwards"].get<int64_t>()) << usage;
+  }
+}
+
 TEST_F(HttpApiTest, ErrorsAre400NamingTheFieldInOpenAisShape) {
   const int port = server_->http_port();
   const std::pair<Json, std::string> cases[] = {

@@ -160,6 +160,14 @@ TEST_F(ServerTest, TextStopSequenceTruncatesAndStops) {
   ASSERT_TRUE(r.status.ok()) << r.status.error_message();
   EXPECT_EQ(r.text, expected);
   EXPECT_EQ(r.complete.finish_reason(), v1::FINISH_REASON_STOP);
+  // The scheduler's own statistics, complete as for a request ended by its length:
+  // drafts and acceptances included, not only the forwards this call saw.
+  const v1::SpeculativeStats& spec = r.complete.spec();
+  EXPECT_GT(spec.forwards(), 0);
+  EXPECT_GT(spec.drafted(), 0);
+  EXPECT_LE(spec.accepted(), spec.drafted());
+  EXPECT_LE(spec.forwards(), full.complete.spec().forwards());
+  EXPECT_GT(r.complete.timings().queue_seconds() + r.complete.timings().total_seconds(), 0);
   EXPECT_TRUE(KvReturnsToZero(server_->metrics_port()));
 }
 

@@ -550,6 +550,38 @@ TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
   }
 }
 
+// A front door that finds a stop string aborts with CancelCause::kStopSequence: the
+// request ends finished (FinishReason::kStop) with the decoder's statistics, like one
+// ended by its length, and its KV is freed.
+TEST(SchedulerTest, AStopSequenceAbortFinishesWithTheStatistics) {
+  FakeRig rig;
+  EventRecorder rec;
+  rig.scheduler->Start();
+  int token_events = 0;
+  auto record = rec.HandlerFor("s");
+  ASSERT_TRUE(rig.scheduler
+                  ->Submit(Spec("s", {1, 2, 3}, 200, DecodingMode::kNgram),
+                           [&](const RequestEvent& e) {
+                             record(e);
+                             // Events are dispatched outside the scheduler's lock, so the
+                             // stop lands before the next step runs: deterministic here.
+                             if (e.kind == RequestEvent::Kind::kTokens && ++token_events == 3) {
+                               EXPECT_TRUE(
+                                   rig.scheduler->Abort("s", CancelledBecause(CancelCause::kStopSequence, "stop")));
+                             }
+                           })
+                  .ok());
+  ASSERT_TRUE(rec.WaitForFinal("s"));
+  rig.scheduler->Shutdown(milliseconds(1000));
+  const auto r = rec.Get("s");
+  ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished);
+  EXPECT_EQ(r.final_event->finish_reason, FinishReason::kStop);
+  EXPECT_EQ(r.final_event->stats.forwards, 3);
+  EXPECT_EQ(r.final_event->stats.committed, static_cast<int64_t>(r.tokens.size()));
+  EXPECT_LT(r.tokens.size(), 200u);
+  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+}
+
 TEST(CancelCauseTest, TheCauseTravelsOnTheStatusAndOnlyOnCancellations) {
   for (CancelCause cause : {CancelCause::kClient, CancelCause::kOwnerAbort, CancelCause::kShutdown,
                             CancelCause::kStopSequence}) {
