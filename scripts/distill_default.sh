@@ -3,13 +3,16 @@
 # for the base model of scripts/pretrain_default.sh, with prefixes from the packed corpus's
 # train stream (held-out files only score the evaluation). Output: $RUN_DIR/adapter (PEFT
 # directory + crossreg_adapter.json), run.json, train.log.
-# Sized for one H100 and a 10-minute command: 32768 base continuations, then up to STEPS steps
-# of 64 windows; the trainer stops in time for the final evaluation and export within
-# TIME_BUDGET_S (the LR is constant after warm-up, so stopping early loses steps, nothing else).
+# Sized for one H100 and a 10-minute command: 327,680 base continuations of prefixes up to 768
+# tokens (generated in length-sorted batches), then a warm-up + cosine schedule whose step count
+# --auto-steps fits to TIME_BUDGET_S, so the LR anneals before the final evaluation and export.
+# Loss weights: placeholder rows (the empty draft slots a fork or a first forward fills) weigh
+# PLACEHOLDER_WEIGHT · PLACEHOLDER_DECAY^k for the k-th of a run, and FORK_FRAC of the windows
+# take the engine's forked-refill layout (clean rows, then placeholders).
 #   scripts/distill_default.sh                     # DEVICE=auto: CUDA when present
 #   RESUME=1 scripts/distill_default.sh            # continue from $RUN_DIR/checkpoint.pt
 #   RETURN_DIR=$OUT scripts/distill_default.sh     # device machine: also pack results there
-#   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 scripts/distill_default.sh
+#   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 AUTO_STEPS=0 scripts/distill_default.sh
 # Every setting below can be overridden from the environment; extra arguments go to
 # `python3 -m training distill` (see its --help).
 set -euo pipefail
@@ -22,13 +25,17 @@ RUN_DIR=${RUN_DIR:-training/runs/distill}
 DEVICE=${DEVICE:-auto}
 TIME_BUDGET_S=${TIME_BUDGET_S:-540}
 RESERVE_S=${RESERVE_S:-30}
-N_EXAMPLES=${N_EXAMPLES:-32768}
+N_EXAMPLES=${N_EXAMPLES:-327680}
 N_EVAL=${N_EVAL:-256}
-PREFIX_MAX=${PREFIX_MAX:-192}
-GEN_BATCH=${GEN_BATCH:-512}
+PREFIX_MAX=${PREFIX_MAX:-768}
+GEN_BATCH=${GEN_BATCH:-1024}
 BATCH=${BATCH:-64}
 STEPS=${STEPS:-8000}
 LR=${LR:-1e-3}
+WARMUP=${WARMUP:-100}
+PLACEHOLDER_WEIGHT=${PLACEHOLDER_WEIGHT:-4}
+PLACEHOLDER_DECAY=${PLACEHOLDER_DECAY:-0.8}
+FORK_FRAC=${FORK_FRAC:-0.25}
 RANK=${RANK:-32}
 ALPHA=${ALPHA:-32}
 EVAL_EVERY=${EVAL_EVERY:-500}
@@ -47,6 +54,7 @@ if [ ! -f "$BASE/config.json" ]; then
 fi
 FLAGS=()
 [ "${RESUME:-0}" = 1 ] && FLAGS+=(--resume)
+[ "${AUTO_STEPS:-1}" = 1 ] && FLAGS+=(--auto-steps)
 mkdir -p "$RUN_DIR"
 TEE=(tee); [ "${RESUME:-0}" = 1 ] && TEE=(tee -a)
 echo "[distill] $BASE + $CORPUS -> $RUN_DIR: $N_EXAMPLES examples, ${BATCH} windows/step," \
@@ -54,7 +62,9 @@ echo "[distill] $BASE + $CORPUS -> $RUN_DIR: $N_EXAMPLES examples, ${BATCH} wind
 "$PY" -u -m training distill --base "$BASE" --out "$RUN_DIR" --corpus "$CORPUS" \
   --n-examples "$N_EXAMPLES" --n-eval "$N_EVAL" --prefix-max "$PREFIX_MAX" \
   --gen-batch "$GEN_BATCH" --rank "$RANK" --alpha "$ALPHA" --batch "$BATCH" --steps "$STEPS" \
-  --lr "$LR" --eval-every "$EVAL_EVERY" --log-every "$LOG_EVERY" --ckpt-every 1000000 \
+  --lr "$LR" --warmup "$WARMUP" --lr-decay cosine \
+  --placeholder-weight "$PLACEHOLDER_WEIGHT" --placeholder-decay "$PLACEHOLDER_DECAY" --fork-frac "$FORK_FRAC" \
+  --eval-every "$EVAL_EVERY" --log-every "$LOG_EVERY" --ckpt-every 1000000 \
   --ckpt-every-s "$CKPT_EVERY_S" --time-budget-s "$TIME_BUDGET_S" --reserve-s "$RESERVE_S" \
   --dtype auto --device "$DEVICE" --seed "$SEED" "${FLAGS[@]}" "$@" \
   2>&1 | tee -a "$RUN_DIR/train.log"

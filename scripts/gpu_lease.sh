@@ -115,6 +115,36 @@ case "$stage" in
     echo "[lease] streams exit ${PIPESTATUS[0]}"
     pack_logs
     ;;
+  prebuilt-distill)
+    # One call, nothing compiled there (scripts/gpu_check.sh pack-prebuilt here first), the
+    # adapter distilled from models/default's base on a packed-corpus subset
+    # (python3 -m training corpus-subset --out .distill_corpus):
+    #   1. timings alone on the GPU: crossreg-bench-gpu (bf16, fp8, per-row attention
+    #      splits, whole rows) and the PyTorch peer;
+    #   2. scripts/distill_default.sh for the rest of the call, beside the correctness
+    #      checks (GPU tests, server streams CUDA vs CPU), which only share the GPU.
+    # Carry [".gpucarry", ".gpu_check", ".distill_corpus"], with models/default's adapter/,
+    # ngram_table.bin and corpus_manifest.tsv moved aside (64 MiB).
+    GC_PREBUILT=1 GC_STEPS="bench peer" OUT=$LOGS/timings timeout 240 scripts/gpu_check.sh >"$LOGS/timings.out" 2>&1
+    echo "[lease] timings exit $? at ${SECONDS}s"
+    budget=$((560 - SECONDS))
+    (BASE=models/default CORPUS=.distill_corpus RUN_DIR=/tmp/distill TIME_BUDGET_S=$budget RESERVE_S=40 \
+       RETURN_DIR=$OUT timeout $((budget + 15)) scripts/distill_default.sh >"$LOGS/distill.out" 2>&1
+     echo "[lease] distill exit $? at ${SECONDS}s" >>"$LOGS/distill.out") &
+    distill=$!
+    GC_PREBUILT=1 GC_STEPS="tests streams" OUT=$LOGS/checks timeout 300 nice -n 5 scripts/gpu_check.sh \
+      >"$LOGS/checks.out" 2>&1
+    echo "[lease] checks exit $? at ${SECONDS}s"
+    wait "$distill"
+    grep -E "auto-steps|time budget|eval step|exported|exit" "$LOGS/distill.out" | tail -8
+    { cat "$LOGS/timings/summary.md" "$LOGS/checks/summary.md" 2>/dev/null
+      echo; echo '```'; grep -E "eval step|auto-steps|exit" "$LOGS/distill.out" | tail -4; echo '```'
+      for f in "$LOGS"/timings/bench_gpu_*.md "$LOGS/timings/pytorch_peer.md"; do echo; echo "### $(basename "$f")"; echo '```'; cat "$f"; echo '```'; done
+      grep -h "fp8 quality" "$LOGS/checks/gpu_tests.log" 2>/dev/null
+    } >"$OUT/summary.md"
+    cat "$OUT/summary.md"
+    pack_logs
+    ;;
   profile)
     # Per-kernel times of one AR and one XR forward (2 layers, Nsight Compute) with the
     # binaries of `prebuilt`; PROFILE_BIN names another folder of them (before/after).
@@ -153,5 +183,5 @@ case "$stage" in
     grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|profile|loadgen" >&2; exit 2 ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|profile|loadgen" >&2; exit 2 ;;
 esac

@@ -129,6 +129,7 @@ EngineOptions EngineOptionsFor(const ServerOptions& options) {
   e.kv_block_size = options.kv_block_size;
   e.kv_dtype = options.kv_dtype;
   e.quantize = options.quantize;
+  e.device_weights = options.device_weights;
   e.kv_blocks = options.kv_blocks;
   e.kv_memory_bytes = options.kv_memory_mb << 20;
   DecodingConfig widest;

@@ -62,6 +62,10 @@ ABSL_FLAG(std::string, quantize, "none",
           "Quantize the model's matrices at load: none, q8_0, q4_0, q4_k, q5_k or q6_k (for float models, e.g. "
           "Hugging Face directories; GGUF files that are quantized already load as they are). The adapter "
           "stays floating point; lossless decoding equals AR on the quantized model");
+ABSL_FLAG(std::string, weights, crossreg::DeviceWeightsName(kDefaults.device_weights),
+          "CUDA backend: the decoder layers' weights on the device, bf16 or fp8 (e4m3 with a scale per output "
+          "row, quantized at load: half the bytes a decode step reads; lossless decoding equals AR on the FP8 "
+          "model). The CPU backend refuses fp8");
 ABSL_FLAG(int, max_batch_tokens, kDefaults.max_batch_tokens, "Most rows (prefill + decode/verify) per forward");
 ABSL_FLAG(int, max_running, kDefaults.max_running, "Most sequences decoding at once");
 ABSL_FLAG(int, max_queue, kDefaults.max_queue, "Most waiting requests; beyond it Generate fails RESOURCE_EXHAUSTED");
@@ -214,6 +218,9 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
   if (!quantize.ok()) return quantize.status();
   o.quantize = *quantize;
+  auto device_weights = ParseDeviceWeights(absl::GetFlag(FLAGS_weights));
+  if (!device_weights.ok()) return device_weights.status();
+  o.device_weights = *device_weights;
   o.max_batch_tokens = absl::GetFlag(FLAGS_max_batch_tokens);
   o.max_running = absl::GetFlag(FLAGS_max_running);
   o.max_queue = absl::GetFlag(FLAGS_max_queue);

@@ -32,6 +32,7 @@ struct ServerOptions {
   int kv_block_size = 16;        // token slots per KV block
   KvDtype kv_dtype = KvDtype::kF32;  // K/V element type (bf16 halves the cache; CPU backend)
   DType quantize = DType::kF32;  // quantize the model's matrices at load (kF32: as stored)
+  DeviceWeights device_weights = DeviceWeights::kBf16;  // --weights: fp8 on the CUDA backend
   int max_batch_tokens = 512;    // rows per forward
   int max_running = 64;          // sequences decoding at once
   int max_queue = 256;           // waiting requests; more -> RESOURCE_EXHAUSTED

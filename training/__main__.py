@@ -3,6 +3,7 @@ import sys
 
 COMMANDS = {
     "corpus": "training.corpus",
+    "corpus-subset": "training.corpus_subset",
     "pretrain": "training.pretrain",
     "distill": "training.distill",
     "export-fixture": "training.export_fixture",

@@ -20,6 +20,7 @@ import contextlib
 import hashlib
 import multiprocessing
 import os
+import shutil
 import time
 import zlib
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -56,6 +57,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--holdout-pct", type=float, default=2.5,
                    help="percent of files held out (by sha256 of the relative path)")
     p.add_argument("--vocab-size", type=int, default=16384)
+    p.add_argument("--tokenizer", default="",
+                   help="encode with this tokenizer.json instead of training one (a corpus for a "
+                        "model trained earlier, when the sources have drifted since)")
     p.add_argument("--tokenizer-max-bytes", type=int, default=64_000_000,
                    help="train the tokenizer on at most this many bytes of train files, chosen "
                         "by content hash (a spread over all sources); 0 = all")
@@ -246,11 +250,19 @@ def build(a) -> dict:
     workers = a.workers or os.cpu_count() or 1
     _TEXTS = texts
     t0 = time.time()
-    with _pool(workers) or contextlib.nullcontext() as pool:
-        tok = train_tokenizer(rows, texts, a, pool)
+    if a.tokenizer:
+        tok = ByteBPETokenizer.load(a.tokenizer)
+        log(f"tokenizer: {a.tokenizer} (vocab {tok.vocab_size}), not trained")
+    else:
+        with _pool(workers) or contextlib.nullcontext() as pool:
+            tok = train_tokenizer(rows, texts, a, pool)
     t_tok = time.time() - t0
-    tok.save(os.path.join(a.out, "tokenizer.json"))
-    log(f"tokenizer: vocab {tok.vocab_size} trained in {t_tok:.1f}s")
+    if a.tokenizer:
+        shutil.copyfile(a.tokenizer, os.path.join(a.out, "tokenizer.json"))
+    else:
+        tok.save(os.path.join(a.out, "tokenizer.json"))
+    if not a.tokenizer:
+        log(f"tokenizer: vocab {tok.vocab_size} trained in {t_tok:.1f}s")
 
     _TOK = tok
     t0 = time.time()

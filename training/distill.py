@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from . import accel, common, packed_corpus
-from .budget import TimeBudget
+from .budget import TimeBudget, fit_steps
 from .common import log
 from .hf_io import load_adapter, load_model_dir, save_adapter
 from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
@@ -88,6 +88,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and targets replace --rank, --alpha and --targets)")
     p.add_argument("--lr-decay", choices=["none", "cosine"], default="none",
                    help="after warm-up: constant LR, or cosine to a tenth of --lr by --steps")
+    p.add_argument("--auto-steps", action="store_true",
+                   help="with --time-budget-s: refit --steps to the measured step time until "
+                        "warm-up ends, so a cosine schedule reaches its end inside the budget")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16", "auto"],
                    help="base weight dtype on the device (LoRA stays float32); auto = bf16 on "
@@ -154,18 +157,22 @@ def make_examples(model, stream: np.ndarray, n: int, a, seed: int, device):
     starts = rng.integers(0, len(stream) - lens + 1)
     prefixes = [stream[s:s + L].tolist() for s, L in zip(starts, lens)]
     g = torch.Generator().manual_seed(seed)
-    conts = []
+    # Batches of similar lengths: a left-padded batch costs its longest prefix, so sorting
+    # saves most of the padding when prefixes range up to the context.
+    order = np.argsort(lens, kind="stable")
+    cont = torch.empty((n, a.window), dtype=torch.long)
     t0 = time.time()
     for i in range(0, n, a.gen_batch):
-        conts.append(generate(model, prefixes[i:i + a.gen_batch], a.window, a.gen_temperature,
-                              g, device=device).cpu())
+        ids = order[i:i + a.gen_batch]
+        cont[torch.from_numpy(ids)] = generate(model, [prefixes[j] for j in ids], a.window,
+                                               a.gen_temperature, g, device=device).cpu()
         if (i // a.gen_batch) % 10 == 0:
             log(f"data: generated {min(i + a.gen_batch, n)}/{n} continuations "
                 f"({time.time() - t0:.0f}s)")
     pre = torch.full((n, a.prefix_max), -1, dtype=torch.long)
     for b, p in enumerate(prefixes):
         pre[b, :len(p)] = torch.tensor(p)
-    return {"prefix": pre, "len": torch.tensor(lens), "cont": torch.cat(conts)}
+    return {"prefix": pre, "len": torch.tensor(lens), "cont": cont}
 
 
 def load_or_make_data(model, a, device):
@@ -256,7 +263,7 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeh
                   placeholder_weight=1.0, placeholder_decay=1.0):
     ids, valid, pos, clean, row_pos = batch_tensors(data, idx, device)
     with torch.no_grad(), autocast():
-        _, kv = base_prefix_kv(model, ids, valid, pos)            # control prefix K/V
+        _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")  # control prefix K/V
         p_logits, _ = stream_rows_forward(model, kv, valid, clean, row_pos, use_lora=False)
         p = torch.softmax(p_logits.float(), -1)                    # p_t on the clean window
     rows = noisy_fn(clean) if noisy_fn else clean
@@ -309,6 +316,8 @@ def evaluate(model, data, a, device, autocast, placeholder):
 def main(argv=None) -> int:
     a = build_parser().parse_args(argv)
     budget = TimeBudget(a.time_budget_s, a.reserve_s)
+    if a.auto_steps and not budget.enabled:
+        raise SystemExit("--auto-steps fits the schedule to --time-budget-s: pass both")
     os.makedirs(a.out, exist_ok=True)
     device = common.setup(a)
     accel.configure(device)
@@ -375,12 +384,16 @@ def main(argv=None) -> int:
         f"base {a.dtype}, AdamW {opt_kind}, device {device} (data {data_s:.0f}s)"
         + (f"; {budget.describe()}" if budget.enabled else ""))
 
+    eval_s = 0.0
+
     def run_eval():
+        nonlocal eval_s
         t = time.time()
         ev = evaluate(model, data["eval"], a, device, autocast, placeholder)
         history.append({"step": step, **ev})
         log(f"eval step {step}: {json.dumps(ev)}")
-        budget.set_need(1.5 * (time.time() - t) + 5)  # the final evaluation must fit
+        eval_s = time.time() - t
+        budget.set_need(1.5 * eval_s + 5)  # the final evaluation must fit
 
     if step == 0:
         run_eval()
@@ -417,6 +430,14 @@ def main(argv=None) -> int:
         run_n += 1
         dt = time.time() - t_step
         step_s = dt if step_s is None else 0.9 * step_s + 0.1 * dt
+        # --auto-steps: the step count fitted to the budget at every step of the warm-up (the
+        # warm-up LR does not depend on it); after that the cosine runs to the fitted end.
+        if a.auto_steps and budget.enabled and step <= a.warmup and step >= 3:
+            fit = fit_steps(step, budget.spendable(), step_s, a.eval_every,
+                            eval_s / max(step_s, 1e-9))
+            a.steps = prog.total = max(fit, step + 1)
+            if step == a.warmup or step == 3:
+                log(f"auto-steps: {step_s * 1000:.1f} ms/step -> {a.steps} steps fit the budget")
         if step % a.log_every == 0 or step == a.steps:
             log(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))
             run_loss, run_n = 0.0, 0

@@ -12,6 +12,7 @@ Batches may mix prefix lengths: prefixes are left-padded, and padded keys are ma
 from typing import List, Optional, Sequence, Tuple
 
 import torch
+import torch.nn.functional as F
 
 from .model import LlamaForCausalLM, KV
 
@@ -50,10 +51,18 @@ def rows_mask(prefix_valid: torch.Tensor, n_rows: int) -> torch.Tensor:
 
 @torch.no_grad()
 def base_prefix_kv(model: LlamaForCausalLM, ids: torch.Tensor, valid: torch.Tensor,
-                   pos: torch.Tensor) -> Tuple[torch.Tensor, List[KV]]:
-    """Control-stream (base weights, no LoRA) forward over a left-padded prefix."""
-    logits, kv = model(ids, pos, None, padded_causal_mask(valid), use_lora=False, return_kv=True)
-    return logits, kv
+                   pos: torch.Tensor, logits: str = "all") -> Tuple[Optional[torch.Tensor], List[KV]]:
+    """Control-stream (base weights, no LoRA) forward over a left-padded prefix. logits:
+    "all" [B, S, V], "last" [B, 1, V] (the next token's), or "none" (K/V only): a batch of
+    1024 prefixes of 768 tokens has 51 GB of float32 logits, of which generation needs one
+    row a prefix."""
+    h, kv = model(ids, pos, None, padded_causal_mask(valid), use_lora=False, return_kv=True,
+                  return_hidden=True)
+    if logits == "none":
+        return None, kv
+    if logits == "last":
+        h = h[:, -1:]
+    return F.linear(h, model.output_weight()).float(), kv
 
 
 def stream_rows_forward(model: LlamaForCausalLM, prefix_kv: List[KV], prefix_valid: torch.Tensor,
@@ -79,7 +88,7 @@ def predictive_logits(model: LlamaForCausalLM, prefixes: Sequence[Sequence[int]]
         valid[:] = False
     else:
         ids, valid, pos = left_pad(cached, pad_id, device)
-    _, kv = base_prefix_kv(model, ids, valid, pos)
+    _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")
     lens = torch.tensor([len(x) for x in prefixes], device=ids.device)
     n = len(rows[0])
     row_ids = torch.tensor([list(r) for r in rows], dtype=torch.long, device=ids.device)
@@ -96,7 +105,7 @@ def generate(model: LlamaForCausalLM, prefixes: Sequence[Sequence[int]], n_new: 
     """Base-model continuation (greedy if temperature == 0) of left-padded prefixes with a KV
     cache. Returns [B, n_new] token ids."""
     ids, valid, pos = left_pad(prefixes, pad_id, device)
-    logits, kv = base_prefix_kv(model, ids, valid, pos)
+    logits, kv = base_prefix_kv(model, ids, valid, pos, logits="last")
     last = logits[:, -1]
     nxt_pos = pos[:, -1] + 1
     out = []

@@ -41,6 +41,8 @@ struct PlanOffsets {
 struct GraphKey {
   int rows = 0, predictive = 0, logit_rows = 0;
   int attention_tiles = 0, attention_tile_rows = 0;
+  int control_tiles = 0, control_tile_rows = 0, predictive_tile_rows = 0, predictive_splits = 0;
+  bool predictive_mma = false;
   bool split_attention = false;
   PlanOffsets at{};
   bool operator==(const GraphKey&) const = default;
@@ -58,7 +60,7 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const KvCacheConfig& kv, std::unique_ptr<CudaContext> ctx,
               cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter, bool use_graphs,
-              KvDtype kv_dtype)
+              KvDtype kv_dtype, int predictive_attention_splits, bool predictive_attention_mma)
       : Backend(config, kv),
         cfg_(config),
         kv_cfg_(kv),
@@ -66,6 +68,8 @@ class CudaBackend final : public Backend {
         weights_(std::move(weights)),
         adapter_(std::move(adapter)),
         use_graphs_(use_graphs),
+        predictive_attention_splits_(predictive_attention_splits),
+        predictive_attention_mma_(predictive_attention_mma),
         kv_element_(kv_dtype == KvDtype::kBf16 ? cuda::KvElement::kBf16 : cuda::KvElement::kF32) {}
   ~CudaBackend() override { ClearGraphs(); }
 
@@ -85,10 +89,17 @@ class CudaBackend final : public Backend {
   std::string device() const override {
     const cudaDeviceProp& p = ctx_->properties();
     return absl::StrCat(p.name, " (sm_", p.major, p.minor, ", device ", ctx_->device(), ", ",
-                        p.totalGlobalMem >> 20, " MiB, K/V ", kv_element_ == cuda::KvElement::kBf16 ? "bf16" : "f32",
-                        ")");
+                        p.totalGlobalMem >> 20, " MiB, weights ", fp8_scratch_.size() > 0 ? "fp8" : "bf16", ", K/V ",
+                        kv_element_ == cuda::KvElement::kBf16 ? "bf16" : "f32", ")");
   }
   int64_t WeightBytesPerForward() const override { return weights_.LinearBytesPerForward(); }
+
+  // FP8 weights: the bf16 scratch that forwards wider than the FP8 GEMV dequantize each
+  // layer matrix into, allocated once so that captured graphs keep its address.
+  absl::Status AllocateFp8Scratch() {
+    return fp8_scratch_.Allocate(static_cast<size_t>(weights_.LargestFp8Matrix()));
+  }
+  Bf16* Fp8Scratch() { return fp8_scratch_.size() > 0 ? fp8_scratch_.data() : nullptr; }
 
  protected:
   absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) override;
@@ -108,7 +119,8 @@ class CudaBackend final : public Backend {
             act_.data(),     pred_k_.data(),      pred_v_.data(),   gemm_in_.data(), att_partial_.data(),
             lora_mid_.data(), head_in_.data(),    logits_dev_.data(), att_counters_.data()};
   }
-  PlanOffsets PackPlan(const ForwardPlan& plan);
+  // apart: predictive rows tiled and split apart from control rows (mma: tensor-core tiles).
+  PlanOffsets PackPlan(const ForwardPlan& plan, bool apart, bool mma);
   // Every kernel and GEMM of the forward, on the stream (eagerly or into a capture).
   absl::Status EnqueueForward(const GraphKey& key);
   // After the forward: reduces the summary rows on the device and copies the summaries
@@ -129,6 +141,8 @@ class CudaBackend final : public Backend {
   cuda::DeviceModelWeights weights_;
   std::unique_ptr<cuda::DeviceLoraAdapter> adapter_;  // null: predictive rows use the base weights
   bool use_graphs_;
+  int predictive_attention_splits_;  // CudaBackendOptions::predictive_attention_splits
+  bool predictive_attention_mma_;    //   and ::predictive_attention_mma
   cuda::KvElement kv_element_;
 
   int64_t layer_kv_bytes_ = 0;
@@ -140,6 +154,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> x_, xn_, qkv_, att_, gate_up_, act_, pred_k_, pred_v_, att_partial_;
   DeviceBuffer<int32_t> att_counters_;
   DeviceBuffer<Bf16> gemm_in_;
+  DeviceBuffer<Bf16> fp8_scratch_;
   DeviceBuffer<float> lora_mid_;
   DeviceBuffer<float> head_in_, logits_dev_;
   DeviceBuffer<cuda::LogitSummary> summaries_dev_;  // written after the forward, never in a graph
@@ -192,7 +207,7 @@ absl::Status CudaBackend::EnsureWorkspace(int rows, int predictive_rows, int log
 }
 
 // One host-to-device copy per forward for every integer the kernels read.
-PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
+PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan, bool apart, bool mma) {
   host_ints_.clear();
   auto append_range = [&](const int32_t* data, size_t count) {
     const size_t offset = host_ints_.size();
@@ -214,8 +229,10 @@ PlanOffsets CudaBackend::PackPlan(const ForwardPlan& plan) {
   at.logit_rows = append(plan.logit_rows);
   // The attention's row tiles (rows of one sequence sharing the cached keys' loads).
   tiles_.resize(2 * static_cast<size_t>(plan.rows));
-  tile_plan_ = cuda::PlanAttentionTiles(plan.table_offset.data(), plan.num_cached.data(), plan.num_own.data(),
-                                        plan.rows, tiles_.data(), tiles_.data() + plan.rows);
+  tile_plan_ = cuda::PlanAttentionTiles(
+      plan.table_offset.data(), plan.num_cached.data(), plan.num_own.data(), plan.rows, tiles_.data(),
+      tiles_.data() + plan.rows, apart, plan.group_begin.data(),
+      mma ? cuda::PredictiveAttentionMmaTileRows(cfg_.num_heads, cfg_.num_kv_heads) : cuda::kAttentionTileRows);
   at.tile_first = append_range(tiles_.data(), static_cast<size_t>(plan.rows));
   at.tile_rows = append_range(tiles_.data() + plan.rows, static_cast<size_t>(plan.rows));
   at.block_tables = append(plan.block_tables);
@@ -246,7 +263,10 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
       cuda::AttentionPartialFloats(plan.rows, cfg_.num_heads, cfg_.head_dim) * sizeof(float) <= kMaxSplitBytes;
   RETURN_IF_ERROR(EnsureWorkspace(key.rows, key.predictive, key.logit_rows, key.split_attention));
 
-  key.at = PackPlan(plan);
+  // Predictive rows apart only on the split path (huge forwards walk rows whole).
+  const bool apart = predictive_attention_splits_ >= 0 && key.split_attention;
+  const bool mma = apart && predictive_attention_mma_ && cuda::PredictiveAttentionMmaSupported(cfg_.head_dim);
+  key.at = PackPlan(plan, apart, mma);
   // The summaries' rows and tokens go after everything a captured graph reads, so they
   // leave the graph's key alone.
   const size_t summary_ints = host_ints_.size();
@@ -254,6 +274,18 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
   host_ints_.insert(host_ints_.end(), plan.summary_tokens.begin(), plan.summary_tokens.end());
   key.attention_tiles = tile_plan_.tiles;
   key.attention_tile_rows = tile_plan_.max_rows;
+  if (apart && tile_plan_.control_tiles < tile_plan_.tiles) {
+    key.predictive_mma = mma;
+    key.control_tiles = tile_plan_.control_tiles;
+    key.control_tile_rows = tile_plan_.control_max_rows;
+    key.predictive_tile_rows = tile_plan_.predictive_max_rows;
+    const int head_groups = cfg_.num_heads / cuda::AttentionHeadsPerBlock(cfg_.num_heads, cfg_.num_kv_heads);
+    key.predictive_splits =
+        predictive_attention_splits_ > 0
+            ? std::min(predictive_attention_splits_, cuda::kAttentionSplits)
+            : cuda::PredictiveAttentionSplits(tile_plan_.tiles - tile_plan_.control_tiles, head_groups,
+                                              ctx_->properties().multiProcessorCount);
+  }
   if (host_ints_.size() > ints_.size()) {
     // Headroom for the block tables' growth, so the buffer (and the graphs) rarely move.
     RETURN_IF_ERROR(ints_.Allocate(host_ints_.size() + 4096));
@@ -409,7 +441,7 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   LAUNCH(cuda::LaunchRmsNorm(x_.data(), w.attn_norm.data(), rows, cfg_.hidden_size, cfg_.rms_norm_eps, xn_.data(),
                              stream, gemm_in_.data()),
          "attention RMSNorm");
-  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, hidden, w.wqkv.data(), qkv_w, qkv_.data(), qkv_w));
+  RETURN_IF_ERROR(cuda::GemmLinear(*ctx_, gemm_in_.data(), rows, w.wqkv, qkv_.data(), qkv_w, 0.0f, Fp8Scratch()));
   if (lora) {
     RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kQ, 0}, {LoraTarget::kK, qd}, {LoraTarget::kV, qd + kvd}},
                             xn_.data(), hidden, hidden, qkv_.data(), qkv_w, key));
@@ -443,6 +475,11 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   p.tile_rows = Ints(key.at.tile_rows);
   p.tiles = key.attention_tiles;
   p.max_tile_rows = key.attention_tile_rows;
+  p.predictive_splits = key.predictive_splits;
+  p.predictive_mma = key.predictive_mma;
+  p.control_tiles = key.control_tiles;
+  p.control_max_tile_rows = key.control_tile_rows;
+  p.predictive_max_tile_rows = key.predictive_tile_rows;
   p.out = att_.data();
   p.out_bf16 = gemm_in_.data();
   p.out_stride = qd;
@@ -460,7 +497,7 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   LAUNCH(cuda::LaunchPagedAttention(p, stream), "paged attention");
 
   // O projection accumulates straight into the residual stream (beta = 1).
-  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, qd, w.wo.data(), hidden, x_.data(), hidden, 1.0f));
+  RETURN_IF_ERROR(cuda::GemmLinear(*ctx_, gemm_in_.data(), rows, w.wo, x_.data(), hidden, 1.0f, Fp8Scratch()));
   if (lora) RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kO, 0}}, att_.data(), qd, qd, x_.data(), hidden, key));
 
   // Feed-forward block (SwiGLU): one GEMM for gate and up; SwiGLU writes the down GEMM's input.
@@ -468,16 +505,20 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
                              stream, gemm_in_.data()),
          "FFN RMSNorm");
   RETURN_IF_ERROR(
-      cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, hidden, w.w_gate_up.data(), 2 * ffn, gate_up_.data(), 2 * ffn));
+      cuda::GemmLinear(*ctx_, gemm_in_.data(), rows, w.w_gate_up, gate_up_.data(), 2 * ffn, 0.0f, Fp8Scratch()));
   if (lora) {
     RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kGate, 0}, {LoraTarget::kUp, ffn}}, xn_.data(), hidden, hidden,
                             gate_up_.data(), 2 * ffn, key));
   }
   LAUNCH(cuda::LaunchSwiGlu(gate_up_.data(), rows, static_cast<int>(ffn), act_.data(), stream, gemm_in_.data()),
          "SwiGLU");
-  RETURN_IF_ERROR(cuda::GemmBf16(*ctx_, gemm_in_.data(), rows, ffn, w.w_down.data(), hidden, x_.data(), hidden, 1.0f));
+  RETURN_IF_ERROR(cuda::GemmLinear(*ctx_, gemm_in_.data(), rows, w.w_down, x_.data(), hidden, 1.0f, Fp8Scratch()));
   if (lora) RETURN_IF_ERROR(AddLora(layer, {{LoraTarget::kDown, 0}}, act_.data(), ffn, ffn, x_.data(), hidden, key));
   return absl::OkStatus();
+}
+
+cuda::DeviceWeightFormat DeviceFormat(const CudaBackendOptions& options) {
+  return options.weights == CudaWeights::kFp8 ? cuda::DeviceWeightFormat::kFp8 : cuda::DeviceWeightFormat::kBf16;
 }
 
 // Everything CreateCudaBackend checks before touching the device's memory.
@@ -496,6 +537,19 @@ absl::Status ValidateOptions(const ModelConfig& config, const CudaBackendOptions
     return absl::InvalidArgumentError(absl::StrCat("CUDA backend: KV cache needs block_size > 0 and num_blocks > 0, got ",
                                                    options.kv.block_size, " and ", options.kv.num_blocks));
   }
+  if (options.weights == CudaWeights::kFp8) {
+    for (int64_t in : std::initializer_list<int64_t>{config.hidden_size, config.q_dim(), config.intermediate_size}) {
+      if (in % 16 != 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "CUDA backend: --weights fp8 needs hidden_size, q_dim and intermediate_size divisible by 16; one is ", in));
+      }
+    }
+  }
+  if (options.predictive_attention_splits < -1 || options.predictive_attention_splits > cuda::kAttentionSplits) {
+    return absl::InvalidArgumentError(absl::StrCat("CUDA backend: predictive_attention_splits must be -1, 0 or 1..",
+                                                   cuda::kAttentionSplits, ", got ",
+                                                   options.predictive_attention_splits));
+  }
   // Slots travel to the kernels as int32.
   if (int64_t{options.kv.num_blocks} * options.kv.block_size > INT_MAX) {
     return absl::InvalidArgumentError("CUDA backend: num_blocks * block_size exceeds 2^31 slots");
@@ -512,8 +566,11 @@ absl::StatusOr<std::unique_ptr<Backend>> Finish(const ModelConfig& config, const
     adapter = std::make_unique<cuda::DeviceLoraAdapter>(std::move(*uploaded));
   }
   auto backend = std::make_unique<CudaBackend>(config, options.kv, std::move(ctx), std::move(weights),
-                                               std::move(adapter), options.use_graphs, options.kv_dtype);
+                                               std::move(adapter), options.use_graphs, options.kv_dtype,
+                                               options.predictive_attention_splits,
+                                               options.predictive_attention_mma);
   RETURN_IF_ERROR(backend->AllocateKvStorage());
+  RETURN_IF_ERROR(backend->AllocateFp8Scratch());
   return std::unique_ptr<Backend>(std::move(backend));
 }
 
@@ -528,7 +585,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const Model& model, c
   RETURN_IF_ERROR(ValidateOptions(model.config, options));
   absl::StatusOr<std::unique_ptr<CudaContext>> ctx = CudaContext::Create(options.device);
   if (!ctx.ok()) return ctx.status();
-  absl::StatusOr<cuda::DeviceModelWeights> weights = cuda::UploadModelWeights(**ctx, model);
+  absl::StatusOr<cuda::DeviceModelWeights> weights = cuda::UploadModelWeights(**ctx, model, DeviceFormat(options));
   if (!weights.ok()) return weights.status();
   return Finish(model.config, options, std::move(*ctx), std::move(*weights));
 }
@@ -539,7 +596,8 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackendWithRandomWeights(cons
   RETURN_IF_ERROR(ValidateOptions(config, options));
   absl::StatusOr<std::unique_ptr<CudaContext>> ctx = CudaContext::Create(options.device);
   if (!ctx.ok()) return ctx.status();
-  absl::StatusOr<cuda::DeviceModelWeights> weights = cuda::MakeRandomDeviceWeights(**ctx, config, seed);
+  absl::StatusOr<cuda::DeviceModelWeights> weights =
+      cuda::MakeRandomDeviceWeights(**ctx, config, seed, DeviceFormat(options));
   if (!weights.ok()) return weights.status();
   return Finish(config, options, std::move(*ctx), std::move(*weights));
 }

@@ -18,6 +18,12 @@
 
 namespace crossreg {
 
+// The decoder layers' linear weights on the device: bf16 (f32/f16/quantized GGUF sources
+// converted at upload), or FP8 e4m3 with a scale per output row, quantized on the device
+// from bf16 at load (half the bytes a decode step streams; the embedding and the LM head
+// stay bf16).
+enum class CudaWeights { kBf16, kFp8 };
+
 struct CudaBackendOptions {
   int device = 0;    // CUDA device ordinal
   KvCacheConfig kv;  // must match the PagedKvCache used with this backend
@@ -29,6 +35,16 @@ struct CudaBackendOptions {
   // The paged cache's element type: f32, or bf16 (half the bytes; rounded as the CPU's
   // --kv_dtype bf16). Predictive rows' K/V stay f32 for the one forward they live.
   KvDtype kv_dtype = KvDtype::kF32;
+  CudaWeights weights = CudaWeights::kBf16;
+  // How the predictive rows' attention splits its positions: 0 picks, per forward,
+  // enough splits for about two blocks per SM (their tiles group by sequence, apart from
+  // the control rows'); N > 0 fixes N; -1 splits them 32 ways by the per-row rule, as
+  // control rows are (one launch; the comparison baseline). Control rows' bits are the
+  // same in every setting.
+  int predictive_attention_splits = 0;
+  // Predictive rows split apart run on the tensor-core kernel (bf16 products) where
+  // head_dim is 64 or 128; false keeps them on the SIMT kernel.
+  bool predictive_attention_mma = true;
 };
 
 // True when the CUDA runtime sees at least one device.

@@ -36,6 +36,21 @@ absl::Status CopyAsBf16(const TensorRef& t, Bf16* dst) {
   return absl::OkStatus();
 }
 
+// With FP8 the bf16 copy goes to `staging` (grown to the largest matrix) and is quantized
+// from there into dst's codes and scales.
+absl::Status QuantizeInto(const CudaContext& ctx, const DeviceBuffer<Bf16>& staging, DeviceLinear& dst) {
+  // A pageable cudaMemcpy may return before its DMA lands, and the stream is non-blocking.
+  CROSSREG_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before FP8 quantization)");
+  if (absl::Status s = dst.fp8.Allocate(static_cast<size_t>(dst.out * dst.in)); !s.ok()) return s;
+  if (absl::Status s = dst.scale.Allocate(static_cast<size_t>(dst.out)); !s.ok()) return s;
+  CROSSREG_CUDA_RETURN_IF_ERROR(
+      LaunchQuantizeRowsFp8(staging.data(), dst.out, dst.in, dst.fp8.data(), dst.scale.data(), ctx.stream()),
+      "FP8 weight quantization");
+  // The staging buffer is overwritten by the next matrix's upload on the default stream.
+  CROSSREG_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(ctx.stream()), "cudaStreamSynchronize (FP8 quantization)");
+  return absl::OkStatus();
+}
+
 absl::Status UploadBf16(const std::vector<const TensorRef*>& parts, DeviceBuffer<Bf16>& dst) {
   int64_t total = 0;
   for (const TensorRef* t : parts) total += t->numel();
@@ -75,7 +90,33 @@ absl::Status UploadInvFreq(const ModelConfig& config, DeviceBuffer<float>& dst) 
   return absl::OkStatus();
 }
 
+// A layer matrix of `parts` stacked by rows, bf16 or FP8.
+absl::Status UploadLinear(const CudaContext& ctx, const std::vector<const TensorRef*>& parts, int64_t in,
+                          DeviceWeightFormat format, DeviceBuffer<Bf16>& staging, DeviceLinear& dst) {
+  int64_t total = 0;
+  for (const TensorRef* t : parts) total += t->numel();
+  dst.in = in;
+  dst.out = total / in;
+  if (format == DeviceWeightFormat::kBf16) return UploadBf16(parts, dst.bf16);
+  if (in % 16 != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("FP8 weights need in_features divisible by 16; a matrix has ", in));
+  }
+  if (absl::Status s = UploadBf16(parts, staging); !s.ok()) return s;
+  return QuantizeInto(ctx, staging, dst);
+}
+
 }  // namespace
+
+int64_t DeviceModelWeights::LargestFp8Matrix() const {
+  int64_t largest = 0;
+  for (const auto& l : layers) {
+    for (const DeviceLinear* m : {&l.wqkv, &l.wo, &l.w_gate_up, &l.w_down}) {
+      if (m->is_fp8()) largest = std::max(largest, m->out * m->in);
+    }
+  }
+  return largest;
+}
 
 int64_t DeviceModelWeights::LinearBytesPerForward() const {
   int64_t bytes = static_cast<int64_t>(tied ? tok_embeddings.bytes() : untied_output.bytes());
@@ -85,7 +126,8 @@ int64_t DeviceModelWeights::LinearBytesPerForward() const {
   return bytes;
 }
 
-absl::StatusOr<DeviceModelWeights> UploadModelWeights(const CudaContext& ctx, const Model& model) {
+absl::StatusOr<DeviceModelWeights> UploadModelWeights(const CudaContext& ctx, const Model& model,
+                                                      DeviceWeightFormat format) {
   if (absl::Status s = ctx.Activate(); !s.ok()) return s;
   const ModelWeights& w = model.weights;
   DeviceModelWeights d;
@@ -97,16 +139,18 @@ absl::StatusOr<DeviceModelWeights> UploadModelWeights(const CudaContext& ctx, co
   if (absl::Status s = UploadF32({&w.final_norm}, d.final_norm); !s.ok()) return s;
   if (absl::Status s = UploadInvFreq(model.config, d.rope_inv_freq); !s.ok()) return s;
   d.layers.resize(w.layers.size());
+  const ModelConfig& c = model.config;
+  DeviceBuffer<Bf16> staging;  // FP8: each matrix's bf16 copy before quantization
   for (size_t i = 0; i < w.layers.size(); ++i) {
     const LayerWeights& src = w.layers[i];
     DeviceLayerWeights& dst = d.layers[i];
     absl::Status s = UploadF32({&src.attn_norm}, dst.attn_norm);
-    if (s.ok()) s = UploadBf16({&src.wq, &src.wk, &src.wv}, dst.wqkv);
+    if (s.ok()) s = UploadLinear(ctx, {&src.wq, &src.wk, &src.wv}, c.hidden_size, format, staging, dst.wqkv);
     if (s.ok() && !src.bq.empty()) s = UploadF32({&src.bq, &src.bk, &src.bv}, dst.bqkv);
-    if (s.ok()) s = UploadBf16({&src.wo}, dst.wo);
+    if (s.ok()) s = UploadLinear(ctx, {&src.wo}, c.q_dim(), format, staging, dst.wo);
     if (s.ok()) s = UploadF32({&src.ffn_norm}, dst.ffn_norm);
-    if (s.ok()) s = UploadBf16({&src.w_gate, &src.w_up}, dst.w_gate_up);
-    if (s.ok()) s = UploadBf16({&src.w_down}, dst.w_down);
+    if (s.ok()) s = UploadLinear(ctx, {&src.w_gate, &src.w_up}, c.hidden_size, format, staging, dst.w_gate_up);
+    if (s.ok()) s = UploadLinear(ctx, {&src.w_down}, c.intermediate_size, format, staging, dst.w_down);
     if (!s.ok()) return absl::Status(s.code(), absl::StrCat("uploading layer ", i, ": ", s.message()));
   }
   // Pageable cudaMemcpy may return before its DMA lands; the backend's stream is
@@ -116,7 +160,7 @@ absl::StatusOr<DeviceModelWeights> UploadModelWeights(const CudaContext& ctx, co
 }
 
 absl::StatusOr<DeviceModelWeights> MakeRandomDeviceWeights(const CudaContext& ctx, const ModelConfig& config,
-                                                           uint64_t seed) {
+                                                           uint64_t seed, DeviceWeightFormat format) {
   if (absl::Status s = ctx.Activate(); !s.ok()) return s;
   const int64_t hidden = config.hidden_size, ffn = config.intermediate_size;
   const int64_t qkv = config.q_dim() + 2 * int64_t{config.kv_dim()};
@@ -127,6 +171,14 @@ absl::StatusOr<DeviceModelWeights> MakeRandomDeviceWeights(const CudaContext& ct
     CROSSREG_CUDA_RETURN_IF_ERROR(LaunchFillUniformBf16(buf.data(), out * in, 0.0f, bound, ++stream_seed, ctx.stream()),
                                   "random bf16 fill");
     return absl::OkStatus();
+  };
+  DeviceBuffer<Bf16> staging;  // FP8: the random bf16 matrix before quantization
+  auto layer_linear = [&](DeviceLinear& m, int64_t out, int64_t in) -> absl::Status {
+    m.out = out;
+    m.in = in;
+    if (format == DeviceWeightFormat::kBf16) return linear(m.bf16, out, in);
+    if (absl::Status s = linear(staging, out, in); !s.ok()) return s;
+    return QuantizeInto(ctx, staging, m);
   };
   auto norm = [&](DeviceBuffer<float>& buf, int64_t n) -> absl::Status {
     if (absl::Status s = buf.Allocate(static_cast<size_t>(n)); !s.ok()) return s;
@@ -143,12 +195,12 @@ absl::StatusOr<DeviceModelWeights> MakeRandomDeviceWeights(const CudaContext& ct
   d.layers.resize(static_cast<size_t>(config.num_layers));
   for (auto& l : d.layers) {
     if (s.ok()) s = norm(l.attn_norm, hidden);
-    if (s.ok()) s = linear(l.wqkv, qkv, hidden);
+    if (s.ok()) s = layer_linear(l.wqkv, qkv, hidden);
     if (s.ok() && config.qkv_bias) s = norm(l.bqkv, qkv);
-    if (s.ok()) s = linear(l.wo, hidden, config.q_dim());
+    if (s.ok()) s = layer_linear(l.wo, hidden, config.q_dim());
     if (s.ok()) s = norm(l.ffn_norm, hidden);
-    if (s.ok()) s = linear(l.w_gate_up, 2 * ffn, hidden);
-    if (s.ok()) s = linear(l.w_down, hidden, ffn);
+    if (s.ok()) s = layer_linear(l.w_gate_up, 2 * ffn, hidden);
+    if (s.ok()) s = layer_linear(l.w_down, hidden, ffn);
   }
   if (!s.ok()) return s;
   CROSSREG_CUDA_RETURN_IF_ERROR(cudaDeviceSynchronize(), "cudaDeviceSynchronize (random weights)");

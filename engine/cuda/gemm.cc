@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_status.h"
+#include "engine/cuda/device_weights.h"
 
 namespace crossreg::cuda {
 namespace {
@@ -34,6 +35,23 @@ absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64
                    CUBLAS_GEMM_DEFAULT),
       "cublasGemmEx (bf16 x bf16 -> f32)");
   return absl::OkStatus();
+}
+
+absl::Status GemmLinear(const CudaContext& ctx, const Bf16* x, int64_t rows, const DeviceLinear& w, float* y,
+                        int64_t ldy, float beta, Bf16* scratch) {
+  if (!w.is_fp8()) return GemmBf16(ctx, x, rows, w.in, w.bf16.data(), w.out, y, ldy, beta);
+  if (rows == 0) return absl::OkStatus();
+  if (absl::Status s = CheckDims(rows, w.in, w.out, ldy); !s.ok()) return s;
+  if (GemvFp8Fits(x, rows, w.in, w.fp8.data())) {
+    CROSSREG_CUDA_RETURN_IF_ERROR(LaunchGemvFp8(x, static_cast<int>(rows), static_cast<int>(w.in), w.fp8.data(),
+                                                w.scale.data(), static_cast<int>(w.out), y, ldy, beta, ctx.stream()),
+                                  "GEMV (bf16 x fp8 -> f32)");
+    return absl::OkStatus();
+  }
+  if (scratch == nullptr) return absl::InternalError("FP8 GEMM wider than the GEMV without a dequantization scratch");
+  CROSSREG_CUDA_RETURN_IF_ERROR(LaunchDequantizeFp8(w.fp8.data(), w.scale.data(), w.out, w.in, scratch, ctx.stream()),
+                                "FP8 dequantization");
+  return GemmBf16(ctx, x, rows, w.in, scratch, w.out, y, ldy, beta);
 }
 
 }  // namespace crossreg::cuda

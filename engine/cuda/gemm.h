@@ -17,4 +17,11 @@ namespace crossreg::cuda {
 absl::Status GemmBf16(const CudaContext& ctx, const Bf16* x, int64_t rows, int64_t in, const Bf16* w, int64_t out,
                       float* y, int64_t ldy, float beta = 0.0f);
 
+// The same product with a layer's weight in either format (device_weights.h): bf16 as
+// GemmBf16; FP8 through the FP8 GEMV up to kMaxGemvFp8Rows rows, wider forwards (prefill,
+// verify batches) by dequantizing w into `scratch` (w.out · w.in elements) for cuBLAS.
+struct DeviceLinear;
+absl::Status GemmLinear(const CudaContext& ctx, const Bf16* x, int64_t rows, const DeviceLinear& w, float* y,
+                        int64_t ldy, float beta, Bf16* scratch);
+
 }  // namespace crossreg::cuda

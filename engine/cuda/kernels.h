@@ -119,12 +119,28 @@ __host__ __device__ inline int AttentionSplitChunk(int n) {
 // Groups consecutive rows with the same table offset and split chunk into tiles of
 // at most kAttentionTileRows: tile_first[t] (first row) and tile_rows[t] (count) for
 // t < tiles; the remaining entries of the `rows`-long arrays get -1 and 0.
+// With split_predictive_apart, control rows (num_own 0) tile as above and come first
+// (tiles [0, control_tiles)); predictive rows (num_own > 0) tile by sequence alone,
+// whatever their chunks, after them. Predictive rows need no batch invariance (their
+// logits are drafts, never verdicts), so their tiles may split by the forward's shape
+// (PagedAttentionParams::predictive_splits) instead of 32 ways each.
 struct AttentionTiles {
   int tiles = 0;
   int max_rows = 0;  // rows of the largest tile
+  int control_tiles = 0;            // with split_predictive_apart: control tiles first
+  int control_max_rows = 0;         //   and the largest of each kind
+  int predictive_max_rows = 0;
 };
+// Apart, a predictive tile holds consecutive rows of one predictive group (same table,
+// cached count and group_begin) up to predictive_tile_rows (the SIMT kernel's
+// kAttentionTileRows, or the tensor-core kernel's PredictiveAttentionMmaTileRows).
 AttentionTiles PlanAttentionTiles(const int32_t* table_offset, const int32_t* num_cached, const int32_t* num_own,
-                                  int rows, int32_t* tile_first, int32_t* tile_rows);
+                                  int rows, int32_t* tile_first, int32_t* tile_rows,
+                                  bool split_predictive_apart = false, const int32_t* group_begin = nullptr,
+                                  int predictive_tile_rows = kAttentionTileRows);
+// Splits for the predictive tiles of a forward: enough blocks for about two per SM
+// (pred_tiles · head_groups blocks per split), 1 to kAttentionSplits.
+int PredictiveAttentionSplits(int predictive_tiles, int head_groups, int sm_count);
 
 struct PagedAttentionParams {
   const float* q = nullptr;  // (rows, q_stride); head h at column h * head_dim
@@ -144,6 +160,20 @@ struct PagedAttentionParams {
   const int32_t* tile_rows = nullptr;     // rows entries
   int tiles = 0;                          // from PlanAttentionTiles: the grid's first dimension
   int max_tile_rows = 0;                  //   and the block's rows
+  // > 0 (tiles planned with split_predictive_apart): tiles [control_tiles, tiles) hold
+  // predictive rows and split predictive_splits ways (even chunks of the tile's longest
+  // row) in a launch of their own; 0: every tile splits by the per-row rule.
+  int predictive_splits = 0;
+  bool predictive_mma = false;  // predictive tiles on the tensor-core kernel
+  int control_tiles = 0;
+  int control_max_tile_rows = 0;
+  int predictive_max_tile_rows = 0;
+  // Set by the launcher: the first tile of this launch, its splits, and whether the
+  // last split of a one-row tile merges in place (else MergeSplitsKernel does).
+  int tile_base = 0;
+  int launch_splits = 0;
+  bool per_row_chunks = true;
+  bool merge_in_kernel = false;
   float* out = nullptr;  // (rows, out_stride)
   Bf16* out_bf16 = nullptr;  // optional (rows, out_stride): bf16(out), the O GEMM's input
   int64_t out_stride = 0;
@@ -164,6 +194,18 @@ cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t str
 size_t AttentionPartialFloats(int rows, int num_heads, int head_dim);
 // Query heads one block serves: the largest of 4, 2, 1 dividing the GQA group.
 int AttentionHeadsPerBlock(int num_heads, int num_kv_heads);
+
+// The predictive rows' attention on tensor cores (predictive_attention_mma.cu): tiles of
+// one predictive group, 64 query vectors (rows × the heads of a KV head) a block, bf16
+// products with f32 accumulation and softmax, head_dim 64 or 128. Writes the split
+// partials of tiles [tile_base, tile_base + tiles), `splits` ways; MergeSplitsKernel
+// combines them. CPU: cpu::PagedAttention, to bf16's precision.
+inline constexpr int kMaxPredictiveTileRows = 16;
+bool PredictiveAttentionMmaSupported(int head_dim);
+int PredictiveAttentionMmaTileRows(int num_heads, int num_kv_heads);
+cudaError_t LaunchPredictiveAttentionMma(const PagedAttentionParams& p, int tile_base, int tiles, int splits,
+                                         cudaStream_t stream);
+
 
 // The predictive rows' LoRA update for up to three targets that read the same input
 // (q, k, v; gate, up; o; down), without gathering or scattering rows:
@@ -202,6 +244,25 @@ inline constexpr int kMaxGemvRows = 4;
 bool GemvBf16Fits(const Bf16* x, int64_t rows, int64_t in, const Bf16* w);
 cudaError_t LaunchGemvBf16(const Bf16* x, int rows, int in, const Bf16* w, int out, float* y, int64_t ldy, float beta,
                            cudaStream_t stream);
+
+// FP8 weights (--weights fp8): row o of an (out, in) matrix is e4m3 codes with one f32
+// scale, w[o][k] = e4m3(codes[o][k]) · scale[o] (engine/quant/fp8_e4m3.h is the format and
+// its CPU twin). Quantization at load: scale[o] = max_k |w[o][k]| / 448, codes =
+// e4m3(w / scale), round to nearest even, saturating.   CPU: QuantizeRowFp8E4M3.
+cudaError_t LaunchQuantizeRowsFp8(const Bf16* w, int64_t out, int64_t in, uint8_t* codes, float* scale,
+                                  cudaStream_t stream);
+// y = beta·y + (x · codesᵀ) · scale[o] per column o, for at most kMaxGemvFp8Rows rows of
+// bf16 x: the decode GEMM on FP8 weights, half the bytes of bf16 (one warp per output
+// column, 16 codes per 16-byte load, f32 accumulate, fixed-order reduction).
+// CPU: the f32 sum of Fp8E4M3ToF32(code) · x, times the scale.
+inline constexpr int kMaxGemvFp8Rows = 8;
+bool GemvFp8Fits(const Bf16* x, int64_t rows, int64_t in, const uint8_t* codes);
+cudaError_t LaunchGemvFp8(const Bf16* x, int rows, int in, const uint8_t* codes, const float* scale, int out, float* y,
+                          int64_t ldy, float beta, cudaStream_t stream);
+// w (out, in) bf16 = bf16(e4m3(codes) · scale[o]): wider forwards run cuBLAS's bf16 GEMM
+// on a per-GEMM scratch copy.   CPU: F32ToBf16(Fp8E4M3ToF32(code) · scale).
+cudaError_t LaunchDequantizeFp8(const uint8_t* codes, const float* scale, int64_t out, int64_t in, Bf16* w,
+                                cudaStream_t stream);
 
 // Deterministic uniform fill in [-scale, scale) (+ offset) from a counter hash: the
 // benchmark's random weights, made on the device.

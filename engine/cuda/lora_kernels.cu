@@ -16,6 +16,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kRowsPerBlock = 8;
 constexpr int kShrinkRanks = 8;
+constexpr int kWideExpandRows = 32;
 
 // Which target of the group global index `index` falls in, and the index within it.
 __device__ __forceinline__ int Locate(const int* sizes, int targets, int& index) {
@@ -87,13 +88,15 @@ __global__ void LoraShrinkKernel(LoraGroup g, const float* x, int64_t x_stride, 
 }
 
 // Thread (output column of the group, row tile): the tile's mid rows sit in shared
-// memory; each thread reads its B row once for up to kRowsPerBlock rows and adds
-// scale · mid · Bᵀ in place (rows are distinct).
+// memory; each thread reads its B row once for up to kTileRows rows and adds
+// scale · mid · Bᵀ in place (rows are distinct). A row's sum runs over the ranks in
+// order whatever the tile, so its result does not depend on the other rows.
+template <int kTileRows>
 __global__ void LoraExpandKernel(LoraGroup g, const float* mid_parts, int k_splits, int total_rank,
                                  const int32_t* rows, int count, float* y, int64_t ldy, int total_out) {
-  extern __shared__ float tile[];  // [kRowsPerBlock][total_rank]: the shrink's K splits summed in order
-  const int i0 = blockIdx.y * kRowsPerBlock;
-  const int n_rows = min(kRowsPerBlock, count - i0);
+  extern __shared__ float tile[];  // [kTileRows][total_rank]: the shrink's K splits summed in order
+  const int i0 = blockIdx.y * kTileRows;
+  const int n_rows = min(kTileRows, count - i0);
   for (int e = threadIdx.x; e < n_rows * total_rank; e += blockDim.x) {
     float sum = 0.0f;
 #pragma unroll 16
@@ -108,14 +111,14 @@ __global__ void LoraExpandKernel(LoraGroup g, const float* mid_parts, int k_spli
   for (int s = 0; s < t; ++s) rank_offset += g.rank[s];
   const int rank = g.rank[t];
   const float* b = g.b[t] + static_cast<int64_t>(c) * rank;
-  float acc[kRowsPerBlock] = {};
+  float acc[kTileRows] = {};
   const float* m = tile + rank_offset;
   int j = 0;
   if (rank % 4 == 0) {  // B rows are 16-byte aligned: four ranks a load
     for (; j < rank; j += 4) {
       const float4 b4 = *reinterpret_cast<const float4*>(b + j);
 #pragma unroll
-      for (int i = 0; i < kRowsPerBlock; ++i) {
+      for (int i = 0; i < kTileRows; ++i) {
         const float* mi = m + i * total_rank + j;
         acc[i] += mi[0] * b4.x;
         acc[i] += mi[1] * b4.y;
@@ -127,10 +130,10 @@ __global__ void LoraExpandKernel(LoraGroup g, const float* mid_parts, int k_spli
   for (; j < rank; ++j) {
     const float bj = b[j];
 #pragma unroll
-    for (int i = 0; i < kRowsPerBlock; ++i) acc[i] += m[i * total_rank + j] * bj;
+    for (int i = 0; i < kTileRows; ++i) acc[i] += m[i * total_rank + j] * bj;
   }
 #pragma unroll
-  for (int i = 0; i < kRowsPerBlock; ++i) {
+  for (int i = 0; i < kTileRows; ++i) {
     if (i < n_rows) y[static_cast<int64_t>(rows[i0 + i]) * ldy + g.col[t] + c] += g.scale[t] * acc[i];
   }
 }
@@ -167,11 +170,22 @@ cudaError_t LaunchLoraExpand(const LoraGroup& g, const float* mid, int in, const
   if (!Valid(g)) return cudaErrorInvalidValue;
   int total_out = 0;
   for (int t = 0; t < g.targets; ++t) total_out += g.out[t];
+  // A Cross-Regression step's 30-odd predictive rows in one row tile read B once (eight
+  // rows a tile read it four times), where the tile's mid rows fit 48 KB of shared memory.
+  const bool wide = count > kRowsPerBlock && sizeof(float) * kWideExpandRows * g.total_rank() <= 48 * 1024;
+  const int tile_rows = wide ? kWideExpandRows : kRowsPerBlock;
   const dim3 grid(static_cast<unsigned>((total_out + kThreads - 1) / kThreads),
-                  static_cast<unsigned>((count + kRowsPerBlock - 1) / kRowsPerBlock));
-  const size_t tile_bytes = sizeof(float) * kRowsPerBlock * static_cast<size_t>(g.total_rank());
-  LoraExpandKernel<<<grid, kThreads, tile_bytes, stream>>>(g, mid, LoraShrinkSplits(in), g.total_rank(), rows, count, y,
-                                                           ldy, total_out);
+                  static_cast<unsigned>((count + tile_rows - 1) / tile_rows));
+  const size_t tile_bytes = sizeof(float) * tile_rows * static_cast<size_t>(g.total_rank());
+  if (wide) {
+    LoraExpandKernel<kWideExpandRows><<<grid, kThreads, tile_bytes, stream>>>(g, mid, LoraShrinkSplits(in),
+                                                                              g.total_rank(), rows, count, y, ldy,
+                                                                              total_out);
+  } else {
+    LoraExpandKernel<kRowsPerBlock><<<grid, kThreads, tile_bytes, stream>>>(g, mid, LoraShrinkSplits(in),
+                                                                            g.total_rank(), rows, count, y, ldy,
+                                                                            total_out);
+  }
   return cudaGetLastError();
 }
 

@@ -31,12 +31,19 @@ constexpr int kGroup = 4;  // positions a warp scores together
 // Merges a (row, head)'s splits, one warp: Σ_s acc_s·e^(m_s−M) / Σ_s l_s·e^(m_s−M),
 // lane s weighing split s (fixed-order reductions), each dimension summed over the
 // splits in split order. Other blocks wrote the partials: read past L1 (__ldcg).
+// A row's splits: kAttentionSplits, or predictive_splits for predictive rows when they
+// split apart (the splits past them were never written).
+__device__ __forceinline__ int SplitsOf(const PagedAttentionParams& p, int r) {
+  return p.predictive_splits > 0 && p.num_own[r] > 0 ? p.predictive_splits : kAttentionSplits;
+}
+
 __device__ void MergeSplits(const PagedAttentionParams& p, int r, int h, int lane, float* factors) {
   static_assert(kAttentionSplits == 32, "one lane per split");
   const int hd = p.head_dim;
+  const int used = SplitsOf(p, r);
   const int64_t first = (static_cast<int64_t>(r) * p.num_heads + h) * kAttentionSplits;
-  const float m = __ldcg(p.partial_ml + 2 * (first + lane));
-  const float l = __ldcg(p.partial_ml + 2 * (first + lane) + 1);
+  const float m = lane < used ? __ldcg(p.partial_ml + 2 * (first + lane)) : -INFINITY;
+  const float l = lane < used ? __ldcg(p.partial_ml + 2 * (first + lane) + 1) : 0.0f;
   float overall = l > 0.0f ? m : -INFINITY;
   for (int offset = 16; offset > 0; offset /= 2) overall = fmaxf(overall, __shfl_xor_sync(0xffffffffu, overall, offset));
   const float factor = l > 0.0f ? expf(m - overall) : 0.0f;
@@ -47,8 +54,7 @@ __device__ void MergeSplits(const PagedAttentionParams& p, int r, int h, int lan
   __syncwarp();
   for (int d = lane; d < hd; d += 32) {
     float value = 0.0f;
-#pragma unroll
-    for (int s = 0; s < kAttentionSplits; ++s) value += __ldcg(p.partial_acc + (first + s) * hd + d) * factors[s];
+    for (int s = 0; s < used; ++s) value += __ldcg(p.partial_acc + (first + s) * hd + d) * factors[s];
     const float out = value * inv_denom;
     const int64_t at = r * p.out_stride + static_cast<int64_t>(h) * hd + d;
     p.out[at] = out;
@@ -74,9 +80,10 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
   constexpr int kThreads = kTileRows * kHeads * 32;
   const KvT* k_cache = static_cast<const KvT*>(p.k_cache);
   const KvT* v_cache = static_cast<const KvT*>(p.v_cache);
-  const int first = p.tile_first[blockIdx.x];
+  const int tile = p.tile_base + blockIdx.x;
+  const int first = p.tile_first[tile];
   if (first < 0) return;  // fewer tiles than rows
-  const int tile_rows = p.tile_rows[blockIdx.x];
+  const int tile_rows = p.tile_rows[tile];
   const int h0 = blockIdx.y * kHeads;
   const int warp = threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
@@ -100,7 +107,11 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
   const int n = n_cached + p.num_own[r];
   int begin = 0, end = tile_n;
   if (split) {
-    const int chunk = AttentionSplitChunk(n);  // the same for every row of the tile
+    // Control rows: the per-row rule, the same for every row of the tile. Predictive
+    // tiles split apart: even 16-aligned chunks of the tile's longest row.
+    const int chunk = p.per_row_chunks
+                          ? AttentionSplitChunk(n)
+                          : ((tile_n + p.launch_splits - 1) / p.launch_splits + 15) / 16 * 16;
     begin = blockIdx.z * chunk;
     end = min(tile_n, begin + chunk);
   }
@@ -266,12 +277,12 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
   // Multi-row tiles leave the merge to MergeSplitsKernel: there the waiting blocks'
   // fences and the merging block's serial work cost more than the launch (110 against
   // 85 µs for 33 rows). Both call MergeSplits, so a row's bits do not depend on which.
-  if (p.max_tile_rows > 1) return;
+  if (!p.merge_in_kernel) return;
   __shared__ bool last;
   __threadfence();
   __syncthreads();
-  int32_t* counter = p.split_counters + static_cast<int64_t>(blockIdx.x) * gridDim.y + blockIdx.y;
-  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == kAttentionSplits - 1;
+  int32_t* counter = p.split_counters + static_cast<int64_t>(tile) * gridDim.y + blockIdx.y;
+  if (threadIdx.x == 0) last = atomicAdd(counter, 1) == static_cast<int>(gridDim.z) - 1;
   __syncthreads();
   if (!last) return;
   __threadfence();
@@ -318,29 +329,56 @@ cudaError_t LaunchWithHeads(const PagedAttentionParams& p, dim3 grid, cudaStream
 }  // namespace
 
 AttentionTiles PlanAttentionTiles(const int32_t* table_offset, const int32_t* num_cached, const int32_t* num_own,
-                                  int rows, int32_t* tile_first, int32_t* tile_rows) {
-  int tiles = 0;
-  for (int r = 0; r < rows; ++r) {
-    const int chunk = AttentionSplitChunk(num_cached[r] + num_own[r]);
-    if (tiles > 0) {
-      const int f = tile_first[tiles - 1];
-      if (table_offset[f] == table_offset[r] && AttentionSplitChunk(num_cached[f] + num_own[f]) == chunk &&
-          tile_rows[tiles - 1] < kAttentionTileRows) {
-        ++tile_rows[tiles - 1];
-        continue;
+                                  int rows, int32_t* tile_first, int32_t* tile_rows, bool split_predictive_apart,
+                                  const int32_t* group_begin, int predictive_tile_rows) {
+  AttentionTiles plan;
+  // Appends row r to the last tile when `joins` says it may, else opens a tile.
+  auto place = [&](int r, bool predictive_pass) {
+    const int t = plan.tiles - 1;
+    if (t >= 0 && tile_rows[t] < (predictive_pass ? predictive_tile_rows : kAttentionTileRows)) {
+      const int f = tile_first[t];
+      const bool joins =
+          predictive_pass
+              ? table_offset[f] == table_offset[r] && f + tile_rows[t] == r && num_cached[f] == num_cached[r] &&
+                    (group_begin == nullptr || group_begin[f] == group_begin[r])
+              : table_offset[f] == table_offset[r] && (!split_predictive_apart || f + tile_rows[t] == r) &&
+                    AttentionSplitChunk(num_cached[f] + num_own[f]) == AttentionSplitChunk(num_cached[r] + num_own[r]);
+      if (joins) {
+        ++tile_rows[t];
+        return;
       }
     }
-    tile_first[tiles] = r;
-    tile_rows[tiles] = 1;
-    ++tiles;
+    tile_first[plan.tiles] = r;
+    tile_rows[plan.tiles] = 1;
+    ++plan.tiles;
+  };
+  if (!split_predictive_apart) {
+    for (int r = 0; r < rows; ++r) place(r, false);
+  } else {
+    for (int r = 0; r < rows; ++r) {
+      if (num_own[r] == 0) place(r, false);
+    }
+    plan.control_tiles = plan.tiles;
+    for (int r = 0; r < rows; ++r) {
+      if (num_own[r] > 0) place(r, true);
+    }
   }
-  AttentionTiles plan{tiles, 0};
-  for (int t = 0; t < tiles; ++t) plan.max_rows = std::max(plan.max_rows, static_cast<int>(tile_rows[t]));
-  for (int t = tiles; t < rows; ++t) {
+  for (int t = 0; t < plan.tiles; ++t) {
+    plan.max_rows = std::max(plan.max_rows, static_cast<int>(tile_rows[t]));
+    int& kind = t < plan.control_tiles || !split_predictive_apart ? plan.control_max_rows : plan.predictive_max_rows;
+    kind = std::max(kind, static_cast<int>(tile_rows[t]));
+  }
+  if (!split_predictive_apart) plan.control_tiles = plan.tiles;
+  for (int t = plan.tiles; t < rows; ++t) {
     tile_first[t] = -1;
     tile_rows[t] = 0;
   }
   return plan;
+}
+
+int PredictiveAttentionSplits(int predictive_tiles, int head_groups, int sm_count) {
+  const int per_split = std::max(1, predictive_tiles * head_groups);
+  return std::clamp((2 * sm_count + per_split - 1) / per_split, 1, kAttentionSplits);
 }
 
 int AttentionHeadsPerBlock(int num_heads, int num_kv_heads) {
@@ -355,22 +393,69 @@ size_t AttentionPartialFloats(int rows, int num_heads, int head_dim) {
   return static_cast<size_t>(rows) * num_heads * kAttentionSplits * (head_dim + 2);
 }
 
+// One launch over tiles [base, base + count) of at most max_rows rows, `splits` ways.
+cudaError_t LaunchTiles(PagedAttentionParams p, int base, int count, int max_rows, int splits, bool per_row_chunks,
+                        bool merge_in_kernel, cudaStream_t stream) {
+  p.tile_base = base;
+  p.per_row_chunks = per_row_chunks;
+  p.max_tile_rows = max_rows;
+  p.launch_splits = splits;
+  p.merge_in_kernel = merge_in_kernel;
+  const int heads = AttentionHeadsPerBlock(p.num_heads, p.num_kv_heads);
+  const dim3 grid(static_cast<unsigned>(count), static_cast<unsigned>(p.num_heads / heads),
+                  static_cast<unsigned>(splits));
+  return heads == 4   ? LaunchWithHeads<4>(p, grid, stream)
+         : heads == 2 ? LaunchWithHeads<2>(p, grid, stream)
+                      : LaunchWithHeads<1>(p, grid, stream);
+}
+
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
   if (p.head_dim > kMaxHeadDim || p.head_dim <= 0 || p.num_kv_heads <= 0 || p.num_heads % p.num_kv_heads != 0 ||
       (p.partial_acc == nullptr) != (p.partial_ml == nullptr) ||
       (p.partial_acc != nullptr && p.split_counters == nullptr) || p.tile_first == nullptr || p.tile_rows == nullptr ||
-      p.tiles <= 0 || p.tiles > p.rows || p.max_tile_rows <= 0 || p.max_tile_rows > kAttentionTileRows) {
+      p.tiles <= 0 || p.tiles > p.rows || p.max_tile_rows <= 0 || p.predictive_splits < 0 ||
+      p.predictive_splits > kAttentionSplits) {
     return cudaErrorInvalidValue;
   }
-  const int heads = AttentionHeadsPerBlock(p.num_heads, p.num_kv_heads);
   const bool split = p.partial_acc != nullptr;
-  const dim3 grid(static_cast<unsigned>(p.tiles), static_cast<unsigned>(p.num_heads / heads),
-                  split ? static_cast<unsigned>(kAttentionSplits) : 1u);
-  cudaError_t err = heads == 4   ? LaunchWithHeads<4>(p, grid, stream)
-                    : heads == 2 ? LaunchWithHeads<2>(p, grid, stream)
-                                 : LaunchWithHeads<1>(p, grid, stream);
-  if (err != cudaSuccess || !split || p.max_tile_rows == 1) return err;
+  const bool apart = split && p.predictive_splits > 0 && p.control_tiles < p.tiles;
+  // One launch takes SIMT tiles only; apart, predictive tiles may be the tensor-core kernel's.
+  if (!apart && p.max_tile_rows > kAttentionTileRows) return cudaErrorInvalidValue;
+  if (!apart) {
+    // One launch: every tile by the per-row rule (AR and prefill shapes, and forwards
+    // without predictive rows).
+    PagedAttentionParams one = p;
+    one.predictive_splits = 0;
+    const int splits = split ? kAttentionSplits : 1;
+    if (cudaError_t err = LaunchTiles(one, 0, p.tiles, p.max_tile_rows, splits, true, split && p.max_tile_rows == 1, stream);
+        err != cudaSuccess || !split || p.max_tile_rows == 1) {
+      return err;
+    }
+    MergeSplitsKernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.num_heads)), 32, 0, stream>>>(one);
+    return cudaGetLastError();
+  }
+  const int predictive_cap = p.predictive_mma ? kMaxPredictiveTileRows : kAttentionTileRows;
+  if (p.control_tiles < 0 || p.control_tiles > p.tiles || p.predictive_max_tile_rows <= 0 ||
+      p.predictive_max_tile_rows > predictive_cap ||
+      (p.control_tiles > 0 && (p.control_max_tile_rows <= 0 || p.control_max_tile_rows > kAttentionTileRows))) {
+    return cudaErrorInvalidValue;
+  }
+  // Control tiles split 32 ways by the per-row rule, as in any other forward (their bits
+  // do not depend on the predictive rows beside them); predictive tiles split apart.
+  if (p.control_tiles > 0) {
+    if (cudaError_t err =
+            LaunchTiles(p, 0, p.control_tiles, p.control_max_tile_rows, kAttentionSplits, true, false, stream);
+        err != cudaSuccess) {
+      return err;
+    }
+  }
+  const cudaError_t err =
+      p.predictive_mma
+          ? LaunchPredictiveAttentionMma(p, p.control_tiles, p.tiles - p.control_tiles, p.predictive_splits, stream)
+          : LaunchTiles(p, p.control_tiles, p.tiles - p.control_tiles, p.predictive_max_tile_rows, p.predictive_splits,
+                        false, false, stream);
+  if (err != cudaSuccess) return err;
   MergeSplitsKernel<<<dim3(static_cast<unsigned>(p.rows), static_cast<unsigned>(p.num_heads)), 32, 0, stream>>>(p);
   return cudaGetLastError();
 }

@@ -27,6 +27,11 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
   if (choice == BackendChoice::kAuto) choice = CudaDeviceVisible() ? BackendChoice::kCuda : BackendChoice::kCpu;
   switch (choice) {
     case BackendChoice::kCpu: {
+      if (options.device_weights == DeviceWeights::kFp8) {
+        return absl::InvalidArgumentError(
+            "--weights fp8: the CPU backend has no FP8 kernels (use --backend cuda, or --quantize q8_0 for 8-bit "
+            "weights on the CPU)");
+      }
       CpuBackendOptions cpu;
       cpu.num_threads = options.cpu_threads;
       cpu.kv = kv;
@@ -41,6 +46,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
       cuda.device = options.cuda_device;
       cuda.kv = kv;
       cuda.adapter = adapter;
+      cuda.weights = options.device_weights == DeviceWeights::kFp8 ? CudaWeights::kFp8 : CudaWeights::kBf16;
       auto backend = CreateCudaBackend(model, cuda);
       if (!backend.ok()) return WithPrefix("--backend cuda: ", backend.status());
       return backend;
@@ -90,6 +96,14 @@ absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name) {
   if (name == "cuda") return BackendChoice::kCuda;
   if (name == "auto") return BackendChoice::kAuto;
   return absl::InvalidArgumentError(absl::StrCat("--backend must be cpu, cuda or auto, got '", std::string(name), "'"));
+}
+
+const char* DeviceWeightsName(DeviceWeights weights) { return weights == DeviceWeights::kFp8 ? "fp8" : "bf16"; }
+
+absl::StatusOr<DeviceWeights> ParseDeviceWeights(std::string_view name) {
+  if (name == "bf16") return DeviceWeights::kBf16;
+  if (name == "fp8") return DeviceWeights::kFp8;
+  return absl::InvalidArgumentError(absl::StrCat("--weights must be bf16 or fp8, got '", std::string(name), "'"));
 }
 
 bool CudaBackendBuilt() {

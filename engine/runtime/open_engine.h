@@ -34,6 +34,14 @@ enum class BackendChoice {
 const char* BackendChoiceName(BackendChoice choice);  // "cpu", "cuda", "auto"
 absl::StatusOr<BackendChoice> ParseBackendChoice(std::string_view name);
 
+// The device's format for the decoder layers' linear weights (--weights).
+enum class DeviceWeights {
+  kBf16,  // the CUDA backend's bf16 (the CPU backend computes on the weights as loaded)
+  kFp8,   // e4m3 with a scale per output row, quantized at load: the CUDA backend only
+};
+const char* DeviceWeightsName(DeviceWeights weights);  // "bf16", "fp8"
+absl::StatusOr<DeviceWeights> ParseDeviceWeights(std::string_view name);
+
 struct EngineOptions {
   std::string model_path;    // .gguf file or HF directory; empty: the embedded default model
   std::string adapter_path;  // PEFT directory; empty: the model directory's own adapter/ if any, else none
@@ -52,6 +60,7 @@ struct EngineOptions {
   // A quantized type: the model's float matrices are quantized at load
   // (engine/model/model_quantizer.h); kF32: the model as stored.
   DType quantize = DType::kF32;
+  DeviceWeights device_weights = DeviceWeights::kBf16;
   // > 0: measure the forward cost curve (adaptive draft length) up to this many rows,
   // on a scratch sequence of up to 64 cached positions, before returning.
   int cost_curve_rows = 0;

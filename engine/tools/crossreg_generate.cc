@@ -36,6 +36,9 @@ ABSL_FLAG(std::string, backend, "auto",
           "visible, else CPU)");
 ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16 (CPU backend)");
+ABSL_FLAG(std::string, weights, "bf16",
+          "CUDA backend: decoder-layer weights on the device, bf16 or fp8 (e4m3, a scale per output row, quantized "
+          "at load); the CPU backend refuses fp8");
 ABSL_FLAG(std::string, quantize, "none",
           "Quantize the model's matrices at load: none, q8_0, q4_0, q4_k, q5_k or q6_k (float models; quantized "
           "GGUF files load as they are)");
@@ -109,6 +112,8 @@ int Run() {
   if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()));
   auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
   if (!quantize.ok()) return Fail(std::string(quantize.status().message()));
+  auto device_weights = ParseDeviceWeights(absl::GetFlag(FLAGS_weights));
+  if (!device_weights.ok()) return Fail(std::string(device_weights.status().message()));
   GenerationRequest request;
   auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
   if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
@@ -145,6 +150,7 @@ int Run() {
   options.cuda_device = absl::GetFlag(FLAGS_cuda_device);
   options.kv_dtype = *kv_dtype;
   options.quantize = *quantize;
+  options.device_weights = *device_weights;
   auto loaded = LoadEngineModel(options);
   if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
   if (loaded->adapter != nullptr) {

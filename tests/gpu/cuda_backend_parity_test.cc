@@ -149,6 +149,25 @@ TEST(CudaBackendParityTest, RaggedBatchesMatchCpuOnRandomBf16Model) {
   RunRaggedScript(*model, nullptr, 2e-2);  // predictive rows on the base weights
 }
 
+// head_dim 64: the predictive rows' attention runs on the tensor-core kernel (bf16
+// products), the control rows' on the SIMT kernel; the script's groups, forks and
+// rollback against the CPU. The bf16 attention adds to the bf16 GEMMs' error: 4e-2.
+TEST(CudaBackendParityTest, RaggedBatchesMatchCpuWithTensorCorePredictiveAttention) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  ModelConfig c = testing::TinyConfig(97);
+  c.hidden_size = 256;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 64;
+  c.intermediate_size = 128;
+  auto model = MakeRandomModel(c, {DType::kBF16, 3, 1.0f});
+  RandomLoraOptions lo;
+  lo.seed = 4;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  RunRaggedScript(*model, adapter.get(), 4e-2);
+  RunRaggedScript(*model, adapter.get(), 4e-2, KvDtype::kBf16);
+}
+
 // --kv_dtype bf16 on both backends: the cache rounds K and V the same way, but from f32
 // values that differ in their last bits between the backends (their GEMMs sum in other
 // orders), so a value near a rounding boundary can land one bf16 step (2^-8 relative)

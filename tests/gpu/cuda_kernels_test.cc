@@ -405,7 +405,9 @@ struct DeviceAttention {
   cuda::DeviceBuffer<Bf16> out_bf16;
   cuda::PagedAttentionParams p;
 
-  explicit DeviceAttention(const HostAttention& in)
+  // predictive_splits > 0: predictive rows tiled by group and split that many ways, on
+  // the tensor-core kernel with mma.
+  explicit DeviceAttention(const HostAttention& in, int predictive_splits = 0, bool mma = false)
       : q(ToDevice(in.q)),
         kc(ToDevice(in.k_cache)),
         vc(ToDevice(in.v_cache)),
@@ -420,7 +422,16 @@ struct DeviceAttention {
     const int qd = in.num_heads * in.head_dim;
     std::vector<int32_t> tile_first(in.rows), tile_rows(in.rows);
     const cuda::AttentionTiles tiles = cuda::PlanAttentionTiles(
-        in.table_offset.data(), in.num_cached.data(), in.num_own.data(), in.rows, tile_first.data(), tile_rows.data());
+        in.table_offset.data(), in.num_cached.data(), in.num_own.data(), in.rows, tile_first.data(), tile_rows.data(),
+        predictive_splits > 0, in.group_begin.data(),
+        mma ? cuda::PredictiveAttentionMmaTileRows(in.num_heads, in.num_kv_heads) : cuda::kAttentionTileRows);
+    if (predictive_splits > 0) {
+      p.predictive_splits = predictive_splits;
+      p.predictive_mma = mma;
+      p.control_tiles = tiles.control_tiles;
+      p.control_max_tile_rows = tiles.control_max_rows;
+      p.predictive_max_tile_rows = tiles.predictive_max_rows;
+    }
     tf = ToDevice(tile_first);
     tr = ToDevice(tile_rows);
     EXPECT_TRUE(out.Allocate(in.rows * qd).ok());
@@ -529,6 +540,30 @@ TEST(AttentionTilesTest, GroupConsecutiveRowsOfOneSequenceWithOneChunk) {
 
 // Split and direct paths against the reference over hundreds of positions, for GQA
 // groups served 4, 2 or 1 heads per block.
+// Apart: control rows first, tiled as before but only with consecutive rows; predictive
+// rows by sequence whatever their chunks; splits sized to about two blocks per SM.
+TEST(AttentionTilesTest, PredictiveRowsTileApartBySequence) {
+  // Sequence A: control rows 0-2 (n 510..512), predictive rows 3-8 (n 510 + 1..6, chunks
+  // 16 and 32); sequence B: control row 9, predictive rows 10-11; a control row 12 of A.
+  const std::vector<int32_t> offset = {0, 0, 0, 0, 0, 0, 0, 0, 0, 5, 5, 5, 0};
+  const std::vector<int32_t> cached = {508, 509, 510, 510, 510, 510, 510, 510, 510, 40, 40, 40, 511};
+  const std::vector<int32_t> own = {0, 0, 0, 1, 2, 3, 4, 5, 6, 0, 1, 2, 0};
+  const int rows = static_cast<int>(offset.size());
+  std::vector<int32_t> first(rows), count(rows);
+  const cuda::AttentionTiles tiles =
+      cuda::PlanAttentionTiles(offset.data(), cached.data(), own.data(), rows, first.data(), count.data(), true);
+  EXPECT_EQ(tiles.control_tiles, 3);  // {0,1,2}, {9}, {12}: not contiguous with 0-2
+  EXPECT_EQ(tiles.tiles, 6);          // + {3,4,5,6}, {7,8}, {10,11}
+  EXPECT_EQ(std::vector<int32_t>(first.begin(), first.begin() + 7), (std::vector<int32_t>{0, 9, 12, 3, 7, 10, -1}));
+  EXPECT_EQ(std::vector<int32_t>(count.begin(), count.begin() + 7), (std::vector<int32_t>{3, 1, 1, 4, 2, 2, 0}));
+  EXPECT_EQ(tiles.control_max_rows, 3);
+  EXPECT_EQ(tiles.predictive_max_rows, 4);
+  EXPECT_EQ(cuda::PredictiveAttentionSplits(8, 8, 132), 5);    // 64 blocks a split: 4.1 -> 5
+  EXPECT_EQ(cuda::PredictiveAttentionSplits(64, 8, 132), 1);
+  EXPECT_EQ(cuda::PredictiveAttentionSplits(1, 1, 132), 32);
+  EXPECT_EQ(cuda::PredictiveAttentionSplits(0, 8, 132), 32);
+}
+
 TEST_F(CudaKernelTest, PagedAttentionSplitAndDirectPathsMatchReferenceOnLongContexts) {
   for (auto [heads, kv_heads, head_dim] : {std::tuple{8, 2, 128}, {6, 3, 64}, {6, 2, 32}, {4, 4, 256}}) {
     const HostAttention in = LongContextAttention(heads, kv_heads, head_dim, 700);
@@ -543,9 +578,9 @@ TEST_F(CudaKernelTest, PagedAttentionSplitAndDirectPathsMatchReferenceOnLongCont
 }
 
 // A bf16 cache (--kv_dtype bf16) against the CPU reference reading the same bf16 values.
-TEST_F(CudaKernelTest, PagedAttentionReadsABf16Cache) {
-  const HostAttention in = LongContextAttention(8, 2, 128, 700);
-  const std::vector<uint16_t> k_bits = RoundToBf16(in.k_cache), v_bits = RoundToBf16(in.v_cache);
+// The CPU reference reading a bf16 cache of these bits.
+std::vector<float> Bf16CacheReference(const HostAttention& in, const std::vector<uint16_t>& k_bits,
+                                      const std::vector<uint16_t>& v_bits) {
   std::vector<float> expected(static_cast<size_t>(in.rows) * in.num_heads * in.head_dim);
   cpu::PagedAttentionArgs a;
   a.q = in.q.data();
@@ -570,7 +605,13 @@ TEST_F(CudaKernelTest, PagedAttentionReadsABf16Cache) {
   a.out = expected.data();
   a.out_stride = int64_t{in.num_heads} * in.head_dim;
   cpu::PagedAttention(a, /*pool=*/nullptr);
+  return expected;
+}
 
+TEST_F(CudaKernelTest, PagedAttentionReadsABf16Cache) {
+  const HostAttention in = LongContextAttention(8, 2, 128, 700);
+  const std::vector<uint16_t> k_bits = RoundToBf16(in.k_cache), v_bits = RoundToBf16(in.v_cache);
+  const std::vector<float> expected = Bf16CacheReference(in, k_bits, v_bits);
   DeviceAttention dev(in);
   auto kc = Bf16ToDevice(k_bits), vc = Bf16ToDevice(v_bits);
   dev.p.k_cache = kc.data();
@@ -600,11 +641,75 @@ TEST_F(CudaKernelTest, PagedAttentionSplitPathIsBatchInvariant) {
   EXPECT_EQ(one, std::vector<float>(all.begin() + 2 * qd, all.begin() + 3 * qd));
 }
 
+// Predictive rows split apart (their own tiles, S splits of even chunks, a launch of
+// their own) match the reference, and the control rows beside them keep the bits of the
+// per-row rule.
+TEST_F(CudaKernelTest, PagedAttentionSplitsPredictiveRowsApart) {
+  for (auto [heads, kv_heads, head_dim] : {std::tuple{8, 2, 128}, {6, 3, 64}}) {
+    const HostAttention in = LongContextAttention(heads, kv_heads, head_dim, 700);
+    const auto expected = in.Reference();
+    DeviceAttention legacy(in);
+    const std::vector<float> per_row = legacy.Run(/*split=*/true, stream());
+    const int qd = heads * head_dim;
+    for (int splits : {1, 3, 8, 32}) {
+      SCOPED_TRACE(::testing::Message() << "heads " << heads << " splits " << splits);
+      DeviceAttention apart(in, splits);
+      const std::vector<float> got = apart.Run(/*split=*/true, stream());
+      EXPECT_LT(MaxRelativeError(got, expected), 1e-4);
+      EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 3 * qd),
+                std::vector<float>(per_row.begin(), per_row.begin() + 3 * qd));
+      // Run twice: the in-place state (split counters) is left as found.
+      EXPECT_EQ(apart.Run(/*split=*/true, stream()), got);
+    }
+  }
+}
+
+// The tensor-core kernel for predictive rows: bf16 products, so within bf16's precision
+// of the f32 reference (scores of |q·k| up to ~50 here); control rows untouched.
+TEST_F(CudaKernelTest, PredictiveAttentionOnTensorCoresMatchesReference) {
+  for (auto [heads, kv_heads, head_dim] : {std::tuple{8, 2, 128}, {6, 3, 64}, {4, 4, 64}, {8, 1, 128}}) {
+    for (bool bf16_cache : {false, true}) {
+      const HostAttention in = LongContextAttention(heads, kv_heads, head_dim, 700);
+      SCOPED_TRACE(::testing::Message() << "heads " << heads << "/" << kv_heads << " head_dim " << head_dim
+                                        << (bf16_cache ? " bf16 cache" : " f32 cache"));
+      const std::vector<uint16_t> k_bits = RoundToBf16(in.k_cache), v_bits = RoundToBf16(in.v_cache);
+      auto kc = Bf16ToDevice(k_bits), vc = Bf16ToDevice(v_bits);
+      auto use_cache = [&](DeviceAttention& d) {
+        if (!bf16_cache) return;
+        d.p.k_cache = kc.data();
+        d.p.v_cache = vc.data();
+        d.p.cache_element = cuda::KvElement::kBf16;
+      };
+      DeviceAttention legacy(in);
+      use_cache(legacy);
+      const std::vector<float> per_row = legacy.Run(/*split=*/true, stream());
+      const std::vector<float> expected = bf16_cache ? Bf16CacheReference(in, k_bits, v_bits) : in.Reference();
+      const int qd = heads * head_dim;
+      for (int splits : {1, 5, 32}) {
+        SCOPED_TRACE(::testing::Message() << splits << " splits");
+        DeviceAttention mma(in, splits, /*mma=*/true);
+        use_cache(mma);
+        const std::vector<float> got = mma.Run(/*split=*/true, stream());
+        // A masking or staging bug moves outputs by ~0.1-1 (values are averages of V in ±1).
+        EXPECT_LT(MaxRelativeError(got, expected), 5e-2);
+        EXPECT_LT(RelativeL2Error(got, expected, 3 * qd), 3e-2);
+        EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 3 * qd),
+                  std::vector<float>(per_row.begin(), per_row.begin() + 3 * qd));
+      }
+    }
+  }
+}
+
 // The predictive rows' LoRA update for a group of three targets, in place, against
 // x·Aᵀ then scale·(·)·Bᵀ on the host; other rows are left untouched.
 TEST_F(CudaKernelTest, LoraShrinkAndExpandMatchHostReference) {
-  const int total_rows = 12, in = 1500, ldy = 120;  // in: two K splits
-  const std::vector<int32_t> rows = {1, 4, 5, 9, 10, 11, 0, 7, 3};  // 9 rows: two row tiles
+  // 9 rows: two shrink tiles, one wide expand tile; 40 rows: five shrink tiles, two wide
+  // expand tiles.
+  for (int count : {9, 40}) {
+  SCOPED_TRACE(::testing::Message() << count << " rows");
+  const int total_rows = 48, in = 1500, ldy = 120;  // in: two K splits
+  std::vector<int32_t> rows;
+  for (int i = 0; i < count; ++i) rows.push_back((i * 7 + 3) % total_rows);  // distinct: 7 and 48 coprime
   const int ranks[3] = {4, 8, 2}, outs[3] = {50, 30, 20}, cols[3] = {0, 50, 90};
   const float scales[3] = {0.5f, 2.0f, 1.0f};
   const auto x = RandomVector(total_rows * in, 40);
@@ -650,6 +755,7 @@ TEST_F(CudaKernelTest, LoraShrinkAndExpandMatchHostReference) {
     }
   }
   EXPECT_LT(MaxRelativeError(ToHost(dy, y.size()), y), 1e-4);
+  }
 }
 
 // Two sequences over shuffled blocks: control rows (one a multi-row prefill chunk)

@@ -73,6 +73,13 @@ TEST(GenerateCliTest, BadFlagsGetClearErrors) {
   r = RunCommand(bin + " --prompt-ids 1,2,99999");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.output.find("vocabulary"), std::string::npos) << r.output;
+  r = RunCommand(bin + " --prompt hi --weights fp4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("--weights must be bf16 or fp8"), std::string::npos) << r.output;
+  // FP8 weights are a CUDA format: the CPU backend refuses them rather than computing in bf16.
+  r = RunCommand(bin + " --prompt hi --backend cpu --weights fp8");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.output.find("the CPU backend has no FP8 kernels"), std::string::npos) << r.output;
 }
 
 TEST(GenerateCliTest, TextFormatStreamsPromptAndContinuation) {

@@ -121,3 +121,22 @@ def test_export_fixture_is_deterministic_and_consistent(tmp_path):
         assert c["rows"][0] == c["prefix"][-1] and len(c["rows"]) == fx["gamma"]
         assert torch.allclose(ctl[0], torch.tensor(c["prefix_logits"][L - 1]), atol=1e-5)
         assert (ctl - prd).abs().max() > 1e-2
+
+
+def test_distill_auto_steps_fits_the_schedule_to_the_budget(pretrained, corpus, tmp_path, capsys):
+    out, _ = pretrained
+    dout = str(tmp_path / "distill_auto")
+    args = ["--base", os.path.join(out, "model"), "--out", dout, "--corpus-root", corpus,
+            "--n-examples", "16", "--n-eval", "8", "--prefix-min", "4", "--prefix-max", "24",
+            "--gen-batch", "8", "--rank", "4", "--alpha", "8", "--batch", "4", "--eval-every", "1000",
+            "--log-every", "5", "--device", "cpu", "--warmup", "10", "--lr-decay", "cosine"]
+    with pytest.raises(SystemExit, match="--auto-steps"):
+        distill.main(args + ["--steps", "50", "--auto-steps"])
+    assert distill.main(args + ["--steps", "1000000", "--auto-steps", "--time-budget-s", "8",
+                                "--reserve-s", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "auto-steps:" in text and "steps fit the budget" in text
+    run = json.load(open(os.path.join(dout, "run.json")))
+    planned = run["args"]["steps"]
+    assert 10 < planned < 1000000          # fitted to the 8 s budget, not the asked-for count
+    assert run["steps_done"] <= planned

@@ -109,6 +109,31 @@ def test_corpus_build_is_deterministic(packed, tree, tmp_path):
             open(os.path.join(str(tmp_path / "again"), f), "rb").read(), f
 
 
+def test_a_given_tokenizer_is_used_not_trained(packed, tree, tmp_path):
+    out, meta = packed
+    again = corpus.build(corpus.build_parser().parse_args([
+        "--out", str(tmp_path / "given"), "--stdlib", "none", "--packages", "none", "--root", tree,
+        "--vocab-size", "999", "--holdout-pct", "20", "--max-file-bytes", "100000",
+        "--tokenizer", os.path.join(out, "tokenizer.json")]))
+    assert open(tmp_path / "given" / "tokenizer.json").read() == open(os.path.join(out, "tokenizer.json")).read()
+    assert again["streams"]["train"]["sha256"] == meta["streams"]["train"]["sha256"]
+
+
+def test_corpus_subset_keeps_tokenizer_and_heldout_and_cuts_train(packed, tmp_path):
+    from training import corpus_subset
+    out, meta = packed
+    sub = str(tmp_path / "sub")
+    assert corpus_subset.main(["--corpus", out, "--out", sub, "--train-tokens", "200",
+                               "--pieces", "4"]) == 0
+    m, _, streams = packed_corpus.load(sub)
+    _, _, whole = packed_corpus.load(out)
+    assert len(streams["train"]) == 200
+    assert np.array_equal(streams["heldout"], whole["heldout"])
+    assert np.array_equal(streams["train"][:50], whole["train"][:50])  # the first piece starts at 0
+    assert m["manifest_sha256"] != meta["manifest_sha256"]
+    assert m["subset_of"]["manifest_sha256"] == meta["manifest_sha256"]
+
+
 def test_missing_corpus_names_the_path_and_the_builder(tmp_path):
     missing = str(tmp_path / "nowhere")
     with pytest.raises(SystemExit) as e:

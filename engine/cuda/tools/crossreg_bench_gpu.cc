@@ -35,6 +35,12 @@ ABSL_FLAG(bool, summaries, true,
           "false: whole rows of logits, as sampled requests need");
 ABSL_FLAG(int, device, 0, "CUDA device ordinal");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
+ABSL_FLAG(std::string, weights, "bf16", "Decoder-layer weights on the device: bf16 or fp8 (e4m3, a scale per row)");
+ABSL_FLAG(int, pred_attention_splits, 0,
+          "Predictive rows' attention splits: 0 auto (by the forward's shape), N fixed, -1 the per-row rule of "
+          "control rows (the baseline)");
+ABSL_FLAG(bool, pred_attention_mma, true,
+          "Predictive rows split apart run on the tensor-core attention kernel (false: the SIMT kernel)");
 ABSL_FLAG(bool, graphs, true, "Replay decode-shaped forwards as CUDA graphs (false: launch every kernel each time)");
 
 namespace crossreg {
@@ -141,6 +147,14 @@ int Run() {
     return 2;
   }
   options.kv_dtype = kv_dtype == "bf16" ? KvDtype::kBf16 : KvDtype::kF32;
+  const std::string weights = absl::GetFlag(FLAGS_weights);
+  if (weights != "bf16" && weights != "fp8") {
+    std::fprintf(stderr, "crossreg-bench-gpu: --weights must be bf16 or fp8, got '%s'\n", weights.c_str());
+    return 2;
+  }
+  options.weights = weights == "fp8" ? CudaWeights::kFp8 : CudaWeights::kBf16;
+  options.predictive_attention_splits = absl::GetFlag(FLAGS_pred_attention_splits);
+  options.predictive_attention_mma = absl::GetFlag(FLAGS_pred_attention_mma);
   options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
   auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
   if (!backend.ok()) {
@@ -151,11 +165,15 @@ int Run() {
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
   const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config, options.kv_dtype));
   const bool summaries = absl::GetFlag(FLAGS_summaries);
-  std::printf("Llama-3-8B shapes, %d layers, bf16 weights %.2f GB, %s K/V, context %d, m = %d, LoRA rank %d, "
-              "CUDA graphs %s, XR logits to host %s, logit rows returned as %s\n",
-              config.num_layers, weight_bytes / 1e9, kv_dtype.c_str(), context, accepted, lora.rank,
+  std::printf("Llama-3-8B shapes, %d layers, %s weights (LM head bf16) %.2f GB, %s K/V, context %d, m = %d, LoRA rank %d, "
+              "CUDA graphs %s, XR logits to host %s, logit rows returned as %s, predictive attention splits %s%s\n",
+              config.num_layers, weights.c_str(), weight_bytes / 1e9, kv_dtype.c_str(), context, accepted, lora.rank,
               options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no",
-              summaries ? "row summaries (greedy)" : "whole rows");
+              summaries ? "row summaries (greedy)" : "whole rows",
+              options.predictive_attention_splits == 0    ? "auto"
+              : options.predictive_attention_splits < 0 ? "per-row rule (32)"
+                                                         : std::to_string(options.predictive_attention_splits).c_str(),
+              options.predictive_attention_splits >= 0 && options.predictive_attention_mma ? " (tensor cores)" : "");
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
   for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
   std::printf("\n");
