@@ -19,8 +19,8 @@
 #   on the GPU machine (carry [".gpucarry", ".gpu_check"]): GC_PREBUILT=1 scripts/gpu_check.sh
 #   with the default steps "tests backend bench peer streams" minus build; the bench runs
 #   bf16 and fp8 weights, the predictive rows' attention apart on tensor cores (the
-#   default), apart on the SIMT kernel and by the per-row rule, and whole logit rows
-#   instead of summaries.
+#   default), apart on the SIMT kernel and by the per-row rule, and with the greedy rows'
+#   summaries reduced on the device.
 # Exit status: 0 every check passed, 1 some failed, 2 no GPU on this machine.
 # QUICK=1 benchmarks 4 layers instead of 32 (a smoke run).
 # GC_STEPS picks steps (default: all of "build tests backend bench peer streams");
@@ -157,7 +157,7 @@ if want bench && [ -x "$BIN/crossreg-bench-gpu" ]; then
   # Same machine, one after another: bf16 (the default: summaries, predictive attention
   # split apart), FP8 weights, the predictive rows split by the per-row rule, whole rows.
   for variant in "bf16|" "fp8|--weights fp8" "simt-apart|--pred_attention_mma=false" \
-                 "per-row-splits|--pred_attention_splits=-1" "whole-rows|--summaries=false"; do
+                 "per-row-splits|--pred_attention_splits=-1" "device-summaries|--device_summaries=true"; do
     IFS='|' read -r name flags <<<"$variant"
     # shellcheck disable=SC2086
     if step "crossreg-bench-gpu $name" 150 "$OUT/bench_gpu_$name.md" "$BIN/crossreg-bench-gpu" --layers "$LAYERS" $flags; then

@@ -145,6 +145,41 @@ case "$stage" in
     cat "$OUT/summary.md"
     pack_logs
     ;;
+  diagnose)
+    # Reruns failing GPU tests per setting (CROSSREG_TEST_* in tests/gpu/gpu_test_support.h),
+    # under compute-sanitizer, and with an earlier build's test binary (.gpucarry/old/, if
+    # packed): which change broke them. FILTER picks the tests.
+    mkdir -p /tmp/gpucarry && xz -dc .gpucarry/prebuilt.tar.xz | tar xf - -C /tmp/gpucarry
+    export LD_LIBRARY_PATH="/tmp/gpucarry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    shared=$(cat .gpucarry/shared_dir)
+    [ -e "$shared" ] || { mkdir -p "$(dirname "$shared")" && ln -s "$PWD/.gpu_check/shared" "$shared"; }
+    export CROSSREG_SOURCE_DIR=$PWD
+    T=/tmp/gpucarry/bin/crossreg_gpu_tests
+    F=${FILTER:-CudaBackendTest.*:CudaExactnessTest.*:CudaFp8BackendTest.GreedyLossless*}
+    brief() { grep -E "^\[ *(OK|FAILED) *\]|Which is|step [0-9]|: Failure|ERROR SUMMARY|Invalid|Uninitialized|at 0x|by thread" | head -${1:-40}; }
+    for setting in "default|" "graphs off|CROSSREG_TEST_CUDA_GRAPHS=0" "per-row splits|CROSSREG_TEST_PREDICTIVE_SPLITS=-1" \
+                   "simt apart|CROSSREG_TEST_PREDICTIVE_MMA=0"; do
+      IFS='|' read -r name envs <<<"$setting"
+      echo "[diagnose] == $name"
+      # shellcheck disable=SC2086
+      env $envs timeout 60 "$T" --gtest_filter="$F" >"$LOGS/tests_${name// /_}.log" 2>&1
+      brief 30 <"$LOGS/tests_${name// /_}.log"
+    done
+    if [ -f .gpucarry/old/crossreg_gpu_tests.xz ]; then
+      xz -dc .gpucarry/old/crossreg_gpu_tests.xz >/tmp/old_gpu_tests && chmod +x /tmp/old_gpu_tests
+      echo "[diagnose] == the earlier build"
+      timeout 60 /tmp/old_gpu_tests --gtest_filter="${OLD_FILTER:-CudaBackendTest.*:CudaExactnessTest.*}" >"$LOGS/old.log" 2>&1
+      brief 30 <"$LOGS/old.log"
+    fi
+    CS=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer 2>/dev/null | head -1)
+    SF=${SANITIZE_FILTER:-CudaBackendTest.OneRowForwardsReplayLikeEagerOnes:CudaBackendTest.SummaryRows*}
+    for tool in memcheck initcheck; do
+      echo "[diagnose] == compute-sanitizer --tool $tool"
+      timeout 100 "$CS" --tool "$tool" --print-limit 8 "$T" --gtest_filter="$SF" >"$LOGS/sanitizer_$tool.log" 2>&1
+      brief 40 <"$LOGS/sanitizer_$tool.log"
+    done
+    pack_logs
+    ;;
   profile)
     # Per-kernel times of one AR and one XR forward (2 layers, Nsight Compute) with the
     # binaries of `prebuilt`; PROFILE_BIN names another folder of them (before/after).
@@ -183,5 +218,5 @@ case "$stage" in
     grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|profile|loadgen" >&2; exit 2 ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|diagnose|profile|loadgen" >&2; exit 2 ;;
 esac

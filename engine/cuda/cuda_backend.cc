@@ -60,7 +60,8 @@ class CudaBackend final : public Backend {
  public:
   CudaBackend(const ModelConfig& config, const KvCacheConfig& kv, std::unique_ptr<CudaContext> ctx,
               cuda::DeviceModelWeights weights, std::unique_ptr<cuda::DeviceLoraAdapter> adapter, bool use_graphs,
-              KvDtype kv_dtype, int predictive_attention_splits, bool predictive_attention_mma)
+              KvDtype kv_dtype, int predictive_attention_splits, bool predictive_attention_mma,
+              bool device_summaries)
       : Backend(config, kv),
         cfg_(config),
         kv_cfg_(kv),
@@ -70,6 +71,7 @@ class CudaBackend final : public Backend {
         use_graphs_(use_graphs),
         predictive_attention_splits_(predictive_attention_splits),
         predictive_attention_mma_(predictive_attention_mma),
+        device_summaries_(device_summaries),
         kv_element_(kv_dtype == KvDtype::kBf16 ? cuda::KvElement::kBf16 : cuda::KvElement::kF32) {}
   ~CudaBackend() override { ClearGraphs(); }
 
@@ -123,8 +125,9 @@ class CudaBackend final : public Backend {
   PlanOffsets PackPlan(const ForwardPlan& plan, bool apart, bool mma);
   // Every kernel and GEMM of the forward, on the stream (eagerly or into a capture).
   absl::Status EnqueueForward(const GraphKey& key);
-  // After the forward: reduces the summary rows on the device and copies the summaries
-  // and the whole rows (runs of consecutive ones, one copy each) to `out`.
+  // After the forward: copies every logit row and summarises on the host, or (device
+  // summaries) reduces the summary rows on the device and copies the summaries and the
+  // whole rows (runs of consecutive ones, one copy each) to `out`.
   absl::Status CopyLogitRows(const ForwardPlan& plan, size_t summary_ints, ForwardOutput& out);
   absl::Status EnqueueLayer(int layer, const GraphKey& key);
   absl::Status RunCaptured(Graph& graph);
@@ -143,6 +146,8 @@ class CudaBackend final : public Backend {
   bool use_graphs_;
   int predictive_attention_splits_;  // CudaBackendOptions::predictive_attention_splits
   bool predictive_attention_mma_;    //   and ::predictive_attention_mma
+  bool device_summaries_;            //   and ::device_summaries
+  std::vector<float> host_logits_;   // every logit row, when summaries are made on the host
   cuda::KvElement kv_element_;
 
   int64_t layer_kv_bytes_ = 0;
@@ -320,6 +325,18 @@ absl::Status CudaBackend::CopyLogitRows(const ForwardPlan& plan, size_t summary_
   const cudaStream_t stream = ctx_->stream();
   const size_t vocab = static_cast<size_t>(cfg_.vocab_size);
   const int summaries = static_cast<int>(plan.summary_rows.size());
+  if (summaries > 0 && !device_summaries_) {
+    // Every logit row to the host, summarised there (CudaBackendOptions::device_summaries).
+    host_logits_.resize(plan.logit_rows.size() * vocab);
+    if (!host_logits_.empty()) {
+      LAUNCH(cudaMemcpyAsync(host_logits_.data(), logits_dev_.data(), host_logits_.size() * sizeof(float),
+                             cudaMemcpyDeviceToHost, stream),
+             "cudaMemcpyAsync (logits)");
+    }
+    RETURN_IF_ERROR(ctx_->Synchronize());
+    SplitLogitRows(plan, host_logits_, cfg_.vocab_size, out);
+    return absl::OkStatus();
+  }
   out.summaries.resize(static_cast<size_t>(summaries));
   out.logits.resize(static_cast<size_t>(plan.full_logit_rows()) * vocab);
   if (summaries > 0) {
@@ -568,7 +585,7 @@ absl::StatusOr<std::unique_ptr<Backend>> Finish(const ModelConfig& config, const
   auto backend = std::make_unique<CudaBackend>(config, options.kv, std::move(ctx), std::move(weights),
                                                std::move(adapter), options.use_graphs, options.kv_dtype,
                                                options.predictive_attention_splits,
-                                               options.predictive_attention_mma);
+                                               options.predictive_attention_mma, options.device_summaries);
   RETURN_IF_ERROR(backend->AllocateKvStorage());
   RETURN_IF_ERROR(backend->AllocateFp8Scratch());
   return std::unique_ptr<Backend>(std::move(backend));

@@ -45,6 +45,13 @@ struct CudaBackendOptions {
   // Predictive rows split apart run on the tensor-core kernel (bf16 products) where
   // head_dim is 64 or 128; false keeps them on the SIMT kernel.
   bool predictive_attention_mma = true;
+  // Row summaries (greedy rows' argmax and logit gap) reduced on the device, so only 12
+  // bytes a row cross to the host. Off by default: on an H100 (2026-11-27) greedy decoding
+  // with device summaries returned NaN summaries from the second or third forward on
+  // (tests/gpu: OneRowForwardsReplayLikeEagerOnes, SummaryRowsAreTheReductionOfTheRowsTheyReplace,
+  // the exactness tests), while the same forwards copying whole rows were exact. Off, every
+  // logit row is copied and summarised on the host (SplitLogitRows), as the CPU backend does.
+  bool device_summaries = false;
 };
 
 // True when the CUDA runtime sees at least one device.

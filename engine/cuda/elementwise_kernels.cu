@@ -27,9 +27,11 @@ __device__ float BlockSum(float v) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   if (lane == 0) partial[warp] = v;
   __syncthreads();
-  const int warps = (blockDim.x + 31) / 32;
-  v = lane < warps ? partial[lane] : 0.0f;
+  // Only warp 0 reads the partials: another warp reading partial[0] while warp 0 writes the
+  // total there is a race (harmless, its value unused, but racecheck rightly reports it).
   if (warp == 0) {
+    const int warps = (blockDim.x + 31) / 32;
+    v = lane < warps ? partial[lane] : 0.0f;
     for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
     if (lane == 0) partial[0] = v;
   }

@@ -4,6 +4,8 @@
 // f32 on the CPU; same stored weights where the model is bf16), 3e-2 on stories260K
 // (f32 weights rounded to bf16 at upload).
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/model/lora_adapter.h"
@@ -225,6 +227,7 @@ CudaBackendOptions TinyCudaOptions(const LoraAdapter* adapter, bool graphs) {
   options.kv = kTinyKv;
   options.adapter = adapter;
   options.use_graphs = graphs;
+  testing::ApplyTestOverrides(options);
   return options;
 }
 
@@ -262,6 +265,52 @@ TEST(CudaBackendTest, GraphReplayGivesTheBitsOfEagerLaunches) {
     }
     ASSERT_EQ(logits[0].size(), 5u * model->config.vocab_size);
     EXPECT_EQ(logits[0], logits[1]) << "step " << step;
+  }
+}
+
+// One-row forwards (AR decode, each on the in-kernel split merge) replayed as CUDA
+// graphs give the bits of eager launches, with whole rows and with row summaries
+// (summarised on the host unless CROSSREG_TEST_DEVICE_SUMMARIES=1).
+TEST(CudaBackendTest, OneRowForwardsReplayLikeEagerOnes) {
+  SKIP_WITHOUT_CUDA_DEVICE();
+  auto model = MakeRandomModel(testing::TinyConfig(97), {DType::kBF16, 4, 1.0f});
+  std::vector<bool> modes = {false, true};
+  if (const char* order = std::getenv("CROSSREG_TEST_ONEROW_MODES"); order != nullptr) {  // e.g. "1,0"
+    modes.clear();
+    for (const char* c = order; *c != '\0'; ++c) {
+      if (*c == '0' || *c == '1') modes.push_back(*c == '1');
+    }
+  }
+  for (bool summary : modes) {
+    SCOPED_TRACE(summary ? "summaries" : "whole rows");
+    std::unique_ptr<Backend> backends[2];
+    for (int graphs = 0; graphs < 2; ++graphs) {
+      CudaBackendOptions options;
+      options.kv = kTinyKv;
+      options.use_graphs = graphs == 1;
+      testing::ApplyTestOverrides(options);
+      options.use_graphs = graphs == 1;  // this test compares the two
+      auto b = CreateCudaBackend(*model, options);
+      ASSERT_TRUE(b.ok()) << b.status();
+      backends[graphs] = std::move(*b);
+    }
+    PagedKvCache caches[2] = {PagedKvCache(kTinyKv), PagedKvCache(kTinyKv)};
+    const SequenceId seq = caches[0].CreateSequence();
+    ASSERT_EQ(caches[1].CreateSequence(), seq);
+    for (int step = 0; step < 8; ++step) {
+      ForwardBatch b;
+      b.rows.push_back({.seq = seq, .position = step, .token = 3 + step, .want_logits = true, .summary = summary});
+      ForwardOutput out[2];
+      for (int i = 0; i < 2; ++i) ASSERT_TRUE(backends[i]->Forward(b, caches[i], out[i]).ok());
+      if (summary) {
+        ASSERT_EQ(out[0].summaries.size(), 1u);
+        EXPECT_EQ(out[0].summaries[0].argmax, out[1].summaries[0].argmax) << "step " << step;
+        EXPECT_EQ(out[0].summaries[0].max_logit, out[1].summaries[0].max_logit) << "step " << step;
+        EXPECT_FALSE(std::isnan(out[1].summaries[0].max_logit)) << "step " << step;
+      } else {
+        EXPECT_EQ(out[0].logits, out[1].logits) << "step " << step;
+      }
+    }
   }
 }
 

@@ -26,6 +26,7 @@ GpuEngine MakeGpuEngine(const Model& model, const LoraAdapter* adapter, int toke
   CudaBackendOptions options;
   options.adapter = adapter;
   options.kv = {4, (tokens + 3) / 4};
+  testing::ApplyTestOverrides(options);
   GpuEngine e;
   auto backend = CreateCudaBackend(model, options);
   EXPECT_TRUE(backend.ok()) << backend.status();

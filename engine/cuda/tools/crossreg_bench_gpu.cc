@@ -41,6 +41,9 @@ ABSL_FLAG(int, pred_attention_splits, 0,
           "control rows (the baseline)");
 ABSL_FLAG(bool, pred_attention_mma, true,
           "Predictive rows split apart run on the tensor-core attention kernel (false: the SIMT kernel)");
+ABSL_FLAG(bool, device_summaries, false,
+          "Greedy rows' summaries reduced on the device (CudaBackendOptions::device_summaries; off: on the host "
+          "from whole rows)");
 ABSL_FLAG(bool, graphs, true, "Replay decode-shaped forwards as CUDA graphs (false: launch every kernel each time)");
 
 namespace crossreg {
@@ -155,6 +158,7 @@ int Run() {
   options.weights = weights == "fp8" ? CudaWeights::kFp8 : CudaWeights::kBf16;
   options.predictive_attention_splits = absl::GetFlag(FLAGS_pred_attention_splits);
   options.predictive_attention_mma = absl::GetFlag(FLAGS_pred_attention_mma);
+  options.device_summaries = absl::GetFlag(FLAGS_device_summaries);
   options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
   auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
   if (!backend.ok()) {
