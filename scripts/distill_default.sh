@@ -13,6 +13,9 @@
 #   RESUME=1 scripts/distill_default.sh            # continue from $RUN_DIR/checkpoint.pt
 #   RETURN_DIR=$OUT scripts/distill_default.sh     # device machine: also pack results there
 #   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 AUTO_STEPS=0 scripts/distill_default.sh
+# The shipped adapter (models/default/distill_run.json) came from the earlier recipe:
+#   N_EXAMPLES=32768 PREFIX_MAX=192 GEN_BATCH=512 WARMUP=50 LR_DECAY=none AUTO_STEPS=0 \
+#   PLACEHOLDER_WEIGHT=1 PLACEHOLDER_DECAY=1 FORK_FRAC=0 TIME_BUDGET_S=520 scripts/distill_default.sh
 # Every setting below can be overridden from the environment; extra arguments go to
 # `python3 -m training distill` (see its --help).
 set -euo pipefail
@@ -33,6 +36,7 @@ BATCH=${BATCH:-64}
 STEPS=${STEPS:-8000}
 LR=${LR:-1e-3}
 WARMUP=${WARMUP:-100}
+LR_DECAY=${LR_DECAY:-cosine}
 PLACEHOLDER_WEIGHT=${PLACEHOLDER_WEIGHT:-4}
 PLACEHOLDER_DECAY=${PLACEHOLDER_DECAY:-0.8}
 FORK_FRAC=${FORK_FRAC:-0.25}
@@ -62,7 +66,7 @@ echo "[distill] $BASE + $CORPUS -> $RUN_DIR: $N_EXAMPLES examples, ${BATCH} wind
 "$PY" -u -m training distill --base "$BASE" --out "$RUN_DIR" --corpus "$CORPUS" \
   --n-examples "$N_EXAMPLES" --n-eval "$N_EVAL" --prefix-max "$PREFIX_MAX" \
   --gen-batch "$GEN_BATCH" --rank "$RANK" --alpha "$ALPHA" --batch "$BATCH" --steps "$STEPS" \
-  --lr "$LR" --warmup "$WARMUP" --lr-decay cosine \
+  --lr "$LR" --warmup "$WARMUP" --lr-decay "$LR_DECAY" \
   --placeholder-weight "$PLACEHOLDER_WEIGHT" --placeholder-decay "$PLACEHOLDER_DECAY" --fork-frac "$FORK_FRAC" \
   --eval-every "$EVAL_EVERY" --log-every "$LOG_EVERY" --ckpt-every 1000000 \
   --ckpt-every-s "$CKPT_EVERY_S" --time-budget-s "$TIME_BUDGET_S" --reserve-s "$RESERVE_S" \

@@ -273,10 +273,13 @@ absl::Status CudaBackend::Compute(const ForwardPlan& plan, ForwardOutput& out) {
   const bool mma = apart && predictive_attention_mma_ && cuda::PredictiveAttentionMmaSupported(cfg_.head_dim);
   key.at = PackPlan(plan, apart, mma);
   // The summaries' rows and tokens go after everything a captured graph reads, so they
-  // leave the graph's key alone.
+  // leave the graph's key alone; summarised on the host, the device never sees them, and a
+  // summary forward uploads exactly what its whole-row twin does.
   const size_t summary_ints = host_ints_.size();
-  host_ints_.insert(host_ints_.end(), plan.summary_rows.begin(), plan.summary_rows.end());
-  host_ints_.insert(host_ints_.end(), plan.summary_tokens.begin(), plan.summary_tokens.end());
+  if (device_summaries_) {
+    host_ints_.insert(host_ints_.end(), plan.summary_rows.begin(), plan.summary_rows.end());
+    host_ints_.insert(host_ints_.end(), plan.summary_tokens.begin(), plan.summary_tokens.end());
+  }
   key.attention_tiles = tile_plan_.tiles;
   key.attention_tile_rows = tile_plan_.max_rows;
   if (apart && tile_plan_.control_tiles < tile_plan_.tiles) {

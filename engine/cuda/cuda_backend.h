@@ -1,7 +1,7 @@
-// The CUDA backend: bf16 weights and GEMMs over all rows of a step at once (a GEMV
-// kernel up to 4 rows, cuBLAS above; f32 accumulate), f32 activations and f32 or bf16
-// paged K/V storage on the device, the predictive rows' LoRA delta in f32 by two small
-// kernels per group of targets.
+// The CUDA backend: bf16 (or FP8) weights and GEMMs over all rows of a step at once (a
+// GEMV kernel for the few rows of a decode step, cuBLAS above; f32 accumulate), f32
+// activations and f32 or bf16 paged K/V storage on the device, the predictive rows' LoRA
+// delta in f32 by two small kernels per group of targets.
 // Same contract as the CPU backend (engine/backend.h, engine/forward_batch.h).
 // No CUDA types here: callers need only this header and the crossreg_cuda library.
 #pragma once
