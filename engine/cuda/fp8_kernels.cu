@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "engine/cuda/gemv_common.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace crossreg::cuda {
@@ -43,8 +44,6 @@ __device__ __forceinline__ float2 Fp8x2ToFloat2(uint16_t pair) {
   const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(pair), __NV_E4M3);
   return __half22float2(__half2(h));
 }
-__device__ __forceinline__ float Low(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float High(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 
 template <int kRows>
 __global__ void __launch_bounds__(kWarps * 32) GemvFp8Kernel(const Bf16* __restrict__ x, int in,
@@ -61,11 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32) GemvFp8Kernel(const Bf16* __restr
   float acc[kRows] = {};
   for (int c0 = lane; c0 < pieces; c0 += 32 * kPiecesInFlight) {
     uint4 wv[kPiecesInFlight];
-#pragma unroll
-    for (int u = 0; u < kPiecesInFlight; ++u) {
-      const int c = c0 + 32 * u;
-      wv[u] = c < pieces ? __ldcs(w_row + c) : make_uint4(0, 0, 0, 0);  // streamed: read once
-    }
+    LoadStreamedPieces(w_row, c0, pieces, wv);
 #pragma unroll
     for (int u = 0; u < kPiecesInFlight; ++u) {
       const int c = c0 + 32 * u;
@@ -88,23 +83,13 @@ __global__ void __launch_bounds__(kWarps * 32) GemvFp8Kernel(const Bf16* __restr
         const uint32_t xp[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
 #pragma unroll
         for (int i = 0; i < 8; ++i) {
-          acc[r] = fmaf(wf[2 * i], Low(xp[i]), acc[r]);
-          acc[r] = fmaf(wf[2 * i + 1], High(xp[i]), acc[r]);
+          acc[r] = fmaf(wf[2 * i], Bf16Low(xp[i]), acc[r]);
+          acc[r] = fmaf(wf[2 * i + 1], Bf16High(xp[i]), acc[r]);
         }
       }
     }
   }
-  const float s = scale[o];
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    float v = acc[r];
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane == 0) {
-      float* dst = y + r * ldy + o;
-      v *= s;
-      *dst = beta == 0.0f ? v : v + beta * *dst;
-    }
-  }
+  StoreColumn(acc, lane, scale[o], y, ldy, o, beta);
 }
 
 __global__ void DequantizeFp8Kernel(const uint8_t* __restrict__ codes, const float* __restrict__ scale, int64_t in,

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "engine/cuda/gemv_common.cuh"
 #include "engine/cuda/kernels.h"
 
 namespace crossreg::cuda {
@@ -16,9 +17,6 @@ namespace {
 constexpr int kWarps = 8;
 constexpr int kPiecesInFlight = 4;
 
-// Two bf16 values packed in a 32-bit word (the lower address in the low half) as floats.
-__device__ __forceinline__ float Low(uint32_t v) { return __uint_as_float(v << 16); }
-__device__ __forceinline__ float High(uint32_t v) { return __uint_as_float(v & 0xffff0000u); }
 
 template <int kRows>
 __global__ void __launch_bounds__(kWarps * 32) GemvBf16Kernel(const Bf16* __restrict__ x, int in,
@@ -33,11 +31,7 @@ __global__ void __launch_bounds__(kWarps * 32) GemvBf16Kernel(const Bf16* __rest
   float acc[kRows] = {};
   for (int c0 = lane; c0 < pieces; c0 += 32 * kPiecesInFlight) {
     uint4 wv[kPiecesInFlight];
-#pragma unroll
-    for (int u = 0; u < kPiecesInFlight; ++u) {
-      const int c = c0 + 32 * u;
-      wv[u] = c < pieces ? __ldcs(w_row + c) : make_uint4(0, 0, 0, 0);  // streamed: read once
-    }
+    LoadStreamedPieces(w_row, c0, pieces, wv);
 #pragma unroll
     for (int u = 0; u < kPiecesInFlight; ++u) {
       const int c = c0 + 32 * u;
@@ -49,21 +43,13 @@ __global__ void __launch_bounds__(kWarps * 32) GemvBf16Kernel(const Bf16* __rest
         const uint32_t xp[4] = {xv.x, xv.y, xv.z, xv.w};
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
-          acc[r] = fmaf(Low(wp[i]), Low(xp[i]), acc[r]);
-          acc[r] = fmaf(High(wp[i]), High(xp[i]), acc[r]);
+          acc[r] = fmaf(Bf16Low(wp[i]), Bf16Low(xp[i]), acc[r]);
+          acc[r] = fmaf(Bf16High(wp[i]), Bf16High(xp[i]), acc[r]);
         }
       }
     }
   }
-#pragma unroll
-  for (int r = 0; r < kRows; ++r) {
-    float v = acc[r];
-    for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-    if (lane == 0) {
-      float* dst = y + r * ldy + o;
-      *dst = beta == 0.0f ? v : v + beta * *dst;
-    }
-  }
+  StoreColumn(acc, lane, 1.0f, y, ldy, o, beta);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include "engine/decoding/generate.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
+#include "tests/gpu/gpu_generation.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/testing/stories_reference.h"
 #include "tests/testing/test_paths.h"
@@ -17,38 +18,9 @@
 namespace crossreg {
 namespace {
 
-struct GpuEngine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-
-GpuEngine MakeGpuEngine(const Model& model, const LoraAdapter* adapter, int tokens) {
-  CudaBackendOptions options;
-  options.adapter = adapter;
-  options.kv = {4, (tokens + 3) / 4};
-  testing::ApplyTestOverrides(options);
-  GpuEngine e;
-  auto backend = CreateCudaBackend(model, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) e.backend = std::move(*backend);
-  e.kv = std::make_unique<PagedKvCache>(options.kv);
-  return e;
-}
-
-std::vector<int32_t> GreedyIds(GpuEngine& e, const Model& model, const std::vector<int32_t>& prompt, int max_new,
-                               DecodingMode mode, int gamma, int fork_outcomes = 0) {
-  GenerationRequest req;
-  req.prompt_ids = prompt;
-  req.max_new_tokens = max_new;
-  req.decoding.mode = mode;
-  req.decoding.gamma = gamma;
-  req.decoding.fork_outcomes = fork_outcomes;
-  req.stop_at_eos = false;
-  const DecodingEnvironment env{.model = &model.config, .has_adapter = true};
-  auto r = Generate(*e.backend, *e.kv, req, env);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->ids : std::vector<int32_t>{};
-}
+using testing::GpuEngine;
+using testing::GreedyIds;
+using testing::MakeGpuEngine;
 
 TEST(CudaExactnessTest, GreedyLosslessEqualsGreedyArOnRandomModels) {
   SKIP_WITHOUT_CUDA_DEVICE();

@@ -25,21 +25,12 @@ namespace {
 using cuda::Bf16;
 using testing::MaxRelativeError;
 using testing::RandomVector;
+using testing::Bf16ToDevice;
 using testing::RelativeL2Error;
 using testing::ToDevice;
 using testing::ToHost;
 
-class CudaKernelTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SKIP_WITHOUT_CUDA_DEVICE();
-    auto ctx = cuda::CudaContext::Create(0);
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    ctx_ = std::move(*ctx);
-  }
-  cudaStream_t stream() const { return ctx_->stream(); }
-  std::unique_ptr<cuda::CudaContext> ctx_;
-};
+using CudaKernelTest = testing::CudaContextTest;
 
 std::vector<uint16_t> RoundToBf16(const std::vector<float>& x) {
   std::vector<uint16_t> out(x.size());
@@ -50,12 +41,6 @@ std::vector<float> Bf16ToFloat(const std::vector<uint16_t>& x) {
   std::vector<float> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) out[i] = Bf16ToF32(x[i]);
   return out;
-}
-cuda::DeviceBuffer<Bf16> Bf16ToDevice(const std::vector<uint16_t>& bits) {
-  cuda::DeviceBuffer<Bf16> d;
-  EXPECT_TRUE(d.Allocate(bits.size()).ok());
-  EXPECT_EQ(cudaMemcpy(d.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
 }
 
 TEST_F(CudaKernelTest, EmbeddingGatherMatchesCpu) {

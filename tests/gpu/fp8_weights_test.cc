@@ -14,6 +14,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
 #include "engine/quant/fp8_e4m3.h"
+#include "tests/gpu/gpu_generation.h"
 #include "tests/gpu/gpu_test_support.h"
 #include "tests/testing/tiny_models.h"
 
@@ -21,21 +22,13 @@ namespace crossreg {
 namespace {
 
 using cuda::Bf16;
+using testing::Bf16ToDevice;
 using testing::RandomVector;
 using testing::RelativeL2Error;
 using testing::ToDevice;
 using testing::ToHost;
 
-class Fp8KernelTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    SKIP_WITHOUT_CUDA_DEVICE();
-    auto ctx = cuda::CudaContext::Create(0);
-    ASSERT_TRUE(ctx.ok()) << ctx.status();
-    ctx_ = std::move(*ctx);
-  }
-  std::unique_ptr<cuda::CudaContext> ctx_;
-};
+using Fp8KernelTest = testing::CudaContextTest;
 
 // A bf16 matrix with rows of very different magnitudes, an all-zero row and a few
 // values past the format's range before scaling.
@@ -63,18 +56,11 @@ Quantized HostQuantize(const std::vector<uint16_t>& bits, int out, int in) {
   return q;
 }
 
-cuda::DeviceBuffer<Bf16> Bf16Device(const std::vector<uint16_t>& bits) {
-  cuda::DeviceBuffer<Bf16> d;
-  EXPECT_TRUE(d.Allocate(bits.size()).ok());
-  EXPECT_EQ(cudaMemcpy(d.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
-  return d;
-}
-
 TEST_F(Fp8KernelTest, QuantizationGivesTheCpuTwinsBits) {
   const int out = 37, in = 1040;
   const auto bits = TestMatrix(out, in, 5);
   const Quantized want = HostQuantize(bits, out, in);
-  auto dw = Bf16Device(bits);
+  auto dw = Bf16ToDevice(bits);
   cuda::DeviceBuffer<uint8_t> codes;
   cuda::DeviceBuffer<float> scale;
   ASSERT_TRUE(codes.Allocate(bits.size()).ok());
@@ -99,7 +85,7 @@ TEST_F(Fp8KernelTest, GemvAndDequantizedGemmMatchTheHostProduct) {
     std::vector<uint16_t> x_bits(static_cast<size_t>(rows) * in);
     const auto x = RandomVector(x_bits.size(), 40 + rows);
     for (size_t i = 0; i < x.size(); ++i) x_bits[i] = F32ToBf16(x[i]);
-    auto dx = Bf16Device(x_bits);
+    auto dx = Bf16ToDevice(x_bits);
     cuda::DeviceBuffer<float> y;
     ASSERT_TRUE(y.Allocate(static_cast<size_t>(rows) * ldy).ok());
     ASSERT_TRUE(cuda::GemmLinear(*ctx_, dx.data(), rows, w, y.data(), ldy, 0.0f, scratch.data()).ok());
@@ -147,36 +133,9 @@ TEST_F(Fp8KernelTest, DequantizationIsTheScaledCodeRoundedToBf16) {
   }
 }
 
-struct Fp8Engine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-Fp8Engine MakeEngine(const Model& model, const LoraAdapter* adapter, CudaWeights weights, int tokens) {
-  CudaBackendOptions options;
-  options.adapter = adapter;
-  options.weights = weights;
-  options.kv = {4, (tokens + 3) / 4};
-  Fp8Engine e;
-  auto backend = CreateCudaBackend(model, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) e.backend = std::move(*backend);
-  e.kv = std::make_unique<PagedKvCache>(options.kv);
-  return e;
-}
-
-std::vector<int32_t> Greedy(Fp8Engine& e, const Model& model, const std::vector<int32_t>& prompt, int max_new,
-                            DecodingMode mode, int gamma) {
-  GenerationRequest req;
-  req.prompt_ids = prompt;
-  req.max_new_tokens = max_new;
-  req.decoding.mode = mode;
-  req.decoding.gamma = gamma;
-  req.stop_at_eos = false;
-  const DecodingEnvironment env{.model = &model.config, .has_adapter = true};
-  auto r = Generate(*e.backend, *e.kv, req, env);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return r.ok() ? r->ids : std::vector<int32_t>{};
-}
+using testing::GpuEngine;
+using testing::GreedyIds;
+using testing::MakeGpuEngine;
 
 TEST(CudaFp8BackendTest, GreedyLosslessEqualsGreedyArOnFp8Weights) {
   SKIP_WITHOUT_CUDA_DEVICE();
@@ -186,13 +145,13 @@ TEST(CudaFp8BackendTest, GreedyLosslessEqualsGreedyArOnFp8Weights) {
   lo.seed = 11;
   lo.placeholder_token_id = 47;
   auto adapter = MakeRandomLoraAdapter(model->config, lo);
-  Fp8Engine e = MakeEngine(*model, adapter.get(), CudaWeights::kFp8, 1024);
+  GpuEngine e = MakeGpuEngine(*model, adapter.get(), 1024, CudaWeights::kFp8);
   ASSERT_TRUE(e.backend);
   EXPECT_NE(e.backend->device().find("weights fp8"), std::string::npos) << e.backend->device();
   for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{1}, std::vector<int32_t>{3, 4, 5, 3, 4}}) {
-    const auto ar = Greedy(e, *model, prompt, 40, DecodingMode::kAutoregressive, 1);
+    const auto ar = GreedyIds(e, *model, prompt, 40, DecodingMode::kAutoregressive, 1);
     ASSERT_EQ(ar.size(), 40u);
-    for (int gamma : {4, 16}) EXPECT_EQ(Greedy(e, *model, prompt, 40, DecodingMode::kLossless, gamma), ar) << gamma;
+    for (int gamma : {4, 16}) EXPECT_EQ(GreedyIds(e, *model, prompt, 40, DecodingMode::kLossless, gamma), ar) << gamma;
   }
 }
 
@@ -218,13 +177,13 @@ TEST(CudaFp8BackendTest, Fp8LogitsTrackBf16OnTheDefaultModel) {
   if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no default model at " << dir;
   auto model = LoadModel(dir);
   ASSERT_TRUE(model.ok()) << model.status();
-  Fp8Engine bf16 = MakeEngine(**model, nullptr, CudaWeights::kBf16, 1024);
-  Fp8Engine fp8 = MakeEngine(**model, nullptr, CudaWeights::kFp8, 1024);
+  GpuEngine bf16 = MakeGpuEngine(**model, nullptr, 1024, CudaWeights::kBf16);
+  GpuEngine fp8 = MakeGpuEngine(**model, nullptr, 1024, CudaWeights::kFp8);
   ASSERT_TRUE(bf16.backend && fp8.backend);
   // Byte-level BPE ids of ordinary Python source (any ids of the vocabulary would do).
   std::vector<int32_t> prompt;
   for (int i = 0; i < 48; ++i) prompt.push_back((i * 379 + 11) % 16000);
-  auto logits = [&](Fp8Engine& e) {
+  auto logits = [&](GpuEngine& e) {
     ForwardBatch b;
     const SequenceId seq = e.kv->CreateSequence();
     for (size_t p = 0; p < prompt.size(); ++p)
@@ -244,9 +203,9 @@ TEST(CudaFp8BackendTest, Fp8LogitsTrackBf16OnTheDefaultModel) {
     };
     same_argmax += row(a) == row(b);
   }
-  const auto greedy_bf16 = Greedy(bf16, **model, {prompt.begin(), prompt.begin() + 16}, 128,
+  const auto greedy_bf16 = GreedyIds(bf16, **model, {prompt.begin(), prompt.begin() + 16}, 128,
                                   DecodingMode::kAutoregressive, 1);
-  const auto greedy_fp8 = Greedy(fp8, **model, {prompt.begin(), prompt.begin() + 16}, 128,
+  const auto greedy_fp8 = GreedyIds(fp8, **model, {prompt.begin(), prompt.begin() + 16}, 128,
                                  DecodingMode::kAutoregressive, 1);
   size_t common = 0;
   while (common < std::min(greedy_bf16.size(), greedy_fp8.size()) && greedy_bf16[common] == greedy_fp8[common]) ++common;

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
 #include "engine/cuda/cuda_context.h"
 #include "engine/cuda/device_buffer.h"
+#include "engine/cuda/kernels.h"
 #include "gtest/gtest.h"
 
 // Every GPU test starts with this: CI and the dev machines have nvcc but no GPU.
@@ -58,6 +60,27 @@ std::vector<T> ToHost(const cuda::DeviceBuffer<T>& d, size_t count) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   EXPECT_EQ(cudaMemcpy(host.data(), d.data(), count * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
   return host;
+}
+
+// A kernel test's device context (skipped without a device).
+class CudaContextTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_CUDA_DEVICE();
+    auto ctx = cuda::CudaContext::Create(0);
+    ASSERT_TRUE(ctx.ok()) << ctx.status();
+    ctx_ = std::move(*ctx);
+  }
+  cudaStream_t stream() const { return ctx_->stream(); }
+  std::unique_ptr<cuda::CudaContext> ctx_;
+};
+
+// bf16 bit patterns (F32ToBf16's) as a device buffer.
+inline cuda::DeviceBuffer<cuda::Bf16> Bf16ToDevice(const std::vector<uint16_t>& bits) {
+  cuda::DeviceBuffer<cuda::Bf16> d;
+  EXPECT_TRUE(d.Allocate(std::max<size_t>(bits.size(), 1)).ok());
+  EXPECT_EQ(cudaMemcpy(d.data(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  return d;
 }
 
 inline std::vector<float> RandomVector(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
