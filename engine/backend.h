@@ -1,11 +1,11 @@
 // The compute backend interface (CPU, CUDA): one ragged forward over the model.
 //
-// Forward is the same for every backend and is the only way in: PlanForward
+// Execute is the same for every backend and is the only way in: PlanForward
 // (engine/forward_plan.h) validates the batch and reserves the control rows' blocks,
-// the backend's Compute runs the planned rows, then the control rows' positions are
-// committed with PagedKvCache::Advance. A backend therefore computes only; it never
-// touches the cache's bookkeeping, and all backends accept, refuse and commit exactly
-// the same batches.
+// the backend's Compute runs the planned rows. A forward is one KV transaction: the
+// caller then commits the positions each sequence keeps (PagedKvCache::Commit), once.
+// A backend computes only; it never touches the cache's bookkeeping, and all backends
+// accept and refuse exactly the same batches.
 #pragma once
 
 #include <cstdint>
@@ -41,11 +41,15 @@ class Backend {
   const KvCacheConfig& kv_storage() const { return storage_; }
 
   // Runs every row of `batch` through the model: each control row's K/V lands in the
-  // slot the cache assigns (blocks reserved as needed) and the sequences advance by
-  // their control rows. `out.logits` is resized to (full logit rows x vocab) and
-  // `out.summaries` to the summary rows (BatchRow::summary), each in batch order. An
-  // invalid batch is refused before anything is reserved or computed; a failed
-  // computation releases what was reserved. Either way the cache is left as it was.
+  // slot the cache assigns (blocks reserved as needed), and each sequence's length is
+  // left as it was for the caller to commit what it keeps. `out.logits` is resized to
+  // (full logit rows x vocab) and `out.summaries` to the summary rows
+  // (BatchRow::summary), each in batch order. An invalid batch is refused before
+  // anything is reserved or computed; a failed computation releases what was
+  // reserved. Either way the cache is left as it was.
+  absl::Status Execute(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out);
+  // Execute, then commit every control row written (prefill, and callers that keep
+  // the whole forward).
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out);
   // The same for a batch that asks for no summaries: `logits` is (logit rows x vocab).
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, std::vector<float>& logits);
@@ -56,7 +60,7 @@ class Backend {
   // Computes the planned rows: writes each control row's K/V at plan.slots[row] of
   // the backend's storage, the logits of plan.logit_rows that are not summaries to
   // out.logits and the summaries of plan.summary_rows to out.summaries, each in
-  // order. Must not change the cache's bookkeeping (Forward does).
+  // order. Must not change the cache's bookkeeping.
   virtual absl::Status Compute(const ForwardPlan& plan, ForwardOutput& out) = 0;
 
  private:

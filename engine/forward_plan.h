@@ -35,7 +35,7 @@ struct ForwardPlan {
   // order, and the token each summary reports the logit of (-1: none).
   std::vector<int32_t> summary_rows;
   std::vector<int32_t> summary_tokens;
-  // Control rows per sequence: the positions Forward commits with Advance.
+  // Control rows per sequence: the sequences whose blocks the plan reserved.
   std::vector<std::pair<SequenceId, int64_t>> appended;
 
   bool predictive(int row) const { return slots[static_cast<size_t>(row)] < 0; }

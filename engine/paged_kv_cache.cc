@@ -24,8 +24,7 @@ SequenceId PagedKvCache::CreateSequence() {
 }
 
 bool PagedKvCache::IsLive(SequenceId seq) const {
-  return seq >= 0 && static_cast<size_t>(seq) < sequences_.size() &&
-         sequences_[static_cast<size_t>(seq)].live;
+  return seq >= 0 && static_cast<size_t>(seq) < sequences_.size() && sequences_[static_cast<size_t>(seq)].live;
 }
 
 absl::Status PagedKvCache::CheckLive(SequenceId seq) const {
@@ -34,18 +33,17 @@ absl::Status PagedKvCache::CheckLive(SequenceId seq) const {
 }
 
 int64_t PagedKvCache::BlocksNeeded(SequenceId seq, int64_t num_tokens) const {
-  const int64_t want = (num_tokens + config_.block_size - 1) / config_.block_size;
-  const int64_t have = static_cast<int64_t>(sequences_[static_cast<size_t>(seq)].blocks.size());
-  return want > have ? want - have : 0;
+  const auto& blocks = sequences_[static_cast<size_t>(seq)].blocks;
+  return KvExtraBlocks(num_tokens, static_cast<int64_t>(blocks.size()), config_.block_size);
 }
 
 absl::Status PagedKvCache::Reserve(SequenceId seq, int64_t num_tokens) {
   if (auto s = CheckLive(seq); !s.ok()) return s;
   const int64_t needed = BlocksNeeded(seq, num_tokens);
   if (needed > static_cast<int64_t>(free_list_.size())) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("KV cache full: need ", needed, " more blocks of ", config_.block_size,
-                     " tokens, ", free_list_.size(), " free of ", config_.num_blocks));
+    return absl::ResourceExhaustedError(absl::StrCat("KV cache full: need ", needed, " more blocks of ",
+                                                     config_.block_size, " tokens, ", free_list_.size(), " free of ",
+                                                     config_.num_blocks));
   }
   auto& blocks = sequences_[static_cast<size_t>(seq)].blocks;
   for (int64_t i = 0; i < needed; ++i) {
@@ -55,26 +53,15 @@ absl::Status PagedKvCache::Reserve(SequenceId seq, int64_t num_tokens) {
   return absl::OkStatus();
 }
 
-absl::Status PagedKvCache::Advance(SequenceId seq, int64_t count) {
+absl::Status PagedKvCache::Commit(SequenceId seq, int64_t length) {
   if (auto s = CheckLive(seq); !s.ok()) return s;
   auto& st = sequences_[static_cast<size_t>(seq)];
-  if (count < 0 || st.length + count > capacity(seq)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "KV cache: advancing sequence ", seq, " by ", count, " past its capacity ", capacity(seq)));
-  }
-  st.length += count;
-  return absl::OkStatus();
-}
-
-absl::Status PagedKvCache::Truncate(SequenceId seq, int64_t length) {
-  if (auto s = CheckLive(seq); !s.ok()) return s;
-  auto& st = sequences_[static_cast<size_t>(seq)];
-  if (length < 0 || length > st.length) {
-    return absl::InvalidArgumentError(absl::StrCat("KV cache: cannot truncate sequence ", seq,
-                                                   " of length ", st.length, " to ", length));
+  if (length < 0 || length > capacity(seq)) {
+    return absl::FailedPreconditionError(absl::StrCat("KV cache: cannot commit ", length, " positions of sequence ",
+                                                      seq, ", it has ", capacity(seq), " reserved"));
   }
   st.length = length;
-  const size_t keep = static_cast<size_t>((length + config_.block_size - 1) / config_.block_size);
+  const size_t keep = static_cast<size_t>(KvBlocksFor(length, config_.block_size));
   while (st.blocks.size() > keep) {
     free_list_.push_back(st.blocks.back());
     st.blocks.pop_back();
@@ -99,8 +86,7 @@ int64_t PagedKvCache::length(SequenceId seq) const {
 }
 
 int64_t PagedKvCache::capacity(SequenceId seq) const {
-  return IsLive(seq) ? static_cast<int64_t>(sequences_[static_cast<size_t>(seq)].blocks.size()) *
-                           config_.block_size
+  return IsLive(seq) ? static_cast<int64_t>(sequences_[static_cast<size_t>(seq)].blocks.size()) * config_.block_size
                      : 0;
 }
 

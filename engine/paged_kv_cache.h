@@ -19,6 +19,14 @@ struct KvCacheConfig {
   int num_blocks = 0;
 };
 
+// The block arithmetic, in one place: blocks that hold `positions` positions, and the
+// blocks a sequence holding `held` must still allocate to reach `positions`.
+inline int64_t KvBlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
+inline int64_t KvExtraBlocks(int64_t positions, int64_t held, int block_size) {
+  const int64_t want = KvBlocksFor(positions, block_size);
+  return want > held ? want - held : 0;
+}
+
 struct KvCacheStats {
   int total_blocks = 0;
   int used_blocks = 0;
@@ -44,12 +52,12 @@ class PagedKvCache {
   // Blocks Reserve(seq, num_tokens) would still have to allocate.
   int64_t BlocksNeeded(SequenceId seq, int64_t num_tokens) const;
 
-  // Marks `count` more positions as holding valid K/V (the backend wrote them).
-  absl::Status Advance(SequenceId seq, int64_t count);
-
-  // Rolls back to `length` valid positions and frees the blocks no longer needed:
-  // afterwards the cache is as if the removed positions had never been written.
-  absl::Status Truncate(SequenceId seq, int64_t length);
+  // Ends a forward's KV transaction: the sequence's valid positions become [0, length)
+  // (at most its capacity; the forward wrote any new ones) and the blocks past them go
+  // back to the free list, so positions written and not kept are as if never written.
+  // The one call that moves a sequence's length: a decode step keeps x_last and the
+  // accepted drafts, a prefill chunk all of its rows, a failed forward none.
+  absl::Status Commit(SequenceId seq, int64_t length);
 
   // Frees every block of the sequence and retires its id.
   void Free(SequenceId seq);

@@ -4,11 +4,6 @@
 
 namespace crossreg {
 
-int64_t ExtraBlocks(int64_t kv_length, int64_t kv_blocks, int64_t appended, int block_size) {
-  const int64_t want = (kv_length + appended + block_size - 1) / block_size;
-  return want > kv_blocks ? want - kv_blocks : 0;
-}
-
 namespace {
 
 enum class Attempt { kPlanned, kNeedsPreemption };
@@ -33,7 +28,7 @@ Attempt PlanOnce(const std::vector<PlannerSequence>& active, int64_t free_blocks
     // The budget may leave a sequence for the next step, but never the first one:
     // a step always makes progress.
     if (!plan.decode.empty() && s->max_decode_rows > budget) continue;
-    const int64_t need = ExtraBlocks(s->kv_length, s->kv_blocks, s->pending_kv_rows, limits.block_size);
+    const int64_t need = KvExtraBlocks(s->kv_length + s->pending_kv_rows, s->kv_blocks, limits.block_size);
     if (need > free) return Attempt::kNeedsPreemption;
     free -= need;
     budget = std::max<int64_t>(0, budget - s->max_decode_rows);
@@ -46,7 +41,7 @@ Attempt PlanOnce(const std::vector<PlannerSequence>& active, int64_t free_blocks
     const int64_t fit = (s.kv_blocks + free) * limits.block_size - s.kv_length;
     const int64_t chunk = std::min({budget, s.pending_kv_rows, fit});
     if (chunk <= 0) continue;
-    free -= ExtraBlocks(s.kv_length, s.kv_blocks, chunk, limits.block_size);
+    free -= KvExtraBlocks(s.kv_length + chunk, s.kv_blocks, limits.block_size);
     budget -= chunk;
     plan.prefill.push_back({s.id, static_cast<int>(chunk)});
   }

@@ -19,6 +19,8 @@
 #include <optional>
 #include <vector>
 
+#include "engine/paged_kv_cache.h"  // KvExtraBlocks: the cache's own block arithmetic
+
 namespace crossreg {
 
 struct PlannerSequence {
@@ -55,10 +57,6 @@ struct BatchPlan {
   std::optional<int> fail;
   bool empty() const { return decode.empty() && prefill.empty(); }
 };
-
-// Blocks a sequence holding `kv_blocks` for `kv_length` positions must add to hold
-// `appended` more (the cache's BlocksNeeded over plain numbers).
-int64_t ExtraBlocks(int64_t kv_length, int64_t kv_blocks, int64_t appended, int block_size);
 
 BatchPlan PlanBatch(std::vector<PlannerSequence> running, const PlannerLimits& limits);
 

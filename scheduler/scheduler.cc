@@ -23,8 +23,6 @@ using RequestPtr = std::shared_ptr<ScheduledRequest>;
 
 double SecondsBetween(SteadyTime from, SteadyTime to) { return std::chrono::duration<double>(to - from).count(); }
 
-int64_t BlocksFor(int64_t positions, int block_size) { return (positions + block_size - 1) / block_size; }
-
 // An event waiting to be delivered once the scheduler's lock is released.
 struct Outgoing {
   RequestPtr request;
@@ -41,34 +39,58 @@ std::string LiveKey(const std::string& owner, const std::string& request_id) {
 }
 std::string LiveKey(const GenerationRequest& r) { return LiveKey(r.owner, r.request_id); }
 
-// One sequence's part of a forward, from its plan and its stats before and after.
-SequenceForward DescribeForward(DecodingMode mode, const StepPlan& plan, const SpeculativeStats& before,
-                                const SpeculativeStats& after, int committed) {
+// One sequence's part of a forward, from its plan and what the decoder reported.
+SequenceForward DescribeForward(DecodingMode mode, const StepPlan& plan, const StepOutcome& outcome) {
   SequenceForward f;
   f.mode = mode;
   f.prefill = plan.prefill();
   f.rows = static_cast<int>(plan.rows.size());
-  f.committed = committed;
+  f.committed = static_cast<int>(outcome.tokens.size());
   if (f.prefill || mode == DecodingMode::kAutoregressive) return f;
   f.speculative = true;
   f.ar_fallback = plan.ar_fallback;
-  f.drafted = static_cast<int>(after.drafted - before.drafted);
-  f.accepted = static_cast<int>(after.accepted - before.accepted);
-  const size_t depth = after.drafted_per_position.size();
-  f.drafted_at.assign(depth, 0);
-  f.accepted_at.assign(depth, 0);
-  for (size_t k = 0; k < depth; ++k) {
-    const int64_t drafted_before = k < before.drafted_per_position.size() ? before.drafted_per_position[k] : 0;
-    const int64_t accepted_before = k < before.accepted_per_position.size() ? before.accepted_per_position[k] : 0;
-    f.drafted_at[k] = static_cast<int>(after.drafted_per_position[k] - drafted_before);
-    f.accepted_at[k] = static_cast<int>(after.accepted_per_position[k] - accepted_before);
-  }
-  // Only the positions this forward reached.
-  while (!f.drafted_at.empty() && f.drafted_at.back() == 0) {
-    f.drafted_at.pop_back();
-    f.accepted_at.pop_back();
+  f.drafted = outcome.drafted;
+  f.accepted = outcome.accepted;
+  for (bool accepted : outcome.verdicts) {
+    f.drafted_at.push_back(1);
+    f.accepted_at.push_back(accepted ? 1 : 0);
   }
   return f;
+}
+
+// One step's decisions, a value: Schedule makes it, Execute runs its batch, Apply
+// reads it back with the forward's output.
+struct SchedulerOutput {
+  struct Sequence {
+    RequestPtr request;
+    bool prefill = false;
+    int rows = 0;         // the planner's rows: a prefill chunk, or a decode bound
+    StepPlan step;        // what its decoder planned for this forward
+    int full_row = 0;     // its first whole logits row in the forward's output
+    int summary_row = 0;  // its first row summary there
+  };
+  std::vector<Sequence> sequences;  // batch order: decode, then prefill chunks
+  std::vector<RequestPtr> preempt;  // freed before the forward, most recent first
+  RequestPtr fail;                  // cannot progress even alone in the cache
+  ForwardBatch batch;
+  bool carries_prefill = false;
+  int predictive_rows = 0;
+};
+
+// What Execute reports back: the forward's status and its wall time.
+struct ExecutedForward {
+  absl::Status status;
+  double seconds = 0;
+  SteadyTime end;
+};
+
+// The rows of `output` that belong to one sequence of the step.
+LogitRows SliceOf(const ForwardOutput& output, const SchedulerOutput::Sequence& s, int64_t vocab) {
+  const int summaries = s.step.summary_rows();
+  const size_t full = static_cast<size_t>(s.step.logit_rows() - summaries);
+  return LogitRows(absl::MakeConstSpan(output.logits).subspan(static_cast<size_t>(s.full_row) * vocab, full * vocab),
+                   absl::MakeConstSpan(output.summaries)
+                       .subspan(static_cast<size_t>(s.summary_row), static_cast<size_t>(summaries)));
 }
 
 RequestEvent ErrorEvent(absl::Status status) {
@@ -111,14 +133,25 @@ struct Scheduler::Impl {
   // Under `mu`, on the scheduling thread (or before it ever started).
   void DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoing>& out);
   void Admit(SteadyTime now, std::vector<Outgoing>& out);
-  void Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out);  // by value: r may live in the lists it edits
+  void Cancel(RequestPtr r, absl::Status status,
+              std::vector<Outgoing>& out);  // by value: r may live in the lists it edits
   void Publish();
   // The queue head: a preempted request resumes before any new one.
   bool AnyoneWaiting() const { return !preempted.empty() || !waiting.empty(); }
   const RequestPtr& NextWaiting() const { return preempted.empty() ? waiting.front() : preempted.front(); }
   void PopNextWaiting() { preempted.empty() ? waiting.pop_front() : preempted.pop_front(); }
-  // Scheduling thread, without `mu`; takes it where shared state changes.
+  // Scheduling thread, without `mu`; takes it where shared state changes. A step is
+  // Schedule (which sequences, how many rows each, preemptions, the decoders' plans),
+  // Preempt, Execute (the forward) and Apply (commit, events, the forward's report).
   void Step(std::vector<Outgoing>& out);
+  SchedulerOutput Schedule();
+  void PlanDecoders(SchedulerOutput& scheduled);
+  void Preempt(const SchedulerOutput& scheduled, std::vector<Outgoing>& out);
+  ExecutedForward Execute(const SchedulerOutput& scheduled);
+  void Apply(const SchedulerOutput& scheduled, const ExecutedForward& forward, std::vector<Outgoing>& out);
+  // One sequence's share of Apply; false when it finished.
+  bool ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, ForwardReport& report,
+                     std::vector<Outgoing>& out, std::vector<std::pair<RequestPtr, absl::Status>>& failed);
   void FreeKv(ScheduledRequest& r);
   void Dispatch(std::vector<Outgoing>& out);
   void ReportQueueState();
@@ -133,8 +166,8 @@ struct Scheduler::Impl {
   std::condition_variable wake;  // the loop: work or aborts arrived, or stop
   std::condition_variable idle;  // Shutdown: the loop went idle
   // Guarded by mu.
-  std::deque<RequestPtr> waiting;    // never admitted, FIFO; at most max_queue
-  std::deque<RequestPtr> preempted;  // sent back for KV, admission order; resume first
+  std::deque<RequestPtr> waiting;                    // never admitted, FIFO; at most max_queue
+  std::deque<RequestPtr> preempted;                  // sent back for KV, admission order; resume first
   std::unordered_map<std::string, RequestPtr> live;  // LiveKey -> queued or running, not yet finalized
   std::vector<RequestPtr> to_abort;                  // Abort/shutdown requests for the loop
   bool accepting = true;
@@ -152,9 +185,7 @@ struct Scheduler::Impl {
   // The cost curve's error on the forwards this scheduler ran, per kind (decode-only,
   // carrying prefill), for the adaptive draft length.
   ForwardCostCalibration calibration;
-  ForwardBatch batch;
   ForwardOutput output;
-  std::vector<int32_t> committed;
   std::thread thread;
 };
 
@@ -165,10 +196,10 @@ absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_
   const int64_t positions = static_cast<int64_t>(request.prompt_ids.size()) + headroom;
   const int64_t capacity = int64_t{kv.config().num_blocks} * kv.config().block_size;
   if (positions > capacity) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "prompt_ids: ", request.prompt_ids.size(), " tokens plus ", headroom, " decode positions (gamma + 1) need ",
-        positions, " KV positions, the whole KV cache holds ", capacity, " (", kv.config().num_blocks,
-        " blocks of ", kv.config().block_size, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("prompt_ids: ", request.prompt_ids.size(), " tokens plus ", headroom,
+                                                   " decode positions (gamma + 1) need ", positions,
+                                                   " KV positions, the whole KV cache holds ", capacity, " (",
+                                                   kv.config().num_blocks, " blocks of ", kv.config().block_size, ")"));
   }
 
   auto r = std::make_shared<ScheduledRequest>();
@@ -213,7 +244,8 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
     accepting = false;
     if (!started) {
       // No loop will ever run them: cancel here, on the caller's thread.
-      while (AnyoneWaiting()) Cancel(NextWaiting(), CancelledBecause(CancelCause::kShutdown, "scheduler shut down"), out);
+      while (AnyoneWaiting())
+        Cancel(NextWaiting(), CancelledBecause(CancelCause::kShutdown, "scheduler shut down"), out);
       to_abort.clear();
       Publish();
     } else {
@@ -276,9 +308,8 @@ void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoi
   collect_expired(preempted);
   collect_expired(running);
   for (const RequestPtr& r : expired) {
-    r->abort_reason = absl::DeadlineExceededError(
-        absl::StrCat("request \"", r->request.request_id, "\" passed its deadline after ",
-                     SecondsBetween(r->submitted, now), " s"));
+    r->abort_reason = absl::DeadlineExceededError(absl::StrCat(
+        "request \"", r->request.request_id, "\" passed its deadline after ", SecondsBetween(r->submitted, now), " s"));
     Cancel(r, *r->abort_reason, out);
   }
 }
@@ -288,13 +319,13 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
   while (AnyoneWaiting() && static_cast<int>(running.size()) < options.max_running) {
     const RequestPtr r = NextWaiting();
     const int64_t tokens = r->decoder ? static_cast<int64_t>(r->decoder->tokens().size()) : r->prompt_tokens;
-    const int64_t need = BlocksFor(tokens + r->decode_headroom, block_size);
+    const int64_t need = KvBlocksFor(tokens + r->decode_headroom, block_size);
     if (need > kv.config().num_blocks) {
       // Only a request resumed after growing can get here (Submit checked the prompt).
-      Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
-                    "request \"", r->request.request_id, "\" needs ", tokens + r->decode_headroom,
-                    " KV positions (", need, " blocks) to continue, the whole KV cache has ",
-                    kv.config().num_blocks, " blocks of ", block_size)),
+      Cancel(r,
+             absl::ResourceExhaustedError(absl::StrCat(
+                 "request \"", r->request.request_id, "\" needs ", tokens + r->decode_headroom, " KV positions (", need,
+                 " blocks) to continue, the whole KV cache has ", kv.config().num_blocks, " blocks of ", block_size)),
              out);
       continue;
     }
@@ -326,9 +357,10 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     // Nothing runs that could free blocks, so waiting would spin: the cache is held
     // by someone else.
     const RequestPtr r = NextWaiting();
-    Cancel(r, absl::ResourceExhaustedError(absl::StrCat(
-                  "request \"", r->request.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
-                  " free blocks of ", kv.config().num_blocks, " and no running request to wait for")),
+    Cancel(r,
+           absl::ResourceExhaustedError(absl::StrCat(
+               "request \"", r->request.request_id, "\" cannot be admitted: the KV cache has ", kv.free_blocks(),
+               " free blocks of ", kv.config().num_blocks, " and no running request to wait for")),
            out);
   }
 }
@@ -397,166 +429,143 @@ void Scheduler::Impl::Loop() {
 
 void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   ++step_count;
-  const int block_size = kv.config().block_size;
+  const SchedulerOutput scheduled = Schedule();
+  Preempt(scheduled, out);
+  if (scheduled.sequences.empty()) return;
+  const ExecutedForward forward = Execute(scheduled);
+  Apply(scheduled, forward, out);
+}
+
+SchedulerOutput Scheduler::Impl::Schedule() {
   std::vector<PlannerSequence> sequences;
   sequences.reserve(running.size());
   for (size_t i = 0; i < running.size(); ++i) {
     const ScheduledRequest& r = *running[i];
     const SequenceDecoder& d = *r.decoder;
-    PlannerSequence s;
-    s.id = static_cast<int>(i);
-    s.admit_order = r.admit_order;
-    s.last_served_step = r.last_served_step;
-    s.prefilling = d.prefilling();
-    s.kv_length = kv.length(d.sequence());
-    s.kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size());
-    s.pending_kv_rows = d.PendingKvRows();
-    // Adaptive sequences reserve the rows their draft length can reach this forward,
-    // not the full γ's (sequence_decoder.h, DecodeRowsBound).
-    s.max_decode_rows = d.DecodeRowsBound(options.decoding.cost_curve);
-    sequences.push_back(s);
+    sequences.push_back({.id = static_cast<int>(i),
+                         .admit_order = r.admit_order,
+                         .last_served_step = r.last_served_step,
+                         .prefilling = d.prefilling(),
+                         .kv_length = kv.length(d.sequence()),
+                         .kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size()),
+                         .pending_kv_rows = d.PendingKvRows(),
+                         // Adaptive sequences reserve the rows their draft length can reach
+                         // this forward, not the full γ's (sequence_decoder.h, DecodeRowsBound).
+                         .max_decode_rows = d.DecodeRowsBound(options.decoding.cost_curve)});
   }
-  const BatchPlan plan = PlanBatch(std::move(sequences), {options.max_batch_tokens, kv.free_blocks(), block_size});
-
-  // Indices refer to `running` as it was; resolve them before it changes.
-  struct Entry {
-    RequestPtr request;
-    bool prefill = false;
-    int rows = 0;        // prefill chunk
-    StepPlan step = {};  // what its decoder planned for this forward
-    int full_row = 0;     // first whole logits row of this request in the forward's output
-    int summary_row = 0;  // its first row summary there
+  const BatchPlan plan =
+      PlanBatch(std::move(sequences), {options.max_batch_tokens, kv.free_blocks(), kv.config().block_size});
+  // Indices refer to `running` as it is now; resolve them before anything changes it.
+  SchedulerOutput scheduled;
+  const auto request = [&](int id) { return running[static_cast<size_t>(id)]; };
+  const auto add = [&](const PlannedRows& p, bool prefill) {
+    SchedulerOutput::Sequence& s = scheduled.sequences.emplace_back();
+    s.request = request(p.id);
+    s.prefill = prefill;
+    s.rows = p.rows;
   };
-  std::vector<Entry> entries;
-  for (const PlannedRows& p : plan.decode) {
-    entries.push_back({.request = running[static_cast<size_t>(p.id)], .prefill = false, .rows = p.rows});
-  }
-  for (const PlannedRows& p : plan.prefill) {
-    entries.push_back({.request = running[static_cast<size_t>(p.id)], .prefill = true, .rows = p.rows});
-  }
-  if (!plan.preempt.empty() || plan.fail.has_value()) {
-    std::vector<RequestPtr> victims;
-    for (int id : plan.preempt) victims.push_back(running[static_cast<size_t>(id)]);
-    const RequestPtr failing = plan.fail.has_value() ? running[static_cast<size_t>(*plan.fail)] : nullptr;
-    std::lock_guard<std::mutex> lock(mu);
-    // Most recent first; pushing each to the front leaves them in admission order.
-    for (const RequestPtr& r : victims) {
-      FreeKv(*r);
-      running.erase(std::find(running.begin(), running.end(), r));
-      r->phase = RequestPhase::kQueued;
-      r->in_waiting_queue = true;
-      r->preempted = true;
-      preempted.push_front(r);
-      ++preemptions;
-    }
-    if (failing != nullptr) {
-      const SequenceDecoder& d = *failing->decoder;
-      const int64_t positions = kv.length(d.sequence()) + (d.prefilling() ? 1 : d.PendingKvRows());
-      Cancel(failing,
-             absl::ResourceExhaustedError(absl::StrCat(
-                 "request \"", failing->request.request_id, "\" needs ", positions, " KV positions (",
-                 BlocksFor(positions, block_size), " blocks) to continue, the whole KV cache has ",
-                 kv.config().num_blocks, " blocks of ", block_size)),
-             out);
-    }
-  }
-  if (entries.empty()) return;
+  for (const PlannedRows& p : plan.decode) add(p, false);
+  for (const PlannedRows& p : plan.prefill) add(p, true);
+  for (int id : plan.preempt) scheduled.preempt.push_back(request(id));
+  if (plan.fail.has_value()) scheduled.fail = request(*plan.fail);
+  PlanDecoders(scheduled);
+  return scheduled;
+}
 
-  batch.rows.clear();
-  int full_rows = 0, summary_rows = 0;
+void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   // Adaptive draft lengths (draft_length_policy.h): each decoding sequence's draft
   // rows are costed at the margin of the forward as planned so far, and their expected
   // extra tokens must pay it at a decode-only forward's cost per token, both corrected
   // by what this scheduler's forwards of each kind took (forward_cost_calibration.h).
-  // The decode entries plan first, knowing the prefill rows that share the forward.
+  // The decode sequences plan first, knowing the prefill rows that share the forward.
   DraftCost cost{options.decoding.cost_curve, 0, 0, 0};
-  bool carries_prefill = false;
-  for (const Entry& e : entries) {
-    cost.batch_sequences += e.prefill ? 0 : 1;
-    cost.base_rows += e.prefill ? e.rows : 1;
-    carries_prefill = carries_prefill || e.prefill;
+  for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
+    cost.batch_sequences += s.prefill ? 0 : 1;
+    cost.base_rows += s.prefill ? s.rows : 1;
+    scheduled.carries_prefill = scheduled.carries_prefill || s.prefill;
   }
   cost.decode_scale = calibration.Scale(false);
-  cost.forward_scale = calibration.Scale(carries_prefill);
+  cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
-  for (Entry& e : entries) {
-    e.step = e.request->decoder->Plan(e.prefill ? e.rows : 1, &cost,
-                                      e.prefill ? std::numeric_limits<int>::max() : e.rows);
-    if (!e.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(e.step.rows.size()) - 1);
-    batch.rows.insert(batch.rows.end(), e.step.rows.begin(), e.step.rows.end());
-    e.full_row = full_rows;
-    e.summary_row = summary_rows;
-    const int summaries = e.step.summary_rows();
-    full_rows += e.step.logit_rows() - summaries;
+  int full_rows = 0, summary_rows = 0;
+  std::vector<BatchRow>& rows = scheduled.batch.rows;
+  for (SchedulerOutput::Sequence& s : scheduled.sequences) {
+    s.step =
+        s.request->decoder->Plan(s.prefill ? s.rows : 1, &cost, s.prefill ? std::numeric_limits<int>::max() : s.rows);
+    if (!s.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(s.step.rows.size()) - 1);
+    rows.insert(rows.end(), s.step.rows.begin(), s.step.rows.end());
+    s.full_row = full_rows;
+    s.summary_row = summary_rows;
+    const int summaries = s.step.summary_rows();
+    full_rows += s.step.logit_rows() - summaries;
     summary_rows += summaries;
   }
+  scheduled.predictive_rows =
+      static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const BatchRow& row) { return row.predictive; }));
+}
+
+void Scheduler::Impl::Preempt(const SchedulerOutput& scheduled, std::vector<Outgoing>& out) {
+  if (scheduled.preempt.empty() && scheduled.fail == nullptr) return;
+  std::lock_guard<std::mutex> lock(mu);
+  // Most recent first; pushing each to the front leaves them in admission order.
+  for (const RequestPtr& r : scheduled.preempt) {
+    FreeKv(*r);
+    running.erase(std::find(running.begin(), running.end(), r));
+    r->phase = RequestPhase::kQueued;
+    r->in_waiting_queue = true;
+    r->preempted = true;
+    preempted.push_front(r);
+    ++preemptions;
+  }
+  if (scheduled.fail == nullptr) return;
+  const RequestPtr& failing = scheduled.fail;
+  const SequenceDecoder& d = *failing->decoder;
+  const int block_size = kv.config().block_size;
+  const int64_t positions = kv.length(d.sequence()) + (d.prefilling() ? 1 : d.PendingKvRows());
+  Cancel(failing,
+         absl::ResourceExhaustedError(absl::StrCat("request \"", failing->request.request_id, "\" needs ", positions,
+                                                   " KV positions (", KvBlocksFor(positions, block_size),
+                                                   " blocks) to continue, the whole KV cache has ",
+                                                   kv.config().num_blocks, " blocks of ", block_size)),
+         out);
+}
+
+ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled) {
   if (options.debug_forward_delay.count() > 0) std::this_thread::sleep_for(options.debug_forward_delay);
-  const SteadyTime forward_start = std::chrono::steady_clock::now();
-  const absl::Status forward = backend.Forward(batch, kv, output);
-  const SteadyTime now = std::chrono::steady_clock::now();
-  if (!forward.ok()) {
-    // Nothing was written; the requests of this batch cannot trust their state.
+  ExecutedForward forward;
+  const SteadyTime start = std::chrono::steady_clock::now();
+  forward.status = backend.Execute(scheduled.batch, kv, output);
+  forward.end = std::chrono::steady_clock::now();
+  forward.seconds = SecondsBetween(start, forward.end);
+  if (forward.status.ok() && options.decoding.cost_curve != nullptr) {
+    calibration.Observe(*options.decoding.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
+                        scheduled.predictive_rows, scheduled.carries_prefill, forward.seconds);
+  }
+  return forward;
+}
+
+void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForward& forward,
+                            std::vector<Outgoing>& out) {
+  if (!forward.status.ok()) {
+    // Nothing was kept; the requests of this batch cannot trust their state.
     std::lock_guard<std::mutex> lock(mu);
-    for (const Entry& e : entries) {
-      Cancel(e.request, absl::Status(forward.code(), absl::StrCat("forward failed: ", forward.message())), out);
+    for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
+      Cancel(s.request, absl::Status(forward.status.code(), absl::StrCat("forward failed: ", forward.status.message())),
+             out);
     }
     return;
   }
   ++forwards;
   ForwardReport report;
-  report.seconds = SecondsBetween(forward_start, now);
-  report.rows = static_cast<int>(batch.rows.size());
-  if (options.decoding.cost_curve != nullptr) {
-    const auto predictive =
-        std::count_if(batch.rows.begin(), batch.rows.end(), [](const BatchRow& row) { return row.predictive; });
-    calibration.Observe(*options.decoding.cost_curve, report.rows, static_cast<int>(predictive), carries_prefill,
-                        report.seconds);
-  }
+  report.seconds = forward.seconds;
+  report.rows = static_cast<int>(scheduled.batch.rows.size());
   report.decode_cost_scale = calibration.Scale(false);
   report.prefill_cost_scale = calibration.Scale(true);
-  report.sequences.reserve(entries.size());
-
   std::vector<RequestPtr> finished;
   std::vector<std::pair<RequestPtr, absl::Status>> failed;
-  const int64_t vocab = config.vocab_size;
-  for (const Entry& e : entries) {
-    ScheduledRequest& r = *e.request;
-    SequenceDecoder& d = *r.decoder;
-    committed.clear();
-    const int summaries = e.step.summary_rows();
-    const LogitRows own_logits(
-        absl::MakeConstSpan(output.logits)
-            .subspan(static_cast<size_t>(e.full_row) * vocab, static_cast<size_t>(e.step.logit_rows() - summaries) * vocab),
-        absl::MakeConstSpan(output.summaries).subspan(static_cast<size_t>(e.summary_row), static_cast<size_t>(summaries)));
-    const SpeculativeStats before = d.stats();
-    if (absl::Status s = d.OnForward(e.step, own_logits, kv, committed); !s.ok()) {
-      failed.emplace_back(e.request, std::move(s));
-      continue;
-    }
-    if (metrics != nullptr) report.sequences.push_back(DescribeForward(r.request.decoding.mode, e.step, before, d.stats(),
-                                                                       static_cast<int>(committed.size())));
-    if (!e.prefill) r.last_served_step = step_count;
-    if (!committed.empty()) {
-      if (!r.first_token.has_value()) r.first_token = now;
-      if (metrics != nullptr) {
-        metrics->OnTokensCommitted(r.request.decoding.mode, static_cast<int>(committed.size()),
-                                   SecondsBetween(r.last_commit, now));
-      }
-      r.last_commit = now;
-      RequestEvent tokens;
-      tokens.kind = RequestEvent::Kind::kTokens;
-      tokens.tokens = committed;
-      out.push_back({e.request, std::move(tokens)});
-    }
-    if (!d.finished()) {
-      r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
-      continue;
-    }
-    FreeKv(r);
-    r.phase = RequestPhase::kFinished;
-    out.push_back({e.request, FinishedEvent(r, d.finish_reason(), now)});
-    finished.push_back(e.request);
+  for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
+    if (!ApplySequence(s, forward.end, report, out, failed)) finished.push_back(s.request);
   }
   if (metrics != nullptr) metrics->OnForward(report);
   if (finished.empty() && failed.empty()) return;
@@ -566,6 +575,42 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
     live.erase(LiveKey(r->request));
   }
   for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
+}
+
+bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, ForwardReport& report,
+                                    std::vector<Outgoing>& out,
+                                    std::vector<std::pair<RequestPtr, absl::Status>>& failed) {
+  ScheduledRequest& r = *s.request;
+  SequenceDecoder& d = *r.decoder;
+  absl::StatusOr<StepOutcome> outcome = d.OnForward(s.step, SliceOf(output, s, config.vocab_size));
+  // The step's one KV change for this sequence: the positions it keeps.
+  absl::Status committed = outcome.ok() ? kv.Commit(d.sequence(), outcome->kv_length) : outcome.status();
+  if (!committed.ok()) {
+    failed.emplace_back(s.request, std::move(committed));
+    return true;
+  }
+  if (metrics != nullptr) report.sequences.push_back(DescribeForward(r.request.decoding.mode, s.step, *outcome));
+  if (!s.prefill) r.last_served_step = step_count;
+  if (!outcome->tokens.empty()) {
+    if (!r.first_token.has_value()) r.first_token = now;
+    if (metrics != nullptr) {
+      metrics->OnTokensCommitted(r.request.decoding.mode, static_cast<int>(outcome->tokens.size()),
+                                 SecondsBetween(r.last_commit, now));
+    }
+    r.last_commit = now;
+    RequestEvent tokens;
+    tokens.kind = RequestEvent::Kind::kTokens;
+    tokens.tokens = std::move(outcome->tokens);
+    out.push_back({s.request, std::move(tokens)});
+  }
+  if (!d.finished()) {
+    r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
+    return true;
+  }
+  FreeKv(r);
+  r.phase = RequestPhase::kFinished;
+  out.push_back({s.request, FinishedEvent(r, d.finish_reason(), now)});
+  return false;
 }
 
 // ---- Scheduler ----------------------------------------------------------------

@@ -76,7 +76,7 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     const auto t0 = std::chrono::steady_clock::now();
     if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (auto s = kv.Truncate(seq, context); !s.ok()) return s;
+    if (auto s = kv.Commit(seq, context); !s.ok()) return s;
     return seconds;
   };
   // Warm caches, allocations and worker threads on every size first, then take the

@@ -29,22 +29,22 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   GenerationResult result;
   ForwardBatch batch;
   ForwardOutput out;
-  std::vector<int32_t> committed;
   const DraftCost cost{env.cost_curve, 1};
   const auto t0 = std::chrono::steady_clock::now();
   auto t_decode = t0;
   while (!decoder.finished()) {
     const StepPlan plan = decoder.Plan(options.prefill_chunk, &cost);
     batch.rows = plan.rows;
-    if (auto s = backend.Forward(batch, kv, out); !s.ok()) return s;
-    committed.clear();
-    if (auto s = decoder.OnForward(plan, LogitRows(out.logits, out.summaries), kv, committed); !s.ok()) return s;
+    if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
+    absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
+    if (!step.ok()) return step.status();
+    if (auto s = kv.Commit(seq, step->kv_length); !s.ok()) return s;
     if (plan.prefill()) {
       ++result.prefill_forwards;
       t_decode = std::chrono::steady_clock::now();
       continue;
     }
-    if (on_tokens && !committed.empty()) on_tokens(committed);
+    if (on_tokens && !step->tokens.empty()) on_tokens(step->tokens);
   }
   result.prefill_seconds = std::chrono::duration<double>(t_decode - t0).count();
   result.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();

@@ -10,10 +10,14 @@ namespace crossreg {
 
 const char* FinishReasonName(FinishReason r) {
   switch (r) {
-    case FinishReason::kNone: return "none";
-    case FinishReason::kStop: return "stop";
-    case FinishReason::kLength: return "length";
-    case FinishReason::kContext: return "context";
+    case FinishReason::kNone:
+      return "none";
+    case FinishReason::kStop:
+      return "stop";
+    case FinishReason::kLength:
+      return "length";
+    case FinishReason::kContext:
+      return "context";
   }
   return "?";
 }
@@ -91,8 +95,8 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
   // Both at this forward's margin: under load a probe's rows cost several of this
   // sequence's shares of the forward, not a fraction of a one-row forward.
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
-  const double extra = probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, probe)) - 1) /
-                       cost.ArShare(d.mode);
+  const double extra =
+      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, probe)) - 1) / cost.ArShare(d.mode);
   const int first_interval =
       std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
@@ -116,7 +120,7 @@ int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acc
   // while probes fail. With a memory the run is counted over the class's requests
   // (acceptance_memory.h).
   const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
-                                     : probes_.ArForward(first_interval, kMaxProbeInterval);
+                                      : probes_.ArForward(first_interval, kMaxProbeInterval);
   if (!due || probe > fits) return 0;
   probe_forwards_ = probe_forwards - 1;
   return probe;
@@ -128,7 +132,8 @@ StepPlan SequenceDecoder::Plan(int max_prefill_rows, const DraftCost* cost, int 
   // Every committed token but the newest goes into the cache without logits.
   StepPlan plan;
   plan.kind = StepPlan::Kind::kPrefill;
-  const int64_t end = std::min<int64_t>(static_cast<int64_t>(tokens_.size()) - 1, cached_ + std::max(1, max_prefill_rows));
+  const int64_t end =
+      std::min<int64_t>(static_cast<int64_t>(tokens_.size()) - 1, cached_ + std::max(1, max_prefill_rows));
   for (int64_t p = cached_; p < end; ++p) {
     plan.rows.push_back({.seq = seq_, .position = static_cast<int32_t>(p), .token = tokens_[static_cast<size_t>(p)]});
   }
@@ -231,8 +236,12 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows)
     const int size = useful(n);
     plan.fork_sizes.push_back(size);
     for (int j = 0; j < size; ++j) {
-      plan.rows.push_back({.seq = seq_, .position = base + n + 1 + j, .token = placeholder, .want_logits = true,
-                           .predictive = true, .branch = n + 1});
+      plan.rows.push_back({.seq = seq_,
+                           .position = base + n + 1 + j,
+                           .token = placeholder,
+                           .want_logits = true,
+                           .predictive = true,
+                           .branch = n + 1});
     }
   }
   plan.drafts = m;
@@ -253,14 +262,15 @@ void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
   for (size_t r = static_cast<size_t>(plan.drafts) + 1; r < plan.rows.size(); ++r) plan.rows[r].summary = true;
 }
 
-absl::Status SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& logits, PagedKvCache& kv,
-                                        std::vector<int32_t>& committed) {
+absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& logits) {
   if (finished()) return absl::FailedPreconditionError("decoder: sequence already finished");
   if (!plan_outstanding_) return absl::FailedPreconditionError("decoder: OnForward without a Plan for this forward");
   plan_outstanding_ = false;
+  StepOutcome step;
   if (plan.prefill()) {
     cached_ += static_cast<int64_t>(plan.rows.size());
-    return absl::OkStatus();
+    step.kv_length = cached_;
+    return step;
   }
   const size_t summaries = static_cast<size_t>(plan.summary_rows());
   const size_t full = static_cast<size_t>(plan.logit_rows()) - summaries;
@@ -276,18 +286,20 @@ absl::Status SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& l
   VerifyOutcome outcome =
       Verify(plan, logits, vocab_, std::move(buffer_), request_.sampling, acceptor_, rng_, request_.fault);
   buffer_.clear();
-  // The one place a decode step changes the cache: keep x_last and the accepted drafts.
-  if (auto s = kv.Truncate(seq_, outcome.kv_keep); !s.ok()) return s;
+  // The cache keeps x_last and the accepted drafts.
   cached_ = outcome.kv_keep;
-  Apply(plan, std::move(outcome), committed);
-  return absl::OkStatus();
+  step.kv_length = cached_;
+  Apply(plan, std::move(outcome), step);
+  return step;
 }
 
-void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, std::vector<int32_t>& committed) {
+void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOutcome& step) {
   ++stats_.forwards;
   if (plan.ar_fallback) ++stats_.ar_forwards;
   stats_.drafted += plan.drafts;
   stats_.accepted += outcome.accepted;
+  step.drafted = plan.drafts;
+  step.accepted = outcome.accepted;
   for (size_t k = 0; k < outcome.verdicts.size(); ++k) {
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
@@ -298,11 +310,12 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, std::ve
     const int slot = MemorySlot(plan);
     memory_->Record(memory_class_, slot, outcome.verdicts);
   }
+  step.verdicts = std::move(outcome.verdicts);
   buffer_ = std::move(outcome.next_drafts);
   for (int32_t t : outcome.tokens) {
     tokens_.push_back(t);
     ++stats_.committed;
-    committed.push_back(t);
+    step.tokens.push_back(t);
     if (IsStop(t)) {
       finish_ = FinishReason::kStop;
       return;

@@ -4,11 +4,13 @@
 // Between decode iterations the KV cache holds every committed token except the
 // newest (x_last), whose row opens the next forward.
 //
-// A decode iteration (ALGORITHM.md), as three values and one mutation:
+// A decode iteration (ALGORITHM.md), as three values:
 //   Plan()      -> StepPlan       rows [x_last, d_1..d_m] (control) + predictive chains
 //   Verify()    -> VerifyOutcome  engine/decoding/verify.h, a pure function of the logits
-//   OnForward() applies it: commits the tokens, keeps L+n cached positions (the one place
-//               a decode step shrinks the cache), installs the refilled draft buffer.
+//   OnForward() -> StepOutcome    commits the tokens to the decoder's state, installs the
+//               refilled draft buffer and says how many cached positions the sequence
+//               keeps (L+n); the caller commits them to the cache, which the decoder
+//               never touches.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/decoding_config.h"
@@ -68,9 +71,9 @@ class SequenceDecoder {
   // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
   int DecodeRowsBound(const ForwardCostCurve* curve) const;
   // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows, each whole or
-  // a summary as the plan's rows asked. Appends the tokens it commits to `committed`.
-  absl::Status OnForward(const StepPlan& plan, const LogitRows& logits, PagedKvCache& kv,
-                         std::vector<int32_t>& committed);
+  // a summary as the plan's rows asked. The outcome's kv_length is what the caller
+  // must commit for sequence() before the next Plan.
+  absl::StatusOr<StepOutcome> OnForward(const StepPlan& plan, const LogitRows& logits);
   // The sequence's KV was dropped (preemption): the next plans recompute it into
   // `new_seq` (a fresh, empty sequence of the cache).
   void OnKvDropped(SequenceId new_seq);
@@ -109,7 +112,7 @@ class SequenceDecoder {
   // alone; one sharing an AcceptanceMemory follows the class's schedule there.
   static constexpr int kMaxProbeInterval = 128;
   static constexpr double kProbeBudget = 0.03;    // probes' extra cost, as a fraction of the AR forwards
-  void Apply(const StepPlan& plan, VerifyOutcome outcome, std::vector<int32_t>& committed);
+  void Apply(const StepPlan& plan, VerifyOutcome outcome, StepOutcome& step);
   bool IsStop(int32_t token) const;
 
   const GenerationRequest request_;

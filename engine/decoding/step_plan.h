@@ -48,4 +48,15 @@ struct StepPlan {
   }
 };
 
+// What one forward did for a sequence, as the decoder reports it back: the caller
+// commits `kv_length` positions (PagedKvCache::Commit, the forward's one KV change),
+// delivers `tokens` and reports the verdicts; nobody diffs running statistics.
+struct StepOutcome {
+  std::vector<int32_t> tokens;  // committed by this forward (a prefill chunk's: none)
+  int64_t kv_length = 0;        // positions the sequence keeps in the cache after it
+  int drafted = 0;              // decode: drafts verified (m)
+  int accepted = 0;             // ... accepted (n)
+  std::vector<bool> verdicts;   // [k-1]: d_k accepted, one per depth reached
+};
+
 }  // namespace crossreg

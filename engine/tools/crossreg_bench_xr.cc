@@ -132,7 +132,7 @@ double TimeSharedForward(Engine& e, int context, int control, int predictive) {
     const auto t0 = Clock::now();
     if (!e.backend->Forward(b, *e.kv, logits).ok()) std::exit(1);
     best = std::min(best, std::chrono::duration<double>(Clock::now() - t0).count());
-    if (!e.kv->Truncate(seq, context).ok()) std::exit(1);
+    if (!e.kv->Commit(seq, context).ok()) std::exit(1);
   }
   e.kv->Free(seq);
   return best;

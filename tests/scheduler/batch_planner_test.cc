@@ -43,14 +43,6 @@ std::vector<std::pair<int, int>> Pairs(const std::vector<PlannedRows>& rows) {
 
 using P = std::vector<std::pair<int, int>>;
 
-TEST(BatchPlannerTest, ExtraBlocksMatchesTheCacheArithmetic) {
-  EXPECT_EQ(ExtraBlocks(0, 0, 1, 4), 1);
-  EXPECT_EQ(ExtraBlocks(3, 1, 1, 4), 0);
-  EXPECT_EQ(ExtraBlocks(4, 1, 1, 4), 1);
-  EXPECT_EQ(ExtraBlocks(4, 1, 9, 4), 3);
-  EXPECT_EQ(ExtraBlocks(2, 3, 1, 4), 0);  // holds more than it needs
-}
-
 TEST(BatchPlannerTest, EmptyRunningGivesAnEmptyPlan) {
   const BatchPlan plan = PlanBatch({}, {512, 10, 4});
   EXPECT_TRUE(plan.empty());

@@ -1,6 +1,7 @@
-// The contract every backend gets from the non-virtual Backend::Forward
+// The contract every backend gets from the non-virtual Backend::Execute and Forward
 // (engine/backend.h): refused batches touch nothing and never reach Compute, a
-// failed Compute leaves the cache as it was, a good forward advances each sequence by
+// failed Compute leaves the cache as it was, a good Execute reserves without moving a
+// length (the caller commits what it keeps), a good Forward advances each sequence by
 // its control rows only. A recording backend checks the seam; the CPU backend is held
 // to the same refusals, so no backend can accept what another refuses.
 #include <algorithm>
@@ -185,6 +186,25 @@ TEST(BackendContractTest, ASuccessfulForwardAdvancesEachSequenceByItsControlRows
   for (int r = 0; r < plan.rows; ++r) EXPECT_EQ(plan.predictive(r), batch.rows[static_cast<size_t>(r)].predictive);
 }
 
+TEST(BackendContractTest, ExecuteReservesAndTheCallerCommitsWhatItKeeps) {
+  RecordingBackend backend(testing::TinyConfig(48), kKv);
+  PagedKvCache kv(kKv);
+  const auto [seq, other] = Prepare(backend, kv);  // seq: 5 positions in 2 blocks
+  ForwardBatch batch;                              // x_last at 5 and four drafts: positions 5..9, into a third block
+  for (int k = 0; k < 5; ++k) batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 1, .want_logits = true});
+  ForwardOutput out;
+  ASSERT_TRUE(backend.Execute(batch, kv, out).ok());
+  EXPECT_EQ(kv.length(seq), 5);  // nothing committed yet
+  EXPECT_EQ(kv.capacity(seq), 12);
+  EXPECT_EQ(out.logits.size(), 5u * 48u);
+  // A verify step that accepts one draft keeps x_last and d_1: the third block returns.
+  ASSERT_TRUE(kv.Commit(seq, 7).ok());
+  EXPECT_EQ(kv.length(seq), 7);
+  EXPECT_EQ(kv.capacity(seq), 8);
+  EXPECT_EQ(kv.free_blocks(), kKv.num_blocks - 2);
+  EXPECT_EQ(kv.length(other), 0);
+}
+
 // A batch of two sequences with control and predictive rows, some of them summaries:
 // whole rows come back bit for bit as in an all-whole forward of the same batch, and
 // each summary is the reference reduction of its row (the CPU computes every row).
@@ -202,15 +222,20 @@ TEST(BackendContractTest, SummaryRowsAreTheReferenceReductionOfTheirLogits) {
   ASSERT_EQ(other, mixed_other);
   ForwardBatch batch;
   for (int k = 0; k < 4; ++k) {
-    batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 7 + k, .want_logits = true, .summary = k % 2 == 1,
+    batch.rows.push_back({.seq = seq,
+                          .position = 5 + k,
+                          .token = 7 + k,
+                          .want_logits = true,
+                          .summary = k % 2 == 1,
                           .summary_token = k == 3 ? -1 : 8 + k});
   }
   for (int k = 0; k < 3; ++k) {
-    batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 47, .want_logits = true, .predictive = true,
-                          .summary = k != 1});
+    batch.rows.push_back(
+        {.seq = seq, .position = 5 + k, .token = 47, .want_logits = true, .predictive = true, .summary = k != 1});
   }
   batch.rows.push_back({.seq = other, .position = 0, .token = 3});
-  batch.rows.push_back({.seq = other, .position = 1, .token = 4, .want_logits = true, .summary = true, .summary_token = 0});
+  batch.rows.push_back(
+      {.seq = other, .position = 1, .token = 4, .want_logits = true, .summary = true, .summary_token = 0});
   ForwardBatch all_whole = batch;
   for (BatchRow& r : all_whole.rows) r.summary = false;
 

@@ -298,7 +298,7 @@ std::vector<double> ExactSequenceProbabilities(testing::EngineUnderTest& e, cons
         for (int64_t i = 0, n = static_cast<int64_t>(std::pow(V, depth - level - 1)); i < n; ++i) out.push_back(0.0);
       }
     }
-    EXPECT_TRUE(e.kv->Truncate(seq, len).ok());
+    EXPECT_TRUE(e.kv->Commit(seq, len).ok());
   };
   visit(prompt.back(), 0, 1.0);
   e.kv->Free(seq);

@@ -14,10 +14,10 @@ namespace crossreg {
 namespace {
 
 struct DecodeRun {
-  std::vector<int> bounds;     // DecodeRowsBound before each decode forward
-  std::vector<int> rows;       // that forward's rows
-  std::vector<int> reach;      // the most rows its draft length could have taken
-  std::vector<int> gammas;     // its γ' (0 = AR)
+  std::vector<int> bounds;  // DecodeRowsBound before each decode forward
+  std::vector<int> rows;    // that forward's rows
+  std::vector<int> reach;   // the most rows its draft length could have taken
+  std::vector<int> gammas;  // its γ' (0 = AR)
   std::vector<int32_t> tokens;
 };
 
@@ -34,7 +34,6 @@ DecodeRun Decode(const GenerationRequest& req, const ForwardCostCurve& curve, fl
   DecodeRun run;
   ForwardBatch batch;
   ForwardOutput out;
-  std::vector<int32_t> committed;
   const DraftCost cost{&curve, 1, 1, 0};
   while (!decoder.finished()) {
     const bool decode = !decoder.prefilling();
@@ -47,8 +46,12 @@ DecodeRun Decode(const GenerationRequest& req, const ForwardCostCurve& curve, fl
       run.gammas.push_back(plan.decoding.mode == DecodingMode::kAutoregressive ? 0 : plan.decoding.gamma);
     }
     batch.rows = plan.rows;
-    EXPECT_TRUE(engine.backend->Forward(batch, *engine.kv, out).ok());
-    EXPECT_TRUE(decoder.OnForward(plan, LogitRows(out.logits, out.summaries), *engine.kv, committed).ok());
+    EXPECT_TRUE(engine.backend->Execute(batch, *engine.kv, out).ok());
+    absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
+    if (!step.ok() || !engine.kv->Commit(decoder.sequence(), step->kv_length).ok()) {
+      ADD_FAILURE() << "the forward's outcome could not be applied";
+      break;
+    }
   }
   run.tokens = decoder.tokens();
   engine.kv->Free(seq);
@@ -88,7 +91,7 @@ TEST(DecodeRowsBoundTest, ArRunningForkedRequestReservesAProbeAndPlansStayWithin
     EXPECT_EQ(ar.bounds[f], f == 0 || ar.gammas[f - 1] == 0 ? probe : full) << "forward " << f;
     probes += ar.gammas[f] > 0;
   }
-  EXPECT_GT(probes, 0);                        // probes fit the probe's reservation
+  EXPECT_GT(probes, 0);  // probes fit the probe's reservation
   EXPECT_LT(probes * 4, static_cast<int>(ar.rows.size()));
 
   // Flat: drafts pay; after the first drafting forward the full γ is reserved and used.

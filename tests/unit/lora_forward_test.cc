@@ -250,12 +250,13 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
     SequenceDecoder decoder(request, e.env, seq);
     ForwardBatch batch;
     ForwardOutput out;
-    std::vector<int32_t> committed;
     while (!decoder.finished()) {
       const StepPlan plan = decoder.Plan(64);
       batch.rows = plan.rows;
-      ASSERT_TRUE(e.backend->Forward(batch, *e.kv, out).ok());
-      ASSERT_TRUE(decoder.OnForward(plan, LogitRows(out.logits, out.summaries), *e.kv, committed).ok());
+      ASSERT_TRUE(e.backend->Execute(batch, *e.kv, out).ok());
+      absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
+      ASSERT_TRUE(step.ok()) << step.status();
+      ASSERT_TRUE(e.kv->Commit(decoder.sequence(), step->kv_length).ok());
     }
     const auto& tokens = decoder.tokens();
     ASSERT_EQ(e.kv->length(seq), static_cast<int64_t>(tokens.size()) - 1);

@@ -257,13 +257,16 @@ TEST(RowSummaryDecodingTest, OnlyGreedyRowsAskForSummariesAndEachControlRowNames
     std::vector<StepPlan> plans;
     ForwardBatch batch;
     ForwardOutput out;
-    std::vector<int32_t> committed;
     while (!decoder.finished()) {
       StepPlan plan = decoder.Plan(64);
       batch.rows = plan.rows;
-      EXPECT_TRUE(t.engine.backend->Forward(batch, *t.engine.kv, out).ok());
+      EXPECT_TRUE(t.engine.backend->Execute(batch, *t.engine.kv, out).ok());
       EXPECT_EQ(out.summaries.size(), static_cast<size_t>(plan.summary_rows()));
-      EXPECT_TRUE(decoder.OnForward(plan, LogitRows(out.logits, out.summaries), *t.engine.kv, committed).ok());
+      absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
+      if (!step.ok() || !t.engine.kv->Commit(decoder.sequence(), step->kv_length).ok()) {
+        ADD_FAILURE() << "the forward's outcome could not be applied";
+        break;
+      }
       if (!plan.prefill()) plans.push_back(std::move(plan));
     }
     t.engine.kv->Free(seq);
