@@ -7,62 +7,69 @@
 
 namespace crossreg {
 
-absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
-                                        const KvCacheConfig& storage) {
-  if (batch.rows.empty()) return absl::InvalidArgumentError("forward: empty batch");
-  if (kv.config().num_blocks != storage.num_blocks || kv.config().block_size != storage.block_size) {
-    return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
-  }
-  const int rows = static_cast<int>(batch.rows.size());
-  ForwardPlan plan;
-  plan.rows = rows;
-  plan.tokens.resize(rows);
-  plan.positions.resize(rows);
-  plan.slots.assign(rows, -1);
-  plan.num_cached.assign(rows, 0);
-  plan.num_own.assign(rows, 0);
-  plan.group_begin.assign(rows, 0);
-  plan.table_offset.assign(rows, 0);
+namespace {
 
-  // Sequences in order of first appearance, so the layout is deterministic.
-  std::vector<SequenceId> sequences;
-  std::unordered_map<SequenceId, int64_t> next_control;      // next expected control position
-  // Predictive groups are keyed by (sequence, branch): each branch is its own chain.
-  using GroupKey = std::pair<SequenceId, int32_t>;
-  std::map<GroupKey, int64_t> next_predictive;  // next expected position of each group
-  std::map<GroupKey, std::vector<int32_t>> groups;
-  std::unordered_map<SequenceId, bool> has_predictive;
+// Predictive groups are keyed by (sequence, branch): each branch is its own chain.
+using GroupKey = std::pair<SequenceId, int32_t>;
+
+// What one pass over the rows learns, besides the per-row fields of the plan.
+struct RowScan {
+  std::vector<SequenceId> sequences;                     // in order of first appearance
+  std::unordered_map<SequenceId, int64_t> next_control;  // control rows' end position
+  std::map<GroupKey, std::vector<int32_t>> groups;       // predictive rows by chain
   std::unordered_map<SequenceId, int64_t> control_count;
-  for (int i = 0; i < rows; ++i) {
+};
+
+// Where a predictive group's attention starts: the cache below `cache_part`, then
+// branch 0's rows `shared` (attended, not recomputed), then its own rows.
+struct GroupLayout {
+  int64_t cache_part = 0;
+  std::vector<int32_t> shared;
+};
+
+// The checks of one row on its own.
+absl::Status CheckRow(const BatchRow& row, int i, const PagedKvCache& kv, const ModelConfig& config) {
+  if (!kv.IsLive(row.seq)) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": unknown sequence ", row.seq));
+  }
+  if (row.token < 0 || row.token >= config.vocab_size) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": token ", row.token,
+                                                   " outside the vocabulary [0, ", config.vocab_size, ")"));
+  }
+  if (row.position < 0 || row.position >= config.max_position) {
+    return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
+                                              " outside the context length ", config.max_position));
+  }
+  if (row.branch < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": negative predictive branch ", row.branch));
+  }
+  if (!row.predictive && row.branch != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a control row cannot name a branch"));
+  }
+  if (row.summary && !row.want_logits) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a summary needs want_logits"));
+  }
+  if (row.summary && (row.summary_token < -1 || row.summary_token >= config.vocab_size)) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": summary token ", row.summary_token,
+                                                   " outside the vocabulary [0, ", config.vocab_size,
+                                                   ") (-1: none)"));
+  }
+  return absl::OkStatus();
+}
+
+// Checks every row and fills the plan's per-row fields and its logit rows; learns the
+// sequences, the control rows' ends and the predictive chains.
+absl::StatusOr<RowScan> ScanRows(const ForwardBatch& batch, const PagedKvCache& kv, const ModelConfig& config,
+                                 ForwardPlan& plan) {
+  RowScan scan;
+  std::map<GroupKey, int64_t> next_predictive;  // next expected position of each group
+  std::unordered_map<SequenceId, bool> has_predictive;
+  for (int i = 0; i < plan.rows; ++i) {
     const BatchRow& row = batch.rows[static_cast<size_t>(i)];
-    if (!kv.IsLive(row.seq)) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": unknown sequence ", row.seq));
-    }
-    if (row.token < 0 || row.token >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": token ", row.token,
-                                                     " outside the vocabulary [0, ", config.vocab_size, ")"));
-    }
-    if (row.position < 0 || row.position >= config.max_position) {
-      return absl::OutOfRangeError(absl::StrCat("forward: row ", i, ": position ", row.position,
-                                                " outside the context length ", config.max_position));
-    }
-    if (row.branch < 0) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": negative predictive branch ", row.branch));
-    }
-    if (!row.predictive && row.branch != 0) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a control row cannot name a branch"));
-    }
-    if (!next_control.contains(row.seq) && !has_predictive.contains(row.seq)) sequences.push_back(row.seq);
+    if (absl::Status s = CheckRow(row, i, kv, config); !s.ok()) return s;
+    if (!scan.next_control.contains(row.seq) && !has_predictive.contains(row.seq)) scan.sequences.push_back(row.seq);
     plan.tokens[i] = row.token;
     plan.positions[i] = row.position;
-    if (row.summary && !row.want_logits) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a summary needs want_logits"));
-    }
-    if (row.summary && (row.summary_token < -1 || row.summary_token >= config.vocab_size)) {
-      return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": summary token ", row.summary_token,
-                                                     " outside the vocabulary [0, ", config.vocab_size,
-                                                     ") (-1: none)"));
-    }
     if (row.want_logits) {
       if (row.summary) {
         plan.summary_rows.push_back(static_cast<int32_t>(plan.logit_rows.size()));
@@ -79,31 +86,31 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
                                                        " (branch ", row.branch, ") must take consecutive positions"));
       }
       ++it->second;
-      groups[key].push_back(i);
+      scan.groups[key].push_back(i);
       plan.predictive_rows.push_back(i);
       continue;
     }
-    auto [it, inserted] = next_control.try_emplace(row.seq, kv.length(row.seq));
+    auto [it, inserted] = scan.next_control.try_emplace(row.seq, kv.length(row.seq));
     if (row.position != it->second) {
       return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": sequence ", row.seq, " expects position ",
                                                      it->second, ", got ", row.position,
                                                      " (rows of a sequence must append consecutive positions)"));
     }
     ++it->second;
-    ++control_count[row.seq];
+    ++scan.control_count[row.seq];
     plan.num_cached[i] = row.position + 1;
   }
+  return scan;
+}
 
-  // Where each group's attention starts. A group starting at or below the cached
-  // length attends the cache below its start. A branch b >= 1 that starts above it
-  // forks from branch 0: it attends the cache below branch 0's start, then branch
-  // 0's rows up to its own start (shared, not recomputed), then its own rows.
-  struct GroupLayout {
-    int64_t cache_part = 0;
-    std::vector<int32_t> shared;  // branch-0 rows attended before the group's own rows
-  };
+// Where each group's attention starts. A group starting at or below the cached
+// length attends the cache below its start. A branch b >= 1 that starts above it
+// forks from branch 0: it attends the cache below branch 0's start, then branch
+// 0's rows up to its own start (shared, not recomputed), then its own rows.
+absl::StatusOr<std::map<GroupKey, GroupLayout>> LayOutGroups(const RowScan& scan, const ForwardBatch& batch,
+                                                             const PagedKvCache& kv) {
   std::map<GroupKey, GroupLayout> layouts;
-  for (const auto& [key, members] : groups) {
+  for (const auto& [key, members] : scan.groups) {
     const auto& [seq, branch] = key;
     const int64_t cached = kv.length(seq);
     const int64_t p0 = batch.rows[static_cast<size_t>(members.front())].position;
@@ -111,8 +118,8 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
     if (p0 <= cached) {
       layout.cache_part = p0;
     } else {
-      const auto main = groups.find(GroupKey{seq, 0});
-      const int64_t s0 = main == groups.end() || branch == 0
+      const auto main = scan.groups.find(GroupKey{seq, 0});
+      const int64_t s0 = main == scan.groups.end() || branch == 0
                              ? -1
                              : batch.rows[static_cast<size_t>(main->second.front())].position;
       if (s0 < 0 || s0 > cached || s0 + static_cast<int64_t>(main->second.size()) < p0) {
@@ -126,23 +133,32 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
     }
     layouts.emplace(key, std::move(layout));
   }
+  return layouts;
+}
 
+// The control rows' blocks, all or nothing.
+absl::Status ReserveControlRows(const RowScan& scan, PagedKvCache& kv) {
   int64_t blocks_needed = 0;
-  for (const auto& [seq, end] : next_control) blocks_needed += kv.BlocksNeeded(seq, end);
+  for (const auto& [seq, end] : scan.next_control) blocks_needed += kv.BlocksNeeded(seq, end);
   if (blocks_needed > kv.free_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("forward: KV cache full: batch needs ", blocks_needed,
                                                      " blocks, ", kv.free_blocks(), " free"));
   }
-  for (const auto& [seq, end] : next_control) {
+  for (const auto& [seq, end] : scan.next_control) {
     if (absl::Status s = kv.Reserve(seq, end); !s.ok()) return s;
   }
+  return absl::OkStatus();
+}
 
+// Block tables, predictive groups and KV slots, after the reservation.
+void FillTables(const RowScan& scan, const std::map<GroupKey, GroupLayout>& layouts, const ForwardBatch& batch,
+                const PagedKvCache& kv, ForwardPlan& plan) {
   std::unordered_map<SequenceId, int32_t> table_offset_of;
-  for (SequenceId seq : sequences) {
+  for (SequenceId seq : scan.sequences) {
     table_offset_of[seq] = static_cast<int32_t>(plan.block_tables.size());
     const auto& table = kv.block_table(seq);
     plan.block_tables.insert(plan.block_tables.end(), table.begin(), table.end());
-    for (auto g = groups.lower_bound(GroupKey{seq, 0}); g != groups.end() && g->first.first == seq; ++g) {
+    for (auto g = scan.groups.lower_bound(GroupKey{seq, 0}); g != scan.groups.end() && g->first.first == seq; ++g) {
       const GroupLayout& layout = layouts.at(g->first);
       const auto begin = static_cast<int32_t>(plan.group_rows.size());
       const auto shared = static_cast<int32_t>(layout.shared.size());
@@ -155,16 +171,42 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
         plan.num_own[r] = shared + static_cast<int32_t>(k) + 1;
       }
     }
-    if (auto c = control_count.find(seq); c != control_count.end()) plan.appended.emplace_back(seq, c->second);
+    if (auto c = scan.control_count.find(seq); c != scan.control_count.end()) plan.appended.emplace_back(seq, c->second);
   }
   // Never an empty table: the kernels index it only for attended positions, but a
   // zero-length upload region would alias the next array.
   if (plan.block_tables.empty()) plan.block_tables.push_back(0);
-  for (int i = 0; i < rows; ++i) {
+  for (int i = 0; i < plan.rows; ++i) {
     const BatchRow& row = batch.rows[static_cast<size_t>(i)];
     plan.table_offset[i] = table_offset_of[row.seq];
     if (!row.predictive) plan.slots[i] = static_cast<int32_t>(kv.SlotOf(row.seq, row.position));
   }
+}
+
+}  // namespace
+
+absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
+                                        const KvCacheConfig& storage) {
+  if (batch.rows.empty()) return absl::InvalidArgumentError("forward: empty batch");
+  if (kv.config().num_blocks != storage.num_blocks || kv.config().block_size != storage.block_size) {
+    return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
+  }
+  const int rows = static_cast<int>(batch.rows.size());
+  ForwardPlan plan;
+  plan.rows = rows;
+  plan.tokens.resize(rows);
+  plan.positions.resize(rows);
+  plan.slots.assign(rows, -1);
+  plan.num_cached.assign(rows, 0);
+  plan.num_own.assign(rows, 0);
+  plan.group_begin.assign(rows, 0);
+  plan.table_offset.assign(rows, 0);
+  absl::StatusOr<RowScan> scan = ScanRows(batch, kv, config, plan);
+  if (!scan.ok()) return scan.status();
+  absl::StatusOr<std::map<GroupKey, GroupLayout>> layouts = LayOutGroups(*scan, batch, kv);
+  if (!layouts.ok()) return layouts.status();
+  if (absl::Status s = ReserveControlRows(*scan, kv); !s.ok()) return s;
+  FillTables(*scan, *layouts, batch, kv, plan);
   return plan;
 }
 

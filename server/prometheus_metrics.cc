@@ -55,6 +55,16 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
             {"device", info.device},
             {"adapter", info.adapter.empty() ? "none" : info.adapter}})
       .Set(1);
+  RegisterSpeculativeFamilies();
+  RegisterLatencyFamilies();
+  RegisterQueueFamilies();
+  RegisterForwardFamilies();
+  RegisterRequestFamilies();
+  StartKnownSeriesAtZero();
+}
+
+void PrometheusMetrics::RegisterSpeculativeFamilies() {
+  auto& r = *registry_;
   num_drafts_ = &BuildCounter()
                      .Name("crossreg_spec_decode_num_drafts_total")
                      .Help("Decode forwards of speculative requests (lossless, lossy, ngram) by {mode}, counted as "
@@ -91,6 +101,10 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                              .Help("Per finished request: committed tokens / decode forwards (TPF, the paper's "
                                    "acceptance length; 1 for AR), by {mode}.")
                              .Register(r);
+}
+
+void PrometheusMetrics::RegisterLatencyFamilies() {
+  auto& r = *registry_;
   time_to_first_token_ = &BuildHistogram()
                               .Name("crossreg_time_to_first_token_seconds")
                               .Help("Per finished request: seconds from arrival to its first committed token.")
@@ -113,6 +127,10 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                      .Help("Per finished request: seconds from arrival to admission into the running batch.")
                      .Register(r)
                      .Add({}, kLatencyBuckets);
+}
+
+void PrometheusMetrics::RegisterQueueFamilies() {
+  auto& r = *registry_;
   running_ = &BuildGauge()
                   .Name("crossreg_num_requests_running")
                   .Help("Requests admitted and decoding (holding KV blocks), after the last scheduler step.")
@@ -141,6 +159,10 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                    .Help("Fraction of KV cache blocks in use, 0 to 1 (1 = full), after the last scheduler step.")
                    .Register(r)
                    .Add({});
+}
+
+void PrometheusMetrics::RegisterForwardFamilies() {
+  auto& r = *registry_;
   forward_duration_ = &BuildHistogram()
                            .Name("crossreg_forward_duration_seconds")
                            .Help("Seconds of one engine forward, labelled by its row count (prefill + decode + "
@@ -161,6 +183,10 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                                  "drafted tokens with the decode scale and shrinks draft rows' margin by a scale "
                                  "below 1.")
                            .Register(r);
+}
+
+void PrometheusMetrics::RegisterRequestFamilies() {
+  auto& r = *registry_;
   generation_tokens_ = &BuildCounter()
                             .Name("crossreg_generation_tokens_total")
                             .Help("Tokens committed (generated), by {mode}, as they are committed.")
@@ -210,6 +236,9 @@ PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<st
                         "charged decode seconds (docs/metrics.md). Below 1: the mode was slower than AR would "
                         "have been. 1 for ar; absent until the mode ran.")
                   .Register(r);
+}
+
+void PrometheusMetrics::StartKnownSeriesAtZero() {
   // Every known series starts at 0, so that rates and ratios are defined (and the
   // dashboard's queries resolve) before the first event of its kind.
   for (DecodingMode mode : {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kLossy,

@@ -65,6 +65,14 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   double RecentSpeedup(DecodingMode mode) const;
 
  private:
+  // The constructor's parts: the metric families by subject, then every known series
+  // at 0 (so that rates and the dashboard's queries resolve before the first event).
+  void RegisterSpeculativeFamilies();
+  void RegisterLatencyFamilies();
+  void RegisterQueueFamilies();
+  void RegisterForwardFamilies();
+  void RegisterRequestFamilies();
+  void StartKnownSeriesAtZero();
   // Per-mode charges of the speedup accounting in one-second buckets, for the gauge.
   struct SpeedupBucket {
     int64_t second = 0;

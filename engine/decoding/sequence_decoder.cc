@@ -144,35 +144,46 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows)
   StepPlan plan;
   plan.kind = StepPlan::Kind::kDecode;
   plan.decoding = request_.decoding;
+  plan.committed = static_cast<int64_t>(tokens_.size());
+  std::vector<int32_t> ngram_drafts = ChooseDraftLength(cost, max_decode_rows, plan);
+  const int main_chain = FillDraftBuffer(std::move(ngram_drafts), plan);
+  LayOutRows(main_chain, plan);
+  AskForSummaries(plan);
+  return plan;
+}
+
+std::vector<int32_t> SequenceDecoder::ChooseDraftLength(const DraftCost* cost, int max_decode_rows, StepPlan& plan) {
   std::vector<int32_t> ngram_drafts;  // adaptive n-gram: drafted before γ' is chosen
-  if (request_.decoding.adaptive_gamma && cost != nullptr && cost->curve != nullptr &&
-      request_.decoding.mode != DecodingMode::kAutoregressive) {
-    if (request_.decoding.mode == DecodingMode::kNgram) {
-      // The drafts first: γ' follows the acceptance of drafts from matches of this length.
-      // With no match there is nothing to verify (and nothing to probe): an AR forward.
-      ngrams_.Update(tokens_);
-      int match = 0;
-      ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
-      plan.ngram_match = match;
-      last_gamma_ = match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan), max_decode_rows) : 0;
-    } else {
-      last_gamma_ = AdaptiveGamma(*cost, acceptance_, 0, max_decode_rows);
-    }
-    plan.decoding = WithGamma(request_.decoding, last_gamma_);
-    plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
+  if (!request_.decoding.adaptive_gamma || cost == nullptr || cost->curve == nullptr ||
+      request_.decoding.mode == DecodingMode::kAutoregressive) {
+    return ngram_drafts;
   }
+  if (request_.decoding.mode == DecodingMode::kNgram) {
+    // The drafts first: γ' follows the acceptance of drafts from matches of this length.
+    // With no match there is nothing to verify (and nothing to probe): an AR forward.
+    ngrams_.Update(tokens_);
+    int match = 0;
+    ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
+    plan.ngram_match = match;
+    last_gamma_ = match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan), max_decode_rows) : 0;
+  } else {
+    last_gamma_ = AdaptiveGamma(*cost, acceptance_, 0, max_decode_rows);
+  }
+  plan.decoding = WithGamma(request_.decoding, last_gamma_);
+  plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
+  return ngram_drafts;
+}
+
+int SequenceDecoder::FillDraftBuffer(std::vector<int32_t> ngram_drafts, StepPlan& plan) {
   const DecodingConfig& it = plan.decoding;
-  const int64_t L = static_cast<int64_t>(tokens_.size());
-  plan.committed = L;
+  const int64_t L = plan.committed;
   const int64_t remaining = request_.max_new_tokens - stats_.committed;
   const int64_t room = env_.model->max_position - L;  // drafts whose rows still fit
   const int gamma = it.gamma;
-  int m = 0;
-  int g = 0;
   switch (it.mode) {
     case DecodingMode::kAutoregressive:
       buffer_.clear();
-      break;
+      return 0;
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
       buffer_.clear();
@@ -185,8 +196,8 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows)
         if (memory_ != nullptr && !ngram_drafts.empty()) plan.ngram_match = match;
       }
       for (int32_t t : ngram_drafts) buffer_.push_back(Draft{t, {}, false});
-      m = static_cast<int>(buffer_.size());
-      break;
+      plan.drafts = static_cast<int>(buffer_.size());
+      return 0;
     }
     case DecodingMode::kLossless:
     case DecodingMode::kLossy: {
@@ -203,11 +214,20 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows)
       const int64_t keep =
           std::max<int64_t>(0, std::min<int64_t>({static_cast<int64_t>(buffer_.size()), cap, remaining - 1, room}));
       buffer_.resize(static_cast<size_t>(keep));
-      m = static_cast<int>(keep);
-      g = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
-      break;
+      plan.drafts = static_cast<int>(keep);
+      return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
     }
   }
+  return 0;
+}
+
+void SequenceDecoder::LayOutRows(int main_chain, StepPlan& plan) const {
+  const DecodingConfig& it = plan.decoding;
+  const int64_t L = plan.committed;
+  const int64_t remaining = request_.max_new_tokens - stats_.committed;
+  const int64_t room = env_.model->max_position - L;
+  const int m = plan.drafts;
+  int g = main_chain;
   const int32_t base = static_cast<int32_t>(L - 1);
   const int32_t x_last = tokens_.back();
   auto draft_token = [&](int k) { return buffer_[static_cast<size_t>(k - 1)].token; };
@@ -236,18 +256,11 @@ StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows)
     const int size = useful(n);
     plan.fork_sizes.push_back(size);
     for (int j = 0; j < size; ++j) {
-      plan.rows.push_back({.seq = seq_,
-                           .position = base + n + 1 + j,
-                           .token = placeholder,
-                           .want_logits = true,
-                           .predictive = true,
-                           .branch = n + 1});
+      plan.rows.push_back({.seq = seq_, .position = base + n + 1 + j, .token = placeholder, .want_logits = true,
+                           .predictive = true, .branch = n + 1});
     }
   }
-  plan.drafts = m;
   plan.main_chain = g;
-  AskForSummaries(plan);
-  return plan;
 }
 
 void SequenceDecoder::AskForSummaries(StepPlan& plan) const {

@@ -93,7 +93,14 @@ class SequenceDecoder {
 
  private:
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
+  // One decode iteration's plan, in three parts: the draft length (adaptive requests:
+  // γ', with the n-gram drafts it was chosen for), the drafts to verify (the buffer,
+  // trimmed to what fits), and the rows. FillDraftBuffer returns the main predictive
+  // chain's length before forks.
   StepPlan PlanDecode(const DraftCost* cost, int max_decode_rows);
+  std::vector<int32_t> ChooseDraftLength(const DraftCost* cost, int max_decode_rows, StepPlan& plan);
+  int FillDraftBuffer(std::vector<int32_t> ngram_drafts, StepPlan& plan);
+  void LayOutRows(int main_chain, StepPlan& plan) const;
   // The draft length of an adaptive probe: the cheapest that still verifies one draft.
   int ProbeGamma() const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads

@@ -369,6 +369,61 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path
   return Parse(std::move(mapping));
 }
 
+namespace {
+
+// general.alignment, or the default: a power of two in [1, 2^20].
+absl::StatusOr<uint64_t> AlignmentOf(const GgufMetadata& metadata, const std::string& path) {
+  uint64_t alignment = kDefaultAlignment;
+  if (const GgufValue* a = metadata.Find("general.alignment")) {
+    if (a->kind != GgufValue::Kind::kUint && a->kind != GgufValue::Kind::kInt) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": general.alignment is not an integer"));
+    }
+    const int64_t v = a->kind == GgufValue::Kind::kUint ? static_cast<int64_t>(a->u) : a->i;
+    if (v <= 0 || v > (1 << 20) || (v & (v - 1)) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": general.alignment ", v, " is not a power of two in [1, 2^20]"));
+    }
+    alignment = static_cast<uint64_t>(v);
+  }
+  return alignment;
+}
+
+// Points each tensor at its data, `data_start` bytes into the mapping, after checking
+// that the data is aligned and inside the file.
+absl::Status LocateTensorData(const MappedFile& mapping, uint64_t data_start, uint64_t alignment,
+                              std::vector<GgufTensorInfo>& tensors) {
+  const std::string& path = mapping.path();
+  const uint64_t file_size = mapping.size();
+  for (GgufTensorInfo& info : tensors) {
+    const uint64_t nbytes = DTypeBytes(info.dtype, info.ref.numel());
+    if (info.offset % alignment != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", info.name, "' data offset ", info.offset,
+          " is not a multiple of the alignment ", alignment));
+    }
+    if (data_start > file_size || info.offset > file_size - data_start ||
+        nbytes > file_size - data_start - info.offset) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", info.name, "' data (", nbytes, " bytes at data offset ",
+          info.offset, ", file offset ", data_start + info.offset,
+          ") extends past the end of the file (", file_size, " bytes); file truncated?"));
+    }
+    const uint64_t abs = data_start + info.offset;
+    // Element types need their element alignment; block types are read bytewise (their
+    // f16 scales with memcpy), as ggml's own files only promise the file's alignment.
+    if (!IsQuantized(info.dtype) && abs % DTypeSize(info.dtype) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor '", info.name, "' data at file offset ", abs,
+          " is misaligned for ", std::string(DTypeName(info.dtype))));
+    }
+    info.ref.data = mapping.data() + abs;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<MappedFile> mapping) {
   const std::string& path = mapping->path();
   auto file = std::unique_ptr<GgufFile>(new GgufFile());
@@ -419,19 +474,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<Mapped
     values.emplace(std::move(key), std::move(value));
   }
 
-  uint64_t alignment = kDefaultAlignment;
-  if (const GgufValue* a = file->metadata_.Find("general.alignment")) {
-    if (a->kind != GgufValue::Kind::kUint && a->kind != GgufValue::Kind::kInt) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": general.alignment is not an integer"));
-    }
-    const int64_t v = a->kind == GgufValue::Kind::kUint ? static_cast<int64_t>(a->u) : a->i;
-    if (v <= 0 || v > (1 << 20) || (v & (v - 1)) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": general.alignment ", v, " is not a power of two in [1, 2^20]"));
-    }
-    alignment = static_cast<uint64_t>(v);
-  }
+  ASSIGN_OR_RETURN(const uint64_t alignment, AlignmentOf(file->metadata_, path));
 
   // Tensor directory.
   file->tensors_.reserve(static_cast<size_t>(tensor_count));
@@ -447,31 +490,7 @@ absl::StatusOr<std::unique_ptr<GgufFile>> GgufFile::Parse(std::shared_ptr<Mapped
 
   // Data section: starts at the next multiple of `alignment`.
   const uint64_t data_start = (r.pos() + alignment - 1) / alignment * alignment;
-  const uint64_t file_size = mapping->size();
-  for (GgufTensorInfo& info : file->tensors_) {
-    const uint64_t nbytes = DTypeBytes(info.dtype, info.ref.numel());
-    if (info.offset % alignment != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor '", info.name, "' data offset ", info.offset,
-          " is not a multiple of the alignment ", alignment));
-    }
-    if (data_start > file_size || info.offset > file_size - data_start ||
-        nbytes > file_size - data_start - info.offset) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor '", info.name, "' data (", nbytes, " bytes at data offset ",
-          info.offset, ", file offset ", data_start + info.offset,
-          ") extends past the end of the file (", file_size, " bytes); file truncated?"));
-    }
-    const uint64_t abs = data_start + info.offset;
-    // Element types need their element alignment; block types are read bytewise (their
-    // f16 scales with memcpy), as ggml's own files only promise the file's alignment.
-    if (!IsQuantized(info.dtype) && abs % DTypeSize(info.dtype) != 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          path, ": tensor '", info.name, "' data at file offset ", abs,
-          " is misaligned for ", std::string(DTypeName(info.dtype))));
-    }
-    info.ref.data = mapping->data() + abs;
-  }
+  RETURN_IF_ERROR(LocateTensorData(*mapping, data_start, alignment, file->tensors_));
   return file;
 }
 

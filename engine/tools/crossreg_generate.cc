@@ -100,23 +100,11 @@ std::string InFlagTerms(absl::string_view message) {
   return std::string(message);
 }
 
-int Run() {
-  const std::string format = absl::GetFlag(FLAGS_format);
-  if (format != "text" && format != "jsonl") return Fail("--format must be text or jsonl, got '" + format + "'");
-  if (!absl::GetFlag(FLAGS_prompt).empty() && !absl::GetFlag(FLAGS_prompt_ids).empty()) {
-    return Fail("give either --prompt or --prompt_ids, not both");
-  }
-  auto backend_choice = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
-  if (!backend_choice.ok()) return Fail(std::string(backend_choice.status().message()));
-  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
-  if (!kv_dtype.ok()) return Fail(std::string(kv_dtype.status().message()));
-  auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
-  if (!quantize.ok()) return Fail(std::string(quantize.status().message()));
-  auto device_weights = ParseDeviceWeights(absl::GetFlag(FLAGS_weights));
-  if (!device_weights.ok()) return Fail(std::string(device_weights.status().message()));
+// The request the flags describe, without its prompt (which needs the tokenizer).
+absl::StatusOr<GenerationRequest> RequestFromFlags() {
   GenerationRequest request;
   auto mode = ParseDecodingMode(absl::GetFlag(FLAGS_mode));
-  if (!mode.ok()) return Fail("--" + std::string(mode.status().message()));
+  if (!mode.ok()) return absl::InvalidArgumentError("--" + std::string(mode.status().message()));
   request.decoding.mode = *mode;
   request.decoding.beta = static_cast<float>(absl::GetFlag(FLAGS_beta));
   request.decoding.tau = static_cast<float>(absl::GetFlag(FLAGS_tau));
@@ -126,7 +114,7 @@ int Run() {
   request.decoding.ngram_assist = absl::GetFlag(FLAGS_ngram_assist);
   request.decoding.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
   auto stop = ParseIds("stop_ids", absl::GetFlag(FLAGS_stop_ids));
-  if (!stop.ok()) return Fail(std::string(stop.status().message()));
+  if (!stop.ok()) return stop.status();
   request.stop_ids = *stop;
   request.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   request.stop_at_eos = !absl::GetFlag(FLAGS_ignore_eos);
@@ -134,13 +122,24 @@ int Run() {
   request.sampling.top_k = absl::GetFlag(FLAGS_top_k);
   request.sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
   request.sampling.seed = absl::GetFlag(FLAGS_seed);
-  std::vector<int32_t> prompt_ids;
   if (!absl::GetFlag(FLAGS_prompt_ids).empty()) {
     auto ids = ParseIds("prompt_ids", absl::GetFlag(FLAGS_prompt_ids));
-    if (!ids.ok()) return Fail(std::string(ids.status().message()));
-    prompt_ids = *ids;
+    if (!ids.ok()) return ids.status();
+    request.prompt_ids = *ids;
   }
+  return request;
+}
 
+// The engine the flags describe (its KV cache is sized later, from the request).
+absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
+  auto backend_choice = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
+  if (!backend_choice.ok()) return backend_choice.status();
+  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  if (!kv_dtype.ok()) return kv_dtype.status();
+  auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
+  if (!quantize.ok()) return quantize.status();
+  auto device_weights = ParseDeviceWeights(absl::GetFlag(FLAGS_weights));
+  if (!device_weights.ok()) return device_weights.status();
   EngineOptions options;
   options.model_path = absl::GetFlag(FLAGS_model);
   options.adapter_path = absl::GetFlag(FLAGS_adapter);
@@ -151,7 +150,77 @@ int Run() {
   options.kv_dtype = *kv_dtype;
   options.quantize = *quantize;
   options.device_weights = *device_weights;
-  auto loaded = LoadEngineModel(options);
+  return options;
+}
+
+// Refuses a bad request before the backend exists and times its cost curve (the
+// curve --adaptive_gamma asks for is measured when the engine opens).
+absl::Status ValidateBeforeOpening(const GenerationRequest& request, const LoadedModel& loaded) {
+  DecodingEnvironment planned;
+  planned.model = &loaded.model->config;
+  planned.has_adapter = loaded.adapter != nullptr;
+  planned.placeholder_token = loaded.adapter != nullptr ? loaded.adapter->placeholder_token_id : 0;
+  static const ForwardCostCurve kToBeMeasured = *ForwardCostCurve::FromPoints({{1, 1.0}});
+  planned.cost_curve = request.decoding.adaptive_gamma ? &kToBeMeasured : nullptr;
+  return ValidateGenerationRequest(request, planned);
+}
+
+void PrintTextSummary(const GenerationRequest& request, const GenerationResult& result, const Engine& engine,
+                      double tok_per_s) {
+  const SpeculativeStats& stats = result.stats;
+  std::fprintf(stderr,
+               "[crossreg-generate] mode=%s %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
+               "decode %.1f tokens/s, %lld forwards, %.2f tokens/forward (accepted %lld of %lld drafts), "
+               "model load %.2f s, backend %s\n",
+               DecodingModeName(request.decoding.mode), request.prompt_ids.size(), result.ids.size(),
+               FinishReasonName(result.finish_reason), result.prefill_seconds * 1e3, tok_per_s,
+               static_cast<long long>(stats.forwards), stats.tokens_per_forward(),
+               static_cast<long long>(stats.accepted), static_cast<long long>(stats.drafted), engine.load_seconds,
+               engine.BackendDescription().c_str());
+}
+
+void PrintJsonResult(const GenerationRequest& request, const std::string& prompt_text, const GenerationResult& result,
+                     const Engine& engine, double tok_per_s) {
+  const SpeculativeStats& stats = result.stats;
+  nlohmann::json out;
+  out["model"] = engine.model_path;
+  out["backend"] = std::string(engine.backend->name());
+  out["backend_device"] = engine.backend->device();
+  out["prompt"] = prompt_text;
+  out["prompt_ids"] = request.prompt_ids;
+  out["ids"] = result.ids;
+  StreamDecoder continuation(*engine.model->tokenizer);
+  continuation.ContinueSequence();
+  std::string text;
+  for (int32_t id : result.ids) text += continuation.Push(id);
+  out["text"] = text + continuation.Flush();
+  out["finish_reason"] = FinishReasonName(result.finish_reason);
+  out["mode"] = DecodingModeName(request.decoding.mode);
+  out["forwards"] = stats.forwards;
+  out["ar_forwards"] = stats.ar_forwards;
+  out["prefill_forwards"] = result.prefill_forwards;
+  out["drafted"] = stats.drafted;
+  out["accepted"] = stats.accepted;
+  out["accepted_per_position"] = stats.accepted_per_position;
+  out["tokens_per_forward"] = stats.tokens_per_forward();
+  out["timing"] = {{"load_s", engine.load_seconds},
+                   {"prefill_s", result.prefill_seconds},
+                   {"decode_s", result.decode_seconds},
+                   {"decode_tokens_per_s", tok_per_s}};
+  std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+}
+
+int Run() {
+  const std::string format = absl::GetFlag(FLAGS_format);
+  if (format != "text" && format != "jsonl") return Fail("--format must be text or jsonl, got '" + format + "'");
+  if (!absl::GetFlag(FLAGS_prompt).empty() && !absl::GetFlag(FLAGS_prompt_ids).empty()) {
+    return Fail("give either --prompt or --prompt_ids, not both");
+  }
+  absl::StatusOr<EngineOptions> options = EngineOptionsFromFlags();
+  if (!options.ok()) return Fail(std::string(options.status().message()));
+  absl::StatusOr<GenerationRequest> request = RequestFromFlags();
+  if (!request.ok()) return Fail(std::string(request.status().message()));
+  auto loaded = LoadEngineModel(*options);
   if (!loaded.ok()) return Fail(InFlagTerms(loaded.status().message()));
   if (loaded->adapter != nullptr) {
     for (const std::string& warning : loaded->adapter->warnings) {
@@ -159,96 +228,48 @@ int Run() {
     }
   }
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
-  request.prompt_ids = absl::GetFlag(FLAGS_prompt_ids).empty()
-                           ? loaded->model->tokenizer->Encode(prompt_text, absl::GetFlag(FLAGS_add_bos))
-                           : prompt_ids;
-  {
-    // Refuse a bad request before creating the backend and timing its cost curve;
-    // the curve --adaptive_gamma asks for is measured below.
-    DecodingEnvironment planned;
-    planned.model = &loaded->model->config;
-    planned.has_adapter = loaded->adapter != nullptr;
-    planned.placeholder_token = loaded->adapter != nullptr ? loaded->adapter->placeholder_token_id : 0;
-    static const ForwardCostCurve kToBeMeasured = *ForwardCostCurve::FromPoints({{1, 1.0}});
-    planned.cost_curve = request.decoding.adaptive_gamma ? &kToBeMeasured : nullptr;
-    if (auto s = ValidateGenerationRequest(request, planned); !s.ok()) return Fail(InFlagTerms(s.message()));
+  if (absl::GetFlag(FLAGS_prompt_ids).empty()) {
+    request->prompt_ids = loaded->model->tokenizer->Encode(prompt_text, absl::GetFlag(FLAGS_add_bos));
   }
+  if (auto s = ValidateBeforeOpening(*request, *loaded); !s.ok()) return Fail(InFlagTerms(s.message()));
   // The cache holds the prompt and every new token, plus the gamma draft rows
   // verification appends past them; calibrating the cost curve needs a scratch
   // context (up to 64 positions) plus the widest forward.
-  const int widest = MaxDecodeRows(request.decoding);
-  if (request.decoding.adaptive_gamma) options.cost_curve_rows = widest;
+  const int widest = MaxDecodeRows(request->decoding);
+  if (request->decoding.adaptive_gamma) options->cost_curve_rows = widest;
   const int64_t positions = std::max<int64_t>(
-      static_cast<int64_t>(request.prompt_ids.size()) + request.max_new_tokens + request.decoding.gamma + 1, 64 + widest);
-  options.kv_block_size = 16;
-  options.kv_blocks = (positions + options.kv_block_size - 1) / options.kv_block_size;
-  auto opened = OpenEngine(*std::move(loaded), options);
+      static_cast<int64_t>(request->prompt_ids.size()) + request->max_new_tokens + request->decoding.gamma + 1,
+      64 + widest);
+  options->kv_block_size = 16;
+  options->kv_blocks = KvBlocksFor(positions, options->kv_block_size);
+  auto opened = OpenEngine(*std::move(loaded), *options);
   if (!opened.ok()) return Fail(std::string(opened.status().message()));
   Engine& engine = **opened;
-  const Model& model = *engine.model;
-  const DecodingEnvironment env = engine.Environment();
   if (!engine.quantize_summary.empty()) {
     std::fprintf(stderr, "[crossreg-generate] --quantize: %s\n", engine.quantize_summary.c_str());
   }
   if (engine.cost_curve.has_value()) {
     std::fprintf(stderr, "[crossreg-generate] forward cost curve: %s\n", engine.CostCurveDescription().c_str());
   }
-
-  const Tokenizer& tok = *model.tokenizer;
   // The continuation follows the prompt: no start-of-sequence space stripping.
+  const Tokenizer& tok = *engine.model->tokenizer;
   StreamDecoder stream(tok);
   stream.ContinueSequence();
   const bool text = format == "text";
-  if (text) {
-    std::cout << (prompt_text.empty() ? tok.Decode(request.prompt_ids) : prompt_text) << std::flush;
-  }
-  auto result = Generate(*engine.backend, *engine.kv, request, env,
+  if (text) std::cout << (prompt_text.empty() ? tok.Decode(request->prompt_ids) : prompt_text) << std::flush;
+  auto result = Generate(*engine.backend, *engine.kv, *request, engine.Environment(),
                          [&](const std::vector<int32_t>& ids) {
                            if (!text) return;
                            for (int32_t id : ids) std::cout << stream.Push(id);
                            std::cout << std::flush;
                          });
   if (!result.ok()) return Fail(std::string(result.status().message()));
-  const auto& stats = result->stats;
-  const double tok_per_s = result->decode_seconds > 0 ? stats.committed / result->decode_seconds : 0.0;
+  const double tok_per_s = result->decode_seconds > 0 ? result->stats.committed / result->decode_seconds : 0.0;
   if (text) {
     std::cout << stream.Flush() << std::endl;
-    std::fprintf(stderr,
-                 "[crossreg-generate] mode=%s %zu prompt + %zu new tokens, finish=%s, prefill %.1f ms, "
-                 "decode %.1f tokens/s, %lld forwards, %.2f tokens/forward (accepted %lld of %lld drafts), "
-                 "model load %.2f s, backend %s\n",
-                 DecodingModeName(request.decoding.mode), request.prompt_ids.size(), result->ids.size(),
-                 FinishReasonName(result->finish_reason), result->prefill_seconds * 1e3, tok_per_s,
-                 static_cast<long long>(stats.forwards), stats.tokens_per_forward(),
-                 static_cast<long long>(stats.accepted), static_cast<long long>(stats.drafted), engine.load_seconds,
-                 engine.BackendDescription().c_str());
+    PrintTextSummary(*request, *result, engine, tok_per_s);
   } else {
-    nlohmann::json out;
-    out["model"] = engine.model_path;
-    out["backend"] = std::string(engine.backend->name());
-    out["backend_device"] = engine.backend->device();
-    out["prompt"] = prompt_text;
-    out["prompt_ids"] = request.prompt_ids;
-    out["ids"] = result->ids;
-    StreamDecoder continuation(tok);
-    continuation.ContinueSequence();
-    std::string text;
-    for (int32_t id : result->ids) text += continuation.Push(id);
-    out["text"] = text + continuation.Flush();
-    out["finish_reason"] = FinishReasonName(result->finish_reason);
-    out["mode"] = DecodingModeName(request.decoding.mode);
-    out["forwards"] = stats.forwards;
-    out["ar_forwards"] = stats.ar_forwards;
-    out["prefill_forwards"] = result->prefill_forwards;
-    out["drafted"] = stats.drafted;
-    out["accepted"] = stats.accepted;
-    out["accepted_per_position"] = stats.accepted_per_position;
-    out["tokens_per_forward"] = stats.tokens_per_forward();
-    out["timing"] = {{"load_s", engine.load_seconds},
-                     {"prefill_s", result->prefill_seconds},
-                     {"decode_s", result->decode_seconds},
-                     {"decode_tokens_per_s", tok_per_s}};
-    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    PrintJsonResult(*request, prompt_text, *result, engine, tok_per_s);
   }
   return 0;
 }

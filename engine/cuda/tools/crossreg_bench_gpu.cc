@@ -16,6 +16,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_backend.h"
 #include "engine/kv_storage.h"
 #include "engine/model/lora_adapter.h"
@@ -95,15 +96,15 @@ std::vector<int> ParseInts(const std::vector<std::string>& items) {
   return out;
 }
 
-// Mean wall-clock ms of one forward of `batch`; afterwards every sequence is rolled
-// back to `context`, so each repetition sees the same cache.
+// Mean wall-clock ms of one forward of `batch`; each sequence then commits `context`
+// positions (keeps none of the forward's), so each repetition sees the same cache.
 absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const ForwardBatch& batch,
                                    const std::vector<SequenceId>& seqs, int context, int iters) {
   ForwardOutput out;
   double total_ms = 0;
   for (int i = 0; i < iters + 3; ++i) {
     const auto t0 = Clock::now();
-    if (absl::Status s = backend.Forward(batch, kv, out); !s.ok()) return s;
+    if (absl::Status s = backend.Execute(batch, kv, out); !s.ok()) return s;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (i >= 3) total_ms += ms;
     for (SequenceId seq : seqs) {
@@ -111,6 +112,62 @@ absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const For
     }
   }
   return total_ms / iters;
+}
+
+// The backend the flags describe; `kv` sizes its cache.
+absl::StatusOr<CudaBackendOptions> BackendOptionsFromFlags(const LoraAdapter* adapter, KvCacheConfig kv) {
+  CudaBackendOptions options;
+  options.device = absl::GetFlag(FLAGS_device);
+  options.adapter = adapter;
+  options.use_graphs = absl::GetFlag(FLAGS_graphs);
+  const std::string kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
+  if (kv_dtype != "f32" && kv_dtype != "bf16") {
+    return absl::InvalidArgumentError(absl::StrCat("--kv_dtype must be f32 or bf16, got '", kv_dtype, "'"));
+  }
+  options.kv_dtype = kv_dtype == "bf16" ? KvDtype::kBf16 : KvDtype::kF32;
+  const std::string weights = absl::GetFlag(FLAGS_weights);
+  if (weights != "bf16" && weights != "fp8") {
+    return absl::InvalidArgumentError(absl::StrCat("--weights must be bf16 or fp8, got '", weights, "'"));
+  }
+  options.weights = weights == "fp8" ? CudaWeights::kFp8 : CudaWeights::kBf16;
+  options.predictive_attention_splits = absl::GetFlag(FLAGS_pred_attention_splits);
+  options.predictive_attention_mma = absl::GetFlag(FLAGS_pred_attention_mma);
+  options.device_summaries = absl::GetFlag(FLAGS_device_summaries);
+  options.kv = kv;
+  return options;
+}
+
+// Prefills `context` positions of a new sequence in chunks (no logits): the cache the
+// decode forwards read.
+absl::StatusOr<SequenceId> PrefillSequence(Backend& backend, PagedKvCache& kv, int context, int salt) {
+  const SequenceId seq = kv.CreateSequence();
+  for (int begin = 0; begin < context; begin += 512) {
+    ForwardBatch prefill;
+    for (int p = begin; p < std::min(context, begin + 512); ++p) {
+      prefill.rows.push_back({.seq = seq, .position = p, .token = (p * 31 + salt) % 1000});
+    }
+    std::vector<float> unused;
+    if (absl::Status st = backend.Forward(prefill, kv, unused); !st.ok()) return st;
+  }
+  return seq;
+}
+
+// The XR verify forward of every sequence: control rows [x_last, d_1..d_m] (each P_k
+// names the draft it tests), then γ predictive rows.
+ForwardBatch XrBatch(const std::vector<SequenceId>& seqs, int context, int accepted, int gamma, bool summaries) {
+  ForwardBatch xr;
+  const bool logits = absl::GetFlag(FLAGS_xr_logits);
+  for (SequenceId seq : seqs) {
+    for (int i = 0; i <= accepted; ++i) {
+      xr.rows.push_back({.seq = seq, .position = context + i, .token = 7, .want_logits = logits,
+                         .summary = logits && summaries, .summary_token = i < accepted ? 7 : -1});
+    }
+    for (int i = 0; i < gamma; ++i) {
+      xr.rows.push_back({.seq = seq, .position = context + i, .token = 0, .want_logits = logits,
+                         .predictive = true, .summary = logits && summaries});
+    }
+  }
+  return xr;
 }
 
 int Run() {
@@ -140,44 +197,32 @@ int Run() {
 
   const int block_size = 16;
   const int per_seq = context + 1 + accepted + max_gamma + block_size;
-  CudaBackendOptions options;
-  options.device = absl::GetFlag(FLAGS_device);
-  options.adapter = adapter.get();
-  options.use_graphs = absl::GetFlag(FLAGS_graphs);
+  auto options = BackendOptionsFromFlags(adapter.get(),
+                                         {block_size, max_batch * ((per_seq + block_size - 1) / block_size)});
+  if (!options.ok()) {
+    std::fprintf(stderr, "crossreg-bench-gpu: %s\n", std::string(options.status().message()).c_str());
+    return 2;
+  }
   const std::string kv_dtype = absl::GetFlag(FLAGS_kv_dtype);
-  if (kv_dtype != "f32" && kv_dtype != "bf16") {
-    std::fprintf(stderr, "crossreg-bench-gpu: --kv_dtype must be f32 or bf16, got '%s'\n", kv_dtype.c_str());
-    return 2;
-  }
-  options.kv_dtype = kv_dtype == "bf16" ? KvDtype::kBf16 : KvDtype::kF32;
   const std::string weights = absl::GetFlag(FLAGS_weights);
-  if (weights != "bf16" && weights != "fp8") {
-    std::fprintf(stderr, "crossreg-bench-gpu: --weights must be bf16 or fp8, got '%s'\n", weights.c_str());
-    return 2;
-  }
-  options.weights = weights == "fp8" ? CudaWeights::kFp8 : CudaWeights::kBf16;
-  options.predictive_attention_splits = absl::GetFlag(FLAGS_pred_attention_splits);
-  options.predictive_attention_mma = absl::GetFlag(FLAGS_pred_attention_mma);
-  options.device_summaries = absl::GetFlag(FLAGS_device_summaries);
-  options.kv = {block_size, max_batch * ((per_seq + block_size - 1) / block_size)};
-  auto backend = CreateCudaBackendWithRandomWeights(config, options, /*seed=*/1);
+  auto backend = CreateCudaBackendWithRandomWeights(config, *options, /*seed=*/1);
   if (!backend.ok()) {
     std::fprintf(stderr, "crossreg-bench-gpu: %s\n", std::string(backend.status().message()).c_str());
     return 1;
   }
-  PagedKvCache kv(options.kv);
+  PagedKvCache kv(options->kv);
   const double weight_bytes = static_cast<double>((*backend)->WeightBytesPerForward());
-  const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config, options.kv_dtype));
+  const double kv_bytes_per_token = static_cast<double>(KvBytesPerToken(config, options->kv_dtype));
   const bool summaries = absl::GetFlag(FLAGS_summaries);
   std::printf("Llama-3-8B shapes, %d layers, %s weights (LM head bf16) %.2f GB, %s K/V, context %d, m = %d, LoRA rank %d, "
               "CUDA graphs %s, XR logits to host %s, logit rows returned as %s, predictive attention splits %s%s\n",
               config.num_layers, weights.c_str(), weight_bytes / 1e9, kv_dtype.c_str(), context, accepted, lora.rank,
-              options.use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no",
+              options->use_graphs ? "on" : "off", absl::GetFlag(FLAGS_xr_logits) ? "yes" : "no",
               summaries ? "row summaries (greedy)" : "whole rows",
-              options.predictive_attention_splits == 0    ? "auto"
-              : options.predictive_attention_splits < 0 ? "per-row rule (32)"
-                                                         : std::to_string(options.predictive_attention_splits).c_str(),
-              options.predictive_attention_splits >= 0 && options.predictive_attention_mma ? " (tensor cores)" : "");
+              options->predictive_attention_splits == 0    ? "auto"
+              : options->predictive_attention_splits < 0 ? "per-row rule (32)"
+                                                         : std::to_string(options->predictive_attention_splits).c_str(),
+              options->predictive_attention_splits >= 0 && options->predictive_attention_mma ? " (tensor cores)" : "");
   std::printf("%6s %10s %12s %9s", "batch", "AR ms", "roofline ms", "of peak");
   for (int g : gammas) std::printf("   T(1+m+%d)/T(1)", g);
   std::printf("\n");
@@ -185,19 +230,12 @@ int Run() {
   for (int batch_size : batches) {
     std::vector<SequenceId> seqs;
     for (int s = 0; s < batch_size; ++s) {
-      const SequenceId seq = kv.CreateSequence();
-      seqs.push_back(seq);
-      // Prefill the context in chunks (no logits): the cache the decode forwards read.
-      for (int begin = 0; begin < context; begin += 512) {
-        ForwardBatch prefill;
-        for (int p = begin; p < std::min(context, begin + 512); ++p)
-          prefill.rows.push_back({.seq = seq, .position = p, .token = (p * 31 + s) % 1000});
-        std::vector<float> unused;
-        if (absl::Status st = (*backend)->Forward(prefill, kv, unused); !st.ok()) {
-          std::fprintf(stderr, "prefill: %s\n", std::string(st.message()).c_str());
-          return 1;
-        }
+      auto seq = PrefillSequence(**backend, kv, context, s);
+      if (!seq.ok()) {
+        std::fprintf(stderr, "prefill: %s\n", std::string(seq.status().message()).c_str());
+        return 1;
       }
+      seqs.push_back(*seq);
     }
     ForwardBatch ar;
     for (SequenceId seq : seqs) {
@@ -212,20 +250,7 @@ int Run() {
     const double roofline_ms = (weight_bytes + batch_size * (context + 1) * kv_bytes_per_token) / bandwidth * 1e3;
     std::printf("%6d %10.3f %12.3f %8.0f%%", batch_size, *ar_ms, roofline_ms, 100.0 * roofline_ms / *ar_ms);
     for (int gamma : gammas) {
-      ForwardBatch xr;
-      const bool logits = absl::GetFlag(FLAGS_xr_logits);
-      for (SequenceId seq : seqs) {
-        // Control rows [x_last, d_1..d_m] (each P_k names the draft it tests), then γ predictive rows.
-        for (int i = 0; i <= accepted; ++i) {
-          xr.rows.push_back({.seq = seq, .position = context + i, .token = 7, .want_logits = logits,
-                             .summary = logits && summaries, .summary_token = i < accepted ? 7 : -1});
-        }
-        for (int i = 0; i < gamma; ++i) {
-          xr.rows.push_back({.seq = seq, .position = context + i, .token = 0, .want_logits = logits,
-                             .predictive = true, .summary = logits && summaries});
-        }
-      }
-      auto xr_ms = TimeForward(**backend, kv, xr, seqs, context, iters);
+      auto xr_ms = TimeForward(**backend, kv, XrBatch(seqs, context, accepted, gamma, summaries), seqs, context, iters);
       if (!xr_ms.ok()) {
         std::fprintf(stderr, "XR forward: %s\n", std::string(xr_ms.status().message()).c_str());
         return 1;
