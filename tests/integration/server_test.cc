@@ -1,4 +1,5 @@
 // The real crossreg-server on loopback, driven over gRPC with the generated stubs.
+#include <atomic>
 #include <signal.h>
 #include <unistd.h>
 
@@ -372,20 +373,30 @@ TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondi
   std::vector<StreamResult> results(kCalls);
   std::vector<std::thread> threads;
   for (int i = 0; i < kCalls; ++i) contexts.push_back(std::make_unique<grpc::ClientContext>());
+  std::atomic<int> ended{0};
   for (int i = 0; i < kCalls; ++i) {
     threads.emplace_back([&, i] {
       auto own = server.NewStub();
       results[i] = RunGenerate(*own, LongRequest(absl::StrCat("q", i)), contexts[i].get());
+      ++ended;
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
-  // Those refused are done already; cancel the one running and the one queued.
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // One call runs and one waits (each for seconds); the other three are refused at
+  // once. Once they are, cancel the two.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ended.load() < kCalls - 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   for (auto& c : contexts) c->TryCancel();
   for (auto& t : threads) t.join();
-  int exhausted = 0;
-  for (const auto& r : results) exhausted += r.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
-  EXPECT_GE(exhausted, kCalls - 2);
+  int exhausted = 0, cancelled = 0;
+  for (const auto& r : results) {
+    exhausted += r.status.error_code() == grpc::StatusCode::RESOURCE_EXHAUSTED;
+    cancelled += r.status.error_code() == grpc::StatusCode::CANCELLED;
+  }
+  EXPECT_EQ(exhausted, kCalls - 2);
+  EXPECT_EQ(cancelled, 2);
   EXPECT_EQ(CheckHealth(server.channel()), "SERVING");
   EXPECT_EQ(server.Terminate(), 0);
 }

@@ -423,7 +423,7 @@ class CountingSink final : public MetricsSink {
   void OnForward(const ForwardReport& f) override {
     ++forwards;
     rows += f.rows;
-    EXPECT_GE(f.seconds, 0);
+    EXPECT_GT(f.seconds, 0);
     int sequence_rows = 0;
     for (const SequenceForward& s : f.sequences) {
       sequence_rows += s.rows;
@@ -438,6 +438,11 @@ class CountingSink final : public MetricsSink {
       for (size_t k = 0; k < s.accepted_at.size(); ++k) {
         at += s.accepted_at[k];
         EXPECT_LE(s.accepted_at[k], s.drafted_at[k]);
+        auto& drafted_k = drafted_per_position[s.mode];
+        auto& accepted_k = accepted_per_position[s.mode];
+        if (drafted_k.size() <= k) drafted_k.resize(k + 1, 0), accepted_k.resize(k + 1, 0);
+        drafted_k[k] += s.drafted_at[k];
+        accepted_k[k] += s.accepted_at[k];
       }
       EXPECT_EQ(at, s.accepted);
     }
@@ -454,20 +459,30 @@ class CountingSink final : public MetricsSink {
   }
   void OnQueueState(const QueueState& state) override {
     ++queue_reports;
-    EXPECT_GE(state.running, 0);
-    EXPECT_GE(state.waiting, 0);
-    EXPECT_GE(state.preempted, 0);
-    EXPECT_GE(state.kv_usage, 0);
+    // Every request the test submitted is running, waiting or done; one runs at most
+    // max_running at a time.
+    EXPECT_LE(state.running + state.waiting + state.preempted, submitted);
+    EXPECT_LE(state.running, max_running);
     EXPECT_LE(state.kv_usage, 1);
+    busiest = std::max(busiest, state.running);
+    if (state.running > 0) {
+      EXPECT_GT(state.kv_usage, 0) << "running requests hold KV blocks";
+    }
   }
+  int submitted = 0, max_running = 0, busiest = 0;
   // Only the scheduler thread writes; read after Shutdown.
   int64_t forwards = 0, rows = 0, queue_reports = 0;
   std::map<DecodingMode, int64_t> committed, finished_requests, finished_committed, forward_committed;
   std::map<DecodingMode, int64_t> spec_forwards, drafted, accepted;
+  std::map<DecodingMode, std::vector<int64_t>> drafted_per_position, accepted_per_position;
 };
 
+// Two accounts of the same work: the per-forward reports (from each forward's
+// verdicts) and each request's final statistics (kept by its decoder).
 TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   CountingSink sink;
+  sink.submitted = 9;
+  sink.max_running = SchedulerOptions{}.max_running;
   FakeRig rig({}, {4, 256}, &sink);
   EventRecorder rec;
   const DecodingMode modes[] = {DecodingMode::kAutoregressive, DecodingMode::kLossless, DecodingMode::kNgram};
@@ -479,6 +494,7 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   ASSERT_TRUE(rec.WaitForFinals(9));
   rig.scheduler->Shutdown(milliseconds(1000));
   std::map<DecodingMode, int64_t> committed, count, spec_forwards, drafted, accepted;
+  std::map<DecodingMode, std::vector<int64_t>> drafted_per_position, accepted_per_position;
   for (int i = 0; i < 9; ++i) {
     const auto r = rec.Get(absl::StrCat("m", i));
     const DecodingMode mode = modes[i % 3];
@@ -488,6 +504,15 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
       spec_forwards[mode] += r.final_event->stats.forwards;
       drafted[mode] += r.final_event->stats.drafted;
       accepted[mode] += r.final_event->stats.accepted;
+      const SpeculativeStats& stats = r.final_event->stats;
+      auto& drafted_k = drafted_per_position[mode];
+      auto& accepted_k = accepted_per_position[mode];
+      for (size_t k = 0; k < stats.drafted_per_position.size(); ++k) {
+        if (stats.drafted_per_position[k] == 0) continue;  // depths no forward reached
+        if (drafted_k.size() <= k) drafted_k.resize(k + 1, 0), accepted_k.resize(k + 1, 0);
+        drafted_k[k] += stats.drafted_per_position[k];
+        accepted_k[k] += stats.accepted_per_position[k];
+      }
     }
     EXPECT_EQ(static_cast<int64_t>(r.tokens.size()), r.final_event->stats.committed);
   }
@@ -496,6 +521,11 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
   EXPECT_EQ(sink.spec_forwards, spec_forwards);
   EXPECT_EQ(sink.drafted, drafted);
   EXPECT_EQ(sink.accepted, accepted);
+  EXPECT_EQ(sink.drafted_per_position, drafted_per_position);
+  EXPECT_EQ(sink.accepted_per_position, accepted_per_position);
+  EXPECT_GT(drafted[DecodingMode::kLossless], 0);
+  EXPECT_GT(drafted[DecodingMode::kNgram], 0);
+  EXPECT_GT(sink.busiest, 0);
   EXPECT_EQ(sink.committed, committed);
   EXPECT_EQ(sink.finished_committed, committed);
   EXPECT_EQ(sink.finished_requests, count);
