@@ -6,6 +6,42 @@
 
 namespace crossreg {
 
+namespace {
+
+// Which logit rows of the output are whose, from the plan's row order.
+void DescribeSequences(const ForwardPlan& plan, const ForwardBatch& batch, ForwardOutput& out) {
+  out.sequences.clear();
+  size_t next_summary = 0;
+  int full = 0;
+  for (size_t j = 0; j < plan.logit_rows.size(); ++j) {
+    const SequenceId seq = batch.rows[static_cast<size_t>(plan.logit_rows[j])].seq;
+    const bool summary =
+        next_summary < plan.summary_rows.size() && static_cast<size_t>(plan.summary_rows[next_summary]) == j;
+    if (out.sequences.empty() || out.sequences.back().seq != seq) {
+      SequenceOutput& o = out.sequences.emplace_back();
+      o.seq = seq;
+      o.full_begin = full;
+      o.summary_begin = static_cast<int>(next_summary);
+    }
+    SequenceOutput& o = out.sequences.back();
+    if (summary) {
+      ++o.summary_rows;
+      ++next_summary;
+    } else {
+      ++o.full_rows;
+      ++full;
+    }
+  }
+  // A sequence with two runs of rows has no single window.
+  for (SequenceOutput& o : out.sequences) {
+    for (const SequenceOutput& other : out.sequences) {
+      if (&other != &o && other.seq == o.seq) o.consecutive = false;
+    }
+  }
+}
+
+}  // namespace
+
 absl::Status Backend::Execute(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out) {
   absl::StatusOr<ForwardPlan> plan = PlanForward(batch, kv, config_, storage_);
   if (!plan.ok()) return plan.status();
@@ -17,6 +53,7 @@ absl::Status Backend::Execute(const ForwardBatch& batch, PagedKvCache& kv, Forwa
     }
     return computed;
   }
+  DescribeSequences(*plan, batch, out);
   return absl::OkStatus();
 }
 

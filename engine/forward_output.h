@@ -13,7 +13,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "engine/paged_kv_cache.h"
 
 namespace crossreg {
 
@@ -31,13 +33,6 @@ static_assert(sizeof(RowSummary) == 12, "RowSummary crosses from the device as 1
 // `token` in [-1, vocab); -1 = none.
 RowSummary SummarizeLogitRow(const float* logits, int vocab, int32_t token);
 
-// A forward's logit rows in batch order, split by kind: `logits` holds the full rows
-// (vocab floats each) and `summaries` the summary rows, each in batch order.
-struct ForwardOutput {
-  std::vector<float> logits;
-  std::vector<RowSummary> summaries;
-};
-
 // A read-only window onto some consecutive logit rows of a ForwardOutput (one
 // sequence's share of a batch). Which row is which kind is the plan's business
 // (BatchRow::summary); this only holds the two runs of data.
@@ -50,6 +45,31 @@ struct LogitRows {
   LogitRows(absl::Span<const float> full) : logits(full) {}  // NOLINT(google-explicit-constructor)
   LogitRows(const std::vector<float>& full) : logits(full) {}  // NOLINT(google-explicit-constructor)
   LogitRows(absl::Span<const float> full, absl::Span<const RowSummary> summary) : logits(full), summaries(summary) {}
+};
+
+// Where one sequence's logit rows sit in a ForwardOutput: `full_rows` whole rows from
+// row `full_begin` of `logits`, `summary_rows` summaries from `summary_begin`.
+// `consecutive` is false when the sequence's logit rows are interleaved with another
+// sequence's in the batch (then they form no single window).
+struct SequenceOutput {
+  SequenceId seq = 0;
+  int full_begin = 0, full_rows = 0;
+  int summary_begin = 0, summary_rows = 0;
+  bool consecutive = true;
+};
+
+// A forward's logit rows in batch order, split by kind: `logits` holds the full rows
+// (vocab floats each) and `summaries` the summary rows, each in batch order.
+// `sequences` (Backend::Execute fills it from the plan) says which rows are whose: the
+// one description of the layout every reader uses.
+struct ForwardOutput {
+  std::vector<float> logits;
+  std::vector<RowSummary> summaries;
+  std::vector<SequenceOutput> sequences;  // each sequence with logit rows, by its first one
+
+  // The window of `seq`'s logit rows: empty for a sequence without any (a prefill
+  // chunk), FailedPrecondition when its rows are interleaved with another's.
+  absl::StatusOr<LogitRows> RowsOf(SequenceId seq, int vocab) const;
 };
 
 }  // namespace crossreg

@@ -66,8 +66,6 @@ struct SchedulerOutput {
     bool prefill = false;
     int rows = 0;         // the planner's rows: a prefill chunk, or a decode bound
     StepPlan step;        // what its decoder planned for this forward
-    int full_row = 0;     // its first whole logits row in the forward's output
-    int summary_row = 0;  // its first row summary there
   };
   std::vector<Sequence> sequences;  // batch order: decode, then prefill chunks
   std::vector<RequestPtr> preempt;  // freed before the forward, most recent first
@@ -83,15 +81,6 @@ struct ExecutedForward {
   double seconds = 0;
   SteadyTime end;
 };
-
-// The rows of `output` that belong to one sequence of the step.
-LogitRows SliceOf(const ForwardOutput& output, const SchedulerOutput::Sequence& s, int64_t vocab) {
-  const int summaries = s.step.summary_rows();
-  const size_t full = static_cast<size_t>(s.step.logit_rows() - summaries);
-  return LogitRows(absl::MakeConstSpan(output.logits).subspan(static_cast<size_t>(s.full_row) * vocab, full * vocab),
-                   absl::MakeConstSpan(output.summaries)
-                       .subspan(static_cast<size_t>(s.summary_row), static_cast<size_t>(summaries)));
-}
 
 RequestEvent ErrorEvent(absl::Status status) {
   RequestEvent e;
@@ -488,18 +477,12 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
-  int full_rows = 0, summary_rows = 0;
   std::vector<BatchRow>& rows = scheduled.batch.rows;
   for (SchedulerOutput::Sequence& s : scheduled.sequences) {
     s.step =
         s.request->decoder->Plan(s.prefill ? s.rows : 1, &cost, s.prefill ? std::numeric_limits<int>::max() : s.rows);
     if (!s.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(s.step.rows.size()) - 1);
     rows.insert(rows.end(), s.step.rows.begin(), s.step.rows.end());
-    s.full_row = full_rows;
-    s.summary_row = summary_rows;
-    const int summaries = s.step.summary_rows();
-    full_rows += s.step.logit_rows() - summaries;
-    summary_rows += summaries;
   }
   scheduled.predictive_rows =
       static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const BatchRow& row) { return row.predictive; }));
@@ -582,7 +565,8 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
                                     std::vector<std::pair<RequestPtr, absl::Status>>& failed) {
   ScheduledRequest& r = *s.request;
   SequenceDecoder& d = *r.decoder;
-  absl::StatusOr<StepOutcome> outcome = d.OnForward(s.step, SliceOf(output, s, config.vocab_size));
+  absl::StatusOr<LogitRows> logits = output.RowsOf(d.sequence(), config.vocab_size);
+  absl::StatusOr<StepOutcome> outcome = logits.ok() ? d.OnForward(s.step, *logits) : logits.status();
   // The step's one KV change for this sequence: the positions it keeps.
   absl::Status committed = outcome.ok() ? kv.Commit(d.sequence(), outcome->kv_length) : outcome.status();
   if (!committed.ok()) {

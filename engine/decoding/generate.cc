@@ -36,7 +36,9 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
     const StepPlan plan = decoder.Plan(options.prefill_chunk, &cost);
     batch.rows = plan.rows;
     if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
-    absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
+    absl::StatusOr<LogitRows> logits = out.RowsOf(seq, env.model->vocab_size);
+    if (!logits.ok()) return logits.status();
+    absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, *logits);
     if (!step.ok()) return step.status();
     if (auto s = kv.Commit(seq, step->kv_length); !s.ok()) return s;
     if (plan.prefill()) {

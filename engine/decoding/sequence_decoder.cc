@@ -287,7 +287,7 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
   }
   const size_t summaries = static_cast<size_t>(plan.summary_rows());
   const size_t full = static_cast<size_t>(plan.logit_rows()) - summaries;
-  if (logits.logits.size() < full * static_cast<size_t>(vocab_) || logits.summaries.size() < summaries) {
+  if (logits.logits.size() != full * static_cast<size_t>(vocab_) || logits.summaries.size() != summaries) {
     return absl::InternalError(absl::StrCat("decoder: the forward returned ", logits.logits.size() / vocab_,
                                             " logit rows and ", logits.summaries.size(), " summaries, the plan has ",
                                             full, " and ", summaries));

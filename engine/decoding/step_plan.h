@@ -33,11 +33,11 @@ struct StepPlan {
   int ngram_match = 0;            // adaptive n-gram: tokens of the context match its drafts came from
 
   bool prefill() const { return kind == Kind::kPrefill; }
-  // Logit rows this plan expects back: m + 1 control, g main-chain, the forks (0 for prefill).
+  // Logit rows this plan expects back (its rows that want logits): m + 1 control, g
+  // main-chain and the forks' rows for a decode plan, none for a prefill chunk.
   int logit_rows() const {
-    if (prefill()) return 0;
-    int n = drafts + 1 + main_chain;
-    for (int size : fork_sizes) n += size;
+    int n = 0;
+    for (const BatchRow& r : rows) n += r.want_logits ? 1 : 0;
     return n;
   }
   // Of those, the rows that come back as a RowSummary (greedy requests).

@@ -205,6 +205,54 @@ TEST(BackendContractTest, ExecuteReservesAndTheCallerCommitsWhatItKeeps) {
   EXPECT_EQ(kv.length(other), 0);
 }
 
+// The output says which logit rows are whose: each sequence's whole rows and summaries
+// as one window, in batch order; interleaved rows have none.
+TEST(BackendContractTest, TheOutputDescribesEachSequencesRows) {
+  RecordingBackend backend(testing::TinyConfig(48), kKv);
+  PagedKvCache kv(kKv);
+  const auto [seq, other] = Prepare(backend, kv);
+  ForwardBatch batch;
+  // other: a prefill row without logits, then one whole row; seq: a summary, a whole
+  // row, then two predictive summaries.
+  batch.rows.push_back({.seq = other, .position = 0, .token = 1});
+  batch.rows.push_back({.seq = other, .position = 1, .token = 1, .want_logits = true});
+  batch.rows.push_back({.seq = seq, .position = 5, .token = 1, .want_logits = true, .summary = true});
+  batch.rows.push_back({.seq = seq, .position = 6, .token = 1, .want_logits = true});
+  for (int k = 0; k < 2; ++k) {
+    batch.rows.push_back(
+        {.seq = seq, .position = 5 + k, .token = 2, .want_logits = true, .predictive = true, .summary = true});
+  }
+  ForwardOutput out;
+  ASSERT_TRUE(backend.Execute(batch, kv, out).ok());
+  ASSERT_EQ(out.sequences.size(), 2u);
+  EXPECT_EQ(out.sequences[0].seq, other);
+  EXPECT_EQ(out.sequences[1].seq, seq);
+  absl::StatusOr<LogitRows> mine = out.RowsOf(seq, 48);
+  absl::StatusOr<LogitRows> theirs = out.RowsOf(other, 48);
+  ASSERT_TRUE(mine.ok() && theirs.ok());
+  EXPECT_EQ(theirs->logits.data(), out.logits.data());
+  EXPECT_EQ(theirs->logits.size(), 48u);
+  EXPECT_TRUE(theirs->summaries.empty());
+  EXPECT_EQ(mine->logits.data(), out.logits.data() + 48);
+  EXPECT_EQ(mine->logits.size(), 48u);
+  EXPECT_EQ(mine->summaries.data(), out.summaries.data());
+  EXPECT_EQ(mine->summaries.size(), 3u);
+  // A sequence with no logit rows gets an empty window.
+  ForwardBatch prefill{{{.seq = other, .position = 0, .token = 1}}};
+  ASSERT_TRUE(kv.Commit(seq, 5).ok() && kv.Commit(other, 0).ok());
+  ASSERT_TRUE(backend.Execute(prefill, kv, out).ok());
+  ASSERT_TRUE(out.RowsOf(other, 48).ok());
+  EXPECT_TRUE(out.RowsOf(other, 48)->logits.empty());
+  // Interleaved rows form no single window.
+  ForwardBatch interleaved;
+  interleaved.rows.push_back({.seq = seq, .position = 5, .token = 1, .want_logits = true});
+  interleaved.rows.push_back({.seq = other, .position = 0, .token = 1, .want_logits = true});
+  interleaved.rows.push_back({.seq = seq, .position = 6, .token = 1, .want_logits = true});
+  ASSERT_TRUE(backend.Execute(interleaved, kv, out).ok());
+  EXPECT_EQ(out.RowsOf(seq, 48).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(out.RowsOf(other, 48).ok());
+}
+
 // A batch of two sequences with control and predictive rows, some of them summaries:
 // whole rows come back bit for bit as in an all-whole forward of the same batch, and
 // each summary is the reference reduction of its row (the CPU computes every row).
