@@ -479,8 +479,8 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;
   for (SchedulerOutput::Sequence& s : scheduled.sequences) {
-    s.step =
-        s.request->decoder->Plan(s.prefill ? s.rows : 1, &cost, s.prefill ? std::numeric_limits<int>::max() : s.rows);
+    SequenceDecoder& d = *s.request->decoder;
+    s.step = d.Plan(d.Choose(&cost, s.prefill ? std::numeric_limits<int>::max() : s.rows), s.prefill ? s.rows : 1);
     if (!s.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(s.step.rows.size()) - 1);
     rows.insert(rows.end(), s.step.rows.begin(), s.step.rows.end());
   }

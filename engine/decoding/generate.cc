@@ -33,7 +33,7 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   const auto t0 = std::chrono::steady_clock::now();
   auto t_decode = t0;
   while (!decoder.finished()) {
-    const StepPlan plan = decoder.Plan(options.prefill_chunk, &cost);
+    const StepPlan plan = decoder.Plan(decoder.Choose(&cost), options.prefill_chunk);
     batch.rows = plan.rows;
     if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
     absl::StatusOr<LogitRows> logits = out.RowsOf(seq, env.model->vocab_size);

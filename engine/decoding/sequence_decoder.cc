@@ -31,28 +31,16 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
       ngrams_(request.decoding.ngram_max),
       rng_(request.sampling.seed),
       acceptor_(request.decoding.beta, request.decoding.tau, std::max(1, request.decoding.gamma)),
-      acceptance_(std::max(1, request.decoding.gamma)),
-      match_acceptance_(static_cast<size_t>(std::max(1, request.decoding.ngram_max)),
-                        AcceptanceTracker(std::max(1, request.decoding.gamma))) {
+      controller_(request, env) {
   const size_t depth = static_cast<size_t>(std::max(1, request.decoding.gamma));
   stats_.drafted_per_position.assign(depth, 0);
   stats_.accepted_per_position.assign(depth, 0);
-  if (env.acceptance_memory != nullptr && request.decoding.mode != DecodingMode::kAutoregressive) {
-    memory_ = env.acceptance_memory;
-    memory_class_ = AcceptanceClassKey(request);
-    if (request.decoding.adaptive_gamma) {  // start from what earlier requests of the class saw
-      memory_->Seed(memory_class_, 0, acceptance_);
-      for (size_t n = 0; n < match_acceptance_.size(); ++n) {
-        memory_->Seed(memory_class_, static_cast<int>(n) + 1, match_acceptance_[n]);
-      }
-    }
-  }
+  if (UsesNgrams()) ngrams_.Update(tokens_);
 }
 
 void SequenceDecoder::OnKvDropped(SequenceId new_seq) {
   seq_ = new_seq;
   cached_ = 0;
-  plan_outstanding_ = false;
 }
 
 int64_t SequenceDecoder::PendingKvRows() const {
@@ -60,177 +48,102 @@ int64_t SequenceDecoder::PendingKvRows() const {
   return DecodeHeadroom(request_.decoding);
 }
 
-AcceptanceTracker& SequenceDecoder::TrackerFor(const StepPlan& plan) {
-  if (plan.ngram_match <= 0) return acceptance_;
-  return match_acceptance_[static_cast<size_t>(std::min<int>(plan.ngram_match, match_acceptance_.size()) - 1)];
-}
-
-int SequenceDecoder::MemorySlot(const StepPlan& plan) const {
-  return std::clamp(plan.ngram_match, 0, static_cast<int>(match_acceptance_.size()));
-}
-
-int SequenceDecoder::ProbeGamma() const {
-  // Probes use the cheapest draft length that still verifies one draft: they measure
-  // depth-1 acceptance, and deeper drafts follow once that pays.
-  const DecodingConfig& d = request_.decoding;
-  return std::min(d.gamma, DraftCapacity(d, 1) > 0 ? 1 : 2);
-}
-
-int SequenceDecoder::DecodeRowsBound(const ForwardCostCurve* curve) const {
-  const DecodingConfig& d = request_.decoding;
-  if (!d.adaptive_gamma || curve == nullptr || !IsCrossRegression(d.mode) || last_gamma_ > 0) return MaxDecodeRows(d);
-  return MaxDecodeRows(WithGamma(d, ProbeGamma()));
-}
-
-int SequenceDecoder::AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot,
-                                   int max_decode_rows) {
-  const DecodingConfig& d = request_.decoding;
-  const int probe = ProbeGamma();
-  // The draft lengths whose rows fit what the caller reserved (a scheduler's bound).
-  int fits = d.gamma;
-  while (fits > 0 && MaxDecodeRows(WithGamma(d, fits)) > max_decode_rows) --fits;
-  // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
-  // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
-  // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
-  // Both at this forward's margin: under load a probe's rows cost several of this
-  // sequence's shares of the forward, not a fraction of a one-row forward.
-  const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
-  const double extra =
-      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, probe)) - 1) / cost.ArShare(d.mode);
-  const int first_interval =
-      std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
-  if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
-    --probe_forwards_;
-    return probe <= fits ? probe : 0;
+DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) {
+  DraftChoice choice;
+  choice.decoding = request_.decoding;
+  const DecodingMode mode = request_.decoding.mode;
+  if (prefilling() || !request_.decoding.adaptive_gamma || cost == nullptr || cost->curve == nullptr ||
+      mode == DecodingMode::kAutoregressive) {
+    return choice;
   }
-  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), acceptance, cost);
-  if (chosen > 0) {
-    probes_.DraftsPay(first_interval);
-    if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
-    return chosen;
+  if (mode == DecodingMode::kNgram) {
+    // The drafts first: γ' follows the acceptance of drafts from matches of this length.
+    ngrams_.Draft(tokens_, request_.decoding.gamma, &choice.ngram_match, env_.ngram_table);
   }
-  // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
-  // request's estimate a step back toward the class's pooled one. Otherwise a burst of
-  // failed first drafts freezes it below the point where drafts pay, in AR until the
-  // next probe (~45 AR forwards on the ~110M model at kProbeBudget), though the class's
-  // drafts pay. A class whose drafts never pay pools an estimate as low as the
-  // request's own, so this does not make it draft.
-  if (memory_ != nullptr) memory_->Revert(memory_class_, slot, acceptance);
-  // After a run of AR forwards, probe (a count-based choice), backing off exponentially
-  // while probes fail. With a memory the run is counted over the class's requests
-  // (acceptance_memory.h).
-  const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
-                                      : probes_.ArForward(first_interval, kMaxProbeInterval);
-  if (!due || probe > fits) return 0;
-  probe_forwards_ = probe_forwards - 1;
-  return probe;
+  choice.decoding = WithGamma(request_.decoding, controller_.Choose(*cost, max_decode_rows, choice.ngram_match));
+  choice.ar_fallback = choice.decoding.mode == DecodingMode::kAutoregressive;
+  return choice;
 }
 
-StepPlan SequenceDecoder::Plan(int max_prefill_rows, const DraftCost* cost, int max_decode_rows) {
-  plan_outstanding_ = true;
-  if (!prefilling()) return PlanDecode(cost, max_decode_rows);
+StepPlan SequenceDecoder::Plan(const DraftChoice& choice, int max_prefill_rows) const {
+  if (!prefilling()) return PlanDecode(choice);
   // Every committed token but the newest goes into the cache without logits.
   StepPlan plan;
   plan.kind = StepPlan::Kind::kPrefill;
-  const int64_t end =
-      std::min<int64_t>(static_cast<int64_t>(tokens_.size()) - 1, cached_ + std::max(1, max_prefill_rows));
+  const int64_t end = std::min<int64_t>(static_cast<int64_t>(tokens_.size()) - 1, cached_ + std::max(1, max_prefill_rows));
   for (int64_t p = cached_; p < end; ++p) {
     plan.rows.push_back({.seq = seq_, .position = static_cast<int32_t>(p), .token = tokens_[static_cast<size_t>(p)]});
   }
   return plan;
 }
 
-StepPlan SequenceDecoder::PlanDecode(const DraftCost* cost, int max_decode_rows) {
+StepPlan SequenceDecoder::PlanDecode(const DraftChoice& choice) const {
   StepPlan plan;
   plan.kind = StepPlan::Kind::kDecode;
-  plan.decoding = request_.decoding;
+  plan.decoding = choice.decoding;
+  plan.ar_fallback = choice.ar_fallback;
+  plan.ngram_match = choice.ngram_match;
   plan.committed = static_cast<int64_t>(tokens_.size());
-  std::vector<int32_t> ngram_drafts = ChooseDraftLength(cost, max_decode_rows, plan);
-  const int main_chain = FillDraftBuffer(std::move(ngram_drafts), plan);
-  LayOutRows(main_chain, plan);
+  const std::vector<int32_t> drafts = PlanDrafts(plan);
+  LayOutRows(drafts, plan);
   AskForSummaries(plan);
   return plan;
 }
 
-std::vector<int32_t> SequenceDecoder::ChooseDraftLength(const DraftCost* cost, int max_decode_rows, StepPlan& plan) {
-  std::vector<int32_t> ngram_drafts;  // adaptive n-gram: drafted before γ' is chosen
-  if (!request_.decoding.adaptive_gamma || cost == nullptr || cost->curve == nullptr ||
-      request_.decoding.mode == DecodingMode::kAutoregressive) {
-    return ngram_drafts;
-  }
-  if (request_.decoding.mode == DecodingMode::kNgram) {
-    // The drafts first: γ' follows the acceptance of drafts from matches of this length.
-    // With no match there is nothing to verify (and nothing to probe): an AR forward.
-    ngrams_.Update(tokens_);
-    int match = 0;
-    ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &match, env_.ngram_table);
-    plan.ngram_match = match;
-    last_gamma_ = match > 0 ? AdaptiveGamma(*cost, TrackerFor(plan), MemorySlot(plan), max_decode_rows) : 0;
-  } else {
-    last_gamma_ = AdaptiveGamma(*cost, acceptance_, 0, max_decode_rows);
-  }
-  plan.decoding = WithGamma(request_.decoding, last_gamma_);
-  plan.ar_fallback = plan.decoding.mode == DecodingMode::kAutoregressive;
-  return ngram_drafts;
-}
-
-int SequenceDecoder::FillDraftBuffer(std::vector<int32_t> ngram_drafts, StepPlan& plan) {
+std::vector<int32_t> SequenceDecoder::PlanDrafts(StepPlan& plan) const {
   const DecodingConfig& it = plan.decoding;
-  const int64_t L = plan.committed;
   const int64_t remaining = request_.max_new_tokens - stats_.committed;
-  const int64_t room = env_.model->max_position - L;  // drafts whose rows still fit
+  const int64_t room = env_.model->max_position - plan.committed;  // drafts whose rows still fit
   const int gamma = it.gamma;
+  std::vector<int32_t> drafts;
   switch (it.mode) {
     case DecodingMode::kAutoregressive:
-      buffer_.clear();
-      return 0;
+      break;
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
-      buffer_.clear();
-      if (plan.ngram_match > 0) {  // adaptive: drafted above, from the same context
-        ngram_drafts.resize(std::min<size_t>(ngram_drafts.size(), static_cast<size_t>(want)));
+      if (plan.ngram_match > 0) {  // adaptive: γ' was chosen for the drafts of this match
+        drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, nullptr, env_.ngram_table);
+        drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
       } else {
-        ngrams_.Update(tokens_);
-        int match = 0;  // the memory files these drafts' verdicts by match length
-        ngram_drafts = ngrams_.Draft(tokens_, static_cast<int>(want), &match, env_.ngram_table);
-        if (memory_ != nullptr && !ngram_drafts.empty()) plan.ngram_match = match;
+        int match = 0;  // a shared memory files these drafts' verdicts by match length
+        drafts = ngrams_.Draft(tokens_, static_cast<int>(want), &match, env_.ngram_table);
+        if (env_.acceptance_memory != nullptr && !drafts.empty()) plan.ngram_match = match;
       }
-      for (int32_t t : ngram_drafts) buffer_.push_back(Draft{t, {}, false});
-      plan.drafts = static_cast<int>(buffer_.size());
-      return 0;
+      break;
     }
     case DecodingMode::kLossless:
     case DecodingMode::kLossy: {
       // Limits depend on counts and positions only, never on drawn values.
       const int64_t cap = it.forked() ? gamma : std::max(gamma - 1, 1);
+      for (const Draft& d : buffer_) drafts.push_back(d.token);
       if (it.ngram_assist) {
         // Prompt-lookup drafts, a function of the committed tokens alone, take the
         // first slots (one-hot q); the adapter's proposals keep the slots after them.
-        ngrams_.Update(tokens_);
         const auto found = ngrams_.Draft(tokens_, static_cast<int>(cap), nullptr, env_.ngram_table);
-        if (buffer_.size() < found.size()) buffer_.resize(found.size());
-        for (size_t i = 0; i < found.size(); ++i) buffer_[i] = Draft{found[i], {}, false};
+        if (drafts.size() < found.size()) drafts.resize(found.size());
+        std::copy(found.begin(), found.end(), drafts.begin());
+        plan.assisted_drafts = static_cast<int>(found.size());
       }
       const int64_t keep =
-          std::max<int64_t>(0, std::min<int64_t>({static_cast<int64_t>(buffer_.size()), cap, remaining - 1, room}));
-      buffer_.resize(static_cast<size_t>(keep));
-      plan.drafts = static_cast<int>(keep);
-      return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
+          std::max<int64_t>(0, std::min<int64_t>({static_cast<int64_t>(drafts.size()), cap, remaining - 1, room}));
+      drafts.resize(static_cast<size_t>(keep));
+      plan.assisted_drafts = std::min(plan.assisted_drafts, static_cast<int>(keep));
+      plan.main_chain = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
+      break;
     }
   }
-  return 0;
+  plan.drafts = static_cast<int>(drafts.size());
+  return drafts;
 }
 
-void SequenceDecoder::LayOutRows(int main_chain, StepPlan& plan) const {
+void SequenceDecoder::LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const {
   const DecodingConfig& it = plan.decoding;
-  const int64_t L = plan.committed;
   const int64_t remaining = request_.max_new_tokens - stats_.committed;
-  const int64_t room = env_.model->max_position - L;
+  const int64_t room = env_.model->max_position - plan.committed;
   const int m = plan.drafts;
-  int g = main_chain;
-  const int32_t base = static_cast<int32_t>(L - 1);
+  const int32_t base = static_cast<int32_t>(plan.committed - 1);
   const int32_t x_last = tokens_.back();
-  auto draft_token = [&](int k) { return buffer_[static_cast<size_t>(k - 1)].token; };
+  auto draft_token = [&](int k) { return drafts[static_cast<size_t>(k - 1)]; };
   for (int k = 0; k <= m; ++k) {
     plan.rows.push_back(
         {.seq = seq_, .position = base + k, .token = k == 0 ? x_last : draft_token(k), .want_logits = true});
@@ -245,9 +158,9 @@ void SequenceDecoder::LayOutRows(int main_chain, StepPlan& plan) const {
   auto useful = [&](int n) {  // drafts worth proposing for the buffer after outcome n
     return static_cast<int>(std::max<int64_t>(0, std::min<int64_t>({f, room - n, remaining - n - 2})));
   };
-  if (forked) g = m + 1 + useful(m);
+  if (forked) plan.main_chain = m + 1 + useful(m);
   const int32_t placeholder = env_.placeholder_token;
-  for (int k = 0; k < g; ++k) {
+  for (int k = 0; k < plan.main_chain; ++k) {
     const int32_t token = k == 0 ? x_last : (k <= m ? draft_token(k) : placeholder);
     plan.rows.push_back(
         {.seq = seq_, .position = base + k, .token = token, .want_logits = true, .predictive = true, .branch = 0});
@@ -260,7 +173,32 @@ void SequenceDecoder::LayOutRows(int main_chain, StepPlan& plan) const {
                            .predictive = true, .branch = n + 1});
     }
   }
-  plan.main_chain = g;
+}
+
+DraftBuffer SequenceDecoder::DraftsOf(const StepPlan& plan) const {
+  DraftBuffer drafts;
+  drafts.reserve(static_cast<size_t>(plan.drafts));
+  const bool one_hot = plan.decoding.mode == DecodingMode::kNgram;
+  for (int k = 0; k < plan.drafts; ++k) {
+    const int32_t token = plan.rows[static_cast<size_t>(k) + 1].token;  // control row k + 1 carries d_{k+1}
+    if (one_hot || k < plan.assisted_drafts) {
+      drafts.push_back(Draft{token, {}, false});
+    } else {
+      drafts.push_back(buffer_[static_cast<size_t>(k)]);
+    }
+  }
+  return drafts;
+}
+
+absl::Status SequenceDecoder::CheckPlanIsCurrent(const StepPlan& plan) const {
+  if (finished()) return absl::FailedPreconditionError("decoder: sequence already finished");
+  const bool current =
+      plan.prefill()
+          ? prefilling() && !plan.rows.empty() && plan.rows.front().seq == seq_ && plan.rows.front().position == cached_
+          : !prefilling() && !plan.rows.empty() && plan.rows.front().seq == seq_ &&
+                plan.committed == static_cast<int64_t>(tokens_.size());
+  if (!current) return absl::FailedPreconditionError("decoder: OnForward with a plan not made for its current state");
+  return absl::OkStatus();
 }
 
 void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
@@ -276,9 +214,7 @@ void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
 }
 
 absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, const LogitRows& logits) {
-  if (finished()) return absl::FailedPreconditionError("decoder: sequence already finished");
-  if (!plan_outstanding_) return absl::FailedPreconditionError("decoder: OnForward without a Plan for this forward");
-  plan_outstanding_ = false;
+  if (absl::Status s = CheckPlanIsCurrent(plan); !s.ok()) return s;
   StepOutcome step;
   if (plan.prefill()) {
     cached_ += static_cast<int64_t>(plan.rows.size());
@@ -297,8 +233,7 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
     first_logits_.assign(logits.logits.begin(), logits.logits.begin() + vocab_);
   }
   VerifyOutcome outcome =
-      Verify(plan, logits, vocab_, std::move(buffer_), request_.sampling, acceptor_, rng_, request_.fault);
-  buffer_.clear();
+      Verify(plan, logits, vocab_, DraftsOf(plan), request_.sampling, acceptor_, rng_, request_.fault);
   // The cache keeps x_last and the accepted drafts.
   cached_ = outcome.kv_keep;
   step.kv_length = cached_;
@@ -316,13 +251,8 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
   for (size_t k = 0; k < outcome.verdicts.size(); ++k) {
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
-    TrackerFor(plan).Record(static_cast<int>(k) + 1, outcome.verdicts[k]);
   }
-  if (memory_ != nullptr) {
-    // Slot as TrackerFor picks it: 0 for Cross-Regression, the match length for n-gram.
-    const int slot = MemorySlot(plan);
-    memory_->Record(memory_class_, slot, outcome.verdicts);
-  }
+  controller_.Observe(plan.ngram_match, outcome.verdicts);
   step.verdicts = std::move(outcome.verdicts);
   buffer_ = std::move(outcome.next_drafts);
   for (int32_t t : outcome.tokens) {
@@ -331,13 +261,15 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     step.tokens.push_back(t);
     if (IsStop(t)) {
       finish_ = FinishReason::kStop;
-      return;
+      break;
     }
     if (stats_.committed >= request_.max_new_tokens) {
       finish_ = FinishReason::kLength;
-      return;
+      break;
     }
   }
+  if (UsesNgrams()) ngrams_.Update(tokens_);
+  if (finished()) return;
   // The next forward's first row (x_last) must fit in the context.
   if (static_cast<int64_t>(tokens_.size()) - 1 >= env_.model->max_position) finish_ = FinishReason::kContext;
 }

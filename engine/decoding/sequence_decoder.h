@@ -4,13 +4,15 @@
 // Between decode iterations the KV cache holds every committed token except the
 // newest (x_last), whose row opens the next forward.
 //
-// A decode iteration (ALGORITHM.md), as three values:
-//   Plan()      -> StepPlan       rows [x_last, d_1..d_m] (control) + predictive chains
+// A decode iteration (ALGORITHM.md), as a choice, three values and their application:
+//   Choose()    -> DraftChoice    γ' (adaptive requests: DraftLengthController::Choose)
+//   Plan()      -> StepPlan       rows [x_last, d_1..d_m] (control) + predictive chains;
+//               const: a function of the committed tokens, the draft buffer and the choice
 //   Verify()    -> VerifyOutcome  engine/decoding/verify.h, a pure function of the logits
 //   OnForward() -> StepOutcome    commits the tokens to the decoder's state, installs the
-//               refilled draft buffer and says how many cached positions the sequence
-//               keeps (L+n); the caller commits them to the cache, which the decoder
-//               never touches.
+//               refilled draft buffer, hands the verdicts to the controller (Observe) and
+//               says how many cached positions the sequence keeps (L+n); the caller
+//               commits them to the cache, which the decoder never touches.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@
 #include "absl/types/span.h"
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/draft_length_controller.h"
 #include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/energy_acceptor.h"
 #include "engine/decoding/generation_request.h"
@@ -54,24 +57,21 @@ class SequenceDecoder {
   // empty sequence of the cache the forwards will use.
   SequenceDecoder(const GenerationRequest& request, const DecodingEnvironment& env, SequenceId seq);
 
+  // How the next forward decodes: the request's decoding, or for an adaptive request
+  // (with `cost`: what rows cost) the draft length its controller picks among those
+  // whose rows fit `max_decode_rows` (a scheduler passes what it reserved, at least
+  // DecodeRowsBound()). Moves the controller's probe schedules: call once per forward,
+  // then Plan with the choice. A prefilling sequence's choice moves nothing.
+  DraftChoice Choose(const DraftCost* cost = nullptr, int max_decode_rows = std::numeric_limits<int>::max());
   // The next forward's share for this sequence: a prefill chunk of at most
-  // `max_prefill_rows` rows, or one decode iteration. `cost` (adaptive_gamma requests):
-  // what rows cost, to pick this forward's γ'. Call once per forward, then OnForward.
-  // `max_decode_rows`: a decode iteration's rows, at most (adaptive requests pick γ'
-  // among the draft lengths that fit; a scheduler passes what it reserved, at least
-  // DecodeRowsBound()).
-  StepPlan Plan(int max_prefill_rows, const DraftCost* cost = nullptr,
-                int max_decode_rows = std::numeric_limits<int>::max());
-  // Rows the next decode iteration may use, for a scheduler's token budget: MaxDecodeRows
-  // of the request, except for an adaptive Cross-Regression request whose last decode
-  // forward ran AR, which reserves a probe's rows (6 with forks, against 42 at γ = 8
-  // with two forks) and drafts deeper from the next forward on. Reserving the full γ for
-  // every such sequence would leave the prefill chunks a third of the budget at 8 forked
-  // sequences, and at 16 would leave sequences out of forwards that run them all as AR.
-  // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
-  int DecodeRowsBound(const ForwardCostCurve* curve) const;
-  // The forward of `plan` ran: `logits` holds its plan.logit_rows() rows, each whole or
-  // a summary as the plan's rows asked. The outcome's kv_length is what the caller
+  // `max_prefill_rows` rows, or the decode iteration `choice` describes.
+  StepPlan Plan(const DraftChoice& choice, int max_prefill_rows) const;
+  // Rows the next decode iteration may use, for a scheduler's token budget
+  // (DraftLengthController::RowsBound).
+  int DecodeRowsBound(const ForwardCostCurve* curve) const { return controller_.RowsBound(curve); }
+  // The forward of `plan` (the last Plan of this sequence's current state) ran:
+  // `logits` holds its plan.logit_rows() rows, each whole or a summary as the plan's
+  // rows asked. The outcome's kv_length is what the caller
   // must commit for sequence() before the next Plan.
   absl::StatusOr<StepOutcome> OnForward(const StepPlan& plan, const LogitRows& logits);
   // The sequence's KV was dropped (preemption): the next plans recompute it into
@@ -93,32 +93,19 @@ class SequenceDecoder {
 
  private:
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
-  // One decode iteration's plan, in three parts: the draft length (adaptive requests:
-  // γ', with the n-gram drafts it was chosen for), the drafts to verify (the buffer,
-  // trimmed to what fits), and the rows. FillDraftBuffer returns the main predictive
-  // chain's length before forks.
-  StepPlan PlanDecode(const DraftCost* cost, int max_decode_rows);
-  std::vector<int32_t> ChooseDraftLength(const DraftCost* cost, int max_decode_rows, StepPlan& plan);
-  int FillDraftBuffer(std::vector<int32_t> ngram_drafts, StepPlan& plan);
-  void LayOutRows(int main_chain, StepPlan& plan) const;
-  // The draft length of an adaptive probe: the cheapest that still verifies one draft.
-  int ProbeGamma() const;
+  bool UsesNgrams() const { return request_.decoding.mode == DecodingMode::kNgram || request_.decoding.ngram_assist; }
+  // One decode iteration's plan, in two parts: the drafts to verify (the buffer, or
+  // the n-gram index's, trimmed to what fits), then the rows.
+  StepPlan PlanDecode(const DraftChoice& choice) const;
+  std::vector<int32_t> PlanDrafts(StepPlan& plan) const;
+  void LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads
   // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
   void AskForSummaries(StepPlan& plan) const;
-  // Adaptive draft length: γ' for the next forward (0 = AR), with count-based probes.
-  // `acceptance` is the tracker the forward's verdicts will feed, `slot` its slot in
-  // the acceptance memory; an AR choice moves it back toward the memory's estimate.
-  int AdaptiveGamma(const DraftCost& cost, AcceptanceTracker& acceptance, int slot, int max_decode_rows);
-  // The tracker a plan's outcomes feed: adaptive n-gram keeps one per match length.
-  AcceptanceTracker& TrackerFor(const StepPlan& plan);
-  // Its slot in the acceptance memory: 0 for Cross-Regression, the match length for n-gram.
-  int MemorySlot(const StepPlan& plan) const;
-  static constexpr int kFirstProbeInterval = 8;   // AR forwards before the first probe, at least
-  // ... and between probes, at most (unless probes are dear), for a request learning
-  // alone; one sharing an AcceptanceMemory follows the class's schedule there.
-  static constexpr int kMaxProbeInterval = 128;
-  static constexpr double kProbeBudget = 0.03;    // probes' extra cost, as a fraction of the AR forwards
+  // The drafts `plan` verifies, with their q: one-hot for n-gram drafts, the buffer's
+  // otherwise.
+  DraftBuffer DraftsOf(const StepPlan& plan) const;
+  absl::Status CheckPlanIsCurrent(const StepPlan& plan) const;
   void Apply(const StepPlan& plan, VerifyOutcome outcome, StepOutcome& step);
   bool IsStop(int32_t token) const;
 
@@ -129,21 +116,10 @@ class SequenceDecoder {
   std::vector<int32_t> tokens_;
   int64_t cached_ = 0;            // positions whose KV is in the cache
   DraftBuffer buffer_;            // d_1 .. d_m for the next forward, with their q
-  NgramIndex ngrams_;             // n-gram mode and assist: the committed context's index
+  NgramIndex ngrams_;             // n-gram mode and assist: the committed context's index, always current
   Rng rng_;
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
-  AcceptanceTracker acceptance_;  // recent per-depth acceptance (adaptive γ)
-  // Adaptive n-gram: the same per length of the context match the drafts came from
-  // (index n - 1). A 3-token match predicts far better than a 1-token one, and a run of
-  // failed 1-token drafts must not stop the drafts of a long repeat.
-  std::vector<AcceptanceTracker> match_acceptance_;
-  // The engine's memory of acceptance (null: none) and this request's class there.
-  AcceptanceMemory* memory_ = nullptr;
-  std::string memory_class_;
-  ProbeSchedule probes_;          // adaptive, learning alone: when AR forwards give way to a probe
-  int probe_forwards_ = 0;        // adaptive: forwards left at full γ after a probe
-  int last_gamma_ = 0;            // adaptive: γ' of the last decode forward (0 = AR)
-  bool plan_outstanding_ = false; // Plan() returned a plan whose forward has not come back
+  DraftLengthController controller_;  // adaptive γ: acceptance, probes, the shared memory
   SpeculativeStats stats_;
   FinishReason finish_ = FinishReason::kNone;
   std::vector<float> first_logits_;

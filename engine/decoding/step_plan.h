@@ -13,6 +13,13 @@
 
 namespace crossreg {
 
+// How the next decode forward decodes, as SequenceDecoder::Choose picked it.
+struct DraftChoice {
+  DecodingConfig decoding;   // the request's, with γ' when adaptive
+  bool ar_fallback = false;  // a speculative request that runs this forward as plain AR
+  int ngram_match = 0;       // adaptive n-gram: tokens of the context match its drafts come from
+};
+
 struct StepPlan {
   enum class Kind { kPrefill, kDecode };
   Kind kind = Kind::kPrefill;
@@ -30,7 +37,8 @@ struct StepPlan {
   int main_chain = 0;             // g: predictive rows of branch 0
   std::vector<int> fork_sizes;    // forked refill: rows of the chain for outcome n = 0, 1, ...
   bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
-  int ngram_match = 0;            // adaptive n-gram: tokens of the context match its drafts came from
+  int ngram_match = 0;            // n-gram: tokens of the context match its drafts came from (0: not tracked)
+  int assisted_drafts = 0;        // n-gram assist: the first drafts, one-hot from the context index
 
   bool prefill() const { return kind == Kind::kPrefill; }
   // Logit rows this plan expects back (its rows that want logits): m + 1 control, g

@@ -38,7 +38,7 @@ DecodeRun Decode(const GenerationRequest& req, const ForwardCostCurve& curve, fl
   while (!decoder.finished()) {
     const bool decode = !decoder.prefilling();
     const int bound = decoder.DecodeRowsBound(&curve);
-    const StepPlan plan = decoder.Plan(64, &cost, bound);
+    const StepPlan plan = decoder.Plan(decoder.Choose(&cost, bound), 64);
     if (decode) {
       run.bounds.push_back(bound);
       run.rows.push_back(static_cast<int>(plan.rows.size()));

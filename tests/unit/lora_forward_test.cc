@@ -251,7 +251,7 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
     ForwardBatch batch;
     ForwardOutput out;
     while (!decoder.finished()) {
-      const StepPlan plan = decoder.Plan(64);
+      const StepPlan plan = decoder.Plan(decoder.Choose(), 64);
       batch.rows = plan.rows;
       ASSERT_TRUE(e.backend->Execute(batch, *e.kv, out).ok());
       absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));

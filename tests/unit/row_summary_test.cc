@@ -258,7 +258,7 @@ TEST(RowSummaryDecodingTest, OnlyGreedyRowsAskForSummariesAndEachControlRowNames
     ForwardBatch batch;
     ForwardOutput out;
     while (!decoder.finished()) {
-      StepPlan plan = decoder.Plan(64);
+      StepPlan plan = decoder.Plan(decoder.Choose(), 64);
       batch.rows = plan.rows;
       EXPECT_TRUE(t.engine.backend->Execute(batch, *t.engine.kv, out).ok());
       EXPECT_EQ(out.summaries.size(), static_cast<size_t>(plan.summary_rows()));

@@ -1,0 +1,75 @@
+// The adaptive draft length of one request, behind two calls (the shape of SGLang's
+// adaptive speculation): Choose picks the next forward's γ' from the acceptance seen so
+// far and what rows cost, Observe takes the verdicts of the drafts that forward
+// verified. Everything that learns lives here: the per-depth acceptance trackers (one
+// for Cross-Regression, one per context-match length for n-gram), the probe schedule
+// and the engine's shared acceptance memory. A plan is a pure function of the decoder's
+// state and the choice (SequenceDecoder::Plan is const).
+//
+// Exactness is untouched: γ' depends only on counts and timings measured before the
+// forward, never on the drafts about to be verified.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "engine/decoding/acceptance_memory.h"
+#include "engine/decoding/decoding_config.h"
+#include "engine/decoding/draft_length_policy.h"
+#include "engine/decoding/generation_request.h"
+
+namespace crossreg {
+
+class DraftLengthController {
+ public:
+  // `request` passed ValidateGenerationRequest for `env`.
+  DraftLengthController(const GenerationRequest& request, const DecodingEnvironment& env);
+
+  // γ' for the next decode forward (0 = plain AR), among the draft lengths whose rows
+  // fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the length of the context
+  // match the drafts would come from (0 = none: AR, nothing to verify or probe).
+  // Moves the probe schedules (this request's or, with a memory, its class's): call
+  // once per decode forward.
+  int Choose(const DraftCost& cost, int max_decode_rows, int ngram_match);
+  // The verdicts of the drafts a forward verified (verdicts[k-1]: d_k accepted), from
+  // drafts of `ngram_match` (n-gram: the match length they came from; 0 otherwise).
+  void Observe(int ngram_match, const std::vector<bool>& verdicts);
+
+  // Rows the next decode iteration may use, for a scheduler's token budget: the
+  // request's MaxDecodeRows, except after an AR forward of an adaptive Cross-Regression
+  // request, which reserves a probe's rows (6 with forks, against 42 at γ = 8 with two
+  // forks) and drafts deeper from the next forward on. Reserving the full γ for every
+  // such sequence would leave the prefill chunks a third of the budget at 8 forked
+  // sequences, and at 16 would leave sequences out of forwards that run them all as AR.
+  // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
+  int RowsBound(const ForwardCostCurve* curve) const;
+
+ private:
+  static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
+  // The draft length of a probe: the cheapest that still verifies one draft.
+  int ProbeGamma() const;
+  AcceptanceTracker& TrackerFor(int ngram_match);
+  // Its slot in the acceptance memory: 0 for Cross-Regression, the match length for n-gram.
+  int MemorySlot(int ngram_match) const;
+
+  static constexpr int kFirstProbeInterval = 8;  // AR forwards before the first probe, at least
+  // ... and between probes, at most (unless probes are dear), for a request learning
+  // alone; one sharing an AcceptanceMemory follows the class's schedule there.
+  static constexpr int kMaxProbeInterval = 128;
+  static constexpr double kProbeBudget = 0.03;  // probes' extra cost, as a fraction of the AR forwards
+
+  const DecodingConfig decoding_;
+  AcceptanceTracker acceptance_;  // recent per-depth acceptance
+  // Adaptive n-gram: the same per length of the context match the drafts came from
+  // (index n - 1). A 3-token match predicts far better than a 1-token one, and a run of
+  // failed 1-token drafts must not stop the drafts of a long repeat.
+  std::vector<AcceptanceTracker> match_acceptance_;
+  // The engine's memory of acceptance (null: none) and this request's class there.
+  AcceptanceMemory* memory_ = nullptr;
+  std::string memory_class_;
+  ProbeSchedule probes_;    // learning alone: when AR forwards give way to a probe
+  int probe_forwards_ = 0;  // forwards left at full γ after a probe
+  int last_gamma_ = 0;      // γ' of the last decode forward (0 = AR)
+};
+
+}  // namespace crossreg
