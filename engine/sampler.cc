@@ -5,16 +5,17 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 
 namespace crossreg {
 
 absl::Status SamplingParams::Validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.temperature: must be >= 0, got ", temperature));
+    return FieldViolation("sampling.temperature", absl::StrCat("must be >= 0, got ", temperature));
   }
-  if (top_k < 0) return absl::InvalidArgumentError(absl::StrCat("sampling.top_k: must be >= 0, got ", top_k));
+  if (top_k < 0) return FieldViolation("sampling.top_k", absl::StrCat("must be >= 0, got ", top_k));
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    return absl::InvalidArgumentError(absl::StrCat("sampling.top_p: must be in (0, 1], got ", top_p));
+    return FieldViolation("sampling.top_p", absl::StrCat("must be in (0, 1], got ", top_p));
   }
   return absl::OkStatus();
 }

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "absl/types/span.h"
 #include "engine/decoding/forward_cost_calibration.h"
 #include "scheduler/batch_planner.h"
@@ -179,16 +180,17 @@ struct Scheduler::Impl {
 };
 
 absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_event) {
-  if (request.request_id.empty()) return absl::InvalidArgumentError("request_id: empty");
+  if (request.request_id.empty()) return FieldViolation("request_id", "empty");
   if (auto s = ValidateGenerationRequest(request, options.decoding); !s.ok()) return s;
   const int64_t headroom = DecodeHeadroom(request.decoding);
   const int64_t positions = static_cast<int64_t>(request.prompt_ids.size()) + headroom;
   const int64_t capacity = int64_t{kv.config().num_blocks} * kv.config().block_size;
   if (positions > capacity) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt_ids: ", request.prompt_ids.size(), " tokens plus ", headroom,
-                                                   " decode positions (gamma + 1) need ", positions,
-                                                   " KV positions, the whole KV cache holds ", capacity, " (",
-                                                   kv.config().num_blocks, " blocks of ", kv.config().block_size, ")"));
+    return FieldViolation("prompt_ids", absl::StrCat(request.prompt_ids.size(), " tokens plus ", headroom,
+                                                     " decode positions (gamma + 1) need ", positions,
+                                                     " KV positions, the whole KV cache holds ", capacity, " (",
+                                                     kv.config().num_blocks, " blocks of ", kv.config().block_size,
+                                                     ")"));
   }
 
   auto r = std::make_shared<ScheduledRequest>();

@@ -1,6 +1,7 @@
 #include "server/generation_service.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "engine/model/model_config.h"
 #include "scheduler/cancel_cause.h"
 #include "server/grpc_status.h"
@@ -74,7 +75,7 @@ grpc::ServerUnaryReactor* GenerationService::Abort(grpc::CallbackServerContext* 
   if (!principal.ok()) return Finish(call, options_.metrics, "Abort", principal.status());
   v1::AbortRequest parsed;
   if (absl::Status s = ParseRequest(*request, parsed); !s.ok()) return Finish(call, options_.metrics, "Abort", s);
-  if (parsed.request_id().empty()) return Finish(call, options_.metrics, "Abort", absl::InvalidArgumentError("request_id: empty"));
+  if (parsed.request_id().empty()) return Finish(call, options_.metrics, "Abort", FieldViolation("request_id", "empty"));
   if (!scheduler_.Abort(parsed.request_id(), CancelledBecause(CancelCause::kOwnerAbort, "aborted by an Abort call"), *principal)) {
     return Finish(call, options_.metrics, "Abort", absl::NotFoundError("request_id: no live request with this id from this client (finished, "
                                             "never started, or started with other credentials)"));

@@ -4,13 +4,12 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 
 namespace crossreg::server {
 namespace {
 
-absl::Status Invalid(absl::string_view field, absl::string_view what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
+absl::Status Invalid(absl::string_view field, absl::string_view what) { return FieldViolation(field, what); }
 
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr size_t kMaxStopStrings = 16;
@@ -50,14 +49,7 @@ absl::Status PromptIds(const v1::GenerateRequest& request, const RequestDefaults
 // spelled differently in the proto.
 absl::Status InProtoTerms(const absl::Status& s, const v1::GenerateRequest& request) {
   const std::string prompt_field = request.prompt_case() == v1::GenerateRequest::kTokenIds ? "prompt.token_ids" : "prompt";
-  const std::pair<absl::string_view, std::string> renames[] = {{"prompt_ids:", prompt_field + ":"},
-                                                               {"max_new_tokens:", "sampling.max_tokens:"}};
-  for (const auto& [engine_field, proto_field] : renames) {
-    if (absl::StartsWith(s.message(), engine_field)) {
-      return absl::Status(s.code(), absl::StrCat(proto_field, s.message().substr(engine_field.size())));
-    }
-  }
-  return s;
+  return RenameField(s, {{"prompt_ids", prompt_field}, {"max_new_tokens", "sampling.max_tokens"}});
 }
 
 }  // namespace

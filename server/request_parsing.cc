@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/wire_format_lite.h"
@@ -44,8 +45,7 @@ absl::Status Diagnose(const google::protobuf::Message& message, const std::vecto
       field = FieldPath(message.GetDescriptor(), full_name);
       if (field.empty()) field = full_name;
     }
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": not valid UTF-8 (string fields must be UTF-8 text; send other bytes as token ids)"));
+    return FieldViolation(field, "not valid UTF-8 (string fields must be UTF-8 text; send other bytes as token ids)");
   }
   return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type, " message (malformed protobuf)"));
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 
 namespace crossreg {
 
@@ -22,8 +23,7 @@ absl::StatusOr<DecodingMode> ParseDecodingMode(const std::string& name) {
   if (name == "lossless") return DecodingMode::kLossless;
   if (name == "lossy") return DecodingMode::kLossy;
   if (name == "ngram") return DecodingMode::kNgram;
-  return absl::InvalidArgumentError(
-      absl::StrCat("mode: unknown decoding mode '", name, "' (ar, lossless, lossy or ngram)"));
+  return FieldViolation("mode", absl::StrCat("unknown decoding mode '", name, "' (ar, lossless, lossy or ngram)"));
 }
 
 int MaxDecodeRows(const DecodingConfig& d) {
@@ -42,7 +42,7 @@ int MaxDecodeRows(const DecodingConfig& d) {
 
 absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool has_adapter, bool has_cost_curve) {
   auto invalid = [](absl::string_view field, auto&&... what) {
-    return absl::InvalidArgumentError(absl::StrCat("decoding.", field, ": ", what...));
+    return FieldViolation(absl::StrCat("decoding.", field), absl::StrCat(what...));
   };
   const char* mode = DecodingModeName(c.mode);
   const bool xr = c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy;
@@ -71,13 +71,12 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
     return invalid("fork_depth", "must be in [0, ", max_gamma, "], got ", c.fork_depth);
   }
   if (xr && !has_adapter) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "decoding.mode: ", mode, " needs a Cross-Regression adapter, and none is loaded (start with --adapter DIR)"));
+    return FieldError(absl::StatusCode::kFailedPrecondition, "decoding.mode",
+                      absl::StrCat(mode, " needs a Cross-Regression adapter, and none is loaded (start with --adapter DIR)"));
   }
   if (c.adaptive_gamma && !has_cost_curve) {
-    return absl::FailedPreconditionError(
-        "decoding.adaptive_gamma: needs a measured forward cost curve, and none was measured (start with "
-        "--adaptive_gamma)");
+    return FieldError(absl::StatusCode::kFailedPrecondition, "decoding.adaptive_gamma",
+                      "needs a measured forward cost curve, and none was measured (start with --adaptive_gamma)");
   }
   return absl::OkStatus();
 }

@@ -1,31 +1,32 @@
 #include "engine/decoding/generation_request.h"
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 
 namespace crossreg {
 
 absl::Status ValidateGenerationRequest(const GenerationRequest& request, const DecodingEnvironment& env) {
   const ModelConfig& config = *env.model;
-  if (request.prompt_ids.empty()) return absl::InvalidArgumentError("prompt_ids: empty (it needs at least one token)");
+  if (request.prompt_ids.empty()) return FieldViolation("prompt_ids", "empty (it needs at least one token)");
   if (static_cast<int64_t>(request.prompt_ids.size()) >= config.max_position) {
-    return absl::InvalidArgumentError(absl::StrCat("prompt_ids: ", request.prompt_ids.size(),
-                                                   " tokens; the limit is ", config.max_position - 1,
-                                                   " (the model's context length is ", config.max_position, ")"));
+    return FieldViolation("prompt_ids", absl::StrCat(request.prompt_ids.size(), " tokens; the limit is ",
+                                                     config.max_position - 1, " (the model's context length is ",
+                                                     config.max_position, ")"));
   }
   for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
     const int32_t id = request.prompt_ids[i];
     if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat("prompt_ids: id ", id, " at index ", i,
-                                                     " is outside the vocabulary [0, ", config.vocab_size, ")"));
+      return FieldViolation("prompt_ids", absl::StrCat("id ", id, " at index ", i, " is outside the vocabulary [0, ",
+                                                       config.vocab_size, ")"));
     }
   }
   if (request.max_new_tokens < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("max_new_tokens: must be >= 1, got ", request.max_new_tokens));
+    return FieldViolation("max_new_tokens", absl::StrCat("must be >= 1, got ", request.max_new_tokens));
   }
   for (int32_t id : request.stop_ids) {
     if (id < 0 || id >= config.vocab_size) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("stop_ids: id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")"));
+      return FieldViolation("stop_ids",
+                            absl::StrCat("id ", id, " is outside the vocabulary [0, ", config.vocab_size, ")"));
     }
   }
   if (env.placeholder_token < 0 || env.placeholder_token >= config.vocab_size) {

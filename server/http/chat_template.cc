@@ -3,6 +3,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 
 namespace crossreg::server {
 namespace {
@@ -10,7 +11,7 @@ namespace {
 std::string Trim(const std::string& s) { return std::string(absl::StripAsciiWhitespace(s)); }
 
 absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
+  return FieldViolation(field, what);
 }
 
 std::string RenderLlama3(const ChatTemplate& t, const std::vector<ChatMessage>& messages) {

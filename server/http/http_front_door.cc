@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "server/http/http_generation.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_request.h"
@@ -29,8 +30,8 @@ absl::StatusOr<std::optional<Clock::time_point>> Deadline(const HttpRequest& req
   char* end = nullptr;
   const double seconds = std::strtod(text.c_str(), &end);
   if (end != text.c_str() + text.size() || !std::isfinite(seconds) || seconds <= 0 || seconds > kMaxTimeoutSeconds) {
-    return absl::InvalidArgumentError(absl::StrCat("X-Request-Timeout: must be a number of seconds in (0, ",
-                                                   kMaxTimeoutSeconds, "], got \"", text, "\""));
+    return FieldViolation("X-Request-Timeout",
+                          absl::StrCat("must be a number of seconds in (0, ", kMaxTimeoutSeconds, "], got \"", text, "\""));
   }
   return arrival + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
@@ -49,6 +50,7 @@ struct HttpFrontDoor::Impl {
   absl::Status CheckToken(const HttpExchange& exchange) const;
   absl::StatusOr<v1::GenerateRequest> ChatPrompt(const OpenAiRequest& request) const;
   void Reply(HttpExchange& exchange, const char* route, int status, const std::string& message) const;
+  void Reply(HttpExchange& exchange, const char* route, const absl::Status& error) const;
   OpenAiJson ModelsJson() const;
 
   HttpFrontDoorOptions o;
@@ -59,6 +61,12 @@ struct HttpFrontDoor::Impl {
 void HttpFrontDoor::Impl::Reply(HttpExchange& exchange, const char* route, int status,
                                 const std::string& message) const {
   exchange.Respond(status, kJson, JsonText(ErrorJson(status, message)));
+  if (o.metrics != nullptr && route != nullptr) o.metrics->OnHttpCall(route, status);
+}
+
+void HttpFrontDoor::Impl::Reply(HttpExchange& exchange, const char* route, const absl::Status& error) const {
+  const int status = HttpStatusOf(error);
+  exchange.Respond(status, kJson, JsonText(ErrorJson(status, error)));
   if (o.metrics != nullptr && route != nullptr) o.metrics->OnHttpCall(route, status);
 }
 
@@ -121,21 +129,22 @@ void HttpFrontDoor::Impl::HandleGenerate(const std::shared_ptr<HttpExchange>& ex
   absl::Status status = request.ok() ? Submit(exchange, *request, route, arrival) : request.status();
   if (!status.ok()) {
     spdlog::debug("HTTP request refused: {} {}", exchange->request().path, status.ToString());
-    Reply(*exchange, route, HttpStatusOf(status), InJsonTerms(std::string(status.message()), endpoint));
+    Reply(*exchange, route, InJsonTerms(status, endpoint));
   }
 }
 
 absl::StatusOr<v1::GenerateRequest> HttpFrontDoor::Impl::ChatPrompt(const OpenAiRequest& request) const {
   v1::GenerateRequest proto = request.proto;
   if (o.chat.family == ChatTemplateFamily::kNone) {
-    return absl::FailedPreconditionError(
-        "messages: this model has no chat template crossreg recognises (Llama 3, Llama 2, Mistral, ChatML); "
+    return FieldError(
+        absl::StatusCode::kFailedPrecondition, "messages",
+        "this model has no chat template crossreg recognises (Llama 3, Llama 2, Mistral, ChatML); "
         "use /v1/completions with a prompt");
   }
   auto prompt = RenderChat(o.chat, request.messages);
   if (!prompt.ok()) return prompt.status();
   if (o.defaults.max_prompt_bytes > 0 && prompt->size() > o.defaults.max_prompt_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("messages: ", prompt->size(), " bytes, more than the ",
+    return FieldViolation("messages", absl::StrCat(prompt->size(), " bytes, more than the ",
                                                    o.defaults.max_prompt_bytes, " this server accepts"));
   }
   // The template writes BOS and the turn markers as text: parse them as special tokens.

@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "scheduler/cancel_cause.h"
 
 namespace crossreg::server {
@@ -158,7 +159,7 @@ void HttpGeneration::RespondWhole() {
   std::string body;
   if (!error_.ok()) {
     status = HttpStatusOf(error_);
-    body = JsonText(ErrorJson(status, InJsonTerms(std::string(error_.message()), request_.endpoint)));
+    body = JsonText(ErrorJson(status, InJsonTerms(error_, request_.endpoint)));
   } else {
     OpenAiJson choice{{"index", 0}};
     if (chat_) {
@@ -185,7 +186,7 @@ void HttpGeneration::RespondWhole() {
 void HttpGeneration::EndStream() {
   if (!error_.ok()) {
     const int status = HttpStatusOf(error_);
-    exchange_->Write(SseEvent(ErrorJson(status, InJsonTerms(std::string(error_.message()), request_.endpoint))));
+    exchange_->Write(SseEvent(ErrorJson(status, InJsonTerms(error_, request_.endpoint))));
   } else {
     SendChunk("", finish_reason_, false);
     if (request_.include_usage) {

@@ -9,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "engine/status_macros.h"
@@ -19,9 +20,7 @@ namespace {
 
 using Json = nlohmann::json;
 
-absl::Status Invalid(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(absl::StrCat(field, ": ", what));
-}
+absl::Status Invalid(const std::string& field, const std::string& what) { return FieldViolation(field, what); }
 
 const char* TypeName(const Json& j) {
   if (j.is_null()) return "null";
@@ -100,18 +99,24 @@ std::string Suggestion(const std::string& key, absl::Span<const absl::string_vie
 // misspelt option silently left at its default is the worse failure.
 absl::Status CheckKnownFields(const Json& object, const std::string& path, absl::Span<const absl::string_view> known) {
   constexpr size_t kMaxNamed = 5;
+  std::string first;  // the field the error names
   std::vector<std::string> unknown;
   size_t count = 0;
   for (const auto& [key, value] : object.items()) {
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     if (++count > kMaxNamed) continue;
-    unknown.push_back(absl::StrCat(path, FieldName(key), ": unknown field", Suggestion(key, known)));
+    if (first.empty()) {
+      first = absl::StrCat(path, FieldName(key));
+      unknown.push_back(absl::StrCat("unknown field", Suggestion(key, known)));
+    } else {
+      unknown.push_back(absl::StrCat(path, FieldName(key), ": unknown field", Suggestion(key, known)));
+    }
   }
   if (unknown.empty()) return absl::OkStatus();
   if (count > kMaxNamed) {
     unknown.push_back(absl::StrCat("and ", count - kMaxNamed, " more unknown field", count - kMaxNamed > 1 ? "s" : ""));
   }
-  return absl::InvalidArgumentError(absl::StrJoin(unknown, "; "));
+  return FieldViolation(first, absl::StrJoin(unknown, "; "));
 }
 
 absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
@@ -210,7 +215,7 @@ class SyntaxErrorLocator final : public nlohmann::json_sax<Json> {
   }
 
   std::vector<Frame> frames_;
-  absl::Status status_ = absl::InvalidArgumentError("body: not valid JSON");
+  absl::Status status_ = FieldViolation("body", "not valid JSON");
 };
 
 absl::Status LocateSyntaxError(const std::string& body_text) {
@@ -535,7 +540,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
                                                  const OpenAiParseOptions& options) {
   const Json body = Json::parse(body_text, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) return LocateSyntaxError(body_text);
-  if (!body.is_object()) return absl::InvalidArgumentError("body: must be a JSON object");
+  if (!body.is_object()) return FieldViolation("body", "must be a JSON object");
   const bool strict = !options.ignore_unknown_fields;
   // Unknown fields first: a misspelt field is the likeliest reason anything else looks wrong.
   if (strict) RETURN_IF_ERROR(CheckTopLevelFields(body, endpoint));
@@ -553,9 +558,9 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
   return out;
 }
 
-std::string InJsonTerms(const std::string& message, OpenAiEndpoint endpoint) {
+absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
   const std::string prompt = endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
-  const std::pair<const char*, std::string> renames[] = {
+  return RenameField(status, {
       {"sampling.max_tokens", "max_tokens"},   {"sampling.temperature", "temperature"},
       {"sampling.top_p", "top_p"},             {"sampling.top_k", "top_k"},
       {"sampling.stop", "stop"},               {"sampling.seed", "seed"},
@@ -564,14 +569,7 @@ std::string InJsonTerms(const std::string& message, OpenAiEndpoint endpoint) {
       {"decoding.fork_outcomes", "fork_outcomes"}, {"decoding.fork_depth", "fork_depth"},
       {"decoding.ngram_assist", "ngram_assist"},   {"decoding.adaptive_gamma", "adaptive_gamma"},
       {"prompt.token_ids", prompt},            {"prompt.text", prompt},
-      {"prompt", prompt}};
-  for (const auto& [proto_field, json_field] : renames) {
-    if (absl::StartsWith(message, absl::StrCat(proto_field, ":")) ||
-        absl::StartsWith(message, absl::StrCat(proto_field, "["))) {
-      return json_field + message.substr(std::string(proto_field).size());
-    }
-  }
-  return message;
+      {"prompt", prompt}});
 }
 
 }  // namespace crossreg::server

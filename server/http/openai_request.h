@@ -49,8 +49,9 @@ struct OpenAiParseOptions {
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body, OpenAiEndpoint endpoint,
                                                  const OpenAiParseOptions& options = {});
 
-// A RequestFromProto / scheduler message that names a proto field ("decoding.beta:
-// ...") with the JSON body's name for it ("beta: ..."); others unchanged.
-std::string InJsonTerms(const std::string& message, OpenAiEndpoint endpoint);
+// A RequestFromProto / scheduler error that names a proto field (decoding.beta) with the
+// JSON body's name for it (beta), renamed as data (engine/field_violation.h); others
+// unchanged.
+absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint);
 
 }  // namespace crossreg::server

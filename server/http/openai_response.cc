@@ -1,8 +1,10 @@
 #include "server/http/openai_response.h"
 
 #include <chrono>
+#include <optional>
 
 #include "absl/strings/match.h"
+#include "engine/field_violation.h"
 #include "server/request_end.h"
 
 namespace crossreg::server {
@@ -59,12 +61,20 @@ int HttpStatusOf(const absl::Status& status) {
   }
 }
 
-OpenAiJson ErrorJson(int http_status, const std::string& message) {
+OpenAiJson ErrorJson(int http_status, const absl::Status& error) {
+  const std::optional<std::string> field = ViolatedField(error);
   OpenAiJson param = nullptr;
-  const size_t colon = message.find(": ");
-  if (colon != std::string::npos && colon < 48 && message.find(' ') >= colon) param = message.substr(0, colon);
+  if (field.has_value()) param = *field;
+  return OpenAiJson{{"error",
+                     {{"message", std::string(error.message())},
+                      {"type", ErrorType(http_status)},
+                      {"param", param},
+                      {"code", nullptr}}}};
+}
+
+OpenAiJson ErrorJson(int http_status, const std::string& message) {
   return OpenAiJson{
-      {"error", {{"message", message}, {"type", ErrorType(http_status)}, {"param", param}, {"code", nullptr}}}};
+      {"error", {{"message", message}, {"type", ErrorType(http_status)}, {"param", nullptr}, {"code", nullptr}}}};
 }
 
 std::string JsonText(const OpenAiJson& json) { return json.dump(-1, ' ', false, OpenAiJson::error_handler_t::replace); }

@@ -18,7 +18,9 @@ using OpenAiJson = nlohmann::ordered_json;
 int HttpStatusOf(const absl::Status& status);
 
 // OpenAI's error object {"error": {"message", "type", "param", "code"}}; `param` is
-// the field the message starts with ("max_tokens: must be ..."), when it names one.
+// the field the error names (engine/field_violation.h), null when it names none.
+OpenAiJson ErrorJson(int http_status, const absl::Status& error);
+// An error that names no field (transport limits, authentication): `param` is null.
 OpenAiJson ErrorJson(int http_status, const std::string& message);
 
 // JSON text as replies carry it (invalid UTF-8 replaced, not thrown on).

@@ -1,6 +1,8 @@
 // The HTTP front door's pure parts: JSON bodies into requests (field names in
 // errors), and chat templates rendered exactly as each family writes its prompt.
+#include "engine/field_violation.h"
 #include "gtest/gtest.h"
+#include "server/http/openai_response.h"
 #include "server/http/chat_template.h"
 #include "server/http/openai_request.h"
 
@@ -291,13 +293,40 @@ TEST(OpenAiRequestTest, SyntaxErrorsNameTheFieldWhoseValueBrokeThem) {
   EXPECT_EQ(Refusal("[1e400]"), "body[0]: number out of range (1e400)");
 }
 
+// Fields are renamed as data: the renamed error names its new field, keeps its code
+// and its problem, and an error that names no field passes through.
 TEST(OpenAiRequestTest, ProtoFieldNamesBecomeJsonNames) {
-  EXPECT_EQ(InJsonTerms("decoding.beta: must be in [0, 1), got 1", OpenAiEndpoint::kCompletions),
-            "beta: must be in [0, 1), got 1");
-  EXPECT_EQ(InJsonTerms("sampling.max_tokens: must be >= 1", OpenAiEndpoint::kCompletions), "max_tokens: must be >= 1");
-  EXPECT_EQ(InJsonTerms("prompt.token_ids: id 9 outside", OpenAiEndpoint::kCompletions), "prompt: id 9 outside");
-  EXPECT_EQ(InJsonTerms("prompt: 3000 tokens", OpenAiEndpoint::kChatCompletions), "messages: 3000 tokens");
-  EXPECT_EQ(InJsonTerms("request queue full", OpenAiEndpoint::kCompletions), "request queue full");
+  struct Case {
+    absl::Status error;
+    OpenAiEndpoint endpoint;
+    std::string field, message;
+  };
+  const Case cases[] = {
+      {FieldViolation("decoding.beta", "must be in [0, 1), got 1"), OpenAiEndpoint::kCompletions, "beta",
+       "beta: must be in [0, 1), got 1"},
+      {FieldViolation("sampling.max_tokens", "must be >= 1"), OpenAiEndpoint::kCompletions, "max_tokens",
+       "max_tokens: must be >= 1"},
+      {FieldViolation("prompt.token_ids", "id 9 outside"), OpenAiEndpoint::kCompletions, "prompt",
+       "prompt: id 9 outside"},
+      {FieldViolation("prompt", "3000 tokens"), OpenAiEndpoint::kChatCompletions, "messages", "messages: 3000 tokens"},
+      {FieldViolation("sampling.stop[2]", "empty"), OpenAiEndpoint::kCompletions, "stop[2]", "stop[2]: empty"},
+      // A field whose name only starts like a renamed one keeps its name.
+      {FieldViolation("sampling.topper", "x"), OpenAiEndpoint::kCompletions, "sampling.topper", "sampling.topper: x"},
+      {FieldError(absl::StatusCode::kFailedPrecondition, "decoding.adaptive_gamma", "no curve"),
+       OpenAiEndpoint::kCompletions, "adaptive_gamma", "adaptive_gamma: no curve"},
+  };
+  for (const Case& c : cases) {
+    const absl::Status renamed = InJsonTerms(c.error, c.endpoint);
+    EXPECT_EQ(renamed.code(), c.error.code());
+    EXPECT_EQ(renamed.message(), c.message);
+    EXPECT_EQ(ViolatedField(renamed), c.field);
+    EXPECT_EQ(ErrorJson(400, renamed)["error"]["param"], c.field);
+  }
+  const absl::Status plain = absl::ResourceExhaustedError("request queue full");
+  EXPECT_EQ(InJsonTerms(plain, OpenAiEndpoint::kCompletions), plain);
+  EXPECT_TRUE(ErrorJson(429, plain)["error"]["param"].is_null());
+  // A message that merely looks like "field: problem" names no field.
+  EXPECT_TRUE(ErrorJson(400, absl::InvalidArgumentError("beta: 1"))["error"]["param"].is_null());
 }
 
 }  // namespace
