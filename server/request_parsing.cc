@@ -14,48 +14,104 @@
 namespace crossreg::server {
 namespace {
 
-// The path of a field from the root message, as the API's errors name fields:
-// "sampling.stop", "prompt.text" (a oneof member is named with its oneof). Empty
-// when `full_name` ("crossreg.v1.SamplingParams.stop") is not reachable.
-std::string FieldPath(const google::protobuf::Descriptor* type, const std::string& full_name, int depth = 0) {
-  if (depth > 4) return "";
-  for (int i = 0; i < type->field_count(); ++i) {
-    const google::protobuf::FieldDescriptor* f = type->field(i);
-    const google::protobuf::OneofDescriptor* oneof = f->real_containing_oneof();
-    const std::string name = oneof != nullptr ? absl::StrCat(oneof->name(), ".", f->name()) : f->name();
-    if (f->full_name() == full_name) return name;
-    if (f->message_type() != nullptr) {
-      std::string inner = FieldPath(f->message_type(), full_name, depth + 1);
-      if (!inner.empty()) return absl::StrCat(name, ".", inner);
+// A field's name in the API's errors: "stop", or "text" of the oneof "prompt" as
+// "prompt.text".
+std::string FieldName(const google::protobuf::FieldDescriptor* f) {
+  const google::protobuf::OneofDescriptor* oneof = f->real_containing_oneof();
+  return oneof != nullptr ? absl::StrCat(oneof->name(), ".", f->name()) : f->name();
+}
+
+// UTF-8 as protobuf requires of string fields: no overlong forms, no surrogates,
+// nothing above U+10FFFF.
+bool ValidUtf8(absl::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    int extra = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      extra = 1, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      extra = 2, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      extra = 3, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + static_cast<size_t>(extra) >= s.size()) return false;  // truncated sequence
+    for (int k = 1; k <= extra; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + static_cast<size_t>(k)]);
+      if ((b & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (b & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += static_cast<size_t>(extra) + 1;
+  }
+  return true;
+}
+
+// The path ("sampling.stop", "prompt.text") of the first string field in `bytes`, a
+// message of `type` in wire format, whose value is not UTF-8: read from the bytes
+// themselves, so the reply names the field without reading protobuf's log. Empty
+// when there is none (or the bytes are malformed in another way).
+std::string InvalidUtf8Field(absl::string_view bytes, const google::protobuf::Descriptor* type, int depth = 0) {
+  using google::protobuf::FieldDescriptor;
+  using google::protobuf::internal::WireFormatLite;
+  if (depth > 8) return "";
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  while (const uint32_t tag = in.ReadTag()) {
+    const FieldDescriptor* f = type->FindFieldByNumber(static_cast<int>(WireFormatLite::GetTagFieldNumber(tag)));
+    switch (WireFormatLite::GetTagWireType(tag)) {
+      case WireFormatLite::WIRETYPE_LENGTH_DELIMITED: {
+        std::string value;
+        uint32_t length = 0;
+        if (!in.ReadVarint32(&length) || !in.ReadString(&value, static_cast<int>(length))) return "";
+        if (f == nullptr) break;
+        if (f->type() == FieldDescriptor::TYPE_STRING && !ValidUtf8(value)) return FieldName(f);
+        if (f->type() == FieldDescriptor::TYPE_MESSAGE) {
+          const std::string inner = InvalidUtf8Field(value, f->message_type(), depth + 1);
+          if (!inner.empty()) return absl::StrCat(FieldName(f), ".", inner);
+        }
+        break;
+      }
+      case WireFormatLite::WIRETYPE_VARINT: {
+        uint64_t ignored;
+        if (!in.ReadVarint64(&ignored)) return "";
+        break;
+      }
+      case WireFormatLite::WIRETYPE_FIXED32:
+        if (!in.Skip(4)) return "";
+        break;
+      case WireFormatLite::WIRETYPE_FIXED64:
+        if (!in.Skip(8)) return "";
+        break;
+      default:
+        return "";
     }
   }
   return "";
 }
 
-absl::Status Diagnose(const google::protobuf::Message& message, const std::vector<std::string>& log) {
-  const std::string type = message.GetDescriptor()->full_name();
-  for (const std::string& line : log) {
-    // "String field 'crossreg.v1.SamplingParams.stop' contains invalid UTF-8 data ..."
-    if (line.find("invalid UTF-8") == std::string::npos) continue;
-    const size_t open = line.find('\'');
-    const size_t close = open == std::string::npos ? open : line.find('\'', open + 1);
-    std::string field = "a string field";
-    if (close != std::string::npos) {
-      const std::string full_name = line.substr(open + 1, close - open - 1);
-      field = FieldPath(message.GetDescriptor(), full_name);
-      if (field.empty()) field = full_name;
-    }
+absl::Status Diagnose(const google::protobuf::Message& message, absl::string_view bytes) {
+  const std::string field = InvalidUtf8Field(bytes, message.GetDescriptor());
+  if (!field.empty()) {
     return FieldViolation(field, "not valid UTF-8 (string fields must be UTF-8 text; send other bytes as token ids)");
   }
-  return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", type, " message (malformed protobuf)"));
+  return absl::InvalidArgumentError(absl::StrCat("the request is not a valid ", message.GetDescriptor()->full_name(),
+                                                 " message (malformed protobuf)"));
 }
 
 }  // namespace
 
 absl::Status ParseRequest(const std::string& bytes, google::protobuf::Message& message) {
-  CapturedProtobufLog log;
+  CapturedProtobufLog quiet;  // protobuf logs each refusal; a client must not flood the log
   if (message.ParseFromString(bytes)) return absl::OkStatus();
-  return Diagnose(message, log.lines());
+  return Diagnose(message, bytes);
 }
 
 absl::Status ParseRequest(const grpc::ByteBuffer& buffer, google::protobuf::Message& message) {

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "crossreg/v1/generation.pb.h"
+#include "engine/field_violation.h"
 #include "gtest/gtest.h"
 #include "server/request_from_proto.h"
 #include "server/request_parsing.h"
@@ -126,6 +127,12 @@ TEST(RequestParsingTest, InvalidUtf8IsNamedByTheFieldsApiPath) {
   EXPECT_EQ(s.message().rfind("prompt.text: not valid UTF-8", 0), 0u) << s;
   s = ParseRequest(RequestBytes("hello", "st\xc0p"), parsed);
   EXPECT_EQ(s.message().rfind("sampling.stop: not valid UTF-8", 0), 0u) << s;
+  EXPECT_EQ(ViolatedField(s), "sampling.stop");  // the field as data, not only in the text
+  s = ParseRequest(RequestBytes("a\xed\xa0\x80", "stop"), parsed);  // a UTF-16 surrogate
+  EXPECT_EQ(ViolatedField(s), "prompt.text") << s;
+  s = ParseRequest(RequestBytes("a\xc0\xaf", "stop"), parsed);  // an overlong '/'
+  EXPECT_EQ(ViolatedField(s), "prompt.text") << s;
+  ASSERT_TRUE(ParseRequest(RequestBytes("h\xc3\xa9llo \xf0\x9f\x99\x82", "\xe2\x82\xac"), parsed).ok());
   v1::AbortRequest abort;
   std::string abort_bytes = "\x0a\x02\xff\xfe";  // request_id = "\xff\xfe"
   s = ParseRequest(abort_bytes, abort);
