@@ -11,13 +11,16 @@
 // vocabulary, an accepted request satisfies the engine's rules.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "crossreg/v1/generation.pb.h"
+#include "engine/field_violation.h"
 #include "fuzz/tiny_server.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "server/http/chat_template.h"
@@ -33,7 +36,11 @@ void CheckRefusal(const absl::Status& s, OpenAiEndpoint endpoint, const char* wh
   Require(s.code() == absl::StatusCode::kInvalidArgument || s.code() == absl::StatusCode::kFailedPrecondition, what);
   const std::string message(s.message());
   Require(!message.empty(), what);
-  Require(!server::InJsonTerms(message, endpoint).empty(), "InJsonTerms emptied a message");
+  const absl::Status renamed = server::InJsonTerms(s, endpoint);
+  Require(renamed.code() == s.code() && !renamed.message().empty(), "InJsonTerms changed the code or emptied a message");
+  if (const std::optional<std::string> field = ViolatedField(renamed)) {
+    Require(absl::StartsWith(renamed.message(), absl::StrCat(*field, ": ")), "a field error's message names another field");
+  }
 }
 
 void Submit(const v1::GenerateRequest& proto, const TinyServer& server, OpenAiEndpoint endpoint) {
