@@ -113,6 +113,7 @@ struct Scheduler::Impl {
     options.max_running = std::max(1, options.max_running);
     options.max_queue = std::max(0, options.max_queue);
     if (options.decoding.model == nullptr) options.decoding.model = &config;
+    if (options.cost_curve == nullptr) options.cost_curve = options.decoding.cost_curve;
   }
 
   absl::Status Submit(GenerationRequest request, EventHandler on_event);
@@ -523,9 +524,9 @@ ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled) {
   forward.status = backend.Execute(scheduled.batch, kv, output);
   forward.end = std::chrono::steady_clock::now();
   forward.seconds = SecondsBetween(start, forward.end);
-  if (forward.status.ok() && options.decoding.cost_curve != nullptr) {
-    calibration.Observe(*options.decoding.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
-                        scheduled.predictive_rows, scheduled.carries_prefill, forward.seconds);
+  if (forward.status.ok() && options.cost_curve != nullptr) {
+    calibration.Observe(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()), scheduled.predictive_rows,
+                        scheduled.carries_prefill, forward.seconds);
   }
   return forward;
 }
@@ -547,6 +548,12 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   report.rows = static_cast<int>(scheduled.batch.rows.size());
   report.decode_cost_scale = calibration.Scale(false);
   report.prefill_cost_scale = calibration.Scale(true);
+  if (options.cost_curve != nullptr) {
+    const AffineCost cost =
+        calibration.Affine(*options.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);
+    report.fixed_seconds = cost.fixed;
+    report.per_row_seconds = cost.per_row;
+  }
   std::vector<RequestPtr> finished;
   std::vector<std::pair<RequestPtr, absl::Status>> failed;
   for (const SchedulerOutput::Sequence& s : scheduled.sequences) {

@@ -36,6 +36,10 @@ struct SchedulerOptions {
   // Debugging: a sleep before every forward, so that cancellation, deadlines and
   // queueing can be watched (and tested) on a model that is otherwise too fast.
   std::chrono::milliseconds debug_forward_delay{0};
+  // The forward cost curve measured at start-up: the shape of the scheduler's one cost
+  // model (calibrated by the forwards it runs), which prices draft rows and splits each
+  // forward's time for the speedup accounting. Null: decoding.cost_curve.
+  const ForwardCostCurve* cost_curve = nullptr;
   // What requests may do on the engine (adapter, gamma limit, cost curve for adaptive
   // gamma). Its `model` may be left null: the backend's model is used.
   DecodingEnvironment decoding;

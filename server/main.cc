@@ -167,8 +167,7 @@ absl::StatusOr<std::unique_ptr<PrometheusMetrics>> StartMetrics(const ServerOpti
   info.device = engine.backend->device();
   info.adapter =
       engine.adapter_path.empty() ? "none" : std::filesystem::path(engine.adapter_path).filename().string();
-  auto metrics = std::make_unique<PrometheusMetrics>(
-      info, engine.cost_curve.has_value() ? engine.cost_curve->points() : std::vector<std::pair<int, double>>{});
+  auto metrics = std::make_unique<PrometheusMetrics>(info);
   if (absl::Status s = metrics->Serve(options.host, options.metrics_port, [&serving] { return serving.load(); });
       !s.ok()) {
     return s;
@@ -182,6 +181,7 @@ SchedulerOptions SchedulerOptionsFor(const ServerOptions& options, const Engine&
   s.max_running = options.max_running;
   s.max_queue = options.max_queue;
   s.decoding = engine.Environment(options.max_gamma);
+  s.cost_curve = engine.cost_curve.has_value() ? &*engine.cost_curve : nullptr;
   // Requests may adapt their draft length only on a server started for it.
   if (!options.adaptive_gamma) s.decoding.cost_curve = nullptr;
   if (!options.acceptance_memory) s.decoding.acceptance_memory = nullptr;

@@ -41,9 +41,8 @@ std::string PrometheusMetrics::RowsBucketLabel(int rows) {
   return absl::StrCat(hi + 1, "+");
 }
 
-PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info, std::vector<std::pair<int, double>> cost_curve)
-    : registry_(std::make_shared<prometheus::Registry>()),
-      speedup_accounting_(ForwardCostModel(std::move(cost_curve))) {
+PrometheusMetrics::PrometheusMetrics(const ModelInfoLabels& info)
+    : registry_(std::make_shared<prometheus::Registry>()) {
   auto& r = *registry_;
   BuildGauge()
       .Name("crossreg_model_info")
@@ -171,8 +170,9 @@ void PrometheusMetrics::RegisterForwardFamilies() {
                            .Register(r);
   forward_cost_ = &BuildGauge()
                        .Name("crossreg_forward_cost_seconds")
-                       .Help("The affine forward cost model T(rows) = fixed + per_row x rows the speedup "
-                             "accounting uses, fitted on recent forwards and anchored by the startup measurement: "
+                       .Help("The server's forward cost model (the startup cost curve calibrated by the forwards "
+                             "it runs, which adaptive gamma prices draft rows with) as T(rows) = fixed + per_row x "
+                             "rows at the last forward's shape, the split the speedup accounting charges by: "
                              "{term}=fixed or per_row, in seconds.")
                        .Register(r);
   cost_curve_scale_ = &BuildGauge()
@@ -293,9 +293,8 @@ void PrometheusMetrics::OnForward(const ForwardReport& forward) {
     decode_seconds_->Add({{"mode", mode}}).Increment(charges[m].actual);
     ar_equivalent_seconds_->Add({{"mode", mode}}).Increment(charges[m].ar_equivalent);
   }
-  const ForwardCostModel& model = speedup_accounting_.model();
-  forward_cost_->Add({{"term", "fixed"}}).Set(model.fixed());
-  forward_cost_->Add({{"term", "per_row"}}).Set(model.per_row());
+  forward_cost_->Add({{"term", "fixed"}}).Set(forward.fixed_seconds);
+  forward_cost_->Add({{"term", "per_row"}}).Set(forward.per_row_seconds);
   cost_curve_scale_->Add({{"kind", "decode"}}).Set(forward.decode_cost_scale);
   cost_curve_scale_->Add({{"kind", "prefill"}}).Set(forward.prefill_cost_scale);
   UpdateSpeedupGauges(charges);

@@ -36,10 +36,7 @@ struct ModelInfoLabels {
 
 class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
  public:
-  // `cost_curve`: (rows, seconds) measured at startup, anchoring the forward cost model
-  // of the speedup accounting (scheduler/speedup_accounting.h); may be empty.
-  explicit PrometheusMetrics(const ModelInfoLabels& info = {},
-                             std::vector<std::pair<int, double>> cost_curve = {});
+  explicit PrometheusMetrics(const ModelInfoLabels& info = {});
   ~PrometheusMetrics() override;
 
   // Starts GET /metrics (and /health, /ready) on host:port

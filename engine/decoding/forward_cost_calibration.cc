@@ -7,17 +7,24 @@ namespace crossreg {
 
 namespace {
 constexpr double kMaxRatio = 4.0;
+
+// The curve's seconds for `rows` rows of which `predictive_rows` are predictive: the
+// control-only points with none, the Cross-Regression points (half predictive) at half
+// or more, linear in between.
+double CurveSeconds(const ForwardCostCurve& curve, int rows, int predictive_rows) {
+  rows = std::max(1, rows);
+  const double control_only = curve.Seconds(DecodingMode::kNgram, rows);
+  const double half_predictive = curve.Seconds(rows);
+  const double share = std::clamp(2.0 * predictive_rows / rows, 0.0, 1.0);
+  return control_only + share * (half_predictive - control_only);
+}
 }  // namespace
 
 ForwardCostCalibration::ForwardCostCalibration(double weight) : weight_(std::clamp(weight, 1e-6, 1.0)) {}
 
 void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                      bool carries_prefill, double seconds) {
-  rows = std::max(1, rows);
-  const double control_only = curve.Seconds(DecodingMode::kNgram, rows);
-  const double half_predictive = curve.Seconds(rows);
-  const double share = std::clamp(2.0 * predictive_rows / rows, 0.0, 1.0);
-  const double predicted = control_only + share * (half_predictive - control_only);
+  const double predicted = CurveSeconds(curve, rows, predictive_rows);
   if (!(seconds > 0.0) || !(predicted > 0.0)) return;
   const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
   Kind& k = carries_prefill ? with_prefill_ : decode_only_;
@@ -30,6 +37,27 @@ void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, in
 double ForwardCostCalibration::Scale(bool carries_prefill) const {
   const Kind& k = carries_prefill ? with_prefill_ : decode_only_;
   return k.forwards == 0 ? 1.0 : std::exp(k.log_scale);
+}
+
+double ForwardCostCalibration::Predict(const ForwardCostCurve& curve, int rows, int predictive_rows,
+                                       bool carries_prefill) const {
+  return Scale(carries_prefill) * CurveSeconds(curve, rows, predictive_rows);
+}
+
+AffineCost ForwardCostCalibration::Affine(const ForwardCostCurve& curve, int rows, int predictive_rows,
+                                          bool carries_prefill) const {
+  rows = std::max(1, rows);
+  // The chord keeps the predictive share of this forward.
+  const double share = static_cast<double>(predictive_rows) / rows;
+  const int far = std::max(2, rows);
+  const double at_far = Predict(curve, far, static_cast<int>(share * far + 0.5), carries_prefill);
+  const double at_one = Predict(curve, 1, 0, carries_prefill);
+  AffineCost cost;
+  cost.per_row = std::max(0.0, (at_far - at_one) / (far - 1));
+  const double at_rows = Predict(curve, rows, predictive_rows, carries_prefill);
+  cost.fixed = at_rows - cost.per_row * rows;
+  if (cost.fixed < 0) cost = {0.0, at_rows / rows};
+  return cost;
 }
 
 }  // namespace crossreg

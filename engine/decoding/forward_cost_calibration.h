@@ -18,11 +18,22 @@
 // forgetting (the first forward of a kind counts fully). One ratio is clamped to
 // [1/4, 4]: a page fault or a descheduled thread must not swing the scale. Exactness
 // is untouched: like the curve, the scales steer γ' only.
+//
+// It is the server's one forward-cost model: the adaptive draft length prices rows with
+// it, and the speedup accounting splits each forward's measured time with its affine
+// form at that forward's shape (Affine), so the decisions and the dashboard read the
+// same costs.
 #pragma once
 
 #include "engine/decoding/forward_cost_curve.h"
 
 namespace crossreg {
+
+// T(R) ≈ fixed + per_row · R around one forward's shape.
+struct AffineCost {
+  double fixed = 0;
+  double per_row = 0;
+};
 
 class ForwardCostCalibration {
  public:
@@ -41,6 +52,16 @@ class ForwardCostCalibration {
 
   // actual / curve for this kind of forward; 1 until one was observed.
   double Scale(bool carries_prefill) const;
+
+  // Seconds the model expects for a forward of this shape: the curve, between its
+  // control-only and Cross-Regression points by the predictive share, times the kind's
+  // scale.
+  double Predict(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill) const;
+  // The model as an affine cost at this shape: per_row the chord slope of the
+  // prediction from one row to `rows` (from one to two rows for a one-row forward),
+  // fixed what the prediction at `rows` leaves (never negative: then all of it is
+  // per row).
+  AffineCost Affine(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill) const;
 
  private:
   struct Kind {

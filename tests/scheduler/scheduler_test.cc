@@ -543,8 +543,11 @@ TEST(SchedulerTest, MetricsSinkCountersEqualThePerRequestSums) {
 class ScaleSink final : public MetricsSink {
  public:
   void OnForward(const ForwardReport& f) override {
-    reports.push_back({f.sequences.size(), f.decode_cost_scale, f.prefill_cost_scale});
-    for (const SequenceForward& s : f.sequences) prefill_seen = prefill_seen || s.prefill;
+    bool prefill = false;
+    for (const SequenceForward& s : f.sequences) prefill = prefill || s.prefill;
+    reports.push_back({f.sequences.size(), f.decode_cost_scale, f.prefill_cost_scale, f.fixed_seconds,
+                       f.per_row_seconds, f.rows, prefill});
+    prefill_seen = prefill_seen || prefill;
   }
   void OnTokensCommitted(DecodingMode, int, double) override {}
   void OnRequestFinished(DecodingMode, const RequestEvent&) override {}
@@ -552,6 +555,9 @@ class ScaleSink final : public MetricsSink {
   struct Seen {
     size_t sequences;
     double decode, prefill;
+    double fixed, per_row;  // the cost model the accounting charges by
+    int rows;
+    bool carries_prefill;
   };
   std::vector<Seen> reports;  // scheduler thread; read after Shutdown
   bool prefill_seen = false;
@@ -577,6 +583,13 @@ TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
     EXPECT_NEAR(sink.reports.front().prefill, with_curve ? 0.25 : 1.0, 1e-12);
     EXPECT_NEAR(sink.reports.back().decode, with_curve ? 0.25 : 1.0, 1e-12) << "with curve " << with_curve;
     EXPECT_NEAR(sink.reports.back().prefill, with_curve ? 0.25 : 1.0, 1e-12);
+    // The accounting reads the same model as the draft lengths: the curve's line
+    // (1 s + 1/63 s a row past the first) at the kind's scale; nothing without a curve.
+    for (const auto& r : sink.reports) {
+      const double scale = r.carries_prefill ? r.prefill : r.decode;
+      EXPECT_NEAR(r.per_row, with_curve ? scale / 63 : 0.0, 1e-12);
+      EXPECT_NEAR(r.fixed + r.per_row * r.rows, with_curve ? scale * (1.0 + (r.rows - 1) / 63.0) : 0.0, 1e-12);
+    }
   }
 }
 

@@ -1,10 +1,11 @@
 // The speedup accounting (scheduler/speedup_accounting.h, docs/metrics.md): the cost
-// fit, and the per-forward attribution alone, mixed, with prefill, on made-up forwards
-// whose true cost is known.
+// model's affine form, and the per-forward attribution alone, mixed, with prefill, on
+// made-up forwards whose true cost is known.
 #include "scheduler/speedup_accounting.h"
 
 #include <cmath>
 
+#include "engine/decoding/forward_cost_calibration.h"
 #include "gtest/gtest.h"
 
 namespace crossreg {
@@ -26,39 +27,48 @@ ForwardReport Forward(std::vector<SequenceForward> sequences) {
   ForwardReport f;
   for (const auto& s : sequences) f.rows += s.rows;
   f.seconds = TrueSeconds(f.rows);
+  f.fixed_seconds = kFixed;  // the scheduler's cost model, here exact
+  f.per_row_seconds = kPerRow;
   f.sequences = std::move(sequences);
   return f;
 }
-
-std::vector<std::pair<int, double>> Anchor() { return {{1, TrueSeconds(1)}, {2, TrueSeconds(2)}, {16, TrueSeconds(16)}}; }
 
 double Speedup(const SpeedupAccounting& a, DecodingMode mode) {
   const ModeSeconds& m = a.totals()[static_cast<size_t>(mode)];
   return m.actual > 0 ? m.ar_equivalent / m.actual : 0;
 }
 
-TEST(ForwardCostModelTest, RecoversAnAffineCostFromItsAnchorAndFromLiveForwards) {
-  ForwardCostModel anchored(Anchor());
-  EXPECT_NEAR(anchored.fixed(), kFixed, 1e-9);
-  EXPECT_NEAR(anchored.per_row(), kPerRow, 1e-9);
-  ForwardCostModel live;
-  for (int i = 0; i < 200; ++i) live.Observe(1 + i % 9, TrueSeconds(1 + i % 9));
-  EXPECT_NEAR(live.fixed(), kFixed, 1e-6);
-  EXPECT_NEAR(live.per_row(), kPerRow, 1e-6);
-  // One row count only: the split is unknown, all of it is charged per row.
-  ForwardCostModel flat;
-  for (int i = 0; i < 10; ++i) flat.Observe(9, TrueSeconds(9));
-  EXPECT_EQ(flat.fixed(), 0.0);
-  EXPECT_NEAR(flat.per_row(), TrueSeconds(9) / 9, 1e-9);
-  // The anchor keeps it identified when live forwards all have one row count.
-  ForwardCostModel kept(Anchor());
-  for (int i = 0; i < 5000; ++i) kept.Observe(9, TrueSeconds(9));
-  EXPECT_NEAR(kept.fixed(), kFixed, 1e-6);
-  EXPECT_NEAR(kept.per_row(), kPerRow, 1e-6);
+// The model the accounting reads: the cost curve times the calibrated scale, as an
+// affine cost at the forward's shape. On an affine curve that is the curve's own line,
+// scaled by what the forwards measured.
+TEST(ForwardCostModelTest, TheCalibratedCurvesAffineFormAtAForwardsShape) {
+  auto curve = ForwardCostCurve::FromPoints({{1, TrueSeconds(1)}, {2, TrueSeconds(2)}, {16, TrueSeconds(16)}},
+                                            {{1, TrueSeconds(1)}, {2, TrueSeconds(2)}, {16, TrueSeconds(16)}});
+  ASSERT_TRUE(curve.ok());
+  ForwardCostCalibration model;
+  for (int rows : {1, 9, 16}) {
+    const AffineCost cost = model.Affine(*curve, rows, rows / 2, false);
+    EXPECT_NEAR(cost.fixed, kFixed, 1e-12) << rows << " rows";
+    EXPECT_NEAR(cost.per_row, kPerRow, 1e-12) << rows << " rows";
+    EXPECT_NEAR(model.Predict(*curve, rows, rows / 2, false), TrueSeconds(rows), 1e-12);
+  }
+  // Decode forwards that take twice the curve double both terms; forwards carrying
+  // prefill keep their own scale.
+  for (int i = 0; i < 5; ++i) model.Observe(*curve, 8, 0, false, 2 * TrueSeconds(8));
+  const AffineCost slow = model.Affine(*curve, 8, 0, false);
+  EXPECT_NEAR(slow.fixed, 2 * kFixed, 1e-9);
+  EXPECT_NEAR(slow.per_row, 2 * kPerRow, 1e-9);
+  EXPECT_NEAR(model.Affine(*curve, 8, 0, true).fixed, kFixed, 1e-12);
+  // A curve that falls short of its fixed part charges everything per row.
+  auto steep = ForwardCostCurve::FromPoints({{1, 0.001}, {2, 0.010}});
+  ASSERT_TRUE(steep.ok());
+  const AffineCost all_rows = ForwardCostCalibration().Affine(*steep, 2, 0, false);
+  EXPECT_EQ(all_rows.fixed, 0.0);
+  EXPECT_NEAR(all_rows.per_row, 0.005, 1e-12);
 }
 
 TEST(SpeedupAccountingTest, ArIsExactlyOneAndChargesSumToTheMeasuredTime) {
-  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  SpeedupAccounting a;
   std::array<ModeSeconds, kNumDecodingModes> charges;
   const ForwardReport f = Forward({Decode(DecodingMode::kAutoregressive, 1, 1), Decode(DecodingMode::kAutoregressive, 1, 1),
                                    Decode(DecodingMode::kLossless, 9, 3)});
@@ -73,7 +83,7 @@ TEST(SpeedupAccountingTest, AlonePoorDraftsAreBelowOneAndGoodOnesAboveOne) {
   // Alone, one sequence: 9 rows (x_last + 8 drafts) cost T(9) = 28 ms, where AR pays
   // T(1) = 12 ms per token: 1.2 tokens per forward is a loss, 4 a win.
   for (const auto& [committed, expected] : {std::pair{1.2, 1.2 * 12.0 / 28.0}, std::pair{4.0, 4.0 * 12.0 / 28.0}}) {
-    SpeedupAccounting a{ForwardCostModel(Anchor())};
+    SpeedupAccounting a;
     for (int i = 0; i < 100; ++i) {
       // 1.2 tokens per forward on average: 1 four times, 2 once.
       const int j = committed == 4.0 ? 4 : (i % 5 == 0 ? 2 : 1);
@@ -87,7 +97,7 @@ TEST(SpeedupAccountingTest, MixedWithArAPoorModeStaysBelowOneAndArStaysOne) {
   // Seven AR sequences share each batch with one lossless sequence that commits one
   // token per forward at 17 rows: the AR requests are slowed by its rows, and those
   // rows are charged to it, not to them.
-  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  SpeedupAccounting a;
   for (int i = 0; i < 100; ++i) {
     std::vector<SequenceForward> batch(7, Decode(DecodingMode::kAutoregressive, 1, 1));
     batch.push_back(Decode(DecodingMode::kLossless, 17, 1));
@@ -99,7 +109,7 @@ TEST(SpeedupAccountingTest, MixedWithArAPoorModeStaysBelowOneAndArStaysOne) {
 }
 
 TEST(SpeedupAccountingTest, PrefillIsChargedButNotCounted) {
-  SpeedupAccounting a{ForwardCostModel(Anchor())};
+  SpeedupAccounting a;
   SequenceForward prefill = Decode(DecodingMode::kLossless, 100, 0);
   prefill.prefill = true;
   std::array<ModeSeconds, kNumDecodingModes> charges;
@@ -111,9 +121,10 @@ TEST(SpeedupAccountingTest, PrefillIsChargedButNotCounted) {
 }
 
 TEST(SpeedupAccountingTest, WithoutAnyCostKnowledgeTimeIsChargedByRows) {
-  SpeedupAccounting a{ForwardCostModel()};
+  SpeedupAccounting a;
   std::array<ModeSeconds, kNumDecodingModes> charges;
   ForwardReport f = Forward({Decode(DecodingMode::kAutoregressive, 1, 1), Decode(DecodingMode::kLossy, 3, 2)});
+  f.fixed_seconds = f.per_row_seconds = 0;  // a scheduler without a cost curve
   a.OnForward(f, &charges);
   EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kLossy)].actual, f.seconds * 3 / 4, 1e-12);
   EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kLossy)].ar_equivalent, f.seconds * 2 / 4, 1e-12);
