@@ -60,8 +60,8 @@ void CheckAccepted(const server::ApiRequest& api, const TinyServer& server) {
   Require(r.max_new_tokens >= 1, "accepted max_new_tokens < 1");
   Require(r.decoding.gamma >= 1 && r.decoding.gamma <= server.env.max_gamma, "accepted gamma out of range");
   Require(MaxDecodeRows(r.decoding) >= DecodeHeadroom(r.decoding), "decode rows below the headroom");
-  Require(api.stop_strings.size() <= 16, "accepted more than 16 stop strings");
-  for (const std::string& stop : api.stop_strings) Require(!stop.empty() && stop.size() <= 256, "accepted a bad stop string");
+  Require(api.request.stop_strings.size() <= 16, "accepted more than 16 stop strings");
+  for (const std::string& stop : api.request.stop_strings) Require(!stop.empty() && stop.size() <= 256, "accepted a bad stop string");
 }
 
 }  // namespace

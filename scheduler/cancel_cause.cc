@@ -22,7 +22,7 @@ std::optional<CancelCause> CancelCauseOf(const absl::Status& status) {
   const auto payload = status.GetPayload(kPayloadType);  // absl::optional, std::optional or not
   if (!payload.has_value() || payload->size() != 1) return std::nullopt;
   const int value = static_cast<int>(std::string(*payload)[0] - '0');
-  if (value < 0 || value > static_cast<int>(CancelCause::kStopSequence)) return std::nullopt;
+  if (value < 0 || value > static_cast<int>(CancelCause::kShutdown)) return std::nullopt;
   return static_cast<CancelCause>(value);
 }
 

@@ -14,7 +14,6 @@ enum class CancelCause {
   kClient,        // the client went away or cancelled its call
   kOwnerAbort,    // the request's owner called Abort
   kShutdown,      // the server drained and its timeout passed
-  kStopSequence,  // the front door found a stop string in the text
 };
 
 // CANCELLED with `message`, marked with `cause`.

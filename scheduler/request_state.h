@@ -11,6 +11,7 @@
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/paged_kv_cache.h"
 #include "scheduler/scheduler.h"
+#include "scheduler/stop_text_stream.h"
 
 namespace crossreg {
 
@@ -41,6 +42,7 @@ struct ScheduledRequest {
   std::optional<SteadyTime> admitted;        // first admission
   std::optional<SteadyTime> first_token;
   SteadyTime last_commit;                    // previous commit, or submission before any
+  std::optional<StopTextStream> text;        // the output as text, watching for stop strings
 };
 
 }  // namespace crossreg

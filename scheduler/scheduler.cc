@@ -194,7 +194,12 @@ absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_
                                                      ")"));
   }
 
+  if (!request.stop_strings.empty() && options.tokenizer == nullptr) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, "stop_strings",
+                      "this scheduler has no tokenizer to find text stop sequences with");
+  }
   auto r = std::make_shared<ScheduledRequest>();
+  if (options.tokenizer != nullptr) r->text.emplace(*options.tokenizer, request.stop_strings);
   r->prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   r->decode_headroom = headroom;
   r->on_event = std::move(on_event);
@@ -265,13 +270,6 @@ void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outg
   }
   FreeKv(*r);
   live.erase(LiveKey(r->request));
-  if (CancelCauseOf(status) == CancelCause::kStopSequence) {
-    // A front door found a stop string in the text: the request ended well, and its
-    // statistics (forwards, drafts, acceptances) go out as for any finished request.
-    r->phase = RequestPhase::kFinished;
-    out.push_back({r, FinishedEvent(*r, FinishReason::kStop, std::chrono::steady_clock::now())});
-    return;
-  }
   r->phase = RequestPhase::kCancelled;
   out.push_back({r, ErrorEvent(std::move(status))});
 }
@@ -584,25 +582,38 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
   }
   if (metrics != nullptr) report.sequences.push_back(DescribeForward(r.request.decoding.mode, s.step, *outcome));
   if (!s.prefill) r.last_served_step = step_count;
-  if (!outcome->tokens.empty()) {
+  RequestEvent tokens;
+  tokens.kind = RequestEvent::Kind::kTokens;
+  tokens.tokens = std::move(outcome->tokens);
+  if (r.text.has_value() && !tokens.tokens.empty()) {
+    // Tokens after a stop string are dropped: the request ends at it.
+    size_t used = 0;
+    tokens.text = r.text->Push(tokens.tokens, &used);
+    tokens.tokens.resize(used);
+  }
+  if (!tokens.tokens.empty()) {
     if (!r.first_token.has_value()) r.first_token = now;
     if (metrics != nullptr) {
-      metrics->OnTokensCommitted(r.request.decoding.mode, static_cast<int>(outcome->tokens.size()),
+      metrics->OnTokensCommitted(r.request.decoding.mode, static_cast<int>(tokens.tokens.size()),
                                  SecondsBetween(r.last_commit, now));
     }
     r.last_commit = now;
-    RequestEvent tokens;
-    tokens.kind = RequestEvent::Kind::kTokens;
-    tokens.tokens = std::move(outcome->tokens);
-    out.push_back({s.request, std::move(tokens)});
   }
-  if (!d.finished()) {
+  if (!tokens.tokens.empty() || !tokens.text.empty()) out.push_back({s.request, std::move(tokens)});
+  const bool stop_string = r.text.has_value() && r.text->stopped();
+  if (!d.finished() && !stop_string) {
     r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
     return true;
   }
   FreeKv(r);
   r.phase = RequestPhase::kFinished;
-  out.push_back({s.request, FinishedEvent(r, d.finish_reason(), now)});
+  RequestEvent done = FinishedEvent(r, stop_string ? FinishReason::kStop : d.finish_reason(), now);
+  done.stop_reason = stop_string ? StopReason::kStopString : d.stop_reason();
+  if (r.text.has_value()) {
+    done.text = r.text->Finish();  // what was held back; its last bytes may complete a stop string
+    if (r.text->stopped()) done.finish_reason = FinishReason::kStop, done.stop_reason = StopReason::kStopString;
+  }
+  out.push_back({s.request, std::move(done)});
   return false;
 }
 

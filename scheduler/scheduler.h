@@ -20,6 +20,7 @@
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
+#include "engine/tokenizer/tokenizer.h"
 #include "scheduler/forward_report.h"
 
 namespace crossreg {
@@ -36,6 +37,10 @@ struct SchedulerOptions {
   // Debugging: a sleep before every forward, so that cancellation, deadlines and
   // queueing can be watched (and tested) on a model that is otherwise too fast.
   std::chrono::milliseconds debug_forward_delay{0};
+  // Detokenizes every request's output for its events and ends a request at its first
+  // stop string (GenerationRequest::stop_strings). Null: events carry no text, and
+  // requests with stop strings are refused.
+  const Tokenizer* tokenizer = nullptr;
   // The forward cost curve measured at start-up: the shape of the scheduler's one cost
   // model (calibrated by the forwards it runs), which prices draft rows and splits each
   // forward's time for the speedup accounting. Null: decoding.cost_curve.
@@ -56,8 +61,13 @@ struct RequestTimings {
 struct RequestEvent {
   enum class Kind { kTokens, kFinished, kError };
   Kind kind = Kind::kTokens;
-  std::vector<int32_t> tokens;          // kTokens: committed by one forward
+  std::vector<int32_t> tokens;          // kTokens: committed by one forward (none past a stop string)
+  // kTokens: the text those tokens complete, safe to send (text that may begin a stop
+  // string is held back until it cannot); kFinished: what was still held back. The
+  // chunks concatenate to the request's text. Empty when the scheduler has no tokenizer.
+  std::string text;
   FinishReason finish_reason = FinishReason::kNone;  // kFinished
+  StopReason stop_reason = StopReason::kNone;        // kFinished with kStop: EOS, a stop id or a stop string
   SpeculativeStats stats;               // kFinished
   RequestTimings timings;               // kFinished
   int64_t prompt_tokens = 0;            // kFinished

@@ -31,12 +31,10 @@ std::optional<SteadyTime> SteadyDeadline(const grpc::CallbackServerContext& call
          std::chrono::duration_cast<std::chrono::steady_clock::duration>(deadline - now);
 }
 
-v1::FinishReason ToProtoFinishReason(FinishReason reason, bool eos) {
+v1::FinishReason ToProtoFinishReason(FinishReason reason, StopReason stop) {
   switch (reason) {
     case FinishReason::kStop:
-      // The engine ends at EOS or a stop token id; the API exposes only EOS ids and
-      // text stop sequences, so kStop is EOS unless the last token is not one.
-      return eos ? v1::FINISH_REASON_EOS : v1::FINISH_REASON_STOP;
+      return stop == StopReason::kEos ? v1::FINISH_REASON_EOS : v1::FINISH_REASON_STOP;
     case FinishReason::kLength:
       return v1::FINISH_REASON_LENGTH;
     case FinishReason::kContext:
@@ -104,7 +102,6 @@ absl::Status GenerateReactor::Submit(grpc::CallbackServerContext* call, const gr
   prompt_tokens_ = static_cast<int64_t>(spec.prompt_ids.size());
   {
     std::lock_guard<std::mutex> lock(mu_);
-    text_.emplace(*context_.defaults.tokenizer, std::move(validated->stop_strings));
     submitted_ = true;
   }
   std::shared_ptr<GenerateReactor> self = self_;
@@ -126,34 +123,23 @@ void GenerateReactor::AbortInScheduler(absl::Status reason) {
   context_.scheduler->Abort(request_id_, std::move(reason), principal_);
 }
 
-void GenerateReactor::FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished) {
+void GenerateReactor::FillCompleteLocked(v1::Complete& complete, const RequestEvent& finished) {
   complete.set_request_id(request_id_);
   complete.mutable_usage()->set_prompt_tokens(prompt_tokens_);
   complete.mutable_usage()->set_completion_tokens(completion_tokens_);
   v1::SpeculativeStats& spec = *complete.mutable_spec();
+  const SpeculativeStats& s = finished.stats;
+  spec.set_forwards(s.forwards);
+  spec.set_drafted(s.drafted);
+  spec.set_accepted(s.accepted);
+  for (int64_t a : s.accepted_per_position) spec.add_accepted_per_position(a);
+  spec.set_tokens_per_forward(s.tokens_per_forward());
+  spec.set_ar_forwards(s.ar_forwards);
   v1::Timings& timings = *complete.mutable_timings();
-  if (finished != nullptr) {
-    const SpeculativeStats& s = finished->stats;
-    spec.set_forwards(s.forwards);
-    spec.set_drafted(s.drafted);
-    spec.set_accepted(s.accepted);
-    for (int64_t a : s.accepted_per_position) spec.add_accepted_per_position(a);
-    spec.set_tokens_per_forward(s.tokens_per_forward());
-    spec.set_ar_forwards(s.ar_forwards);
-    timings.set_queue_seconds(finished->timings.queue_seconds);
-    timings.set_time_to_first_token_seconds(finished->timings.time_to_first_token);
-    timings.set_total_seconds(finished->timings.total_seconds);
-  } else {
-    // Ended here by a text stop sequence: the scheduler's counters are not final, so
-    // only what this call observed (one token event per forward) is reported.
-    spec.set_forwards(token_events_);
-    spec.set_tokens_per_forward(token_events_ ? static_cast<double>(completion_tokens_) / token_events_ : 0.0);
-    timings.set_time_to_first_token_seconds(first_token_seconds_);
-    timings.set_total_seconds(SecondsSince(arrival_));
-  }
-  bool eos = false;
-  for (int id : context_.env.model->eos_token_ids) eos |= id == last_token_;
-  complete.set_finish_reason(finished != nullptr ? ToProtoFinishReason(reason, eos) : v1::FINISH_REASON_STOP);
+  timings.set_queue_seconds(finished.timings.queue_seconds);
+  timings.set_time_to_first_token_seconds(finished.timings.time_to_first_token);
+  timings.set_total_seconds(finished.timings.total_seconds);
+  complete.set_finish_reason(ToProtoFinishReason(finished.finish_reason, finished.stop_reason));
 }
 
 void GenerateReactor::RecordEndLocked(RequestEndReason reason, const v1::Complete* complete,
@@ -188,57 +174,31 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
     std::lock_guard<std::mutex> lock(mu_);
     const bool terminal = event.kind != RequestEvent::Kind::kTokens;
     if (terminal) scheduler_ended_ = true;
-    if (done_ || final_status_) return;  // ended here already (stop text, failed write)
+    if (done_ || final_status_) return;  // ended here already (a failed write)
     switch (event.kind) {
       case RequestEvent::Kind::kTokens: {
-        if (event.tokens.empty() || text_->stopped()) break;
-        if (completion_tokens_ == 0) first_token_seconds_ = SecondsSince(arrival_);
-        ++token_events_;
-        last_token_ = event.tokens.back();
-        size_t used = 0;
-        std::string text = text_->Push(event.tokens, &used);
-        completion_tokens_ += static_cast<int64_t>(used);
+        completion_tokens_ += static_cast<int64_t>(event.tokens.size());
         v1::GenerateResponse response;
         v1::Chunk& chunk = *response.mutable_chunk();
-        chunk.mutable_token_ids()->Add(event.tokens.begin(), event.tokens.begin() + used);
-        chunk.set_text(std::move(text));
+        chunk.mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
+        chunk.set_text(event.text);
         pending_.push_back(std::move(response));
-        // A stop string: the scheduler is told from a gRPC thread (OnWriteDone, after
-        // this chunk's write) and ends the request as finished, with its statistics,
-        // which the Complete message then carries.
-        if (text_->stopped()) abort_scheduler_ = true;
         break;
       }
       case RequestEvent::Kind::kFinished: {
-        std::string tail = text_->Finish();
-        if (!tail.empty()) {
+        if (!event.text.empty()) {
           v1::GenerateResponse response;
-          response.mutable_chunk()->set_text(std::move(tail));
+          response.mutable_chunk()->set_text(event.text);
           pending_.push_back(std::move(response));
         }
         v1::GenerateResponse done;
-        FillCompleteLocked(*done.mutable_complete(), event.finish_reason, &event);
-        RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
-        if (text_->stopped()) {
-          done.mutable_complete()->set_finish_reason(v1::FINISH_REASON_STOP);
-          reason = RequestEndReason::kStop;
-        }
-        RecordEndLocked(reason, &done.complete(), absl::OkStatus());
+        FillCompleteLocked(*done.mutable_complete(), event);
+        RecordEndLocked(EndReasonOfFinish(event.finish_reason), &done.complete(), absl::OkStatus());
         pending_.push_back(std::move(done));
         EndLocked(grpc::Status::OK);
         break;
       }
       case RequestEvent::Kind::kError: {
-        if (text_->stopped()) {
-          // The text was complete before the request failed (a deadline that passed
-          // meanwhile): the call ends well, without the scheduler's statistics.
-          v1::GenerateResponse done;
-          FillCompleteLocked(*done.mutable_complete(), FinishReason::kStop, nullptr);
-          RecordEndLocked(RequestEndReason::kStop, &done.complete(), absl::OkStatus());
-          pending_.push_back(std::move(done));
-          EndLocked(grpc::Status::OK);
-          break;
-        }
         v1::GenerateResponse response;
         response.mutable_error()->set_code(static_cast<int>(event.error.code()));
         response.mutable_error()->set_message(std::string(event.error.message()));
@@ -280,7 +240,6 @@ void GenerateReactor::Pump() {
 
 void GenerateReactor::OnWriteDone(bool ok) {
   bool abort = false;
-  bool stop_string = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     write_in_flight_ = false;
@@ -292,17 +251,8 @@ void GenerateReactor::OnWriteDone(bool ok) {
       EndLocked(ToGrpcStatus(closed));
       abort = submitted_ && !scheduler_ended_;
     }
-    if (abort_scheduler_) {
-      abort_scheduler_ = false;
-      stop_string = ok;
-      abort = submitted_ && !scheduler_ended_;
-    }
   }
-  // Abort from here, not from the scheduler's event callback (its own thread).
-  if (abort) {
-    AbortInScheduler(stop_string ? CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence")
-                                 : absl::CancelledError("the stream was closed"));
-  }
+  if (abort) AbortInScheduler(absl::CancelledError("the stream was closed"));
   Pump();
 }
 

@@ -25,7 +25,6 @@
 #include "server/security/client_stream_limiter.h"
 #include "server/security/token_authenticator.h"
 #include "server/server_metrics.h"
-#include "server/stop_text_stream.h"
 
 namespace crossreg::server {
 
@@ -60,7 +59,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void Pump();
   // Under mu_: queue the final message(s) and status.
   void EndLocked(grpc::Status status);
-  void FillCompleteLocked(v1::Complete& complete, FinishReason reason, const RequestEvent* finished);
+  void FillCompleteLocked(v1::Complete& complete, const RequestEvent& finished);
   // Under mu_: the request's end, logged and counted once (later calls do nothing).
   void RecordEndLocked(RequestEndReason reason, const v1::Complete* complete, const absl::Status& error);
 
@@ -75,7 +74,6 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   std::chrono::system_clock::time_point deadline_ = std::chrono::system_clock::time_point::max();
 
   std::mutex mu_;
-  std::optional<StopTextStream> text_;
   std::deque<v1::GenerateResponse> pending_;
   grpc::ByteBuffer in_flight_message_;  // must live until OnWriteDone
   bool write_in_flight_ = false;
@@ -84,12 +82,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   bool done_ = false;
   bool submitted_ = false;
   bool scheduler_ended_ = false;  // its kFinished/kError arrived
-  bool abort_scheduler_ = false;  // stop text seen: abort from a gRPC thread
   bool end_recorded_ = false;
   int64_t completion_tokens_ = 0;
-  int64_t token_events_ = 0;
-  int32_t last_token_ = -1;
-  double first_token_seconds_ = 0;
 };
 
 }  // namespace crossreg::server

@@ -38,8 +38,6 @@ RequestEndReason EndReasonOfError(const absl::Status& error) {
           return RequestEndReason::kAborted;
         case CancelCause::kShutdown:
           return RequestEndReason::kShutdown;
-        case CancelCause::kStopSequence:
-          return RequestEndReason::kStop;
         case CancelCause::kClient:
           break;
       }

@@ -106,7 +106,7 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
     if (stop.size() > kMaxStopStringBytes) {
       return Invalid("sampling.stop", absl::StrCat("a stop sequence is longer than ", kMaxStopStringBytes, " bytes"));
     }
-    out.stop_strings.push_back(stop);
+    out.request.stop_strings.push_back(stop);
   }
 
   const v1::DecodingParams& dp = request.decoding();

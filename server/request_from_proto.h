@@ -37,8 +37,7 @@ size_t PromptByteBound(const Tokenizer& tokenizer, int64_t context_length);
 absl::Status PromptTooLong(size_t bytes, size_t limit);
 
 struct ApiRequest {
-  GenerationRequest request;              // request_id left as given (may be empty)
-  std::vector<std::string> stop_strings;  // text stop sequences, handled by the server
+  GenerationRequest request;  // request_id left as given (may be empty)
 };
 
 // INVALID_ARGUMENT naming the field for bad values; FAILED_PRECONDITION for what the

@@ -33,6 +33,9 @@ struct GenerationRequest {
   DecodingConfig decoding;          // default: AR
   bool stop_at_eos = true;          // the model's EOS ids end generation
   std::vector<int32_t> stop_ids;    // further ids that end it (kept in the output)
+  // Text that ends it: the scheduler detokenizes the output and ends the request where
+  // one of these first appears, which is left out of the text (scheduler/stop_text_stream.h).
+  std::vector<std::string> stop_strings;
   // Scheduler: cancelled with DEADLINE_EXCEEDED once passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   ExactnessFault fault = ExactnessFault::kNone;  // tests only

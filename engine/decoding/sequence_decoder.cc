@@ -259,8 +259,9 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     tokens_.push_back(t);
     ++stats_.committed;
     step.tokens.push_back(t);
-    if (IsStop(t)) {
+    if (const StopReason stop = StopOf(t); stop != StopReason::kNone) {
       finish_ = FinishReason::kStop;
+      stop_ = stop;
       break;
     }
     if (stats_.committed >= request_.max_new_tokens) {
@@ -274,12 +275,13 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
   if (static_cast<int64_t>(tokens_.size()) - 1 >= env_.model->max_position) finish_ = FinishReason::kContext;
 }
 
-bool SequenceDecoder::IsStop(int32_t token) const {
+StopReason SequenceDecoder::StopOf(int32_t token) const {
   if (request_.stop_at_eos) {
     const auto& eos = env_.model->eos_token_ids;
-    if (std::find(eos.begin(), eos.end(), token) != eos.end()) return true;
+    if (std::find(eos.begin(), eos.end(), token) != eos.end()) return StopReason::kEos;
   }
-  return std::find(request_.stop_ids.begin(), request_.stop_ids.end(), token) != request_.stop_ids.end();
+  const bool stop_id = std::find(request_.stop_ids.begin(), request_.stop_ids.end(), token) != request_.stop_ids.end();
+  return stop_id ? StopReason::kStopToken : StopReason::kNone;
 }
 
 }  // namespace crossreg

@@ -39,6 +39,8 @@ namespace crossreg {
 
 enum class FinishReason { kNone, kStop, kLength, kContext };
 const char* FinishReasonName(FinishReason r);
+// What ended a request that finished with kStop.
+enum class StopReason { kNone, kEos, kStopToken, kStopString };
 
 struct SpeculativeStats {
   int64_t forwards = 0;   // decode forwards (prefill not counted)
@@ -81,6 +83,7 @@ class SequenceDecoder {
   bool prefilling() const { return cached_ < static_cast<int64_t>(tokens_.size()) - 1; }
   bool finished() const { return finish_ != FinishReason::kNone; }
   FinishReason finish_reason() const { return finish_; }
+  StopReason stop_reason() const { return stop_; }
   SequenceId sequence() const { return seq_; }
   const GenerationRequest& request() const { return request_; }
   const std::vector<int32_t>& tokens() const { return tokens_; }  // prompt + generated
@@ -107,7 +110,7 @@ class SequenceDecoder {
   DraftBuffer DraftsOf(const StepPlan& plan) const;
   absl::Status CheckPlanIsCurrent(const StepPlan& plan) const;
   void Apply(const StepPlan& plan, VerifyOutcome outcome, StepOutcome& step);
-  bool IsStop(int32_t token) const;
+  StopReason StopOf(int32_t token) const;  // kNone: the token does not end the request
 
   const GenerationRequest request_;
   const DecodingEnvironment env_;
@@ -122,6 +125,7 @@ class SequenceDecoder {
   DraftLengthController controller_;  // adaptive γ: acceptance, probes, the shared memory
   SpeculativeStats stats_;
   FinishReason finish_ = FinishReason::kNone;
+  StopReason stop_ = StopReason::kNone;
   std::vector<float> first_logits_;
 };
 

@@ -182,8 +182,7 @@ absl::Status HttpFrontDoor::Impl::Submit(const std::shared_ptr<HttpExchange>& ex
   id.mode = spec.decoding.mode;
   id.prompt_ids = spec.prompt_ids;
   id.arrival = arrival;
-  auto generation = std::make_shared<HttpGeneration>(generation_context, exchange, request,
-                                                     *o.defaults.tokenizer, std::move(validated->stop_strings));
+  auto generation = std::make_shared<HttpGeneration>(generation_context, exchange, request);
   // The scheduler's handler owns the generation: it lives until the request's last
   // event, whoever ends it.
   absl::Status submitted =

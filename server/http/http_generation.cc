@@ -21,14 +21,12 @@ std::string SseEvent(const OpenAiJson& data) { return absl::StrCat("data: ", Jso
 }  // namespace
 
 HttpGeneration::HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
-                               const OpenAiRequest& request, const Tokenizer& tokenizer,
-                               std::vector<std::string> stops)
+                               const OpenAiRequest& request)
     : context_(std::move(context)),
       exchange_(std::move(exchange)),
       request_(request),
       chat_(request.endpoint == OpenAiEndpoint::kChatCompletions),
-      created_(UnixNow()),
-      text_(tokenizer, std::move(stops)) {}
+      created_(UnixNow()) {}
 
 void HttpGeneration::Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot) {
   {
@@ -85,48 +83,24 @@ void HttpGeneration::Drain() {
 
 void HttpGeneration::Apply(const RequestEvent& event) {
   switch (event.kind) {
-    case RequestEvent::Kind::kTokens: {
-      if (text_.stopped()) break;  // committed after the stop string, before the scheduler heard of it
-      ++token_events_;
-      size_t used = 0;
-      const std::string piece = text_.Push(event.tokens, &used);
-      completion_ids_.insert(completion_ids_.end(), event.tokens.begin(), event.tokens.begin() + used);
-      if (request_.stream) {
-        if (!piece.empty()) SendChunk(piece, nullptr, false);
-      } else {
-        whole_text_ += piece;
-      }
-      if (text_.stopped()) {
-        // The scheduler ends the request as finished and sends its statistics; the reply
-        // goes out with them.
-        context_->scheduler->Abort(id_.request_id,
-                                   CancelledBecause(CancelCause::kStopSequence, "ended by a stop sequence"),
-                                   id_.principal);
-      }
-      break;
-    }
+    case RequestEvent::Kind::kTokens:
     case RequestEvent::Kind::kFinished: {
-      const std::string piece = text_.Finish();
+      // The scheduler decoded the text and ended the request at a stop string.
+      completion_ids_.insert(completion_ids_.end(), event.tokens.begin(), event.tokens.end());
       if (request_.stream) {
-        if (!piece.empty()) SendChunk(piece, nullptr, false);
+        if (!event.text.empty()) SendChunk(event.text, nullptr, false);
       } else {
-        whole_text_ += piece;
+        whole_text_ += event.text;
       }
+      if (event.kind == RequestEvent::Kind::kTokens) break;
       stats_ = event.stats;
       timings_ = event.timings;
-      const RequestEndReason reason =
-          text_.stopped() ? RequestEndReason::kStop : EndReasonOfFinish(event.finish_reason);
+      const RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
       Complete(reason == RequestEndReason::kStop ? "stop" : "length", reason, absl::OkStatus());
       break;
     }
     case RequestEvent::Kind::kError:
-      if (text_.stopped()) {
-        // The text was complete before the request failed (a deadline that passed
-        // meanwhile): the reply stands, without the scheduler's statistics.
-        Complete("stop", RequestEndReason::kStop, absl::OkStatus());
-      } else {
-        Complete("", EndReasonOfError(event.error), event.error);
-      }
+      Complete("", EndReasonOfError(event.error), event.error);
       break;
   }
 }
@@ -229,14 +203,14 @@ bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish
 OpenAiJson HttpGeneration::Usage() const {
   const auto prompt = static_cast<int64_t>(id_.prompt_ids.size());
   const auto completion = static_cast<int64_t>(completion_ids_.size());
-  const int64_t forwards = stats_.has_value() ? stats_->forwards : token_events_;
+  const int64_t forwards = stats_.has_value() ? stats_->forwards : 0;
   return OpenAiJson{{"prompt_tokens", prompt},
                     {"completion_tokens", completion},
                     {"total_tokens", prompt + completion},
                     {"forwards", forwards},
                     {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
                     {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
-                    {"tokens_per_forward", forwards > 0 ? static_cast<double>(completion) / forwards : 0.0}};
+                    {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0}};
 }
 
 std::string HttpGeneration::ReplyId() const { return absl::StrCat(chat_ ? "chatcmpl-" : "cmpl-", id_.request_id); }

@@ -23,7 +23,6 @@
 #include "server/request_end.h"
 #include "server/security/client_stream_limiter.h"
 #include "server/server_metrics.h"
-#include "server/stop_text_stream.h"
 
 namespace crossreg::server {
 
@@ -47,7 +46,7 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   };
 
   HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
-                 const OpenAiRequest& request, const Tokenizer& tokenizer, std::vector<std::string> stops);
+                 const OpenAiRequest& request);
 
   // After a successful Submit: sends the stream's head and watches the connection.
   void Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot);
@@ -80,10 +79,8 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   std::mutex mu_;  // the rest; held while an event is applied
   Identity id_;
   std::shared_ptr<ClientStreamLimiter::Lease> slot_;
-  StopTextStream text_;
   std::string whole_text_;  // non-streaming: the reply's text
   std::vector<int32_t> completion_ids_;
-  int64_t token_events_ = 0;
   std::optional<SpeculativeStats> stats_;
   std::optional<RequestTimings> timings_;
   std::string finish_reason_;

@@ -19,6 +19,7 @@ class EventRecorder {
  public:
   struct Record {
     std::vector<int32_t> tokens;               // every kTokens event, concatenated
+    std::string text;                          // every event's text, concatenated
     int token_events = 0;
     std::optional<RequestEvent> final_event;   // kFinished or kError
     int events_after_final = 0;                // must stay 0
@@ -32,6 +33,7 @@ class EventRecorder {
         ++r.events_after_final;
         return;
       }
+      r.text += e.text;
       if (e.kind == RequestEvent::Kind::kTokens) {
         if (r.tokens.empty()) first_token_order_.push_back(id);
         r.tokens.insert(r.tokens.end(), e.tokens.begin(), e.tokens.end());

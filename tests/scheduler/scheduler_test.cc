@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "engine/field_violation.h"
 #include "gtest/gtest.h"
 #include "scheduler/cancel_cause.h"
 #include "tests/scheduler/event_recorder.h"
@@ -593,41 +594,73 @@ TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
   }
 }
 
-// A front door that finds a stop string aborts with CancelCause::kStopSequence: the
-// request ends finished (FinishReason::kStop) with the decoder's statistics, like one
-// ended by its length, and its KV is freed.
-TEST(SchedulerTest, AStopSequenceAbortFinishesWithTheStatistics) {
-  FakeRig rig;
+// A tokenizer over the fake's vocabulary: one letter a token ("a".."z", then "A"..).
+std::unique_ptr<Tokenizer> LetterTokenizer() {
+  TokenizerSpec spec;
+  for (int i = 0; i < kVocab; ++i) spec.tokens.push_back(std::string(1, static_cast<char>(i < 26 ? 'a' + i : 'A' + i - 26)));
+  spec.scores.assign(spec.tokens.size(), 0.0f);
+  spec.add_bos = false;
+  spec.add_space_prefix = false;
+  auto tokenizer = Tokenizer::Create(std::move(spec));
+  EXPECT_TRUE(tokenizer.ok()) << tokenizer.status();
+  return tokenizer.ok() ? std::move(*tokenizer) : nullptr;
+}
+
+// The scheduler decodes the text and ends a request at its first stop string, next to
+// the forward that completed it (no round trip through a front door): the request
+// finishes with kStop / kStopString and the decoder's statistics, its text stops short
+// of the stop string, its tokens end with the one that completed it, its KV is freed.
+TEST(SchedulerTest, AStopStringEndsTheRequestWhereItAppears) {
+  const std::unique_ptr<Tokenizer> tokenizer = LetterTokenizer();
+  ASSERT_NE(tokenizer, nullptr);
+  const std::vector<int32_t> continuation = FakeGreedyContinuation({1, 2, 3}, 40, kVocab);
+  std::string text;
+  for (int32_t id : continuation) text += tokenizer->TokenBytes(id);
+  const std::string stop = text.substr(12, 3);
+  const size_t at = text.find(stop);
+  for (const DecodingMode mode : {DecodingMode::kAutoregressive, DecodingMode::kNgram}) {
+    SCOPED_TRACE(DecodingModeName(mode));
+    SchedulerOptions options;
+    options.tokenizer = tokenizer.get();
+    FakeRig rig(options);
+    EventRecorder rec;
+    rig.scheduler->Start();
+    GenerationRequest request = Spec("s", {1, 2, 3}, 40, mode);
+    request.stop_strings = {"never-there", stop};
+    ASSERT_TRUE(rig.scheduler->Submit(request, rec.HandlerFor("s")).ok());
+    ASSERT_TRUE(rec.WaitForFinal("s"));
+    rig.scheduler->Shutdown(milliseconds(1000));
+    const auto r = rec.Get("s");
+    ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished);
+    EXPECT_EQ(r.final_event->finish_reason, FinishReason::kStop);
+    EXPECT_EQ(r.final_event->stop_reason, StopReason::kStopString);
+    EXPECT_EQ(r.text, text.substr(0, at));
+    EXPECT_EQ(r.tokens, std::vector<int32_t>(continuation.begin(), continuation.begin() + at + stop.size()));
+    EXPECT_GT(r.final_event->stats.forwards, 0);
+    EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+  }
+  // Without a stop string the text is the whole continuation, ended by its length.
+  SchedulerOptions options;
+  options.tokenizer = tokenizer.get();
+  FakeRig rig(options);
   EventRecorder rec;
   rig.scheduler->Start();
-  int token_events = 0;
-  auto record = rec.HandlerFor("s");
-  ASSERT_TRUE(rig.scheduler
-                  ->Submit(Spec("s", {1, 2, 3}, 200, DecodingMode::kNgram),
-                           [&](const RequestEvent& e) {
-                             record(e);
-                             // Events are dispatched outside the scheduler's lock, so the
-                             // stop lands before the next step runs: deterministic here.
-                             if (e.kind == RequestEvent::Kind::kTokens && ++token_events == 3) {
-                               EXPECT_TRUE(
-                                   rig.scheduler->Abort("s", CancelledBecause(CancelCause::kStopSequence, "stop")));
-                             }
-                           })
-                  .ok());
-  ASSERT_TRUE(rec.WaitForFinal("s"));
+  ASSERT_TRUE(rig.scheduler->Submit(Spec("all", {1, 2, 3}, 40), rec.HandlerFor("all")).ok());
+  ASSERT_TRUE(rec.WaitForFinal("all"));
   rig.scheduler->Shutdown(milliseconds(1000));
-  const auto r = rec.Get("s");
-  ASSERT_EQ(r.final_event->kind, RequestEvent::Kind::kFinished);
-  EXPECT_EQ(r.final_event->finish_reason, FinishReason::kStop);
-  EXPECT_EQ(r.final_event->stats.forwards, 3);
-  EXPECT_EQ(r.final_event->stats.committed, static_cast<int64_t>(r.tokens.size()));
-  EXPECT_LT(r.tokens.size(), 200u);
-  EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
+  EXPECT_EQ(rec.Get("all").text, text);
+  EXPECT_EQ(rec.Get("all").final_event->finish_reason, FinishReason::kLength);
+  // A scheduler without a tokenizer refuses stop strings, naming the field.
+  FakeRig bare;
+  GenerationRequest request = Spec("x", {1, 2, 3}, 4);
+  request.stop_strings = {"z"};
+  const absl::Status refused = bare.scheduler->Submit(request, nullptr);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ViolatedField(refused), "stop_strings");
 }
 
 TEST(CancelCauseTest, TheCauseTravelsOnTheStatusAndOnlyOnCancellations) {
-  for (CancelCause cause : {CancelCause::kClient, CancelCause::kOwnerAbort, CancelCause::kShutdown,
-                            CancelCause::kStopSequence}) {
+  for (CancelCause cause : {CancelCause::kClient, CancelCause::kOwnerAbort, CancelCause::kShutdown}) {
     const absl::Status status = CancelledBecause(cause, "why");
     EXPECT_EQ(status.code(), absl::StatusCode::kCancelled);
     EXPECT_EQ(status.message(), "why");

@@ -1,8 +1,8 @@
-#include "server/stop_text_stream.h"
+#include "scheduler/stop_text_stream.h"
 
 #include <algorithm>
 
-namespace crossreg::server {
+namespace crossreg {
 
 StopTextStream::StopTextStream(const Tokenizer& tokenizer, std::vector<std::string> stops)
     : decoder_(tokenizer), stops_(std::move(stops)) {
@@ -60,4 +60,4 @@ std::string StopTextStream::Finish() {
   return out;
 }
 
-}  // namespace crossreg::server
+}  // namespace crossreg

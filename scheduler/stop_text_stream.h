@@ -10,7 +10,7 @@
 
 #include "engine/tokenizer/tokenizer.h"
 
-namespace crossreg::server {
+namespace crossreg {
 
 class StopTextStream {
  public:
@@ -38,4 +38,4 @@ class StopTextStream {
   bool stopped_ = false;
 };
 
-}  // namespace crossreg::server
+}  // namespace crossreg
