@@ -56,8 +56,6 @@ if [ "${1:-}" = pack-prebuilt ]; then
     xargs -I{} cp -L {} "$stage/lib/"
   rm -rf .gpucarry && mkdir -p .gpucarry
   tar cf - -C "$stage" bin lib | xz -9 -T0 > .gpucarry/prebuilt.tar.xz
-  # Where the tests were compiled to find the shared data (the device links it there).
-  sed -n 's/^CROSSREG_SHARED_DIR:PATH=//p' "$B/../CMakeCache.txt" > .gpucarry/shared_dir
   rm -rf "$stage"
   rm -rf .gpu_check && mkdir -p .gpu_check/shared/models/stories260K
   cp ../shared/models/stories260K/{stories260K.gguf,reference_greedy.json} .gpu_check/shared/models/stories260K/
@@ -99,16 +97,12 @@ NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 BIN=build-gpu/bin
 if [ "${GC_PREBUILT:-0}" = 1 ]; then
   # Binaries built on the CPU machine: unpacked here, with their libraries on the path and
-  # the paths they were compiled with (the shared data, the source tree) pointing here.
+  # the tests told where the shared data, the programs and the source tree are here.
   [ -x /tmp/gpucarry/bin/crossreg_gpu_tests ] || { mkdir -p /tmp/gpucarry && xz -dc .gpucarry/prebuilt.tar.xz | tar xf - -C /tmp/gpucarry; }
   BIN=/tmp/gpucarry/bin
   export LD_LIBRARY_PATH="/tmp/gpucarry/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   for d in /usr/local/cuda/lib64 /usr/local/cuda/lib; do [ -d "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$d"; done
-  export CROSSREG_SOURCE_DIR=$ROOT
-  compiled_shared=$(cat .gpucarry/shared_dir 2>/dev/null || true)
-  if [ -n "$compiled_shared" ] && [ ! -e "$compiled_shared" ]; then
-    mkdir -p "$(dirname "$compiled_shared")" && ln -s "$SHARED" "$compiled_shared"
-  fi
+  export CROSSREG_SOURCE_DIR=$ROOT CROSSREG_SHARED_DIR=$SHARED CROSSREG_BIN_DIR=$BIN
   missing=$(ldd "$BIN/crossreg_gpu_tests" "$BIN/crossreg-server" | grep -c "not found" || true)
   echo "[gpu_check] prebuilt binaries in $BIN; unresolved libraries: $missing"
   GC_STEPS=${GC_STEPS/ build / }

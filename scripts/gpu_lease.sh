@@ -84,14 +84,14 @@ case "$stage" in
     ;;
   prebuilt)
     # Binaries built on the CPU machine (build-cuda, sm_80+sm_90, same Debian libraries as
-    # .devdeps) carried as .gpubin: no device time spent compiling. The tests look for the
-    # shared data at the path compiled in (/work/shared); .gpu_check carries stories260K.
+    # .devdeps) carried as .gpubin: no device time spent compiling. The tests find the
+    # shared data through CROSSREG_SHARED_DIR; .gpu_check carries stories260K.
     device_env
     for lib in $(ldd .gpubin/crossreg_gpu_tests | awk '/not found/{print $1}'); do
       d=$(find /usr/local /opt -name "$lib" 2>/dev/null | head -1)
       [ -n "$d" ] && export LD_LIBRARY_PATH="$LD_LIBRARY_PATH:$(dirname "$d")" && echo "[lease] $lib in $d"
     done
-    [ -e /work/shared ] || { mkdir -p /work && ln -s "$PWD/.gpu_check/shared" /work/shared; }
+    export CROSSREG_SHARED_DIR="$PWD/.gpu_check/shared" CROSSREG_SOURCE_DIR="$PWD"
     B=.gpubin
     ldd $B/crossreg_gpu_tests | grep -i "not found"
     timeout 200 $B/crossreg_gpu_tests 2>&1 | tee "$LOGS/gpu_tests.log" | grep -E "^\[ *(OK|FAILED|PASSED|SKIPPED) *\]|tests ran|Failure|error" | tail -60
@@ -108,7 +108,7 @@ case "$stage" in
     fi
     timeout 120 python3 engine/cuda/tools/bench_pytorch_peer.py --layers 32 2>&1 | tee "$LOGS/pytorch_peer.md"
     echo "[lease] peer exit ${PIPESTATUS[0]}"
-    STORIES=/work/shared/models/stories260K/stories260K.gguf
+    STORIES=$CROSSREG_SHARED_DIR/models/stories260K/stories260K.gguf
     $B/crossreg-random-adapter --model "$STORIES" --out "$LOGS/adapter" --rank 8 >/dev/null 2>&1
     timeout 90 python3 scripts/compare_backends.py --bin $B --model "$STORIES" --adapter "$LOGS/adapter" \
       --backends cuda,cpu --max_tokens 64 2>&1 | tee "$LOGS/streams_stories260K.md" | tail -8
