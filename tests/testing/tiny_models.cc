@@ -62,6 +62,14 @@ TensorRef MergedCopy(Model& owner, const TensorRef& w, const LoraMatrix& m) {
 }
 }  // namespace
 
+std::unique_ptr<LoraAdapter> TinyAdapter(const ModelConfig& config, float magnitude, uint64_t seed) {
+  RandomLoraOptions options;
+  options.magnitude = magnitude;
+  options.seed = seed;
+  options.placeholder_token_id = config.vocab_size - 1;
+  return MakeRandomLoraAdapter(config, options);
+}
+
 std::unique_ptr<Model> MergeLora(const Model& model, const LoraAdapter& adapter) {
   auto merged = std::make_unique<Model>();
   merged->config = model.config;

@@ -1,6 +1,7 @@
 // Small random models and adapters shared by the decoding tests.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 
 #include "engine/cpu/cpu_backend.h"
@@ -30,6 +31,10 @@ struct EngineThreading {
 EngineUnderTest MakeEngine(const Model& model, const LoraAdapter* adapter, int tokens = 1024,
                            cpu::SimdLevel simd = cpu::SimdLevel::kAvx512Bf16, KvDtype kv_dtype = KvDtype::kF32,
                            EngineThreading threading = {});
+
+// A random drafter adapter for `config` whose placeholder is the vocabulary's last id:
+// `magnitude` 0.5 drafts mostly right on the tiny models, a large one mostly wrong.
+std::unique_ptr<LoraAdapter> TinyAdapter(const ModelConfig& config, float magnitude, uint64_t seed);
 
 // A deep copy of an f32 model whose linear weights are W + scale·B·A.
 std::unique_ptr<Model> MergeLora(const Model& model, const LoraAdapter& adapter);

@@ -23,11 +23,7 @@ struct DecodeRun {
 
 DecodeRun Decode(const GenerationRequest& req, const ForwardCostCurve& curve, float lora_magnitude = 0.5f) {
   auto model = MakeRandomModel(testing::TinyConfig(48), {DType::kF32, 5, 2.0f});
-  RandomLoraOptions lo;
-  lo.magnitude = lora_magnitude;  // 0.5: mostly right drafts; large: mostly wrong
-  lo.seed = 15;
-  lo.placeholder_token_id = 47;
-  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto adapter = testing::TinyAdapter(model->config, lora_magnitude, 15);
   testing::EngineUnderTest engine = testing::MakeEngine(*model, adapter.get());
   const SequenceId seq = engine.kv->CreateSequence();
   SequenceDecoder decoder(req, engine.env, seq);

@@ -46,11 +46,7 @@ GenerationRequest Request(DecodingMode mode, bool assist) {
 
 TEST(PurePlanTest, PlanningTwiceGivesTheSamePlanAndAStalePlanIsRefused) {
   auto model = MakeRandomModel(testing::TinyConfig(48), {DType::kF32, 5, 2.0f});
-  RandomLoraOptions lo;
-  lo.magnitude = 0.5f;
-  lo.seed = 15;
-  lo.placeholder_token_id = 47;
-  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto adapter = testing::TinyAdapter(model->config, 0.5f, 15);
   testing::EngineUnderTest engine = testing::MakeEngine(*model, adapter.get());
   for (const auto& [mode, assist] :
        {std::pair{DecodingMode::kLossless, false}, std::pair{DecodingMode::kLossless, true},
