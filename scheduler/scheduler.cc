@@ -174,7 +174,8 @@ struct Scheduler::Impl {
   int64_t preemptions = 0;
   int64_t forwards = 0;
   // The cost curve's error on the forwards this scheduler ran, per kind (decode-only,
-  // carrying prefill), for the adaptive draft length.
+  // carrying prefill): the one cost model, for the adaptive draft length and the
+  // speedup accounting's split of each forward.
   ForwardCostCalibration calibration;
   ForwardOutput output;
   std::thread thread;

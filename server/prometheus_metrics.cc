@@ -198,9 +198,8 @@ void PrometheusMetrics::RegisterRequestFamilies() {
                         .Add({});
   request_success_ = &BuildCounter()
                           .Name("crossreg_request_success_total")
-                          .Help("Requests that finished normally, by {finish_reason} (stop = EOS or a stop token, "
-                                "length = max_tokens, context = the model's context length), as the engine ended "
-                                "them (text stop sequences are counted in crossreg_requests_ended_total).")
+                          .Help("Requests that finished normally, by {finish_reason} (stop = EOS, a stop token or "
+                                "a text stop sequence; length = max_tokens; context = the model's context length).")
                           .Register(r);
   requests_ended_ = &BuildCounter()
                          .Name("crossreg_requests_ended_total")
