@@ -58,7 +58,7 @@ DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) 
   }
   if (mode == DecodingMode::kNgram) {
     // The drafts first: γ' follows the acceptance of drafts from matches of this length.
-    ngrams_.Draft(tokens_, request_.decoding.gamma, &choice.ngram_match, env_.ngram_table);
+    choice.ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &choice.ngram_match, env_.ngram_table);
   }
   choice.decoding = WithGamma(request_.decoding, controller_.Choose(*cost, max_decode_rows, choice.ngram_match));
   choice.ar_fallback = choice.decoding.mode == DecodingMode::kAutoregressive;
@@ -84,13 +84,13 @@ StepPlan SequenceDecoder::PlanDecode(const DraftChoice& choice) const {
   plan.ar_fallback = choice.ar_fallback;
   plan.ngram_match = choice.ngram_match;
   plan.committed = static_cast<int64_t>(tokens_.size());
-  const std::vector<int32_t> drafts = PlanDrafts(plan);
+  const std::vector<int32_t> drafts = PlanDrafts(choice, plan);
   LayOutRows(drafts, plan);
   AskForSummaries(plan);
   return plan;
 }
 
-std::vector<int32_t> SequenceDecoder::PlanDrafts(StepPlan& plan) const {
+std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, StepPlan& plan) const {
   const DecodingConfig& it = plan.decoding;
   const int64_t remaining = request_.max_new_tokens - stats_.committed;
   const int64_t room = env_.model->max_position - plan.committed;  // drafts whose rows still fit
@@ -102,7 +102,7 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(StepPlan& plan) const {
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
       if (plan.ngram_match > 0) {  // adaptive: γ' was chosen for the drafts of this match
-        drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, nullptr, env_.ngram_table);
+        drafts = choice.ngram_drafts;
         drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
       } else {
         int match = 0;  // a shared memory files these drafts' verdicts by match length
@@ -175,7 +175,7 @@ void SequenceDecoder::LayOutRows(const std::vector<int32_t>& drafts, StepPlan& p
   }
 }
 
-DraftBuffer SequenceDecoder::DraftsOf(const StepPlan& plan) const {
+DraftBuffer SequenceDecoder::TakeDrafts(const StepPlan& plan) {
   DraftBuffer drafts;
   drafts.reserve(static_cast<size_t>(plan.drafts));
   const bool one_hot = plan.decoding.mode == DecodingMode::kNgram;
@@ -184,7 +184,7 @@ DraftBuffer SequenceDecoder::DraftsOf(const StepPlan& plan) const {
     if (one_hot || k < plan.assisted_drafts) {
       drafts.push_back(Draft{token, {}, false});
     } else {
-      drafts.push_back(buffer_[static_cast<size_t>(k)]);
+      drafts.push_back(std::move(buffer_[static_cast<size_t>(k)]));  // the refill replaces the buffer
     }
   }
   return drafts;
@@ -233,7 +233,7 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
     first_logits_.assign(logits.logits.begin(), logits.logits.begin() + vocab_);
   }
   VerifyOutcome outcome =
-      Verify(plan, logits, vocab_, DraftsOf(plan), request_.sampling, acceptor_, rng_, request_.fault);
+      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault);
   // The cache keeps x_last and the accepted drafts.
   cached_ = outcome.kv_keep;
   step.kv_length = cached_;

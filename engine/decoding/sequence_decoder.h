@@ -100,14 +100,14 @@ class SequenceDecoder {
   // One decode iteration's plan, in two parts: the drafts to verify (the buffer, or
   // the n-gram index's, trimmed to what fits), then the rows.
   StepPlan PlanDecode(const DraftChoice& choice) const;
-  std::vector<int32_t> PlanDrafts(StepPlan& plan) const;
+  std::vector<int32_t> PlanDrafts(const DraftChoice& choice, StepPlan& plan) const;
   void LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads
   // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
   void AskForSummaries(StepPlan& plan) const;
-  // The drafts `plan` verifies, with their q: one-hot for n-gram drafts, the buffer's
-  // otherwise.
-  DraftBuffer DraftsOf(const StepPlan& plan) const;
+  // The drafts `plan` verifies, with their q: one-hot for n-gram drafts, moved out of
+  // the buffer otherwise (Apply installs the refill in its place).
+  DraftBuffer TakeDrafts(const StepPlan& plan);
   absl::Status CheckPlanIsCurrent(const StepPlan& plan) const;
   void Apply(const StepPlan& plan, VerifyOutcome outcome, StepOutcome& step);
   StopReason StopOf(int32_t token) const;  // kNone: the token does not end the request

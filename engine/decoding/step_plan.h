@@ -18,6 +18,7 @@ struct DraftChoice {
   DecodingConfig decoding;   // the request's, with γ' when adaptive
   bool ar_fallback = false;  // a speculative request that runs this forward as plain AR
   int ngram_match = 0;       // adaptive n-gram: tokens of the context match its drafts come from
+  std::vector<int32_t> ngram_drafts;  // adaptive n-gram: the drafts γ' was chosen for (up to the request's γ)
 };
 
 struct StepPlan {
