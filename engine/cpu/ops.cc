@@ -40,6 +40,7 @@ void ApplyRope(float* vec, int num_heads, int head_dim, const float* cos, const 
 
 void SwiGlu(float* gate, const float* up, int64_t n) {
   if (Avx512()) return internal::SwiGluAvx512(gate, up, n);
+  if (Avx2()) return internal::SwiGluAvx2(gate, up, n);
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
@@ -48,6 +49,7 @@ void SwiGlu(float* gate, const float* up, int64_t n) {
 
 void Softmax(float* x, int64_t n) {
   if (Avx512()) return internal::SoftmaxAvx512(x, n);
+  if (Avx2()) return internal::SoftmaxAvx2(x, n);
   float max = x[0];
   for (int64_t i = 1; i < n; ++i) max = std::fmax(max, x[i]);
   float sum = 0.0f;

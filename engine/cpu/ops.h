@@ -50,6 +50,9 @@ void RmsNormAvx512(const float* x, const float* weight, int64_t n, float eps, fl
 void RopeAvx512(float* vec, int num_heads, int head_dim, const float* cos, const float* sin);
 void SwiGluAvx512(float* gate, const float* up, int64_t n);
 void SoftmaxAvx512(float* x, int64_t n);
+// ops_avx2.cc; call only when the CPU has AVX2 and FMA.
+void SwiGluAvx2(float* gate, const float* up, int64_t n);
+void SoftmaxAvx2(float* x, int64_t n);
 float DotAvx2(const float* a, const float* b, int64_t n);
 float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n);
 void AxpyAvx2(float* out, float p, const float* v, int64_t n);

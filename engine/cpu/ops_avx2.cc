@@ -1,10 +1,14 @@
 // AVX2 + FMA versions of the attention's per-key operations (engine/cpu/ops.h): a
 // query-key dot product and a probability-weighted value accumulation, f32 or bf16
-// cache. Without them an AVX2 CPU would run the portable loops, which make attention the
-// largest cost of a prefill there. Compiled with -mavx2 -mfma; called only after
-// run-time detection.
+// cache; and of softmax and SwiGLU. Without them an AVX2 CPU would run the portable
+// loops, which make attention the largest cost of a prefill there. Compiled with -mavx2
+// -mfma; called only after run-time detection.
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
+
+#include "engine/cpu/exp_avx2.h"
 #include "engine/cpu/ops.h"
 
 namespace crossreg::cpu::internal {
@@ -39,6 +43,19 @@ float DotWith(const float* a, const T* b, int64_t n) {
   return HorizontalSum(_mm256_add_ps(acc0, acc1)) + tail;
 }
 
+inline float HorizontalMax(__m256 v) {
+  __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+  m = _mm_max_ss(m, _mm_movehdup_ps(m));
+  return _mm_cvtss_f32(m);
+}
+
+// Lanes [0, count) set, for a tail of count < 8 elements.
+inline __m256 TailMask(int64_t count) {
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), lanes));
+}
+
 template <typename T>
 void AxpyWith(float* out, float p, const T* v, int64_t n) {
   const __m256 vp = _mm256_set1_ps(p);
@@ -50,6 +67,39 @@ void AxpyWith(float* out, float p, const T* v, int64_t n) {
 }
 
 }  // namespace
+
+void SwiGluAvx2(float* gate, const float* up, int64_t n) {
+  const __m256 one = _mm256_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i mask = _mm256_castps_si256(TailMask(std::min<int64_t>(8, n - i)));
+    const __m256 g = _mm256_maskload_ps(gate + i, mask);
+    const __m256 silu = _mm256_div_ps(g, _mm256_add_ps(one, ExpAvx2(_mm256_sub_ps(_mm256_setzero_ps(), g))));
+    _mm256_maskstore_ps(gate + i, mask, _mm256_mul_ps(silu, _mm256_maskload_ps(up + i, mask)));
+  }
+}
+
+void SoftmaxAvx2(float* x, int64_t n) {
+  __m256 mx = _mm256_set1_ps(-INFINITY);
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 m = TailMask(std::min<int64_t>(8, n - i));
+    const __m256 v = _mm256_maskload_ps(x + i, _mm256_castps_si256(m));
+    mx = _mm256_max_ps(mx, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, m));
+  }
+  const __m256 max = _mm256_set1_ps(HorizontalMax(mx));
+  __m256 sum = _mm256_setzero_ps();
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256 m = TailMask(std::min<int64_t>(8, n - i));
+    const __m256i mi = _mm256_castps_si256(m);
+    const __m256 e = _mm256_and_ps(m, ExpAvx2(_mm256_sub_ps(_mm256_maskload_ps(x + i, mi), max)));
+    _mm256_maskstore_ps(x + i, mi, e);
+    sum = _mm256_add_ps(sum, e);
+  }
+  const __m256 inv = _mm256_set1_ps(1.0f / HorizontalSum(sum));
+  for (int64_t i = 0; i < n; i += 8) {
+    const __m256i mi = _mm256_castps_si256(TailMask(std::min<int64_t>(8, n - i)));
+    _mm256_maskstore_ps(x + i, mi, _mm256_mul_ps(_mm256_maskload_ps(x + i, mi), inv));
+  }
+}
 
 float DotAvx2(const float* a, const float* b, int64_t n) { return DotWith(a, b, n); }
 float DotBf16Avx2(const float* a, const uint16_t* b, int64_t n) { return DotWith(a, b, n); }

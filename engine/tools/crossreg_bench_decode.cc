@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -30,6 +31,7 @@
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
 #include "engine/runtime/open_engine.h"
+#include "engine/quant/ggml_blocks.h"
 #include "engine/sampler.h"
 
 ABSL_FLAG(std::vector<std::string>, model, {}, "Models to benchmark (.gguf or HF directories)");
@@ -47,6 +49,8 @@ ABSL_FLAG(int, repeats, 3, "Measurements per figure; the best is reported");
 ABSL_FLAG(int, prefill, 512, "Prompt tokens of the prefill measurement (one forward); 0 = skip");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
 ABSL_FLAG(bool, gemm, true, "Also time the linear kernel alone at the ~110M model's shapes");
+ABSL_FLAG(std::vector<std::string>, gemm_types, std::vector<std::string>({"bf16"}),
+          "Weight types of the --gemm table: bf16, f32, q8_0, q4_0, q4_k, q5_k, q6_k");
 
 namespace crossreg {
 namespace {
@@ -278,31 +282,66 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
 
 // The linear kernel alone: bf16 weights (out x in) times `rows` f32 rows, best of 5,
 // as GFLOP/s and a fraction of the measured bf16 dot-product peak.
-void BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
-  std::printf("\nLinear kernel alone (bf16 weights, %s):\n", cpu::SimdLevelName(cpu::DetectedSimdLevel()));
-  const cpu::ComputePeaks::Peak peak = peaks.PeakFor(DType::kBF16);
-  std::printf("| out x in | rows | ms | GFLOP/s | of the %s peak |\n|---|---|---|---|---|\n", peak.name);
-  Rng rng(7);
-  for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
-    std::vector<uint16_t> w(static_cast<size_t>(out * in));
-    for (auto& v : w) v = F32ToBf16(static_cast<float>(rng.Uniform() - 0.5));
-    const cpu::PackedWeights packed = cpu::PackedWeights::Pack(TensorRef{DType::kBF16, {out, in}, w.data()}, &pool);
-    for (int rows : {1, 16, 32, 512}) {
-      std::vector<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
-      for (auto& v : x) v = static_cast<float>(rng.Uniform() - 0.5);
-      double best = 1e30;
-      for (int rep = 0; rep < 6; ++rep) {
-        const auto t0 = Clock::now();
-        cpu::Linear(packed, x.data(), rows, y.data(), pool);
-        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
-        if (rep > 0) best = std::min(best, t);
+// Random weights of `type` (out, in), as a packer reads them: element types stored as
+// such, block types quantized the way a GGUF writer would.
+std::vector<unsigned char> RandomWeights(DType type, int64_t out, int64_t in, Rng& rng) {
+  std::vector<float> w(static_cast<size_t>(out * in));
+  for (auto& v : w) v = static_cast<float>(rng.Uniform() - 0.5);
+  std::vector<unsigned char> bytes(DTypeBytes(type, out * in));
+  if (type == DType::kF32) {
+    std::memcpy(bytes.data(), w.data(), bytes.size());
+  } else if (type == DType::kBF16) {
+    for (size_t i = 0; i < w.size(); ++i) {
+      const uint16_t b = F32ToBf16(w[i]);
+      std::memcpy(bytes.data() + 2 * i, &b, 2);
+    }
+  } else {
+    quant::Quantize(type, w.data(), bytes.data(), out * in);
+  }
+  return bytes;
+}
+
+absl::StatusOr<DType> GemmType(const std::string& name) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+    if (absl::EqualsIgnoreCase(std::string(DTypeName(t)), name)) return t;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--gemm_types: unknown weight type '", name, "'; expected bf16, f32, q8_0, q4_0, q4_k, q5_k or q6_k"));
+}
+
+int BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
+  for (const std::string& name : absl::GetFlag(FLAGS_gemm_types)) {
+    const absl::StatusOr<DType> type = GemmType(name);
+    if (!type.ok()) {
+      std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(type.status().message()).c_str());
+      return 2;
+    }
+    std::printf("\nLinear kernel alone (%s weights, %s):\n", std::string(DTypeName(*type)).c_str(),
+                cpu::SimdLevelName(cpu::DetectedSimdLevel()));
+    const cpu::ComputePeaks::Peak peak = peaks.PeakFor(*type);
+    std::printf("| out x in | rows | ms | GOP/s | of the %s peak | weight GB/s |\n|---|---|---|---|---|---|\n", peak.name);
+    Rng rng(7);
+    for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
+      const std::vector<unsigned char> w = RandomWeights(*type, out, in, rng);
+      const cpu::PackedWeights packed = cpu::PackedWeights::Pack(TensorRef{*type, {out, in}, w.data()}, &pool);
+      for (int rows : {1, 16, 32, 512}) {
+        std::vector<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
+        for (auto& v : x) v = static_cast<float>(rng.Uniform() - 0.5);
+        double best = 1e30;
+        for (int rep = 0; rep < 6; ++rep) {
+          const auto t0 = Clock::now();
+          cpu::Linear(packed, x.data(), rows, y.data(), pool);
+          const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+          if (rep > 0) best = std::min(best, t);
+        }
+        const double ops = 2.0 * out * in * rows / best;
+        std::printf("| %lld x %lld | %d | %.3f | %.1f | %.0f%% | %.1f |\n", static_cast<long long>(out),
+                    static_cast<long long>(in), rows, best * 1e3, ops / 1e9, peak.rate > 0 ? 100 * ops / peak.rate : 0.0,
+                    static_cast<double>(packed.bytes()) / best / 1e9);
       }
-      const double flops = 2.0 * out * in * rows / best;
-      std::printf("| %lld x %lld | %d | %.3f | %.1f | %.0f%% |\n", static_cast<long long>(out),
-                  static_cast<long long>(in), rows, best * 1e3, flops / 1e9,
-                  peak.rate > 0 ? 100 * flops / peak.rate : 0.0);
     }
   }
+  return 0;
 }
 
 int Run() {
@@ -319,7 +358,9 @@ int Run() {
               peaks.bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(peaks.bf16_dot_flops / 1e9)) + " GFLOP/s").c_str()
                                        : "none (no AVX512_BF16: bf16 weights run on the f32 FMA peak)",
               peaks.int8_dot_ops / 1e9, peaks.int8_isa.c_str());
-  if (absl::GetFlag(FLAGS_gemm)) BenchGemm(pool, peaks);
+  if (absl::GetFlag(FLAGS_gemm)) {
+    if (const int rc = BenchGemm(pool, peaks); rc != 0) return rc;
+  }
   pool.ParallelFor(1, 1, [](int64_t, int64_t) {});  // workers idle from here on
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     auto model = LoadModel(path);
