@@ -87,7 +87,7 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   const bool avx512 = DetectedSimdLevel() >= SimdLevel::kAvx512;
   const bool avx2 = DetectedSimdLevel() >= SimdLevel::kAvx2;
   // Groups of consecutive rows of one sequence (the same block table), up to
-  // kMaxGroupRows each, which the AVX-512 kernel attends together; the portable path
+  // kMaxGroupRows each, which the SIMD kernels attend together; the portable path
   // takes them one row at a time. Grouping never changes a row's result.
   thread_local std::vector<int32_t> group_start;
   group_start.clear();
@@ -122,8 +122,8 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
                         a.table_offset[starts[static_cast<size_t>(g) - 1]] == a.table_offset[r0] &&
                         2 * int64_t{a.num_cached[r0 + count - 1]} * a.head_dim * element_bytes <= kWarmKvBytes;
       if (avx512 && internal::AttendRowsAvx512(a, r0, count, h, scores, !warm)) continue;
+      if (avx2 && !avx512 && internal::AttendRowsAvx2(a, r0, count, h, scores)) continue;
       for (int64_t r = r0; r < r0 + count; ++r) {
-        if (avx2 && !avx512 && internal::AttendRowAvx2(a, r, h, scores)) continue;
         if (a.cache_element == KvElement::kBf16) {
           AttendOne<uint16_t>(a, r, h, scores);
         } else {

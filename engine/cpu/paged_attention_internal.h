@@ -1,4 +1,4 @@
-// The AVX-512 attention kernel behind engine/cpu/paged_attention.h.
+// The SIMD attention kernels behind engine/cpu/paged_attention.h.
 #pragma once
 
 #include <cstdint>
@@ -8,7 +8,7 @@
 
 namespace crossreg::cpu::internal {
 
-// Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
+// Rows attended together by the AVX-512 and AVX2 kernels: consecutive rows of one sequence share
 // each key load (their scores' FMA chains interleave).
 inline constexpr int kMaxGroupRows = 4;
 
@@ -21,9 +21,10 @@ inline constexpr int kMaxGroupRows = 4;
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch);
 
-// One row and head on AVX2 (engine/cpu/paged_attention_avx2.cc), for the
+// Rows [r0, r0 + count) and head h on AVX2 (engine/cpu/paged_attention_avx2.cc), as
+// AttendRowsAvx512 (each row's result bitwise the same as with count = 1), for the
 // kBlockTransposed layout with head_dim a multiple of 64 and block_size a multiple of 8;
 // false otherwise (the portable path then runs). Call only with AVX2.
-bool AttendRowAvx2(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>& scratch);
+bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch);
 
 }  // namespace crossreg::cpu::internal

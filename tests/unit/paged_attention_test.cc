@@ -111,6 +111,68 @@ TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
   }
 }
 
+// Lossless = AR rests on it: the SIMD kernels attend up to 4 rows of one sequence
+// together, and each row's output must be bitwise what the row gets alone. Rows with
+// contexts that end in different blocks and inside groups of 8, and predictive rows.
+TEST_P(PagedAttentionTest, ARowsResultIsBitwiseTheSameAloneAndInAGroup) {
+  const auto [element, hd] = GetParam();
+  const int heads = 2, kv_heads = 1, bs = 16, blocks = 6;
+  const int64_t kv_dim = int64_t{kv_heads} * hd;
+  Rng rng(9);
+  auto uniform = [&rng] { return static_cast<float>(rng.Uniform() * 2 - 1); };
+  const std::vector<int32_t> table = {4, 1, 5, 0, 3, 2};
+  std::vector<float> k(static_cast<size_t>(blocks * kv_dim * bs)), v(k.size());
+  for (auto& x : k) x = uniform();
+  for (auto& x : v) x = uniform();
+  std::vector<uint16_t> k16(k.size()), v16(v.size());
+  for (size_t i = 0; i < k.size(); ++i) k16[i] = F32ToBf16(k[i]), v16[i] = F32ToBf16(v[i]);
+  const int rows = 7;  // a group of 4, then one of 3
+  const std::vector<int32_t> num_cached = {70, 33, 8, 95, 41, 41, 41}, num_own = {0, 0, 0, 0, 1, 2, 3};
+  const std::vector<int32_t> table_offset(rows, 0), group_begin = {0, 0, 0, 0, 0, 0, 0}, group_rows = {4, 5, 6};
+  std::vector<float> q(static_cast<size_t>(rows * heads * hd)), pred_k(static_cast<size_t>(rows * kv_dim)),
+      pred_v(pred_k.size());
+  for (auto& x : q) x = uniform();
+  for (auto& x : pred_k) x = uniform();
+  for (auto& x : pred_v) x = uniform();
+  PagedAttentionArgs a;
+  a.q_stride = int64_t{heads} * hd;
+  a.cache_element = element;
+  a.kv_layout = KvLayout::kBlockTransposed;
+  a.k_cache = element == KvElement::kBf16 ? static_cast<const void*>(k16.data()) : k.data();
+  a.v_cache = element == KvElement::kBf16 ? static_cast<const void*>(v16.data()) : v.data();
+  a.pred_k = pred_k.data();
+  a.pred_v = pred_v.data();
+  a.block_tables = table.data();
+  a.num_heads = heads;
+  a.num_kv_heads = kv_heads;
+  a.head_dim = hd;
+  a.block_size = bs;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  a.out_stride = int64_t{heads} * hd;
+  auto run = [&](int first, int count, float* out) {
+    PagedAttentionArgs b = a;
+    b.q = q.data() + first * a.q_stride;
+    b.table_offset = table_offset.data() + first;
+    b.num_cached = num_cached.data() + first;
+    b.num_own = num_own.data() + first;
+    b.group_begin = group_begin.data() + first;
+    b.group_rows = group_rows.data();
+    b.rows = count;
+    b.out = out;
+    PagedAttention(b, nullptr);
+  };
+  std::vector<float> together(q.size(), -7.0f);
+  run(0, rows, together.data());
+  for (int r = 0; r < rows; ++r) {
+    std::vector<float> alone(static_cast<size_t>(a.out_stride), -7.0f);
+    run(r, 1, alone.data());
+    for (int64_t e = 0; e < a.out_stride; ++e) {
+      ASSERT_EQ(alone[static_cast<size_t>(e)], together[static_cast<size_t>(r * a.out_stride + e)])
+          << "row " << r << " element " << e << " on " << SimdLevelName(DetectedSimdLevel());
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Caches, PagedAttentionTest,
                          ::testing::Combine(::testing::Values(KvElement::kF32, KvElement::kBf16),
                                             ::testing::Values(8, 64, 128)),
