@@ -70,8 +70,9 @@ void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
 // kQ8 panels (engine/cpu/packed_weights.h) with quantized rows: per output, per group
 // of S inputs, the exact integer sum of q_w * q_x, then in float
 //   acc = fma(float(isum), scale_w * scale_x, acc)
-//   acc = fma(-float(sum_x), min_w * scale_x, acc)        (formats with mins)
-// group after group, the same operations on every path, so the paths agree bitwise
+//   acc = fma(-(float(sum_x) * scale_x), min_w, acc)      (formats with mins)
+// group after group (the min term's product is the row's, one per group, not one per
+// output), the same operations on every path, so the paths agree bitwise
 // (the tests hold them to it) and a row's result never depends on its tile.
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);

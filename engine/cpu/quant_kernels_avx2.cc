@@ -52,7 +52,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     // The rows' scales and sums stay in memory, broadcast where used: held in registers
     // across the quarters they spill the accumulators.
     float xs[R];
-    float xsum[R];
+    float xsum[R];  // the row's sum of the group's codes times its scale
     const int8_t* xq[R];
     for (int r = 0; r < R; ++r) {
       const int64_t row = first_row + r;
@@ -60,7 +60,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
       xq[r] = qx.q + row * in + g * S;
       if constexpr (kMin) {
         const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
-        xsum[r] = S == 16 ? s16[0] : s16[0] + s16[1];
+        xsum[r] = (S == 16 ? s16[0] : s16[0] + s16[1]) * xs[r];
       }
     }
     // Not unrolled: unrolled, the compiler keeps every step's broadcast activations live
@@ -89,11 +89,13 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
             for (int r = 0; r < R; ++r) {
               const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(Broadcast4(xr[r] + step * 4), w));
               run[r] = kRun == 1 ? p : _mm256_add_epi16(run[r], p);
+              if constexpr (kRun > 1) asm("" : "+x"(run[r]));
             }
           } else {
             for (int r = 0; r < R; ++r) {
               const __m256i p = _mm256_maddubs_epi16(w, Broadcast4(xr[r] + step * 4));
               run[r] = kRun == 1 ? p : _mm256_add_epi16(run[r], p);
+              asm("" : "+x"(run[r]));  // as isum below: no re-association, no spills
             }
           }
         }
@@ -111,7 +113,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(ws, xsr), v);
         if constexpr (kMin) {
           const __m256 wm = _mm256_loadu_ps(scales + kPanelWidth + 8 * quarter);
-          v = _mm256_fnmadd_ps(_mm256_broadcast_ss(&xsum[r]), _mm256_mul_ps(wm, xsr), v);
+          v = _mm256_fnmadd_ps(_mm256_broadcast_ss(&xsum[r]), wm, v);
         }
         _mm256_storeu_ps(acc[r] + 8 * quarter, v);
       }

@@ -49,10 +49,10 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
         float scales[2 * kPanelWidth];
         std::memcpy(scales, group + 32 * sub, (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
         const float xs = a.qx->scale[r * (in / 32) + (g * sub) / 32];
-        float xsum = 0;
+        float xsum = 0;  // the group's code sum (exact: small integers) times its scale
         if (layout.has_min) {
           const float* s16 = a.qx->sum16 + r * (in / 16) + (g * sub) / 16;
-          xsum = sub == 16 ? s16[0] : s16[0] + s16[1];  // exact: small integers
+          xsum = (sub == 16 ? s16[0] : s16[0] + s16[1]) * xs;
         }
         for (int o = 0; o < kPanelWidth; ++o) {
           const int quarter = o / 8, lane = o % 8;
@@ -63,7 +63,7 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
             isum += static_cast<int32_t>(layout.signed_quants ? wq : static_cast<uint8_t>(wq)) * xq[g * sub + kk];
           }
           acc[o] = std::fma(static_cast<float>(isum), scales[o] * xs, acc[o]);
-          if (layout.has_min) acc[o] = std::fma(-xsum, scales[kPanelWidth + o] * xs, acc[o]);
+          if (layout.has_min) acc[o] = std::fma(-xsum, scales[kPanelWidth + o], acc[o]);
         }
       }
       std::copy_n(acc, width, a.y + r * a.y_stride + j * kPanelWidth);

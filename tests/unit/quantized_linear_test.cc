@@ -90,7 +90,7 @@ std::vector<float> IntegerReference(const QuantWeight& w, const std::vector<floa
           // Formats with mins store unsigned codes: isum above used the signed view of
           // values 0..63, which is the same number.
           acc = std::fma(static_cast<float>(isum), scale[static_cast<size_t>(s)] * xs, acc);
-          if (codes.has_min) acc = std::fma(-static_cast<float>(xsum), min[static_cast<size_t>(s)] * xs, acc);
+          if (codes.has_min) acc = std::fma(-(static_cast<float>(xsum) * xs), min[static_cast<size_t>(s)], acc);
         }
       }
       y[static_cast<size_t>(r * out + o)] = acc;
