@@ -22,18 +22,33 @@ inline __m256i Broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// How far ahead of its reads a streaming tile asks for the panel's bytes. The hardware
-// prefetchers alone left one row's kernel waiting on DRAM (batch-1 decode at about 60% of
-// the bandwidth roofline on Zen 3); 2 KiB ahead (about two Q8_0 groups) brought it to
-// about 80%. Past the panel's end the prefetches run into the next panel of the thread's
-// contiguous range (a prefetch never faults).
+// What a tile asks the memory for while it computes: `lines` cache lines per group,
+// from `from` on. A panel's first tile reads the panel from memory: it streams it,
+// kPrefetchBytes ahead of its reads (the hardware prefetchers alone left one row's kernel
+// waiting on DRAM, batch-1 decode at about 60% of the bandwidth roofline on Zen 3; 2 KiB,
+// about two Q8_0 groups, brought it to about 80%). The panel's other tiles find it in
+// cache, and between them request the next panel, so a verify step's later tiles compute
+// while the memory works instead of leaving it idle (a prefetch never faults; past the
+// thread's range or the matrix it runs into the next panels of the arena, which the
+// forward reads next).
+struct Prefetch {
+  const unsigned char* from = nullptr;
+  int64_t lines = 0;
+};
 constexpr int64_t kPrefetchBytes = 2048;
 
+Prefetch PrefetchFor(const PanelArgs& a, const unsigned char* panel, int t) {
+  const int64_t groups = a.w->k_steps();
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  if (t == 0) return {panel + kPrefetchBytes, (group_bytes + 63) / 64};
+  const int64_t share = (a.w->panel_bytes() / 64 + a.num_tiles - 2) / (a.num_tiles - 1);  // lines per tile
+  return {panel + a.w->panel_bytes() + (t - 1) * share * 64, (share + groups - 1) / groups};
+}
+
 // One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
-// kStream: the panel's first tile, which reads it from memory (the others find it in
-// cache), prefetches ahead.
-template <int R, int S, bool kSigned, bool kMin, int kRun, bool kStream>
-void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, float (*acc)[kPanelWidth]) {
+template <int R, int S, bool kSigned, bool kMin, int kRun>
+void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, Prefetch prefetch,
+               float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
   const int64_t groups = a.w->k_steps();
@@ -43,10 +58,9 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
   for (int64_t g = 0; g < groups; ++g) {
     const unsigned char* group = panel + g * group_bytes;
-    if constexpr (kStream) {
-      for (int64_t o = 0; o < group_bytes; o += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(group + kPrefetchBytes + o), _MM_HINT_T0);
-      }
+    const unsigned char* ahead = prefetch.from + g * prefetch.lines * 64;
+    for (int64_t l = 0; l < prefetch.lines; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
     }
     const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
     // The rows' scales and sums stay in memory, broadcast where used: held in registers
@@ -121,13 +135,14 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
-template <int S, bool kSigned, bool kMin, int kRun, bool kStream>
-void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, float (*acc)[kPanelWidth]) {
+template <int S, bool kSigned, bool kMin, int kRun>
+void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, Prefetch prefetch,
+          float (*acc)[kPanelWidth]) {
   switch (tile.rows) {
-    case 4: return QuantTile<4, S, kSigned, kMin, kRun, kStream>(a, panel, tile.first_row, acc);
-    case 3: return QuantTile<3, S, kSigned, kMin, kRun, kStream>(a, panel, tile.first_row, acc);
-    case 2: return QuantTile<2, S, kSigned, kMin, kRun, kStream>(a, panel, tile.first_row, acc);
-    default: return QuantTile<1, S, kSigned, kMin, kRun, kStream>(a, panel, tile.first_row, acc);
+    case 4: return QuantTile<4, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
+    case 3: return QuantTile<3, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
+    case 2: return QuantTile<2, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
+    default: return QuantTile<1, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
   }
 }
 
@@ -139,11 +154,7 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const unsigned char* panel = a.w->panel(j);
     for (int t = 0; t < a.num_tiles; ++t) {
       const RowTile& tile = a.tiles[t];
-      if (t == 0) {
-        Tile<S, kSigned, kMin, kRun, true>(a, panel, tile, acc);
-      } else {
-        Tile<S, kSigned, kMin, kRun, false>(a, panel, tile, acc);
-      }
+      Tile<S, kSigned, kMin, kRun>(a, panel, tile, PrefetchFor(a, panel, t), acc);
       for (int64_t r = 0; r < tile.rows; ++r) {
         std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
       }
