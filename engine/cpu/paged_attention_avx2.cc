@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "engine/cpu/ops.h"
@@ -41,145 +42,160 @@ constexpr int kPassElements = G == 1 ? 64 : G == 2 ? 32 : 16;
 // Groups of 8 keys scored at once per row: independent FMA chains hide their latency,
 // G x kKeyGroups accumulators.
 template <int G>
-constexpr int kKeyGroups = G == 1 ? 4 : G == 2 ? 4 : 2;
+constexpr int kKeyGroups = G <= 2 ? 4 : 2;
 
 // Rows [r0, r0 + G) of one sequence (one block table) and head h. The rows share each
 // key and value load; each row's arithmetic is the one-row kernel's, in the same order.
 template <typename T, int G>
-void Attend(const PagedAttentionArgs& a, int64_t r0, int h, std::vector<float>& scratch) {
-  const int hd = a.head_dim, bs = a.block_size;
-  const int kv_head = h / (a.num_heads / a.num_kv_heads);
-  const int64_t kv_dim = int64_t{a.num_kv_heads} * hd, kv_off = int64_t{kv_head} * hd;
-  const int32_t* table = a.block_tables + a.table_offset[r0];
-  const T* k_cache = static_cast<const T*>(a.k_cache);
-  const T* v_cache = static_cast<const T*>(a.v_cache);
-  auto key_lanes = [&](int64_t t) {  // key element d of position t at [d * bs]
-    return k_cache + (int64_t{table[t / bs]} * a.num_kv_heads + kv_head) * hd * bs + t % bs;
-  };
-  auto value_row = [&](int64_t t) {
-    return v_cache + ((int64_t{table[t / bs]} * a.num_kv_heads + kv_head) * bs + t % bs) * hd;
-  };
-  const float* q[G];
-  int64_t n_cached[G], n[G];
-  int64_t max_cached = 0, min_cached = INT64_MAX, max_n = 0;
-  for (int i = 0; i < G; ++i) {
-    const int64_t r = r0 + i;
-    q[i] = a.q + r * a.q_stride + int64_t{h} * hd;
-    n_cached[i] = a.num_cached[r];
-    n[i] = n_cached[i] + a.num_own[r];
-    max_cached = std::max(max_cached, n_cached[i]);
-    min_cached = std::min(min_cached, n_cached[i]);
-    max_n = std::max(max_n, n[i]);
+class RowGroup {
+ public:
+  RowGroup(const PagedAttentionArgs& a, int64_t r0, int h, std::vector<float>& scratch)
+      : a_(a), r0_(r0), h_(h), hd_(a.head_dim), bs_(a.block_size), kv_head_(h / (a.num_heads / a.num_kv_heads)),
+        table_(a.block_tables + a.table_offset[r0]) {
+    int64_t max_n = 0;
+    for (int i = 0; i < G; ++i) {
+      q_[i] = a.q + (r0 + i) * a.q_stride + int64_t{h} * hd_;
+      n_cached_[i] = a.num_cached[r0 + i];
+      n_[i] = n_cached_[i] + a.num_own[r0 + i];
+      max_cached_ = std::max(max_cached_, n_cached_[i]);
+      min_cached_ = std::min(min_cached_, n_cached_[i]);
+      max_n = std::max(max_n, n_[i]);
+    }
+    scratch.resize(static_cast<size_t>(G * max_n));
+    for (int i = 0; i < G; ++i) s_[i] = scratch.data() + i * max_n;
   }
-  scratch.resize(static_cast<size_t>(G * max_n));
-  float* s[G];
-  for (int i = 0; i < G; ++i) s[i] = scratch.data() + i * max_n;
-  const __m256 scale = _mm256_set1_ps(a.scale);
 
-  // Cached keys: full groups of 8 inside a block up to the longest row's context, scored
-  // for every row (a row past its own context scores keys it then ignores).
-  thread_local std::vector<int64_t> groups;  // first position of each full group
-  groups.clear();
-  for (int64_t t = 0; t < max_cached; t += bs) {
-    const int64_t count = std::min<int64_t>(bs, max_cached - t);
-    for (int64_t j = 0; j + 8 <= count; j += 8) groups.push_back(t + j);
+  void Run() {
+    ScoreFullKeyGroups();
+    for (int i = 0; i < G; ++i) {
+      ScoreTailAndOwnKeys(i);
+      Softmax(s_[i], n_[i]);
+    }
+    for (int c0 = 0; c0 < hd_; c0 += kPassElements<G>) SumValues(c0);
   }
-  constexpr int KG = kKeyGroups<G>;
-  size_t g = 0;
-  for (; g + KG <= groups.size(); g += KG) {
+
+ private:
+  const T* KeyLanes(int64_t t) const {  // key element d of position t at [d * bs]
+    return static_cast<const T*>(a_.k_cache) +
+           (int64_t{table_[t / bs_]} * a_.num_kv_heads + kv_head_) * hd_ * bs_ + t % bs_;
+  }
+  const T* ValueRow(int64_t t) const {
+    return static_cast<const T*>(a_.v_cache) +
+           ((int64_t{table_[t / bs_]} * a_.num_kv_heads + kv_head_) * bs_ + t % bs_) * hd_;
+  }
+  // Row i's own (predictive) key or value for position t >= its cached context.
+  const float* OwnRow(const float* base, int i, int64_t t) const {
+    const int64_t row = a_.group_rows[a_.group_begin[r0_ + i] + (t - n_cached_[i])];
+    return base + row * int64_t{a_.num_kv_heads} * hd_ + int64_t{kv_head_} * hd_;
+  }
+
+  // KG full groups of 8 keys from groups[g] on, for every row.
+  template <int KG>
+  void ScoreKeyGroups(const std::vector<int64_t>& groups, size_t g) {
     __m256 acc[G][KG];
     const T* k[KG];
-    for (int j = 0; j < KG; ++j) k[j] = key_lanes(groups[g + j]);
+    for (int j = 0; j < KG; ++j) k[j] = KeyLanes(groups[g + j]);
     for (int i = 0; i < G; ++i)
       for (int j = 0; j < KG; ++j) acc[i][j] = _mm256_setzero_ps();
-    for (int d = 0; d < hd; ++d) {
+    for (int d = 0; d < hd_; ++d) {
       __m256 kd[KG];
-      for (int j = 0; j < KG; ++j) kd[j] = Load8(k[j] + int64_t{d} * bs);
+      for (int j = 0; j < KG; ++j) kd[j] = Load8(k[j] + int64_t{d} * bs_);
       for (int i = 0; i < G; ++i) {
-        const __m256 qd = _mm256_broadcast_ss(q[i] + d);
+        const __m256 qd = _mm256_broadcast_ss(q_[i] + d);
         for (int j = 0; j < KG; ++j) acc[i][j] = _mm256_fmadd_ps(qd, kd[j], acc[i][j]);
       }
     }
+    const __m256 scale = _mm256_set1_ps(a_.scale);
     for (int i = 0; i < G; ++i)
-      for (int j = 0; j < KG; ++j) _mm256_storeu_ps(s[i] + groups[g + j], _mm256_mul_ps(acc[i][j], scale));
-  }
-  for (; g < groups.size(); ++g) {
-    __m256 acc[G];
-    for (int i = 0; i < G; ++i) acc[i] = _mm256_setzero_ps();
-    const T* k = key_lanes(groups[g]);
-    for (int d = 0; d < hd; ++d) {
-      const __m256 kd = Load8(k + int64_t{d} * bs);
-      for (int i = 0; i < G; ++i) acc[i] = _mm256_fmadd_ps(_mm256_broadcast_ss(q[i] + d), kd, acc[i]);
-    }
-    for (int i = 0; i < G; ++i) _mm256_storeu_ps(s[i] + groups[g], _mm256_mul_ps(acc[i], scale));
-  }
-  for (int i = 0; i < G; ++i) {
-    // The last block's tail (positions not in a full group of 8), one FMA chain each.
-    for (int64_t t0 = 0; t0 < n_cached[i]; t0 += bs) {
-      const int64_t full = std::min<int64_t>(bs, max_cached - t0) / 8 * 8;
-      const int64_t count = std::min<int64_t>(bs, n_cached[i] - t0);
-      for (int64_t j = full; j < count; ++j) {
-        const T* k = key_lanes(t0 + j);
-        float acc = 0.0f;
-        for (int d = 0; d < hd; ++d) acc = std::fma(q[i][d], ToF32(k[int64_t{d} * bs]), acc);
-        s[i][t0 + j] = acc * a.scale;
-      }
-    }
-    // A predictive row's own keys (f32, contiguous), the same chain.
-    const int64_t r = r0 + i;
-    for (int64_t t = n_cached[i]; t < n[i]; ++t) {
-      const float* k = a.pred_k + int64_t{a.group_rows[a.group_begin[r] + (t - n_cached[i])]} * kv_dim + kv_off;
-      float acc = 0.0f;
-      for (int d = 0; d < hd; ++d) acc = std::fma(q[i][d], k[d], acc);
-      s[i][t] = acc * a.scale;
-    }
-    Softmax(s[i], n[i]);
+      for (int j = 0; j < KG; ++j) _mm256_storeu_ps(s_[i] + groups[g + j], _mm256_mul_ps(acc[i][j], scale));
   }
 
-  // out = sum over positions, in order, of p_t * v_t: the positions every row attends
-  // together, then each row's own remainder.
-  constexpr int P = kPassElements<G>;
-  constexpr int V = P / 8;
-  for (int c0 = 0; c0 < hd; c0 += P) {
+  // Cached keys in full groups of 8 inside a block up to the longest row's context, scored
+  // for every row (a row past its own context scores keys it then ignores).
+  void ScoreFullKeyGroups() {
+    thread_local std::vector<int64_t> groups;  // first position of each full group
+    groups.clear();
+    for (int64_t t = 0; t < max_cached_; t += bs_) {
+      const int64_t count = std::min<int64_t>(bs_, max_cached_ - t);
+      for (int64_t j = 0; j + 8 <= count; j += 8) groups.push_back(t + j);
+    }
+    constexpr int KG = kKeyGroups<G>;
+    size_t g = 0;
+    for (; g + KG <= groups.size(); g += KG) ScoreKeyGroups<KG>(groups, g);
+    for (; g < groups.size(); ++g) ScoreKeyGroups<1>(groups, g);
+  }
+
+  // Row i's positions outside the full groups: the last block's tail, then its own keys
+  // (f32, contiguous), one FMA chain each.
+  void ScoreTailAndOwnKeys(int i) {
+    for (int64_t t0 = 0; t0 < n_cached_[i]; t0 += bs_) {
+      const int64_t full = std::min<int64_t>(bs_, max_cached_ - t0) / 8 * 8;
+      const int64_t count = std::min<int64_t>(bs_, n_cached_[i] - t0);
+      for (int64_t j = full; j < count; ++j) {
+        const T* k = KeyLanes(t0 + j);
+        float acc = 0.0f;
+        for (int d = 0; d < hd_; ++d) acc = std::fma(q_[i][d], ToF32(k[int64_t{d} * bs_]), acc);
+        s_[i][t0 + j] = acc * a_.scale;
+      }
+    }
+    for (int64_t t = n_cached_[i]; t < n_[i]; ++t) {
+      const float* k = OwnRow(a_.pred_k, i, t);
+      float acc = 0.0f;
+      for (int d = 0; d < hd_; ++d) acc = std::fma(q_[i][d], k[d], acc);
+      s_[i][t] = acc * a_.scale;
+    }
+  }
+
+  // Elements [c0, c0 + kPassElements) of out = sum over positions, in order, of p_t * v_t:
+  // the positions every row attends together, then each row's own remainder.
+  void SumValues(int c0) {
+    constexpr int V = kPassElements<G> / 8;
     __m256 acc[G][V];
     for (int i = 0; i < G; ++i)
       for (int e = 0; e < V; ++e) acc[i][e] = _mm256_setzero_ps();
     int64_t t = 0;
-    for (; t < min_cached; ++t) {
-      const T* v = value_row(t) + c0;
+    for (; t < min_cached_; ++t) {
+      const T* v = ValueRow(t) + c0;
       __m256 ve[V];
       for (int e = 0; e < V; ++e) ve[e] = Load8(v + 8 * e);
       for (int i = 0; i < G; ++i) {
-        const __m256 p = _mm256_broadcast_ss(s[i] + t);
+        const __m256 p = _mm256_broadcast_ss(s_[i] + t);
         for (int e = 0; e < V; ++e) acc[i][e] = _mm256_fmadd_ps(p, ve[e], acc[i][e]);
       }
     }
     for (int i = 0; i < G; ++i) {
-      const int64_t r = r0 + i;
-      for (int64_t u = t; u < n_cached[i]; ++u) {
-        const __m256 p = _mm256_set1_ps(s[i][u]);
-        const T* v = value_row(u) + c0;
-        for (int e = 0; e < V; ++e) acc[i][e] = _mm256_fmadd_ps(p, Load8(v + 8 * e), acc[i][e]);
+      for (int64_t u = t; u < n_[i]; ++u) {
+        const __m256 p = _mm256_set1_ps(s_[i][u]);
+        if (u < n_cached_[i]) {
+          const T* v = ValueRow(u) + c0;
+          for (int e = 0; e < V; ++e) acc[i][e] = _mm256_fmadd_ps(p, Load8(v + 8 * e), acc[i][e]);
+        } else {
+          const float* v = OwnRow(a_.pred_v, i, u) + c0;
+          for (int e = 0; e < V; ++e) acc[i][e] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * e), acc[i][e]);
+        }
       }
-      for (int64_t u = n_cached[i]; u < n[i]; ++u) {
-        const __m256 p = _mm256_set1_ps(s[i][u]);
-        const float* v =
-            a.pred_v + int64_t{a.group_rows[a.group_begin[r] + (u - n_cached[i])]} * kv_dim + kv_off + c0;
-        for (int e = 0; e < V; ++e) acc[i][e] = _mm256_fmadd_ps(p, _mm256_loadu_ps(v + 8 * e), acc[i][e]);
-      }
-      float* out = a.out + r * a.out_stride + int64_t{h} * hd;
+      float* out = a_.out + (r0_ + i) * a_.out_stride + int64_t{h_} * hd_;
       for (int e = 0; e < V; ++e) _mm256_storeu_ps(out + c0 + 8 * e, acc[i][e]);
     }
   }
-}
+
+  const PagedAttentionArgs& a_;
+  const int64_t r0_;
+  const int h_, hd_, bs_, kv_head_;
+  const int32_t* const table_;
+  const float* q_[G];
+  int64_t n_cached_[G], n_[G];
+  int64_t max_cached_ = 0, min_cached_ = INT64_MAX;
+  float* s_[G];
+};
 
 template <typename T>
 void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
   switch (count) {
-    case 4: return Attend<T, 4>(a, r0, h, scratch);
-    case 3: return Attend<T, 3>(a, r0, h, scratch);
-    case 2: return Attend<T, 2>(a, r0, h, scratch);
-    default: return Attend<T, 1>(a, r0, h, scratch);
+    case 4: return RowGroup<T, 4>(a, r0, h, scratch).Run();
+    case 3: return RowGroup<T, 3>(a, r0, h, scratch).Run();
+    case 2: return RowGroup<T, 2>(a, r0, h, scratch).Run();
+    default: return RowGroup<T, 1>(a, r0, h, scratch).Run();
   }
 }
 

@@ -4,6 +4,7 @@
 // a block table (a partial last block included), and a predictive row's own keys.
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "engine/cpu/cpu_features.h"
@@ -15,65 +16,100 @@
 namespace crossreg::cpu {
 namespace {
 
+// A block-transposed cache (blocks in the table's order), queries and predictive rows'
+// K/V of uniform values, for `num_cached.size()` rows of one sequence; Args(first, count,
+// out) describes rows [first, first + count) to PagedAttention.
+struct AttentionInputs {
+  AttentionInputs(KvElement element, int hd, int heads, int kv_heads, int bs, std::vector<int32_t> table,
+                  std::vector<int32_t> num_cached, std::vector<int32_t> num_own, std::vector<int32_t> group_rows,
+                  uint64_t seed)
+      : element(element), hd(hd), heads(heads), kv_heads(kv_heads), bs(bs), table(std::move(table)),
+        num_cached(std::move(num_cached)), num_own(std::move(num_own)), group_rows(std::move(group_rows)) {
+    const int64_t rows = static_cast<int64_t>(this->num_cached.size());
+    const int64_t kv_dim = int64_t{kv_heads} * hd;
+    Rng rng(seed);
+    auto uniform = [&rng] { return static_cast<float>(rng.Uniform() * 2 - 1); };
+    k.resize(this->table.size() * static_cast<size_t>(kv_dim * bs));
+    v.resize(k.size());
+    for (auto& x : k) x = uniform();
+    for (auto& x : v) x = uniform();
+    if (element == KvElement::kBf16) {  // the values the bf16 cache holds
+      for (auto& x : k) x = Bf16ToF32(F32ToBf16(x));
+      for (auto& x : v) x = Bf16ToF32(F32ToBf16(x));
+    }
+    for (size_t i = 0; i < k.size(); ++i) k16.push_back(F32ToBf16(k[i])), v16.push_back(F32ToBf16(v[i]));
+    q.resize(static_cast<size_t>(rows * heads * hd));
+    pred_k.resize(static_cast<size_t>(rows * kv_dim));
+    pred_v.resize(pred_k.size());
+    for (auto& x : q) x = uniform();
+    for (auto& x : pred_k) x = uniform();
+    for (auto& x : pred_v) x = uniform();
+    table_offset.assign(static_cast<size_t>(rows), 0);
+    group_begin.assign(static_cast<size_t>(rows), 0);
+  }
+
+  int64_t stride() const { return int64_t{heads} * hd; }
+
+  PagedAttentionArgs Args(int first, int count, float* out) const {
+    PagedAttentionArgs a;
+    a.q = q.data() + first * stride();
+    a.q_stride = stride();
+    a.cache_element = element;
+    a.kv_layout = KvLayout::kBlockTransposed;
+    a.k_cache = element == KvElement::kBf16 ? static_cast<const void*>(k16.data()) : k.data();
+    a.v_cache = element == KvElement::kBf16 ? static_cast<const void*>(v16.data()) : v.data();
+    a.pred_k = pred_k.data();
+    a.pred_v = pred_v.data();
+    a.block_tables = table.data();
+    a.table_offset = table_offset.data() + first;
+    a.num_cached = num_cached.data() + first;
+    a.num_own = num_own.data() + first;
+    a.group_begin = group_begin.data() + first;
+    a.group_rows = group_rows.data();
+    a.rows = count;
+    a.num_heads = heads;
+    a.num_kv_heads = kv_heads;
+    a.head_dim = hd;
+    a.block_size = bs;
+    a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    a.out = out;
+    a.out_stride = stride();
+    return a;
+  }
+
+  KvElement element;
+  int hd, heads, kv_heads, bs;
+  std::vector<int32_t> table, num_cached, num_own, group_rows, table_offset, group_begin;
+  std::vector<float> k, v, q, pred_k, pred_v;
+  std::vector<uint16_t> k16, v16;
+};
+
 class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<KvElement, int /*head_dim*/>> {};
 
 TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
   const auto [element, hd] = GetParam();
-  const int heads = 4, kv_heads = 2, bs = 16, blocks = 4;
+  const int heads = 4, kv_heads = 2, bs = 16;
   const int64_t kv_dim = int64_t{kv_heads} * hd;
-  Rng rng(3);
-  auto uniform = [&rng] { return static_cast<float>(rng.Uniform() * 2 - 1); };
-  // The cache: blocks in a scrambled table order, so a wrong block lookup shows.
-  const std::vector<int32_t> table = {2, 0, 3, 1};
-  std::vector<float> k(static_cast<size_t>(blocks * kv_dim * bs)), v(k.size());
-  for (auto& x : k) x = uniform();
-  for (auto& x : v) x = uniform();
-  if (element == KvElement::kBf16) {  // the values the bf16 cache holds
-    for (auto& x : k) x = Bf16ToF32(F32ToBf16(x));
-    for (auto& x : v) x = Bf16ToF32(F32ToBf16(x));
-  }
-  std::vector<uint16_t> k16(k.size()), v16(v.size());
-  for (size_t i = 0; i < k.size(); ++i) k16[i] = F32ToBf16(k[i]), v16[i] = F32ToBf16(v[i]);
+  // Blocks in a scrambled table order, so a wrong block lookup shows. Rows: two control
+  // rows of 37 and 53 cached positions (partial blocks), and a predictive row of 40 cached
+  // positions plus two own rows (itself and the row before).
+  const AttentionInputs in(element, hd, heads, kv_heads, bs, {2, 0, 3, 1}, {37, 53, 40, 40}, {0, 0, 1, 2}, {2, 3}, 3);
+  const std::vector<int32_t>& table = in.table;
+  const std::vector<int32_t>& num_cached = in.num_cached;
+  const std::vector<int32_t>& num_own = in.num_own;
+  const std::vector<int32_t>& group_rows = in.group_rows;
+  const std::vector<float>& q = in.q;
+  const std::vector<float>& pred_k = in.pred_k;
+  const std::vector<float>& pred_v = in.pred_v;
   auto key = [&](int64_t t, int kvh, int d) {
-    return k[static_cast<size_t>(((int64_t{table[t / bs]} * kv_heads + kvh) * hd + d) * bs + t % bs)];
+    return in.k[static_cast<size_t>(((int64_t{table[t / bs]} * kv_heads + kvh) * hd + d) * bs + t % bs)];
   };
   auto value = [&](int64_t t, int kvh, int d) {
-    return v[static_cast<size_t>(((int64_t{table[t / bs]} * kv_heads + kvh) * bs + t % bs) * hd + d)];
+    return in.v[static_cast<size_t>(((int64_t{table[t / bs]} * kv_heads + kvh) * bs + t % bs) * hd + d)];
   };
-  // Rows: two control rows of 37 and 53 cached positions (partial blocks), and a
-  // predictive row of 40 cached positions plus two own rows (itself and the row before).
-  const int rows = 4;
-  const std::vector<int32_t> num_cached = {37, 53, 40, 40}, num_own = {0, 0, 1, 2};
-  const std::vector<int32_t> table_offset(rows, 0), group_begin = {0, 0, 0, 0}, group_rows = {2, 3};
-  std::vector<float> q(static_cast<size_t>(rows * heads * hd)), pred_k(static_cast<size_t>(rows * kv_dim)),
-      pred_v(pred_k.size());
-  for (auto& x : q) x = uniform();
-  for (auto& x : pred_k) x = uniform();
-  for (auto& x : pred_v) x = uniform();
+  const int rows = static_cast<int>(num_cached.size());
   std::vector<float> out(q.size(), -7.0f);
-  PagedAttentionArgs a;
-  a.q = q.data();
-  a.q_stride = int64_t{heads} * hd;
-  a.cache_element = element;
-  a.kv_layout = KvLayout::kBlockTransposed;
-  a.k_cache = element == KvElement::kBf16 ? static_cast<const void*>(k16.data()) : k.data();
-  a.v_cache = element == KvElement::kBf16 ? static_cast<const void*>(v16.data()) : v.data();
-  a.pred_k = pred_k.data();
-  a.pred_v = pred_v.data();
-  a.block_tables = table.data();
-  a.table_offset = table_offset.data();
-  a.num_cached = num_cached.data();
-  a.num_own = num_own.data();
-  a.group_begin = group_begin.data();
-  a.group_rows = group_rows.data();
-  a.rows = rows;
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.head_dim = hd;
-  a.block_size = bs;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  a.out = out.data();
-  a.out_stride = int64_t{heads} * hd;
+  const PagedAttentionArgs a = in.Args(0, rows, out.data());
   PagedAttention(a, nullptr);
   for (int r = 0; r < rows; ++r) {
     // Row 2's own rows are rows 2 (itself) and... the group lists rows 2, 3 from
@@ -116,58 +152,19 @@ TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
 // contexts that end in different blocks and inside groups of 8, and predictive rows.
 TEST_P(PagedAttentionTest, ARowsResultIsBitwiseTheSameAloneAndInAGroup) {
   const auto [element, hd] = GetParam();
-  const int heads = 2, kv_heads = 1, bs = 16, blocks = 6;
-  const int64_t kv_dim = int64_t{kv_heads} * hd;
-  Rng rng(9);
-  auto uniform = [&rng] { return static_cast<float>(rng.Uniform() * 2 - 1); };
-  const std::vector<int32_t> table = {4, 1, 5, 0, 3, 2};
-  std::vector<float> k(static_cast<size_t>(blocks * kv_dim * bs)), v(k.size());
-  for (auto& x : k) x = uniform();
-  for (auto& x : v) x = uniform();
-  std::vector<uint16_t> k16(k.size()), v16(v.size());
-  for (size_t i = 0; i < k.size(); ++i) k16[i] = F32ToBf16(k[i]), v16[i] = F32ToBf16(v[i]);
-  const int rows = 7;  // a group of 4, then one of 3
-  const std::vector<int32_t> num_cached = {70, 33, 8, 95, 41, 41, 41}, num_own = {0, 0, 0, 0, 1, 2, 3};
-  const std::vector<int32_t> table_offset(rows, 0), group_begin = {0, 0, 0, 0, 0, 0, 0}, group_rows = {4, 5, 6};
-  std::vector<float> q(static_cast<size_t>(rows * heads * hd)), pred_k(static_cast<size_t>(rows * kv_dim)),
-      pred_v(pred_k.size());
-  for (auto& x : q) x = uniform();
-  for (auto& x : pred_k) x = uniform();
-  for (auto& x : pred_v) x = uniform();
-  PagedAttentionArgs a;
-  a.q_stride = int64_t{heads} * hd;
-  a.cache_element = element;
-  a.kv_layout = KvLayout::kBlockTransposed;
-  a.k_cache = element == KvElement::kBf16 ? static_cast<const void*>(k16.data()) : k.data();
-  a.v_cache = element == KvElement::kBf16 ? static_cast<const void*>(v16.data()) : v.data();
-  a.pred_k = pred_k.data();
-  a.pred_v = pred_v.data();
-  a.block_tables = table.data();
-  a.num_heads = heads;
-  a.num_kv_heads = kv_heads;
-  a.head_dim = hd;
-  a.block_size = bs;
-  a.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  a.out_stride = int64_t{heads} * hd;
-  auto run = [&](int first, int count, float* out) {
-    PagedAttentionArgs b = a;
-    b.q = q.data() + first * a.q_stride;
-    b.table_offset = table_offset.data() + first;
-    b.num_cached = num_cached.data() + first;
-    b.num_own = num_own.data() + first;
-    b.group_begin = group_begin.data() + first;
-    b.group_rows = group_rows.data();
-    b.rows = count;
-    b.out = out;
-    PagedAttention(b, nullptr);
-  };
-  std::vector<float> together(q.size(), -7.0f);
+  // A group of 4 rows, then one of 3 (predictive rows with 1-3 own keys).
+  const AttentionInputs in(element, hd, /*heads=*/2, /*kv_heads=*/1, /*bs=*/16, {4, 1, 5, 0, 3, 2},
+                           {70, 33, 8, 95, 41, 41, 41}, {0, 0, 0, 0, 1, 2, 3}, {4, 5, 6}, 9);
+  const int rows = static_cast<int>(in.num_cached.size());
+  const int64_t stride = in.stride();
+  auto run = [&](int first, int count, float* out) { PagedAttention(in.Args(first, count, out), nullptr); };
+  std::vector<float> together(in.q.size(), -7.0f);
   run(0, rows, together.data());
   for (int r = 0; r < rows; ++r) {
-    std::vector<float> alone(static_cast<size_t>(a.out_stride), -7.0f);
+    std::vector<float> alone(static_cast<size_t>(stride), -7.0f);
     run(r, 1, alone.data());
-    for (int64_t e = 0; e < a.out_stride; ++e) {
-      ASSERT_EQ(alone[static_cast<size_t>(e)], together[static_cast<size_t>(r * a.out_stride + e)])
+    for (int64_t e = 0; e < stride; ++e) {
+      ASSERT_EQ(alone[static_cast<size_t>(e)], together[static_cast<size_t>(r * stride + e)])
           << "row " << r << " element " << e << " on " << SimdLevelName(DetectedSimdLevel());
     }
   }
