@@ -207,6 +207,10 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
   if (!layouts.ok()) return layouts.status();
   if (absl::Status s = ReserveControlRows(*scan, kv); !s.ok()) return s;
   FillTables(*scan, *layouts, batch, kv, plan);
+  // What each control row writes, for the prefix cache to key the blocks it fills.
+  for (const BatchRow& row : batch.rows) {
+    if (!row.predictive) kv.RecordToken(row.seq, row.position, row.token);
+  }
   return plan;
 }
 

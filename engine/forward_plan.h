@@ -43,7 +43,8 @@ struct ForwardPlan {
 };
 
 // Validates every row before touching `kv`; on success the control rows' blocks are
-// reserved (all or nothing). `storage` is the backend's K/V layout, which must match.
+// reserved (all or nothing) and the tokens they write recorded for the prefix cache
+// (PagedKvCache::RecordToken). `storage` is the backend's K/V layout, which must match.
 absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
                                         const KvCacheConfig& storage);
 

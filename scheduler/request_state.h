@@ -23,6 +23,7 @@ struct ScheduledRequest {
   GenerationRequest request;  // as submitted; the decoder keeps its own copy once admitted
   EventHandler on_event;
   int64_t prompt_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // of them, found in the prefix cache at first admission
   // KV positions beyond the sequence a decode step may append: 1 + gamma for the
   // speculative modes, 1 for AR (its gamma is unused).
   int64_t decode_headroom = 1;

@@ -97,6 +97,7 @@ RequestEvent FinishedEvent(const ScheduledRequest& r, FinishReason reason, Stead
   done.finish_reason = reason;
   if (r.decoder != nullptr) done.stats = r.decoder->stats();
   done.prompt_tokens = r.prompt_tokens;
+  done.cached_prompt_tokens = r.cached_prompt_tokens;
   done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
   done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
   done.timings.total_seconds = SecondsBetween(r.submitted, now);
@@ -173,6 +174,8 @@ struct Scheduler::Impl {
   int64_t admit_counter = 0;
   int64_t preemptions = 0;
   int64_t forwards = 0;
+  int64_t prefix_cache_queries = 0;  // tokens looked up in the prefix cache at admission
+  int64_t prefix_cache_hits = 0;     // of them, found cached
   // The cost curve's error on the forwards this scheduler ran, per kind (decode-only,
   // carrying prefill): the one cost model, for the adaptive draft length and the
   // speedup accounting's split of each forward.
@@ -309,7 +312,8 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
   const int block_size = kv.config().block_size;
   while (AnyoneWaiting() && static_cast<int>(running.size()) < options.max_running) {
     const RequestPtr r = NextWaiting();
-    const int64_t tokens = r->decoder ? static_cast<int64_t>(r->decoder->tokens().size()) : r->prompt_tokens;
+    const std::vector<int32_t>& ids = r->decoder ? r->decoder->tokens() : r->request.prompt_ids;
+    const int64_t tokens = static_cast<int64_t>(ids.size());
     const int64_t need = KvBlocksFor(tokens + r->decode_headroom, block_size);
     if (need > kv.config().num_blocks) {
       // Only a request resumed after growing can get here (Submit checked the prompt).
@@ -320,25 +324,41 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
              out);
       continue;
     }
-    // Leave the running sequences the blocks their next steps need.
+    // Leave the running sequences the blocks their next steps need. Cached blocks of
+    // this request's prefix cost nothing if a running sequence holds them already, one
+    // block of the free pool each if nobody does.
     int64_t reserved = 0;
     for (const RequestPtr& s : running) {
       const SequenceDecoder& d = *s->decoder;
       const int64_t appended = d.PendingKvRows() + (d.prefilling() ? s->decode_headroom : 0);
       reserved += kv.BlocksNeeded(d.sequence(), kv.length(d.sequence()) + appended);
     }
-    if (need + reserved > kv.free_blocks()) break;  // FIFO: nobody overtakes the head
+    // The newest token is always computed: its row gives the next logits.
+    const int64_t cacheable = tokens - 1;
+    const PrefixMatch match = kv.MatchPrefix(ids, cacheable);
+    const int64_t take = need - static_cast<int64_t>(match.blocks.size()) + match.evictable;
+    if (take + reserved > kv.free_blocks()) break;  // FIFO: nobody overtakes the head
 
     PopNextWaiting();
     r->in_waiting_queue = false;
     r->preempted = false;
     const SequenceId seq = kv.CreateSequence();
-    if (r->decoder) {
-      r->decoder->OnKvDropped(seq);  // resumed after preemption: recompute its KV
-    } else {
-      r->decoder = std::make_unique<SequenceDecoder>(r->request, options.decoding, seq);
-    }
+    absl::StatusOr<int64_t> cached = kv.AttachCachedPrefix(seq, ids, cacheable);
+    const bool first_admission = r->decoder == nullptr;
+    if (first_admission) r->decoder = std::make_unique<SequenceDecoder>(r->request, options.decoding, seq);
+    // A resumed request recomputes whatever of its KV the cache no longer holds.
+    absl::Status attached = cached.ok() ? r->decoder->OnKvAttached(seq, *cached) : cached.status();
     r->holds_kv = true;
+    if (!attached.ok()) {
+      running.push_back(r);  // Cancel takes it out of `running` and frees its sequence
+      Cancel(r, absl::InternalError(absl::StrCat("prefix cache: ", attached.message())), out);
+      continue;
+    }
+    if (kv.prefix_caching()) {
+      prefix_cache_queries += tokens;
+      prefix_cache_hits += *cached;
+    }
+    if (first_admission) r->cached_prompt_tokens = *cached;
     r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
     r->admit_order = ++admit_counter;
     if (!r->admitted.has_value()) r->admitted = now;
@@ -363,6 +383,8 @@ void Scheduler::Impl::Publish() {
   published.kv = kv.Stats();
   published.preemptions = preemptions;
   published.forwards = forwards;
+  published.prefix_cache_queries = prefix_cache_queries;
+  published.prefix_cache_hits = prefix_cache_hits;
 }
 
 void Scheduler::Impl::Dispatch(std::vector<Outgoing>& out) {
@@ -384,7 +406,11 @@ void Scheduler::Impl::ReportQueueState() {
     state.waiting = published.waiting;
     state.preempted = published.preempted;
     state.kv_usage = published.kv.usage();
+    state.kv_cached_blocks = published.kv.cached_blocks;
+    state.kv_evictable_blocks = published.kv.evictable_blocks;
     state.preemptions = published.preemptions;
+    state.prefix_cache_queries = published.prefix_cache_queries;
+    state.prefix_cache_hits = published.prefix_cache_hits;
   }
   metrics->OnQueueState(state);
 }

@@ -71,6 +71,7 @@ struct RequestEvent {
   SpeculativeStats stats;               // kFinished
   RequestTimings timings;               // kFinished
   int64_t prompt_tokens = 0;            // kFinished
+  int64_t cached_prompt_tokens = 0;     // kFinished: of them, K/V reused from the prefix cache
   absl::Status error;                   // kError: CANCELLED, DEADLINE_EXCEEDED, INTERNAL...
 };
 using EventHandler = std::function<void(const RequestEvent&)>;
@@ -80,8 +81,14 @@ struct QueueState {
   int running = 0;      // sequences admitted, holding KV
   int waiting = 0;      // never admitted yet (bounded by max_queue)
   int preempted = 0;    // admitted once, sent back for KV; resumed before `waiting`
-  double kv_usage = 0;  // used blocks / all blocks
+  double kv_usage = 0;  // blocks held by running sequences / all blocks
+  int kv_cached_blocks = 0;     // blocks in the prefix cache (held or not)
+  int kv_evictable_blocks = 0;  // of them, held by no sequence
   int64_t preemptions = 0;  // since start
+  // Since start, in tokens: looked up in the prefix cache at admissions (the prompt,
+  // and on a resume the generated tokens too), and found there.
+  int64_t prefix_cache_queries = 0;
+  int64_t prefix_cache_hits = 0;
 };
 
 // Measurements leave through this interface (the server implements it with
@@ -103,6 +110,8 @@ struct SchedulerStats {
   KvCacheStats kv;
   int64_t preemptions = 0;
   int64_t forwards = 0;
+  int64_t prefix_cache_queries = 0;  // tokens, as in QueueState
+  int64_t prefix_cache_hits = 0;
 };
 
 class Scheduler {

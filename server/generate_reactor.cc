@@ -127,6 +127,7 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, const RequestEv
   complete.set_request_id(request_id_);
   complete.mutable_usage()->set_prompt_tokens(prompt_tokens_);
   complete.mutable_usage()->set_completion_tokens(completion_tokens_);
+  complete.mutable_usage()->set_cached_prompt_tokens(finished.cached_prompt_tokens);
   v1::SpeculativeStats& spec = *complete.mutable_spec();
   const SpeculativeStats& s = finished.stats;
   spec.set_forwards(s.forwards);
@@ -155,6 +156,7 @@ void GenerateReactor::RecordEndLocked(RequestEndReason reason, const v1::Complet
   end.prompt_tokens = prompt_tokens_;
   end.completion_tokens = completion_tokens_;
   if (complete != nullptr) {
+    end.cached_prompt_tokens = complete->usage().cached_prompt_tokens();
     end.finish = v1::FinishReason_Name(complete->finish_reason());
     end.tokens_per_forward = complete->spec().tokens_per_forward();
     end.timings = RequestTimings{complete->timings().queue_seconds(), complete->timings().time_to_first_token_seconds(),

@@ -128,6 +128,7 @@ EngineOptions EngineOptionsFor(const ServerOptions& options) {
   e.cuda_device = options.cuda_device;
   e.kv_block_size = options.kv_block_size;
   e.kv_dtype = options.kv_dtype;
+  e.prefix_caching = options.prefix_caching;
   e.quantize = options.quantize;
   e.device_weights = options.device_weights;
   e.kv_blocks = options.kv_blocks;
@@ -296,7 +297,7 @@ void LogReady(const ServerOptions& options, const Engine& engine, const Security
   const ChatTemplateFamily chat_family = RecognizeChatTemplate(engine.model->chat_template, "", "").family;
   spdlog::info(
       "crossreg-server ready: grpc {}:{} ({}, {}), http {}, metrics {}, backend {}, model {} ({} layers, d={}, vocab "
-      "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens, max_running {}, max_queue {}, "
+      "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens (prefix caching {}), max_running {}, max_queue {}, "
       "max_batch_tokens {}, gamma default {} max {}",
       options.host, grpc_port, transport, security.tokens.enabled() ? "bearer tokens" : "no authentication",
       http != nullptr ? absl::StrCat(options.host, ":", http->port(), " (OpenAI API, model \"", served_model_name,
@@ -307,7 +308,7 @@ void LogReady(const ServerOptions& options, const Engine& engine, const Security
       engine.adapter ? absl::StrCat(engine.adapter_path, " (rank ", engine.adapter->max_rank, ")") : "none",
       engine.ngram_table ? absl::StrCat(engine.ngram_table_path, " (", engine.ngram_table->entries(), " n-grams)")
                          : "none",
-      kv.num_blocks, kv.block_size, options.max_running, options.max_queue, options.max_batch_tokens,
+      kv.num_blocks, kv.block_size, kv.prefix_caching ? "on" : "off", options.max_running, options.max_queue, options.max_batch_tokens,
       options.default_gamma, options.max_gamma);
   if (engine.backend->name() == "cpu") spdlog::info("memory: {}", cpu::HugePageSummary());
 }

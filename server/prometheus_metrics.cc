@@ -155,9 +155,35 @@ void PrometheusMetrics::RegisterQueueFamilies() {
                       .Add({});
   kv_usage_ = &BuildGauge()
                    .Name("crossreg_kv_cache_usage_perc")
-                   .Help("Fraction of KV cache blocks in use, 0 to 1 (1 = full), after the last scheduler step.")
+                   .Help("Fraction of KV cache blocks held by running requests, 0 to 1 (1 = full), after the last "
+                         "scheduler step. Cached blocks no request holds are not counted: they are evicted before "
+                         "anyone waits for room.")
                    .Register(r)
                    .Add({});
+  kv_cached_blocks_ = &BuildGauge()
+                           .Name("crossreg_kv_cache_cached_blocks")
+                           .Help("KV blocks in the prefix cache (full blocks of committed tokens, shared by "
+                                 "requests with the same prefix), held by running requests or not.")
+                           .Register(r)
+                           .Add({});
+  kv_evictable_blocks_ = &BuildGauge()
+                              .Name("crossreg_kv_cache_evictable_blocks")
+                              .Help("Of the prefix cache's blocks, those no running request holds: kept for later "
+                                    "hits, evicted (least recently used first) when blocks run out.")
+                              .Register(r)
+                              .Add({});
+  prefix_cache_queries_ = &BuildCounter()
+                               .Name("crossreg_prefix_cache_queries_total")
+                               .Help("Tokens looked up in the prefix cache when requests are admitted (their "
+                                     "prompts; a resumed request's generated tokens too).")
+                               .Register(r)
+                               .Add({});
+  prefix_cache_hits_ = &BuildCounter()
+                            .Name("crossreg_prefix_cache_hits_total")
+                            .Help("Of crossreg_prefix_cache_queries_total, the tokens whose K/V was found cached "
+                                  "(not computed again).")
+                            .Register(r)
+                            .Add({});
 }
 
 void PrometheusMetrics::RegisterForwardFamilies() {
@@ -363,6 +389,16 @@ void PrometheusMetrics::OnQueueState(const QueueState& state) {
   if (state.preemptions > preemptions_seen_) {
     preemptions_->Increment(static_cast<double>(state.preemptions - preemptions_seen_));
     preemptions_seen_ = state.preemptions;
+  }
+  kv_cached_blocks_->Set(state.kv_cached_blocks);
+  kv_evictable_blocks_->Set(state.kv_evictable_blocks);
+  if (state.prefix_cache_queries > prefix_cache_queries_seen_) {
+    prefix_cache_queries_->Increment(static_cast<double>(state.prefix_cache_queries - prefix_cache_queries_seen_));
+    prefix_cache_queries_seen_ = state.prefix_cache_queries;
+  }
+  if (state.prefix_cache_hits > prefix_cache_hits_seen_) {
+    prefix_cache_hits_->Increment(static_cast<double>(state.prefix_cache_hits - prefix_cache_hits_seen_));
+    prefix_cache_hits_seen_ = state.prefix_cache_hits;
   }
 }
 

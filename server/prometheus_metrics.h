@@ -96,6 +96,10 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   prometheus::Gauge* preempted_ = nullptr;
   prometheus::Gauge* kv_usage_ = nullptr;
   prometheus::Counter* preemptions_ = nullptr;
+  prometheus::Gauge* kv_cached_blocks_ = nullptr;
+  prometheus::Gauge* kv_evictable_blocks_ = nullptr;
+  prometheus::Counter* prefix_cache_queries_ = nullptr;
+  prometheus::Counter* prefix_cache_hits_ = nullptr;
   prometheus::Family<prometheus::Histogram>* forward_duration_ = nullptr;
   prometheus::Family<prometheus::Counter>* generation_tokens_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
@@ -112,6 +116,8 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   // Scheduler thread only.
   SpeedupAccounting speedup_accounting_;
   int64_t preemptions_seen_ = 0;
+  int64_t prefix_cache_queries_seen_ = 0;
+  int64_t prefix_cache_hits_seen_ = 0;
 
   mutable std::mutex speedup_mu_;  // the window, read by RecentSpeedup
   std::deque<SpeedupBucket> speedup_window_;

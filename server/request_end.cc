@@ -15,6 +15,7 @@ void RecordRequestEnd(ServerMetrics* metrics, const RequestEnd& end) {
   fields["reason"] = RequestEndReasonName(end.reason);
   fields["prompt_tokens"] = end.prompt_tokens;
   fields["completion_tokens"] = end.completion_tokens;
+  if (end.cached_prompt_tokens > 0) fields["cached_prompt_tokens"] = end.cached_prompt_tokens;
   if (!end.finish.empty()) fields["finish"] = end.finish;
   if (end.tokens_per_forward.has_value()) fields["tpf"] = *end.tokens_per_forward;
   if (end.timings.has_value()) {

@@ -22,6 +22,7 @@ struct RequestEnd {
   RequestEndReason reason = RequestEndReason::kError;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t cached_prompt_tokens = 0;  // of prompt_tokens, reused from the prefix cache
   std::string finish;                      // the API's finish reason, when it finished
   std::optional<double> tokens_per_forward;
   std::optional<RequestTimings> timings;   // the scheduler's, when it finished

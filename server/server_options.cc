@@ -58,6 +58,10 @@ ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache
 ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeName(kDefaults.kv_dtype),
           "K/V cache element type: f32 or bf16 (half the memory and attention reads). Lossless "
           "decoding equals AR at either");
+ABSL_FLAG(bool, prefix_caching, kDefaults.prefix_caching,
+          "Automatic prefix caching: full KV blocks of a prompt (and of generated text) stay cached, so a later "
+          "request with the same prefix (a system prompt, an earlier turn) skips their prefill. Outputs are the same "
+          "either way; --prefix_caching=false turns it off");
 ABSL_FLAG(std::string, quantize, "none",
           "Quantize the model's matrices at load: none, q8_0, q4_0, q4_k, q5_k or q6_k (for float models, e.g. "
           "Hugging Face directories; GGUF files that are quantized already load as they are). The adapter "
@@ -215,6 +219,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return kv_dtype.status();
   o.kv_dtype = *kv_dtype;
+  o.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);
   auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
   if (!quantize.ok()) return quantize.status();
   o.quantize = *quantize;

@@ -31,6 +31,7 @@ struct ServerOptions {
   int kv_blocks = 0;             // exact block count; overrides kv_memory_mb
   int kv_block_size = 16;        // token slots per KV block
   KvDtype kv_dtype = KvDtype::kF32;  // K/V element type (bf16 halves the cache; CPU backend)
+  bool prefix_caching = true;    // share full K/V blocks of common prefixes between requests
   DType quantize = DType::kF32;  // quantize the model's matrices at load (kF32: as stored)
   DeviceWeights device_weights = DeviceWeights::kBf16;  // --weights: fp8 on the CUDA backend
   int max_batch_tokens = 512;    // rows per forward

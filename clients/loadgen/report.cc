@@ -18,6 +18,10 @@ LatencySummary Latency(std::vector<double> seconds) {
   return s;
 }
 
+double Ratio(int64_t part, int64_t whole) {
+  return whole > 0 ? static_cast<double>(part) / static_cast<double>(whole) : 0;
+}
+
 GroupSummary SummarizeGroup(const std::vector<const StreamResult*>& group, double wall_s) {
   GroupSummary g;
   std::vector<double> ttft, itl, e2e, queue;
@@ -42,6 +46,12 @@ GroupSummary SummarizeGroup(const std::vector<const StreamResult*>& group, doubl
     forwards += r->forwards;
     drafted += r->drafted;
     accepted += r->accepted;
+    g.prompt_tokens += r->prompt_tokens;
+    g.cached_prompt_tokens += r->cached_prompt_tokens;
+    if (r->turn >= 2) {
+      g.reusable_prompt_tokens += r->reusable_prompt_tokens;
+      g.reused_prompt_tokens += r->cached_prompt_tokens;
+    }
   }
   if (wall_s > 0) {
     g.requests_per_s = g.ok / wall_s;
@@ -54,6 +64,8 @@ GroupSummary SummarizeGroup(const std::vector<const StreamResult*>& group, doubl
   g.server_queue = Latency(std::move(queue));
   g.tokens_per_forward = forwards > 0 ? static_cast<double>(committed) / static_cast<double>(forwards) : 0;
   g.acceptance = drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0;
+  g.cache_hit_rate = Ratio(g.cached_prompt_tokens, g.prompt_tokens);
+  g.reuse = Ratio(g.reused_prompt_tokens, g.reusable_prompt_tokens);
   return g;
 }
 
@@ -64,14 +76,29 @@ std::string Row(const std::string& name, const GroupSummary& g) {
                          g.tokens_per_forward, 100.0 * g.acceptance);
 }
 
+std::string CacheHeader(bool conversations) {
+  std::string out = absl::StrFormat("%-9s %9s %9s %6s", "mode", "prompt", "cached", "hit");
+  if (conversations) out += absl::StrFormat(" %9s %9s %6s", "reusable", "reused", "reuse");
+  return out + "\n";
+}
+
+std::string CacheRow(const std::string& name, const GroupSummary& g, bool conversations) {
+  std::string out = absl::StrFormat("%-9s %9d %9d %5.1f%%", name, g.prompt_tokens, g.cached_prompt_tokens,
+                                    100.0 * g.cache_hit_rate);
+  if (conversations) {
+    out += absl::StrFormat(" %9d %9d %5.1f%%", g.reusable_prompt_tokens, g.reused_prompt_tokens, 100.0 * g.reuse);
+  }
+  return out + "\n";
+}
+
 nlohmann::json LatencyJson(const LatencySummary& s) {
   return {{"p50", s.p50_ms}, {"p99", s.p99_ms}, {"mean", s.mean_ms}};
 }
 
-nlohmann::json GroupJson(const GroupSummary& g) {
+nlohmann::json GroupJson(const GroupSummary& g, bool conversations) {
   nlohmann::json errors = nlohmann::json::object();
   for (const auto& [code, e] : g.errors) errors[code] = {{"count", e.count}, {"example", e.example}};
-  return {{"requests", g.requests},
+  nlohmann::json out = {{"requests", g.requests},
           {"ok", g.ok},
           {"requests_per_s", g.requests_per_s},
           {"output_tokens_per_s", g.output_tokens_per_s},
@@ -82,7 +109,16 @@ nlohmann::json GroupJson(const GroupSummary& g) {
           {"server_queue_ms", LatencyJson(g.server_queue)},
           {"tokens_per_forward", g.tokens_per_forward},
           {"acceptance", g.acceptance},
+          {"prompt_tokens", g.prompt_tokens},
+          {"cached_prompt_tokens", g.cached_prompt_tokens},
+          {"cache_hit_rate", g.cache_hit_rate},
           {"errors", errors}};
+  if (conversations) {
+    out["reusable_prompt_tokens"] = g.reusable_prompt_tokens;
+    out["reused_prompt_tokens"] = g.reused_prompt_tokens;
+    out["reuse"] = g.reuse;
+  }
+  return out;
 }
 
 }  // namespace
@@ -91,12 +127,15 @@ LoadReport Summarize(const std::vector<StreamResult>& results, double wall_s) {
   LoadReport report;
   report.wall_s = wall_s;
   std::map<std::string, std::vector<const StreamResult*>> by_mode;
+  std::map<int, std::vector<const StreamResult*>> by_turn;
   std::vector<const StreamResult*> all;
   for (const auto& r : results) {
     by_mode[r.mode].push_back(&r);
+    if (r.turn > 0) by_turn[r.turn].push_back(&r);
     all.push_back(&r);
   }
   for (const auto& [mode, group] : by_mode) report.modes[mode] = SummarizeGroup(group, wall_s);
+  for (const auto& [turn, group] : by_turn) report.turns[turn] = SummarizeGroup(group, wall_s);
   report.overall = SummarizeGroup(all, wall_s);
   return report;
 }
@@ -107,8 +146,18 @@ std::string FormatReportText(const LoadReport& report) {
       "ttft50", "ttft99", "itl50", "itl99", "e2e50", "e2e99", "tpf", "accept");
   for (const auto& [mode, g] : report.modes) out += Row(mode, g);
   if (report.modes.size() > 1) out += Row("all", report.overall);
+  for (const auto& [turn, g] : report.turns) out += Row(absl::StrFormat("turn %d", turn), g);
   out += "(latencies in ms, client-side; tok/s/req = mean per-request speed; itl per token;\n"
          " tpf = tokens per forward; accept = accepted/drafted)\n";
+  // The prefix cache's share of the prompts, same rows.
+  const bool conversations = !report.turns.empty();
+  out += CacheHeader(conversations);
+  for (const auto& [mode, g] : report.modes) out += CacheRow(mode, g, conversations);
+  if (report.modes.size() > 1) out += CacheRow("all", report.overall, conversations);
+  for (const auto& [turn, g] : report.turns) out += CacheRow(absl::StrFormat("turn %d", turn), g, conversations);
+  out += conversations ? "(prompt tokens of successful requests; hit = cached/prompt; reusable = the previous turn's\n"
+                         " prompt + output, turns >= 2; reused = their cached tokens; reuse = reused/reusable)\n"
+                       : "(prompt tokens of successful requests; hit = cached/prompt)\n";
   for (const auto& [code, e] : report.overall.errors) {
     out += absl::StrFormat("errors: %s x%d, e.g. \"%s\"\n", code, e.count, e.example);
   }
@@ -116,9 +165,17 @@ std::string FormatReportText(const LoadReport& report) {
 }
 
 nlohmann::json ReportToJson(const LoadReport& report) {
+  const bool conversations = !report.turns.empty();
   nlohmann::json modes = nlohmann::json::object();
-  for (const auto& [mode, g] : report.modes) modes[mode] = GroupJson(g);
-  return {{"wall_s", report.wall_s}, {"overall", GroupJson(report.overall)}, {"modes", modes}};
+  for (const auto& [mode, g] : report.modes) modes[mode] = GroupJson(g, conversations);
+  nlohmann::json out = {
+      {"wall_s", report.wall_s}, {"overall", GroupJson(report.overall, conversations)}, {"modes", modes}};
+  if (conversations) {
+    nlohmann::json turns = nlohmann::json::object();
+    for (const auto& [turn, g] : report.turns) turns[std::to_string(turn)] = GroupJson(g, conversations);
+    out["turns"] = turns;
+  }
+  return out;
 }
 
 }  // namespace crossreg::clients

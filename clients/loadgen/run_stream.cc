@@ -9,7 +9,8 @@
 
 namespace crossreg::clients {
 
-StreamResult RunStream(crossreg::v1::Generation::Stub& stub, const crossreg::v1::GenerateRequest& request) {
+StreamResult RunStream(crossreg::v1::Generation::Stub& stub, const crossreg::v1::GenerateRequest& request,
+                       std::vector<int32_t>* output_ids) {
   using Clock = std::chrono::steady_clock;
   auto seconds = [](Clock::duration d) { return std::chrono::duration<double>(d).count(); };
 
@@ -35,10 +36,15 @@ StreamResult RunStream(crossreg::v1::Generation::Stub& stub, const crossreg::v1:
       }
       previous = now;
       result.tokens_received += n;
+      if (output_ids != nullptr) {
+        output_ids->insert(output_ids->end(), response.chunk().token_ids().begin(), response.chunk().token_ids().end());
+      }
     } else if (response.has_complete()) {
       const auto& c = response.complete();
       result.completed = true;
       result.completion_tokens = c.usage().completion_tokens();
+      result.prompt_tokens = c.usage().prompt_tokens();
+      result.cached_prompt_tokens = c.usage().cached_prompt_tokens();
       result.forwards = c.spec().forwards();
       result.drafted = c.spec().drafted();
       result.accepted = c.spec().accepted();

@@ -33,6 +33,16 @@ struct StreamResult {
   double tokens_per_forward = 0;
   double server_queue_s = 0;
   double server_ttft_s = 0;
+  int64_t prompt_tokens = 0;
+  // Of prompt_tokens, those whose K/V the server took from its prefix cache
+  // (Usage.cached_prompt_tokens; 0 from servers without prefix caching).
+  int64_t cached_prompt_tokens = 0;
+
+  // multi_turn only: the 1-based turn within its conversation (0 = not a conversation
+  // turn), and the prompt tokens a prefix cache could hold from the previous turn (its
+  // prompt + its output; 0 on turn 1), the ceiling for cached_prompt_tokens.
+  int turn = 0;
+  int64_t reusable_prompt_tokens = 0;
 };
 
 }  // namespace crossreg::clients

@@ -38,9 +38,14 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
   if (UsesNgrams()) ngrams_.Update(tokens_);
 }
 
-void SequenceDecoder::OnKvDropped(SequenceId new_seq) {
-  seq_ = new_seq;
-  cached_ = 0;
+absl::Status SequenceDecoder::OnKvAttached(SequenceId seq, int64_t cached) {
+  if (cached < 0 || cached > static_cast<int64_t>(tokens_.size()) - 1) {
+    return absl::InvalidArgumentError(absl::StrCat("decoder: ", cached, " cached positions for a sequence of ",
+                                                   tokens_.size(), " tokens (at most ", tokens_.size() - 1, ")"));
+  }
+  seq_ = seq;
+  cached_ = cached;
+  return absl::OkStatus();
 }
 
 int64_t SequenceDecoder::PendingKvRows() const {

@@ -76,9 +76,11 @@ class SequenceDecoder {
   // rows asked. The outcome's kv_length is what the caller
   // must commit for sequence() before the next Plan.
   absl::StatusOr<StepOutcome> OnForward(const StepPlan& plan, const LogitRows& logits);
-  // The sequence's KV was dropped (preemption): the next plans recompute it into
-  // `new_seq` (a fresh, empty sequence of the cache).
-  void OnKvDropped(SequenceId new_seq);
+  // The sequence's KV moved to `seq` (admission after preemption, or a prefix-cache
+  // hit), whose first `cached` positions already hold the K/V of tokens()'s first
+  // `cached` tokens; the next plans compute the rest. At most tokens().size() - 1: the
+  // newest token's row opens the next decode forward (the prompt's logits).
+  absl::Status OnKvAttached(SequenceId seq, int64_t cached);
 
   bool prefilling() const { return cached_ < static_cast<int64_t>(tokens_.size()) - 1; }
   bool finished() const { return finish_ != FinishReason::kNone; }

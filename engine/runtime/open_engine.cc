@@ -77,7 +77,9 @@ absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOp
     }
   }
   if (blocks > (int64_t{1} << 30)) return absl::InvalidArgumentError(absl::StrCat("KV cache: ", blocks, " blocks is too many"));
-  return KvCacheConfig{options.kv_block_size, static_cast<int>(blocks)};
+  return KvCacheConfig{.block_size = options.kv_block_size,
+                       .num_blocks = static_cast<int>(blocks),
+                       .prefix_caching = options.prefix_caching};
 }
 
 }  // namespace

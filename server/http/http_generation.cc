@@ -95,6 +95,7 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       if (event.kind == RequestEvent::Kind::kTokens) break;
       stats_ = event.stats;
       timings_ = event.timings;
+      cached_prompt_tokens_ = event.cached_prompt_tokens;
       const RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
       Complete(reason == RequestEndReason::kStop ? "stop" : "length", reason, absl::OkStatus());
       break;
@@ -207,6 +208,7 @@ OpenAiJson HttpGeneration::Usage() const {
   return OpenAiJson{{"prompt_tokens", prompt},
                     {"completion_tokens", completion},
                     {"total_tokens", prompt + completion},
+                    {"prompt_tokens_details", {{"cached_tokens", cached_prompt_tokens_}}},
                     {"forwards", forwards},
                     {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
                     {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
@@ -223,6 +225,7 @@ void HttpGeneration::RecordEnd(RequestEndReason reason, const absl::Status& erro
   end.mode = id_.mode;
   end.reason = reason;
   end.prompt_tokens = static_cast<int64_t>(id_.prompt_ids.size());
+  end.cached_prompt_tokens = cached_prompt_tokens_;
   end.completion_tokens = static_cast<int64_t>(completion_ids_.size());
   end.finish = finish_reason_;
   end.timings = timings_;

@@ -82,6 +82,7 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   std::string whole_text_;  // non-streaming: the reply's text
   std::vector<int32_t> completion_ids_;
   std::optional<SpeculativeStats> stats_;
+  int64_t cached_prompt_tokens_ = 0;  // from the finished event
   std::optional<RequestTimings> timings_;
   std::string finish_reason_;
   absl::Status error_;

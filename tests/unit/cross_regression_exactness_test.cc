@@ -11,6 +11,7 @@
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/chi_square.h"
+#include "tests/testing/exact_probabilities.h"
 #include "tests/testing/stories_reference.h"
 #include "tests/testing/test_paths.h"
 #include "tests/testing/tiny_models.h"
@@ -267,44 +268,6 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityWithBf16KvCache) {
   EXPECT_EQ(GenerateIds(e, **stories, prompt, 100, Mode(DecodingMode::kNgram, 8)), ar);
 }
 
-// Exact probability of every length-`depth` continuation of `prompt` under P.
-std::vector<double> ExactSequenceProbabilities(testing::EngineUnderTest& e, const Model& model,
-                                               const std::vector<int32_t>& prompt, int depth,
-                                               const SamplingParams& sampling) {
-  const int V = model.config.vocab_size;
-  std::vector<double> out;
-  std::vector<float> logits, probs;
-  // Depth-first over the tree of continuations, reusing the KV of the prefix.
-  const SequenceId seq = e.kv->CreateSequence();
-  ForwardBatch b;
-  for (size_t p = 0; p + 1 < prompt.size(); ++p)
-    b.rows.push_back({.seq = seq, .position = static_cast<int32_t>(p), .token = prompt[p]});
-  if (!b.rows.empty()) {
-    EXPECT_TRUE(e.backend->Forward(b, *e.kv, logits).ok());
-  }
-  std::function<void(int32_t, int, double)> visit = [&](int32_t last, int level, double mass) {
-    const int64_t len = e.kv->length(seq);
-    ForwardBatch row;
-    row.rows.push_back({.seq = seq, .position = static_cast<int32_t>(len), .token = last, .want_logits = true});
-    EXPECT_TRUE(e.backend->Forward(row, *e.kv, logits).ok());
-    ProcessedDistribution(logits.data(), V, sampling, probs);
-    const std::vector<float> here = probs;
-    for (int32_t t = 0; t < V; ++t) {
-      if (level + 1 == depth) {
-        out.push_back(mass * here[t]);
-      } else if (here[t] > 0) {
-        visit(t, level + 1, mass * here[t]);
-      } else {
-        for (int64_t i = 0, n = static_cast<int64_t>(std::pow(V, depth - level - 1)); i < n; ++i) out.push_back(0.0);
-      }
-    }
-    EXPECT_TRUE(e.kv->Commit(seq, len).ok());
-  };
-  visit(prompt.back(), 0, 1.0);
-  e.kv->Free(seq);
-  return out;
-}
-
 // Forwards of all samples, and those an adaptive draft length ran as plain AR.
 struct ForwardCounts {
   int64_t forwards = 0;
@@ -318,7 +281,8 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
                                        AcceptanceMemory* memory = nullptr, int memory_lifetime = 0) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
-  const auto exact = ExactSequenceProbabilities(e, model, prompt, depth, base);
+  const auto exact =
+      testing::ExactSequenceProbabilities(*e.backend, *e.kv, model.config.vocab_size, prompt, depth, base);
   const int V = model.config.vocab_size;
   std::vector<int64_t> counts(exact.size(), 0);
   ForwardCounts forwards;

@@ -1,0 +1,21 @@
+// The exact distribution a sampler must reproduce, for the χ² tests: the probability
+// of every continuation of a prompt, computed by plain AR forwards.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "engine/backend.h"
+#include "engine/paged_kv_cache.h"
+#include "engine/sampler.h"
+
+namespace crossreg::testing {
+
+// Probability under `sampling`'s processed distribution of every length-`depth`
+// continuation of `prompt`, indexed by the continuation read as a base-`vocab`
+// number (first token most significant). Uses a sequence of `kv` and frees it.
+std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& kv, int vocab,
+                                               const std::vector<int32_t>& prompt, int depth,
+                                               const SamplingParams& sampling);
+
+}  // namespace crossreg::testing
