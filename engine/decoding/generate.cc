@@ -25,8 +25,15 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   const SequenceId seq = kv.CreateSequence();
   SequenceGuard guard{kv, seq};
   SequenceDecoder decoder(request, env, seq);
-
   GenerationResult result;
+  // With prefix caching the prompt's cached blocks are read, not computed (all but
+  // the last prompt token at most: its row gives the first logits).
+  const int64_t cacheable = static_cast<int64_t>(request.prompt_ids.size()) - 1;
+  absl::StatusOr<int64_t> cached = kv.AttachCachedPrefix(seq, request.prompt_ids, cacheable);
+  if (!cached.ok()) return cached.status();
+  if (auto s = decoder.OnKvAttached(seq, *cached); !s.ok()) return s;
+  result.cached_prompt_tokens = *cached;
+
   ForwardBatch batch;
   ForwardOutput out;
   const DraftCost cost{env.cost_curve, 1};

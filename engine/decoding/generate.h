@@ -21,6 +21,7 @@ struct GenerationResult {
   FinishReason finish_reason = FinishReason::kLength;
   SpeculativeStats stats;            // decode forwards, drafted/accepted, TPF
   int64_t prefill_forwards = 0;
+  int64_t cached_prompt_tokens = 0;  // prompt positions read from the prefix cache
   double prefill_seconds = 0;
   double decode_seconds = 0;
 };
@@ -30,7 +31,8 @@ struct GenerateOptions {
 };
 
 // Validates the request (ValidateGenerationRequest), then runs it in a fresh sequence
-// of `kv`, freed at the end. `on_tokens` sees the tokens each forward commits, as they
+// of `kv`, freed at the end; a cache with prefix caching serves the prompt's cached
+// blocks and keeps the sequence's full blocks for later calls. `on_tokens` sees the tokens each forward commits, as they
 // are committed.
 absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, const GenerationRequest& request,
                                           const DecodingEnvironment& env,

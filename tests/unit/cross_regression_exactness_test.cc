@@ -110,6 +110,60 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
   }
 }
 
+// Generate() on a cache with prefix caching: later prompts read the blocks earlier
+// ones (their prompts and their outputs) left, and every mode still gives AR's ids.
+TEST(CrossRegressionExactnessTest, GreedyIdentityWithPrefixCache) {
+  auto model = MakeRandomModel(TinyConfig(48), {DType::kF32, 3, 2.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 0.5f;
+  lo.seed = 13;
+  lo.placeholder_token_id = 47;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto plain = MakeEngine(*model, adapter.get());
+  auto cached = MakeEngine(*model, adapter.get());
+  KvCacheConfig caching = cached.kv->config();
+  caching.prefix_caching = true;
+  cached.kv = std::make_unique<PagedKvCache>(caching);
+  const int block = caching.block_size;
+  const std::vector<int32_t> shared = {5, 9, 2, 44, 17, 3, 3, 8, 21, 30, 6, 1, 12, 40, 7, 7, 19, 2, 28, 33, 4};
+  const std::vector<DecodingConfig> modes = {
+      Mode(DecodingMode::kAutoregressive, 1), Mode(DecodingMode::kLossless, 4), Mode(DecodingMode::kLossy, 6),
+      Mode(DecodingMode::kNgram, 4),          Forked(5, 2, 2, /*assist=*/true), Adaptive(Mode(DecodingMode::kLossless, 8))};
+  for (size_t m = 0; m < modes.size(); ++m) {
+    SCOPED_TRACE(::testing::Message() << "mode " << m);
+    std::vector<int32_t> previous;  // the last prompt and its output: the next turn's start
+    for (int turn = 0; turn < 3; ++turn) {
+      std::vector<int32_t> prompt = turn == 0 ? shared : previous;
+      prompt.push_back(static_cast<int32_t>(10 + m * 3 + turn));
+      prompt.push_back(static_cast<int32_t>(m + turn));
+      GenerationRequest req;
+      req.prompt_ids = prompt;
+      req.max_new_tokens = 20;
+      req.decoding = modes[m];
+      req.stop_at_eos = false;
+      DecodingEnvironment env = plain.env;
+      env.has_adapter = true;
+      env.cost_curve = &SteepCurve();
+      auto want = Generate(*plain.backend, *plain.kv, req, env);
+      auto got = Generate(*cached.backend, *cached.kv, req, env);
+      ASSERT_TRUE(want.ok() && got.ok());
+      EXPECT_EQ(got->ids, want->ids) << "turn " << turn;
+      if (turn == 0 && m == 0) {
+        EXPECT_EQ(got->cached_prompt_tokens, 0);
+      } else if (turn == 0) {
+        EXPECT_EQ(got->cached_prompt_tokens, static_cast<int64_t>(shared.size()) / block * block);
+      } else {
+        // The whole earlier turn, to its last full block (its newest token was never computed).
+        EXPECT_EQ(got->cached_prompt_tokens, static_cast<int64_t>(previous.size() - 1) / block * block);
+      }
+      previous = prompt;
+      previous.insert(previous.end(), want->ids.begin(), want->ids.end());
+    }
+  }
+  EXPECT_EQ(cached.kv->Stats().used_blocks, 0);
+  EXPECT_GT(cached.kv->Stats().cached_blocks, 0);
+}
+
 // One acceptance memory across every request: later requests start from what earlier
 // ones saw (fixed-γ ones included) and share their probe schedule; greedy output
 // stays AR's whatever γ' path that gives.
