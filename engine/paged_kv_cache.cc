@@ -195,6 +195,13 @@ absl::StatusOr<int64_t> PagedKvCache::AttachCachedPrefix(SequenceId seq, absl::S
   return match.positions;
 }
 
+int64_t PagedKvCache::FreeableBlocks(SequenceId seq) const {
+  if (!IsLive(seq)) return 0;
+  int64_t n = 0;
+  for (int32_t block : sequences_[static_cast<size_t>(seq)].blocks) n += refs_[static_cast<size_t>(block)] == 1 ? 1 : 0;
+  return n;
+}
+
 int64_t PagedKvCache::length(SequenceId seq) const {
   return IsLive(seq) ? sequences_[static_cast<size_t>(seq)].length : 0;
 }

@@ -126,6 +126,8 @@ class PagedKvCache {
   KvCacheStats Stats() const;
   // Blocks a Reserve can take: free ones, then cached ones nobody holds (evicted).
   int free_blocks() const { return static_cast<int>(free_list_.size() + evictable_.size()); }
+  // Blocks Free(seq) would give back to the free pool: those no other sequence holds.
+  int64_t FreeableBlocks(SequenceId seq) const;
   // Holders of `block` (tests and invariant checks).
   int refs(int32_t block) const { return refs_[static_cast<size_t>(block)]; }
   bool prefix_caching() const { return index_.has_value(); }

@@ -63,8 +63,11 @@ BatchPlan PlanBatch(std::vector<PlannerSequence> running, const PlannerLimits& l
       plan.fail = running.front().id;
       return plan;
     }
-    // The most recently admitted gives its blocks back and waits.
-    free += running.back().kv_blocks;
+    // The most recently admitted gives its blocks back and waits: those it alone holds
+    // (counted per sequence, so a block two victims share is not counted: the plan may
+    // preempt one more than needed, never fewer).
+    const PlannerSequence& victim = running.back();
+    free += victim.freeable_blocks < 0 ? victim.kv_blocks : victim.freeable_blocks;
     plan.preempt.push_back(running.back().id);
     running.pop_back();
   }

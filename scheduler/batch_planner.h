@@ -30,6 +30,9 @@ struct PlannerSequence {
   bool prefilling = false;
   int64_t kv_length = 0;          // valid cached positions
   int64_t kv_blocks = 0;          // blocks the sequence holds
+  // Of them, the blocks freeing it gives back (prefix-cache blocks another sequence
+  // also holds stay taken). -1: all of kv_blocks.
+  int64_t freeable_blocks = -1;
   // KV positions the next forward would append: prefill, what is left of it; decode,
   // the upper bound 1 + gamma (1 for AR).
   int64_t pending_kv_rows = 0;

@@ -465,6 +465,7 @@ SchedulerOutput Scheduler::Impl::Schedule() {
                          .prefilling = d.prefilling(),
                          .kv_length = kv.length(d.sequence()),
                          .kv_blocks = static_cast<int64_t>(kv.block_table(d.sequence()).size()),
+                         .freeable_blocks = kv.FreeableBlocks(d.sequence()),
                          .pending_kv_rows = d.PendingKvRows(),
                          // Adaptive sequences reserve the rows their draft length can reach
                          // this forward, not the full γ's (sequence_decoder.h, DecodeRowsBound).

@@ -139,6 +139,51 @@ TEST_F(HttpApiTest, GreedyCompletionsEqualTheGrpcStreamInEveryMode) {
   EXPECT_EQ(ids.body["choices"][0]["text"], text.body["choices"][0]["text"]);
 }
 
+// A prompt sent again is served from the prefix cache: every full block of 16 tokens
+// but the one holding the last prompt token, reported by both APIs and the metrics,
+// with the same greedy output in every mode.
+TEST_F(HttpApiTest, ARepeatedPromptIsServedFromThePrefixCacheOnBothApis) {
+  std::string prompt;  // several full blocks, used by no other test
+  for (int i = 0; i < 5; ++i) prompt += "The old cat sat by the warm fire and told a long story to the bird. ";
+  auto stub = server_->NewStub();
+  auto before = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(before.ok()) << before.status();
+  const StreamResult first = RunGenerate(*stub, GreedyRequest(prompt, v1::DECODING_MODE_AR, 16));
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  const int64_t n = first.complete.usage().prompt_tokens();
+  ASSERT_GT(n, 33);
+  EXPECT_EQ(first.complete.usage().cached_prompt_tokens(), 0);
+  const int64_t want = (n - 1) / 16 * 16;
+  for (const auto& mode : kModes) {
+    SCOPED_TRACE(mode.http);
+    const StreamResult again = RunGenerate(*stub, GreedyRequest(prompt, mode.grpc, 16));
+    ASSERT_TRUE(again.status.ok()) << again.status.error_message();
+    EXPECT_EQ(again.complete.usage().cached_prompt_tokens(), want);
+    EXPECT_EQ(again.ids, first.ids);
+  }
+  const HttpReply http = Post(server_->http_port(), "/v1/completions",
+                              {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}, {"return_token_ids", true}});
+  ASSERT_EQ(http.status, 200) << http.raw;
+  EXPECT_EQ(http.body["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), want) << http.raw;
+  EXPECT_EQ(http.body["choices"][0]["token_ids"].get<std::vector<int32_t>>(), first.ids);
+  const HttpReply streamed =
+      Post(server_->http_port(), "/v1/completions",
+           {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0}, {"stream", true},
+            {"stream_options", {{"include_usage", true}}}});
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  Json usage;
+  StreamedText(SseEvents(streamed.raw), false, &usage);
+  EXPECT_EQ(usage["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), want) << usage;
+  auto after = ScrapeMetrics(server_->metrics_port());
+  ASSERT_TRUE(after.ok()) << after.status();
+  const int requests = 1 + static_cast<int>(std::size(kModes)) + 2;
+  EXPECT_EQ((*after)["crossreg_prefix_cache_queries_total"] - (*before)["crossreg_prefix_cache_queries_total"],
+            n * requests);
+  EXPECT_EQ((*after)["crossreg_prefix_cache_hits_total"] - (*before)["crossreg_prefix_cache_hits_total"],
+            want * (requests - 1));
+  EXPECT_GT((*after)["crossreg_kv_cache_cached_blocks"], 0);
+}
+
 TEST_F(HttpApiTest, StreamingChunksConcatenateToTheFullText) {
   for (const auto& mode : kModes) {
     SCOPED_TRACE(mode.http);

@@ -134,6 +134,20 @@ TEST(BatchPlannerTest, PreemptionFreesTheVictimsBlocksForTheOthers) {
   EXPECT_TRUE(plan.prefill.empty());
 }
 
+TEST(BatchPlannerTest, SharedPrefixBlocksAreNotCountedAsFreedByAPreemption) {
+  // The oldest needs 3 blocks, none free. The newest holds 3 blocks, but 2 of them are
+  // prefix blocks another sequence holds too: preempting it frees 1, so the next
+  // newest goes as well. Unshared, its 3 blocks would have been enough.
+  PlannerSequence newest = Decoding(1, 4, 1, 1, 6, 3);
+  newest.freeable_blocks = 1;
+  const BatchPlan shared = PlanBatch({Decoding(0, 1, 9, 9, 8, 2), Prefilling(2, 3, 20, 5, 2), newest}, {512, 0, 4});
+  EXPECT_EQ(shared.preempt, (std::vector<int>{1, 2}));
+  EXPECT_EQ(Pairs(shared.decode), (P{{0, 9}}));
+  newest.freeable_blocks = -1;
+  const BatchPlan alone = PlanBatch({Decoding(0, 1, 9, 9, 8, 2), Prefilling(2, 3, 20, 5, 2), newest}, {512, 0, 4});
+  EXPECT_EQ(alone.preempt, (std::vector<int>{1}));
+}
+
 TEST(BatchPlannerTest, StalledPrefillsPreemptUntilOneCanProgress) {
   // Two half-done prefills fill the cache: nothing can run, so the newer yields.
   const BatchPlan plan = PlanBatch({Prefilling(0, 1, 10, 8, 2), Prefilling(1, 2, 10, 8, 2)}, {512, 0, 4});

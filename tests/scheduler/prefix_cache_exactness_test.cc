@@ -256,6 +256,34 @@ TEST_F(PrefixCacheExactnessTest, PreemptedRequestsReHitTheirOwnPrefixWithoutChan
   EXPECT_EQ(engine.kv->Stats().used_blocks, 0);
 }
 
+TEST_F(PrefixCacheExactnessTest, PreemptionOfSequencesSharingBlocksKeepsOutputsAndFreesEverything) {
+  // Every prompt starts with the same 12 tokens (3 blocks): the running sequences share
+  // them while the tiny cache preempts some of them and resumes them later.
+  std::vector<GenerationRequest> specs;
+  std::vector<std::vector<int32_t>> expected;
+  for (int i = 0; i < 12; ++i) {
+    GenerationRequest s;
+    s.request_id = "shared-tight" + std::to_string(i);
+    s.prompt_ids = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+    for (int t = 0; t < 3 + (i * 5) % 9; ++t) s.prompt_ids.push_back(static_cast<int32_t>((i * 13 + t * 7) % 40));
+    s.max_new_tokens = 14 + (i * 3) % 10;
+    SetDecoding(s, i, false);
+    expected.push_back(Alone(s));
+    specs.push_back(std::move(s));
+  }
+  CpuEngine engine = MakeCpuEngine(*model_, *adapter_, Kv(22, true));
+  Scheduler scheduler(Options(), *engine.backend, *engine.kv);
+  scheduler.Start();
+  RunWave(scheduler, {specs[0]}, {expected[0]});  // the shared blocks are cached first
+  RunWave(scheduler, std::vector<GenerationRequest>(specs.begin() + 1, specs.end()),
+          std::vector<std::vector<int32_t>>(expected.begin() + 1, expected.end()));
+  scheduler.Shutdown(std::chrono::seconds(10));
+  const SchedulerStats stats = scheduler.Stats();
+  EXPECT_GT(stats.preemptions, 0);
+  EXPECT_GE(stats.prefix_cache_hits, 12 * 11);
+  EXPECT_EQ(engine.kv->Stats().used_blocks, 0);
+}
+
 TEST_F(PrefixCacheExactnessTest, CachedBlocksNobodyHoldsGoBeforeAnyPreemption) {
   CpuEngine engine = MakeCpuEngine(*model_, *adapter_, Kv(24, true));
   Scheduler scheduler(Options(), *engine.backend, *engine.kv);
