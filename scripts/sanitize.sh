@@ -32,7 +32,7 @@ if [ "$WHICH" = all ] || [ "$WHICH" = asan ]; then
   echo "[sanitize] ASan+UBSan: building unit, scheduler, server and integration tests"
   configure build-asan address,undefined
   time cmake --build build-asan -j "$JOBS" --target crossreg_unit_tests crossreg_scheduler_tests \
-    crossreg_server_unit_tests crossreg_integration_tests crossreg-server crossreg-generate
+    crossreg_server_unit_tests crossreg_client_tests crossreg_integration_tests crossreg-server crossreg-generate
   echo "[sanitize] ASan+UBSan: ctest -L 'unit|scheduler|integration'"
   time ctest --test-dir build-asan -L 'unit|scheduler|integration' -E 'parity|DistributionTest' --output-on-failure \
     -j "$JOBS" --timeout 1200

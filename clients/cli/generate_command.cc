@@ -33,6 +33,9 @@ void PrintStatsLine(const crossreg::v1::GenerateRequest& request, const crossreg
       done.usage().prompt_tokens(), done.usage().completion_tokens(), spec.forwards(),
       spec.tokens_per_forward(), spec.drafted(), spec.accepted());
   if (spec.drafted() > 0) line += absl::StrFormat(" (%.1f%%)", 100.0 * spec.accepted() / spec.drafted());
+  if (done.usage().cached_prompt_tokens() > 0) {
+    line += absl::StrFormat(" cached_prompt=%d", done.usage().cached_prompt_tokens());
+  }
   if (spec.ar_forwards() > 0) line += absl::StrFormat(" ar_forwards=%d", spec.ar_forwards());
   line += absl::StrFormat(" queue=%.1fms ttft=%.1fms total=%.1fms", t.queue_seconds() * 1e3,
                           t.time_to_first_token_seconds() * 1e3, t.total_seconds() * 1e3);

@@ -155,6 +155,7 @@ def generate(stub, args, metadata):
     reason = pb.FinishReason.Name(complete.finish_reason).removeprefix("FINISH_REASON_").lower()
     print(f"# finish={reason} id={complete.request_id} "
           f"tokens={complete.usage.prompt_tokens}+{complete.usage.completion_tokens} "
+          f"cached_prompt={complete.usage.cached_prompt_tokens} "
           f"forwards={spec.forwards} tpf={spec.tokens_per_forward:.2f} "
           f"drafted={spec.drafted} accepted={spec.accepted} "
           f"per_position={list(spec.accepted_per_position)} ar_forwards={spec.ar_forwards} "

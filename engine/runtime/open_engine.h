@@ -58,8 +58,9 @@ struct EngineOptions {
   int64_t kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{512} << 20;
   // Automatic prefix caching: full K/V blocks stay cached for later requests with the
-  // same prefix (engine/paged_kv_cache.h).
-  bool prefix_caching = true;
+  // same prefix (engine/paged_kv_cache.h). The server turns it on (--prefix_caching);
+  // off here, so benchmarks that run one prompt again and again time its prefill each time.
+  bool prefix_caching = false;
   // A quantized type: the model's float matrices are quantized at load
   // (engine/model/model_quantizer.h); kF32: the model as stored.
   DType quantize = DType::kF32;
