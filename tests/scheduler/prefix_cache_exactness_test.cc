@@ -19,6 +19,7 @@
 #include "tests/scheduler/event_recorder.h"
 #include "tests/testing/chi_square.h"
 #include "tests/testing/exact_probabilities.h"
+#include "tests/testing/tiny_models.h"
 
 namespace crossreg {
 namespace {
@@ -26,19 +27,6 @@ namespace {
 using testing::EventRecorder;
 
 constexpr int kBlock = 4;
-
-ModelConfig Config(int vocab) {
-  ModelConfig c;
-  c.vocab_size = vocab;
-  c.hidden_size = 48;
-  c.intermediate_size = 80;
-  c.num_layers = 2;
-  c.num_heads = 6;
-  c.num_kv_heads = 2;
-  c.head_dim = 8;
-  c.max_position = 256;
-  return c;
-}
 
 KvCacheConfig Kv(int num_blocks, bool caching) {
   return {.block_size = kBlock, .num_blocks = num_blocks, .prefix_caching = caching};
@@ -90,7 +78,7 @@ class PrefixCacheExactnessTest : public ::testing::Test {
  protected:
   static constexpr int32_t kPlaceholder = 47;
   void SetUp() override {
-    model_ = MakeRandomModel(Config(48), {DType::kF32, 7, 2.0f});
+    model_ = MakeRandomModel(testing::TinyConfig(48), {DType::kF32, 7, 2.0f});
     RandomLoraOptions lo;
     lo.magnitude = 0.5f;
     lo.seed = 17;
@@ -322,7 +310,7 @@ TEST_F(PrefixCacheExactnessTest, CachedBlocksNobodyHoldsGoBeforeAnyPreemption) {
 class PrefixCacheDistributionTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    model_ = MakeRandomModel(Config(6), {DType::kF32, 21, 4.0f});
+    model_ = MakeRandomModel(testing::TinyConfig(6), {DType::kF32, 21, 4.0f});
     RandomLoraOptions lo;
     lo.magnitude = 8.0f;  // q far from p: many rejections, residuals and carried drafts
     lo.seed = 22;
