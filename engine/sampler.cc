@@ -17,6 +17,9 @@ absl::Status SamplingParams::Validate() const {
   if (!(top_p > 0.0f && top_p <= 1.0f)) {
     return FieldViolation("sampling.top_p", absl::StrCat("must be in (0, 1], got ", top_p));
   }
+  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
+    return FieldViolation("sampling.min_p", absl::StrCat("must be in [0, 1], got ", min_p));
+  }
   return absl::OkStatus();
 }
 
@@ -86,6 +89,15 @@ void ProcessedDistribution(const float* logits, int vocab, const SamplingParams&
     const float e = std::exp((logits[id] - max_logit) * inv_t);
     probs[static_cast<size_t>(id)] = e;
     sum += e;
+  }
+  if (params.min_p > 0.0f) {
+    // Relative to the top token, whose term is exp(0) = 1: the top token always stays.
+    sum = 0.0;
+    for (size_t j = 0; j < keep; ++j) {
+      float& e = probs[static_cast<size_t>(ids[j])];
+      if (e < params.min_p) e = 0.0f;
+      sum += e;
+    }
   }
   if (cut_p) {
     // Smallest best-first prefix whose mass reaches top_p; it always keeps one token.

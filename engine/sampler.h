@@ -14,9 +14,10 @@ struct SamplingParams {
   float temperature = 0.0f;  // 0: greedy (argmax)
   int top_k = 0;             // 0: no top-k cut
   float top_p = 1.0f;        // 1: no nucleus cut
+  float min_p = 0.0f;        // 0: no cut; else drop tokens below min_p x the top token's probability
   uint64_t seed = 0;         // same seed, same output
   bool greedy() const { return temperature == 0.0f; }
-  // Ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1. The message
+  // Ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1, 0 <= min_p <= 1. The message
   // starts with the field ("sampling.top_p: ...").
   absl::Status Validate() const;
 };
@@ -39,7 +40,8 @@ class Rng {
 int32_t Argmax(const float* logits, int vocab);
 
 // probs (resized to vocab) = P: one-hot argmax when greedy; otherwise
-// softmax(logits / T) restricted to the top-k, then to the smallest set of most
+// softmax(logits / T) restricted to the top-k, then to the tokens whose probability
+// is at least min_p times the most probable one's, then to the smallest set of most
 // probable tokens whose mass reaches top_p (ties broken by lower id), renormalised.
 void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
                            std::vector<float>& probs);

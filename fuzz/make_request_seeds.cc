@@ -105,6 +105,8 @@ const std::vector<std::pair<std::string, std::string>>& OpenAiBodies() {
            "fork_depth": 3, "ngram_assist": true, "adaptive_gamma": false, "seed": 3, "top_p": 0.95, "top_k": -1})"},
       {"completion_unsupported", R"({"prompt": "a", "n": 2, "logprobs": true, "best_of": 1})"},
       {"completion_stop", R"({"prompt": "and", "stop": ["\n", "end"], "ignore_eos": true, "n": 1, "presence_penalty": 0})"},
+      {"completion_penalties", R"({"prompt": "a", "presence_penalty": 0.5, "frequency_penalty": 1, "repetition_penalty": 1.2, "min_p": 0.05, "logit_bias": {"3": -100, "7": 2}, "logprobs": 3, "logprobs_mode": "processed"})"},
+      {"chat_logprobs", R"({"messages": [{"role": "user", "content": "hi"}], "logprobs": true, "top_logprobs": 4, "logit_bias": {"1": 1}})"},
       {"chat_basic",
        R"({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}],
            "max_completion_tokens": 8})"},

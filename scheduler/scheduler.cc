@@ -613,11 +613,13 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
   RequestEvent tokens;
   tokens.kind = RequestEvent::Kind::kTokens;
   tokens.tokens = std::move(outcome->tokens);
+  tokens.logprobs = std::move(outcome->logprobs);
   if (r.text.has_value() && !tokens.tokens.empty()) {
     // Tokens after a stop string are dropped: the request ends at it.
     size_t used = 0;
     tokens.text = r.text->Push(tokens.tokens, &used);
     tokens.tokens.resize(used);
+    if (tokens.logprobs.size() > used) tokens.logprobs.resize(used);
   }
   if (!tokens.tokens.empty()) {
     if (!r.first_token.has_value()) r.first_token = now;

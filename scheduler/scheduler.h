@@ -62,6 +62,7 @@ struct RequestEvent {
   enum class Kind { kTokens, kFinished, kError };
   Kind kind = Kind::kTokens;
   std::vector<int32_t> tokens;          // kTokens: committed by one forward (none past a stop string)
+  std::vector<TokenLogprob> logprobs;   // kTokens: one per token when the request asked (logprobs >= 0)
   // kTokens: the text those tokens complete, safe to send (text that may begin a stop
   // string is held back until it cannot); kFinished: what was still held back. The
   // chunks concatenate to the request's text. Empty when the scheduler has no tokenizer.

@@ -184,6 +184,16 @@ void GenerateReactor::OnSchedulerEvent(const RequestEvent& event) {
         v1::Chunk& chunk = *response.mutable_chunk();
         chunk.mutable_token_ids()->Add(event.tokens.begin(), event.tokens.end());
         chunk.set_text(event.text);
+        for (const TokenLogprob& lp : event.logprobs) {
+          v1::TokenLogprob& out = *chunk.add_logprobs();
+          out.set_token_id(lp.token);
+          out.set_logprob(lp.logprob);
+          for (const auto& [token, logprob] : lp.top) {
+            v1::TopLogprob& top = *out.add_top();
+            top.set_token_id(token);
+            top.set_logprob(logprob);
+          }
+        }
         pending_.push_back(std::move(response));
         break;
       }

@@ -98,6 +98,25 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
   r.sampling.seed = sp.seed();
   r.max_new_tokens = sp.has_max_tokens() ? sp.max_tokens() : defaults.max_tokens;
   r.stop_at_eos = !sp.ignore_eos();
+  r.sampling.min_p = sp.min_p();
+  r.adjustments.presence_penalty = sp.presence_penalty();
+  r.adjustments.frequency_penalty = sp.frequency_penalty();
+  r.adjustments.repetition_penalty = sp.has_repetition_penalty() ? sp.repetition_penalty() : 1.0f;
+  for (const auto& [token, bias] : sp.logit_bias()) r.adjustments.logit_bias.emplace_back(token, bias);
+  // A map's order is unspecified: sorted, so a request means one thing.
+  std::sort(r.adjustments.logit_bias.begin(), r.adjustments.logit_bias.end());
+  if (sp.has_top_logprobs()) {
+    if (sp.top_logprobs() < 0 || sp.top_logprobs() > kMaxTopLogprobs) {
+      return Invalid("sampling.top_logprobs",
+                     absl::StrCat("must be in [0, ", kMaxTopLogprobs, "], got ", sp.top_logprobs()));
+    }
+    r.logprobs = sp.top_logprobs();
+  }
+  if (!v1::LogprobsMode_IsValid(sp.logprobs_mode())) {
+    return Invalid("sampling.logprobs_mode", absl::StrCat("unknown value ", static_cast<int>(sp.logprobs_mode()),
+                                                           " (use RAW or PROCESSED)"));
+  }
+  r.logprobs_mode = sp.logprobs_mode() == v1::LOGPROBS_MODE_PROCESSED ? LogprobsMode::kProcessed : LogprobsMode::kRaw;
   if (static_cast<size_t>(sp.stop_size()) > kMaxStopStrings) {
     return Invalid("sampling.stop", absl::StrCat("at most ", kMaxStopStrings, " stop sequences"));
   }

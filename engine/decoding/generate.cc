@@ -54,6 +54,7 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
       continue;
     }
     if (on_tokens && !step->tokens.empty()) on_tokens(step->tokens);
+    result.logprobs.insert(result.logprobs.end(), step->logprobs.begin(), step->logprobs.end());
   }
   result.prefill_seconds = std::chrono::duration<double>(t_decode - t0).count();
   result.decode_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_decode).count();

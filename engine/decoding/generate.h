@@ -17,6 +17,7 @@ namespace crossreg {
 
 struct GenerationResult {
   std::vector<int32_t> ids;          // generated ids (a stop id included)
+  std::vector<TokenLogprob> logprobs;  // one per id when the request asks (GenerationRequest::logprobs)
   std::vector<float> prompt_logits;  // logits that predicted the first generated id
   FinishReason finish_reason = FinishReason::kLength;
   SpeculativeStats stats;            // decode forwards, drafted/accepted, TPF

@@ -34,6 +34,11 @@ absl::Status ValidateGenerationRequest(const GenerationRequest& request, const D
                                                       " is outside the vocabulary [0, ", config.vocab_size, ")"));
   }
   if (auto s = request.sampling.Validate(); !s.ok()) return s;
+  if (auto s = request.adjustments.Validate(config.vocab_size); !s.ok()) return s;
+  if (request.logprobs < -1 || request.logprobs > kMaxTopLogprobs) {
+    return FieldViolation("logprobs", absl::StrCat("top log-probabilities must be in [0, ", kMaxTopLogprobs,
+                                                   "] (-1: none), got ", request.logprobs));
+  }
   return ValidateDecodingConfig(request.decoding, env.max_gamma, env.has_adapter, env.cost_curve != nullptr);
 }
 

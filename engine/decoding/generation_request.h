@@ -13,6 +13,8 @@
 #include "absl/status/status.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/decoding/forward_cost_curve.h"
+#include "engine/decoding/logit_adjustments.h"
+#include "engine/decoding/token_logprobs.h"
 #include "engine/decoding/ngram_table.h"
 #include "engine/decoding/verify.h"
 #include "engine/model/model_config.h"
@@ -30,6 +32,12 @@ struct GenerationRequest {
   std::vector<int32_t> prompt_ids;  // non-empty, ids in the vocabulary, shorter than the context
   int max_new_tokens = 128;
   SamplingParams sampling;
+  // Penalties and biases on every control row (engine/decoding/logit_adjustments.h).
+  LogitAdjustments adjustments;
+  // Each generated token's log-probability and the top `logprobs` at its position;
+  // -1: none, at most kMaxTopLogprobs.
+  int logprobs = -1;
+  LogprobsMode logprobs_mode = LogprobsMode::kRaw;
   DecodingConfig decoding;          // default: AR
   bool stop_at_eos = true;          // the model's EOS ids end generation
   std::vector<int32_t> stop_ids;    // further ids that end it (kept in the output)

@@ -36,6 +36,7 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
   stats_.drafted_per_position.assign(depth, 0);
   stats_.accepted_per_position.assign(depth, 0);
   if (UsesNgrams()) ngrams_.Update(tokens_);
+  if (request_.adjustments.active()) history_ = TokenHistory(request_.prompt_ids, {});
 }
 
 absl::Status SequenceDecoder::OnKvAttached(SequenceId seq, int64_t cached) {
@@ -208,6 +209,8 @@ absl::Status SequenceDecoder::CheckPlanIsCurrent(const StepPlan& plan) const {
 
 void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
   if (!env_.summarize_greedy_rows || !request_.sampling.greedy()) return;
+  // Penalties and logprobs read whole rows.
+  if (request_.adjustments.active() || request_.logprobs >= 0) return;
   // Control rows come first: P_{k+1} (row k) tests d_{k+1}, the token of row k + 1.
   for (int k = 0; k <= plan.drafts; ++k) {
     if (k == 0 && stats_.forwards == 0) continue;  // first_logits_
@@ -237,8 +240,12 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
     if (full == 0) return absl::InternalError("decoder: the first decode forward must return P_1's logits");
     first_logits_.assign(logits.logits.begin(), logits.logits.begin() + vocab_);
   }
+  const RowRequests rows{.adjust = request_.adjustments.active() ? &request_.adjustments : nullptr,
+                         .history = &history_,
+                         .logprobs = request_.logprobs,
+                         .logprobs_mode = request_.logprobs_mode};
   VerifyOutcome outcome =
-      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault);
+      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault, rows);
   // The cache keeps x_last and the accepted drafts.
   cached_ = outcome.kv_keep;
   step.kv_length = cached_;
@@ -260,10 +267,13 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
   controller_.Observe(plan.ngram_match, outcome.verdicts);
   step.verdicts = std::move(outcome.verdicts);
   buffer_ = std::move(outcome.next_drafts);
-  for (int32_t t : outcome.tokens) {
+  for (size_t i = 0; i < outcome.tokens.size(); ++i) {
+    const int32_t t = outcome.tokens[i];
     tokens_.push_back(t);
     ++stats_.committed;
     step.tokens.push_back(t);
+    if (i < outcome.logprobs.size()) step.logprobs.push_back(std::move(outcome.logprobs[i]));
+    if (request_.adjustments.active()) history_.PushGenerated(t);
     if (const StopReason stop = StopOf(t); stop != StopReason::kNone) {
       finish_ = FinishReason::kStop;
       stop_ = stop;

@@ -126,6 +126,8 @@ class SequenceDecoder {
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
   DraftLengthController controller_;  // adaptive γ: acceptance, probes, the shared memory
   SpeculativeStats stats_;
+  // Penalised requests: the prompt and generated tokens the adjustments read.
+  TokenHistory history_;
   FinishReason finish_ = FinishReason::kNone;
   StopReason stop_ = StopReason::kNone;
   std::vector<float> first_logits_;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/token_logprobs.h"
 #include "engine/forward_batch.h"
 
 namespace crossreg {
@@ -66,6 +67,7 @@ struct StepOutcome {
   int drafted = 0;              // decode: drafts verified (m)
   int accepted = 0;             // ... accepted (n)
   std::vector<bool> verdicts;   // [k-1]: d_k accepted, one per depth reached
+  std::vector<TokenLogprob> logprobs;  // one per token, when the request asks for them
 };
 
 }  // namespace crossreg

@@ -89,7 +89,8 @@ Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& samp
 }  // namespace
 
 VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
-                     const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng, ExactnessFault fault) {
+                     const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng, ExactnessFault fault,
+                     const RowRequests& requests) {
   const int m = plan.drafts;
   const int g = plan.main_chain;
   const PlanRows rows(plan, logits, vocab);
@@ -98,9 +99,30 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const int pred = m + 1;
   const bool greedy = sampling.greedy();
   const bool lossy = plan.decoding.mode == DecodingMode::kLossy;
-  thread_local std::vector<float> p, q_now;
+  thread_local std::vector<float> p, q_now, adjusted, processed;
+  const bool adjusting = requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr;
+  // Control row `row` as P is made from it: penalised and biased in the context of the
+  // committed tokens and the drafts pushed so far. Valid until the next call.
+  auto control = [&](int row) -> const float* {
+    const float* raw = rows.full(row);
+    if (!adjusting) return raw;
+    adjusted.assign(raw, raw + vocab);
+    requests.history->Apply(*requests.adjust, adjusted.data(), vocab);
+    return adjusted.data();
+  };
+  int pushed = 0;  // drafts pushed onto the history, popped before returning
 
   VerifyOutcome out;
+  // The log-probability of `token`, chosen at control row `row` in the current context.
+  auto record_logprob = [&](int row, int32_t token) {
+    if (requests.logprobs < 0) return;
+    if (requests.logprobs_mode == LogprobsMode::kRaw) {
+      out.logprobs.push_back(LogprobFromLogits(rows.full(row), vocab, token, requests.logprobs));
+    } else {
+      ProcessedDistribution(control(row), vocab, sampling, processed);
+      out.logprobs.push_back(LogprobFromProbs(processed.data(), vocab, token, requests.logprobs));
+    }
+  };
   // Verify d_1 .. d_m in order against P_k, the control row whose input prefix is
   // x, d_<k; stop at the first rejection (Alg. 2).
   acceptor.Reset();
@@ -111,12 +133,21 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
     if (greedy) {
       // T = 0: P is one-hot at the argmax. Lossy energies use the untempered logits:
       // E_k = z(d_k) − max z ≤ 0 (docs/algorithm.md).
-      const int32_t best = rows.Argmax(k - 1);
-      accepted = lossy ? acceptor.AcceptGreedy(k, rows.Gap(k - 1, d.token), d.token == best) : d.token == best;
+      int32_t best;
+      double gap;
+      if (adjusting) {
+        const float* z = control(k - 1);
+        best = cpu::Argmax(z, vocab);
+        gap = static_cast<double>(z[d.token]) - z[best];
+      } else {
+        best = rows.Argmax(k - 1);
+        gap = lossy ? rows.Gap(k - 1, d.token) : 0.0;
+      }
+      accepted = lossy ? acceptor.AcceptGreedy(k, gap, d.token == best) : d.token == best;
       if (!accepted) next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
     } else {
-      // P exactly as the AR path processes it (temperature, top-k, top-p).
-      ProcessedDistribution(rows.full(k - 1), vocab, sampling, p);
+      // P exactly as the AR path processes it (penalties, temperature, top-k, min-p, top-p).
+      ProcessedDistribution(control(k - 1), vocab, sampling, p);
       const std::vector<float>* q = &d.q;  // the q d_k was drawn from, cached with it
       if (fault == ExactnessFault::kVerifyCarriedDraftsWithCurrentQ && d.carried) {
         ProcessedDistribution(rows.full(pred + k - 1), vocab, sampling, q_now);
@@ -128,21 +159,31 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       if (!accepted) next = SampleResidual(p, *q, d.token, vocab, rng);
     }
     out.verdicts.push_back(accepted);
-    if (!accepted) break;
+    if (!accepted) {
+      record_logprob(k - 1, next);
+      break;
+    }
+    record_logprob(k - 1, d.token);
     ++out.accepted;
     out.tokens.push_back(d.token);
+    if (adjusting && fault != ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts) {
+      requests.history->PushGenerated(d.token);
+      ++pushed;
+    }
   }
   const int n = out.accepted;
   if (n == m) {
     // Every draft accepted: the bonus token comes from P_{m+1} of this forward.
     if (greedy) {
-      next = rows.Argmax(m);
+      next = adjusting ? cpu::Argmax(control(m), vocab) : rows.Argmax(m);
     } else {
-      ProcessedDistribution(rows.full(m), vocab, sampling, p);
+      ProcessedDistribution(control(m), vocab, sampling, p);
       next = SampleFromDistribution(p.data(), vocab, rng);
     }
+    record_logprob(m, next);
   }
   out.tokens.push_back(next);
+  for (int k = pushed; k >= 1; --k) requests.history->PopGenerated(out.tokens[static_cast<size_t>(k - 1)]);
   // Keep the K/V of x_last and the accepted drafts; the rest rolls back.
   out.kv_keep = plan.committed + n;
 

@@ -10,7 +10,9 @@
 
 #include "absl/types/span.h"
 #include "engine/decoding/energy_acceptor.h"
+#include "engine/decoding/logit_adjustments.h"
 #include "engine/decoding/step_plan.h"
+#include "engine/decoding/token_logprobs.h"
 #include "engine/forward_output.h"
 #include "engine/sampler.h"
 
@@ -20,6 +22,7 @@ namespace crossreg {
 enum class ExactnessFault {
   kNone,
   kVerifyCarriedDraftsWithCurrentQ,  // tests a carried draft against this forward's Q
+  kPenaliseDraftsWithoutEarlierDrafts,  // judges d_k's penalties without d_1 .. d_{k-1}
 };
 
 // One buffered draft d_j with the distribution q_j it was drawn from.
@@ -36,6 +39,19 @@ struct VerifyOutcome {
   std::vector<bool> verdicts;      // verdicts[k-1]: d_k accepted; one per draft reached (min(n + 1, m))
   DraftBuffer next_drafts;         // the buffer for the next iteration (carry + refill)
   int64_t kv_keep = 0;             // positions the sequence's cache keeps: L + n (x_last, accepted drafts)
+  std::vector<TokenLogprob> logprobs;  // one per token, when asked (RowRequests::logprobs >= 0)
+};
+
+// What a request asks of its control rows besides P. Penalties and biases change
+// each row before anything reads it, in the context of the committed tokens plus the
+// drafts before that row (as if they had been committed); the committed tokens'
+// log-probabilities come from the rows that chose or verified them. Both need whole
+// rows (no summaries).
+struct RowRequests {
+  const LogitAdjustments* adjust = nullptr;  // null or inactive: the rows as computed
+  TokenHistory* history = nullptr;           // the committed tokens; Verify leaves it as it came
+  int logprobs = -1;                         // -1: none; else each token's and the top `logprobs`
+  LogprobsMode logprobs_mode = LogprobsMode::kRaw;
 };
 
 // `logits`: the plan's plan.logit_rows() rows in plan order: P_1 .. P_{m+1} (control),
@@ -46,6 +62,6 @@ struct VerifyOutcome {
 // request's γ; `rng` is the request's stream, drawn from only when sampling (T > 0).
 VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
                      const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng,
-                     ExactnessFault fault = ExactnessFault::kNone);
+                     ExactnessFault fault = ExactnessFault::kNone, const RowRequests& requests = {});
 
 }  // namespace crossreg

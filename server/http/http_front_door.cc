@@ -238,6 +238,7 @@ absl::Status HttpFrontDoor::Start() {
   g.scheduler = o.scheduler;
   g.metrics = o.metrics;
   g.served_model_name = o.served_model_name;
+  g.tokenizer = o.defaults.tokenizer;
   g.post = [server = std::weak_ptr<HttpServer>(impl->server)](std::function<void()> task) {
     auto alive = server.lock();
     return alive != nullptr && alive->Post(std::move(task));

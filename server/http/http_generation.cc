@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/field_violation.h"
 #include "scheduler/cancel_cause.h"
+#include "server/http/openai_logprobs.h"
 
 namespace crossreg::server {
 namespace {
@@ -88,9 +89,13 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       // The scheduler decoded the text and ended the request at a stop string.
       completion_ids_.insert(completion_ids_.end(), event.tokens.begin(), event.tokens.end());
       if (request_.stream) {
-        if (!event.text.empty()) SendChunk(event.text, nullptr, false);
+        const bool with_logprobs = wants_logprobs() && !event.logprobs.empty();
+        if (!event.text.empty() || with_logprobs) {
+          SendChunk(event.text, nullptr, false, with_logprobs ? &event.logprobs : nullptr);
+        }
       } else {
         whole_text_ += event.text;
+        if (wants_logprobs()) logprobs_.insert(logprobs_.end(), event.logprobs.begin(), event.logprobs.end());
       }
       if (event.kind == RequestEvent::Kind::kTokens) break;
       stats_ = event.stats;
@@ -139,9 +144,10 @@ void HttpGeneration::RespondWhole() {
     OpenAiJson choice{{"index", 0}};
     if (chat_) {
       choice["message"] = {{"role", "assistant"}, {"content", whole_text_}};
+      choice["logprobs"] = wants_logprobs() ? LogprobsJson(logprobs_, 0) : OpenAiJson(nullptr);
     } else {
       choice["text"] = whole_text_;
-      choice["logprobs"] = nullptr;
+      choice["logprobs"] = wants_logprobs() ? LogprobsJson(logprobs_, 0) : OpenAiJson(nullptr);
     }
     choice["finish_reason"] = finish_reason_;
     if (request_.return_token_ids) choice["token_ids"] = completion_ids_;
@@ -178,16 +184,33 @@ void HttpGeneration::EndStream() {
   exchange_->End();
 }
 
-bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first) {
+OpenAiJson HttpGeneration::LogprobsJson(const std::vector<TokenLogprob>& logprobs, int64_t text_offset) const {
+  if (context_->tokenizer == nullptr) return nullptr;
+  return chat_ ? ChatLogprobs(logprobs, *context_->tokenizer)
+               : CompletionLogprobs(logprobs, *context_->tokenizer, text_offset);
+}
+
+bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first,
+                               const std::vector<TokenLogprob>* logprobs) {
   OpenAiJson choice{{"index", 0}};
+  OpenAiJson logprobs_json = nullptr;
+  if (logprobs != nullptr) {
+    logprobs_json = LogprobsJson(*logprobs, logprob_bytes_);
+    for (const TokenLogprob& lp : *logprobs) {
+      if (context_->tokenizer != nullptr) {
+        logprob_bytes_ += static_cast<int64_t>(context_->tokenizer->TokenBytes(lp.token).size());
+      }
+    }
+  }
   if (chat_) {
     OpenAiJson delta = OpenAiJson::object();
     if (first) delta["role"] = "assistant";
     if (!text.empty() || !first) delta["content"] = text;
     choice["delta"] = delta;
+    if (logprobs != nullptr) choice["logprobs"] = logprobs_json;
   } else {
     choice["text"] = text;
-    choice["logprobs"] = nullptr;
+    choice["logprobs"] = logprobs_json;
   }
   choice["finish_reason"] = finish_reason;
   OpenAiJson data{{"id", ReplyId()},

@@ -30,6 +30,7 @@ struct HttpGenerationContext {
   Scheduler* scheduler = nullptr;
   ServerMetrics* metrics = nullptr;  // may be null
   std::string served_model_name;
+  const Tokenizer* tokenizer = nullptr;  // token texts of log-probabilities
   // Runs a task on a worker; false once the HTTP server is gone.
   std::function<bool(std::function<void()>)> post;
 };
@@ -60,7 +61,10 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   void Complete(const char* finish_reason, RequestEndReason reason, const absl::Status& error);
   void RespondWhole();
   void EndStream();
-  bool SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first);
+  bool SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first,
+                 const std::vector<TokenLogprob>* logprobs = nullptr);
+  OpenAiJson LogprobsJson(const std::vector<TokenLogprob>& logprobs, int64_t text_offset) const;
+  bool wants_logprobs() const { return request_.proto.sampling().has_top_logprobs(); }
   OpenAiJson Usage() const;
   std::string ReplyId() const;
   void RecordEnd(RequestEndReason reason, const absl::Status& error);
@@ -81,6 +85,8 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   std::shared_ptr<ClientStreamLimiter::Lease> slot_;
   std::string whole_text_;  // non-streaming: the reply's text
   std::vector<int32_t> completion_ids_;
+  std::vector<TokenLogprob> logprobs_;  // non-streaming, when asked
+  int64_t logprob_bytes_ = 0;           // streaming completions: text_offset of the next token
   std::optional<SpeculativeStats> stats_;
   int64_t cached_prompt_tokens_ = 0;  // from the finished event
   std::optional<RequestTimings> timings_;

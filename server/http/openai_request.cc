@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/token_logprobs.h"
 #include "engine/field_violation.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
@@ -41,7 +43,7 @@ constexpr absl::string_view kCommonFields[] = {
     "model", "max_tokens", "max_completion_tokens", "temperature", "top_p", "top_k", "seed", "stop",
     "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
     "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
-    "logit_bias", "suffix", "tools", "functions", "response_format",
+    "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
     "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
 constexpr absl::string_view kMessageFields[] = {"role", "content"};
@@ -375,22 +377,97 @@ absl::Status RefuseUnsupported(const Json& body) {
     if (!v.is_number()) return Invalid(field, absl::StrCat("must be 1, got ", TypeName(v)));
     if (v != 1) return Invalid(field, absl::StrCat("only ", field, " = 1 is supported, got ", v.dump()));
   }
+  if (Has(body, "echo")) {
+    const Json& v = body.at("echo");
+    if (!v.is_boolean()) return Invalid("echo", absl::StrCat("must be false, got ", TypeName(v)));
+    if (v.get<bool>()) return Invalid("echo", "not supported (the prompt is not returned)");
+  }
+  for (const char* field : {"suffix", "tools", "functions", "response_format"}) {
+    if (Has(body, field)) return Invalid(field, "not supported");
+  }
+  return absl::OkStatus();
+}
+
+// Penalties, biases, min_p and log-probabilities (engine/decoding/logit_adjustments.h,
+// token_logprobs.h); the ranges are the engine's, checked here to name the JSON field.
+absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::SamplingParams& sp) {
   for (const char* field : {"presence_penalty", "frequency_penalty"}) {
     if (!Has(body, field)) continue;
     ASSIGN_OR_RETURN(const float v, Float(body, field));
-    if (v != 0) return Invalid(field, "not supported (only 0)");
-  }
-  // Booleans in one API, numbers in the other (completions' logprobs is a count).
-  for (const char* field : {"echo", "logprobs"}) {
-    if (!Has(body, field)) continue;
-    const Json& v = body.at(field);
-    if (!v.is_boolean() && !v.is_number()) return Invalid(field, absl::StrCat("must be false or 0, got ", TypeName(v)));
-    if ((v.is_boolean() && v.get<bool>()) || (v.is_number() && v.get<double>() != 0)) {
-      return Invalid(field, "not supported");
+    if (!(v >= -2 && v <= 2)) return Invalid(field, absl::StrCat("must be in [-2, 2], got ", body.at(field).dump()));
+    if (field[0] == 'p') {
+      sp.set_presence_penalty(v);
+    } else {
+      sp.set_frequency_penalty(v);
     }
   }
-  for (const char* field : {"top_logprobs", "logit_bias", "suffix", "tools", "functions", "response_format"}) {
-    if (Has(body, field)) return Invalid(field, "not supported");
+  if (Has(body, "repetition_penalty")) {
+    ASSIGN_OR_RETURN(const float v, Float(body, "repetition_penalty"));
+    if (!(v > 0)) {
+      return Invalid("repetition_penalty", absl::StrCat("must be > 0 (1: off), got ", body.at("repetition_penalty").dump()));
+    }
+    sp.set_repetition_penalty(v);
+  }
+  if (Has(body, "min_p")) {
+    ASSIGN_OR_RETURN(const float v, Float(body, "min_p"));
+    if (!(v >= 0 && v <= 1)) return Invalid("min_p", absl::StrCat("must be in [0, 1], got ", body.at("min_p").dump()));
+    sp.set_min_p(v);
+  }
+  if (Has(body, "logit_bias")) {
+    const Json& bias = body.at("logit_bias");
+    if (!bias.is_object()) {
+      return Invalid("logit_bias", absl::StrCat("must be an object of token id -> bias, got ", TypeName(bias)));
+    }
+    if (bias.size() > 1024) return Invalid("logit_bias", absl::StrCat("at most 1024 entries, got ", bias.size()));
+    for (auto it = bias.begin(); it != bias.end(); ++it) {
+      const std::string field = absl::StrCat("logit_bias[\"", it.key(), "\"]");
+      int64_t token = -1;
+      if (it.key().empty() || it.key().size() > 10 || !absl::SimpleAtoi(it.key(), &token) || token < 0 ||
+          token > kInt32Max) {
+        return Invalid(field, "the key must be a token id (a non-negative integer)");
+      }
+      if (!it.value().is_number()) return Invalid(field, absl::StrCat("must be a number, got ", TypeName(it.value())));
+      const double v = it.value().get<double>();
+      if (!(v >= -100 && v <= 100)) return Invalid(field, absl::StrCat("must be in [-100, 100], got ", it.value().dump()));
+      (*sp.mutable_logit_bias())[static_cast<int32_t>(token)] = static_cast<float>(v);
+    }
+  }
+  const bool chat = endpoint == OpenAiEndpoint::kChatCompletions;
+  if (chat) {
+    // Chat: logprobs is a switch, top_logprobs the count (it needs the switch).
+    bool on = false;
+    if (Has(body, "logprobs")) {
+      ASSIGN_OR_RETURN(on, Bool(body, "logprobs"));
+    }
+    if (Has(body, "top_logprobs")) {
+      ASSIGN_OR_RETURN(const int64_t k, Integer(body, "top_logprobs", 0, kMaxTopLogprobs));
+      if (!on) return Invalid("top_logprobs", "needs \"logprobs\": true");
+      sp.set_top_logprobs(static_cast<int32_t>(k));
+    } else if (on) {
+      sp.set_top_logprobs(0);
+    }
+  } else {
+    // Completions: logprobs is the count of top tokens (0: the chosen token's only).
+    if (Has(body, "top_logprobs")) {
+      return Invalid("top_logprobs", "not a /v1/completions field: \"logprobs\": N asks for the top N");
+    }
+    if (Has(body, "logprobs")) {
+      if (body.at("logprobs").is_boolean()) {
+        return Invalid("logprobs", "on /v1/completions a count of top tokens in [0, 20], not a boolean");
+      }
+      ASSIGN_OR_RETURN(const int64_t k, Integer(body, "logprobs", 0, kMaxTopLogprobs));
+      sp.set_top_logprobs(static_cast<int32_t>(k));
+    }
+  }
+  if (Has(body, "logprobs_mode")) {
+    ASSIGN_OR_RETURN(const std::string mode, String(body.at("logprobs_mode"), "logprobs_mode"));
+    if (mode == "raw") {
+      sp.set_logprobs_mode(v1::LOGPROBS_MODE_RAW);
+    } else if (mode == "processed") {
+      sp.set_logprobs_mode(v1::LOGPROBS_MODE_PROCESSED);
+    } else {
+      return Invalid("logprobs_mode", absl::StrCat("must be \"raw\" or \"processed\", got \"", mode, "\""));
+    }
   }
   return absl::OkStatus();
 }
@@ -554,6 +631,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
     RETURN_IF_ERROR(ReadPrompt(body, out.proto));
   }
   RETURN_IF_ERROR(ReadSampling(body, *out.proto.mutable_sampling()));
+  RETURN_IF_ERROR(ReadAdjustments(body, endpoint, *out.proto.mutable_sampling()));
   RETURN_IF_ERROR(ReadDecoding(body, *out.proto.mutable_decoding()));
   return out;
 }
@@ -564,6 +642,11 @@ absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
       {"sampling.max_tokens", "max_tokens"},   {"sampling.temperature", "temperature"},
       {"sampling.top_p", "top_p"},             {"sampling.top_k", "top_k"},
       {"sampling.stop", "stop"},               {"sampling.seed", "seed"},
+      {"sampling.min_p", "min_p"},             {"sampling.presence_penalty", "presence_penalty"},
+      {"sampling.frequency_penalty", "frequency_penalty"}, {"sampling.repetition_penalty", "repetition_penalty"},
+      {"sampling.logit_bias", "logit_bias"},   {"logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
+      {"sampling.top_logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
+      {"sampling.logprobs_mode", "logprobs_mode"},
       {"decoding.mode", "mode"},               {"decoding.beta", "beta"},
       {"decoding.tau", "tau"},                 {"decoding.gamma", "gamma"},
       {"decoding.fork_outcomes", "fork_outcomes"}, {"decoding.fork_depth", "fork_depth"},

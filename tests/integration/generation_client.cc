@@ -20,6 +20,7 @@ StreamResult RunGenerate(v1::Generation::Stub& stub, const v1::GenerateRequest& 
         ++out.chunks;
         out.ids.insert(out.ids.end(), response.chunk().token_ids().begin(), response.chunk().token_ids().end());
         out.text += response.chunk().text();
+        out.logprobs.insert(out.logprobs.end(), response.chunk().logprobs().begin(), response.chunk().logprobs().end());
         break;
       case v1::GenerateResponse::kComplete:
         out.has_complete = true;

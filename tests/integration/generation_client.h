@@ -13,6 +13,7 @@ struct StreamResult {
   grpc::Status status;
   std::vector<int32_t> ids;  // every chunk's token ids, in order
   std::string text;          // every chunk's text, concatenated
+  std::vector<v1::TokenLogprob> logprobs;  // every chunk's, in order (sampling.top_logprobs set)
   int chunks = 0;
   bool has_complete = false;
   v1::Complete complete;

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -184,6 +185,113 @@ TEST_F(HttpApiTest, ARepeatedPromptIsServedFromThePrefixCacheOnBothApis) {
   EXPECT_GT((*after)["crossreg_kv_cache_cached_blocks"], 0);
 }
 
+// Log-probabilities: every mode reports AR's for the same greedy text (each token's
+// from the control row that verified it), the same over gRPC and HTTP, streamed or not.
+TEST_F(HttpApiTest, LogprobsAreTheSameInEveryModeOnBothApis) {
+  auto stub = server_->NewStub();
+  const std::string prompt = "The little dog";
+  std::vector<v1::TokenLogprob> ar;
+  for (const auto& mode : kModes) {
+    SCOPED_TRACE(mode.http);
+    v1::GenerateRequest request = GreedyRequest(prompt, mode.grpc, 24, 4);
+    request.mutable_sampling()->set_top_logprobs(3);
+    const StreamResult grpc = RunGenerate(*stub, request);
+    ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
+    ASSERT_EQ(grpc.logprobs.size(), grpc.ids.size());
+    if (mode.grpc == v1::DECODING_MODE_AR) ar = grpc.logprobs;
+    ASSERT_EQ(grpc.logprobs.size(), ar.size());
+    for (size_t i = 0; i < ar.size(); ++i) {
+      EXPECT_EQ(grpc.logprobs[i].token_id(), grpc.ids[i]);
+      EXPECT_NEAR(grpc.logprobs[i].logprob(), ar[i].logprob(), 1e-5) << i;
+      ASSERT_EQ(grpc.logprobs[i].top_size(), 3);
+      for (int j = 0; j < 3; ++j) {
+        EXPECT_EQ(grpc.logprobs[i].top(j).token_id(), ar[i].top(j).token_id());
+        if (j > 0) {
+          EXPECT_GE(grpc.logprobs[i].top(j - 1).logprob(), grpc.logprobs[i].top(j).logprob());
+        }
+      }
+    }
+    const HttpReply http = Post(server_->http_port(), "/v1/completions",
+                                {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"mode", mode.http},
+                                 {"gamma", 4}, {"logprobs", 3}});
+    ASSERT_EQ(http.status, 200) << http.raw;
+    const Json& lp = http.body["choices"][0]["logprobs"];
+    ASSERT_EQ(lp["token_logprobs"].size(), ar.size()) << http.raw;
+    ASSERT_EQ(lp["tokens"].size(), ar.size());
+    ASSERT_EQ(lp["top_logprobs"].size(), ar.size());
+    ASSERT_EQ(lp["text_offset"].size(), ar.size());
+    for (size_t i = 0; i < ar.size(); ++i) {
+      EXPECT_NEAR(lp["token_logprobs"][i].get<double>(), ar[i].logprob(), 1e-5);
+      EXPECT_EQ(lp["top_logprobs"][i].size(), 3u);
+    }
+    EXPECT_EQ(lp["text_offset"][0], 0);
+  }
+  // Streamed: the chunks' logprobs concatenate to the whole reply's.
+  const HttpReply streamed = Post(server_->http_port(), "/v1/completions",
+                                  {{"prompt", prompt}, {"max_tokens", 24}, {"temperature", 0}, {"mode", "ngram"},
+                                   {"logprobs", 3}, {"stream", true}});
+  ASSERT_EQ(streamed.status, 200) << streamed.raw;
+  std::vector<double> values;
+  for (const std::string& e : SseEvents(streamed.raw)) {
+    if (e == "[DONE]") continue;
+    const Json j = Json::parse(e);
+    for (const Json& choice : j["choices"]) {
+      if (choice["logprobs"].is_null()) continue;
+      for (const Json& v : choice["logprobs"]["token_logprobs"]) values.push_back(v.get<double>());
+    }
+  }
+  ASSERT_EQ(values.size(), ar.size());
+  for (size_t i = 0; i < ar.size(); ++i) EXPECT_NEAR(values[i], ar[i].logprob(), 1e-5);
+}
+
+// Penalties and biases: greedy ids in every mode equal AR's with the same settings, on
+// both APIs; the settings change the text.
+TEST_F(HttpApiTest, PenaltiesAndBiasKeepGreedyOutputsEqualInEveryModeOnBothApis) {
+  auto stub = server_->NewStub();
+  const std::string prompt = "Once upon a time";
+  const StreamResult plain = RunGenerate(*stub, GreedyRequest(prompt, v1::DECODING_MODE_AR, 32, 4));
+  ASSERT_TRUE(plain.status.ok());
+  ASSERT_FALSE(plain.ids.empty());
+  struct Setting {
+    const char* name;
+    std::function<void(v1::SamplingParams&)> grpc;
+    Json http;
+  };
+  const int32_t banned = plain.ids[0];
+  const std::vector<Setting> settings = {
+      {"presence", [](v1::SamplingParams& s) { s.set_presence_penalty(1.5f); }, {{"presence_penalty", 1.5}}},
+      {"frequency", [](v1::SamplingParams& s) { s.set_frequency_penalty(1.0f); }, {{"frequency_penalty", 1.0}}},
+      {"repetition", [](v1::SamplingParams& s) { s.set_repetition_penalty(1.5f); }, {{"repetition_penalty", 1.5}}},
+      {"logit_bias", [&](v1::SamplingParams& s) { (*s.mutable_logit_bias())[banned] = -100.0f; },
+       {{"logit_bias", {{std::to_string(banned), -100}}}}},
+  };
+  for (const Setting& setting : settings) {
+    SCOPED_TRACE(setting.name);
+    std::vector<int32_t> ar;
+    for (const auto& mode : kModes) {
+      SCOPED_TRACE(mode.http);
+      v1::GenerateRequest request = GreedyRequest(prompt, mode.grpc, 32, 4);
+      setting.grpc(*request.mutable_sampling());
+      const StreamResult grpc = RunGenerate(*stub, request);
+      ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
+      if (mode.grpc == v1::DECODING_MODE_AR) {
+        ar = grpc.ids;
+        EXPECT_NE(ar, plain.ids) << "the setting changes the greedy text";
+      }
+      EXPECT_EQ(grpc.ids, ar);
+      Json body = {{"prompt", prompt}, {"max_tokens", 32}, {"temperature", 0}, {"mode", mode.http},
+                   {"gamma", 4}, {"return_token_ids", true}};
+      body.update(setting.http);
+      const HttpReply http = Post(server_->http_port(), "/v1/completions", body);
+      ASSERT_EQ(http.status, 200) << http.raw;
+      EXPECT_EQ(http.body["choices"][0]["token_ids"].get<std::vector<int32_t>>(), ar);
+    }
+    if (std::string(setting.name) == "logit_bias") {
+      for (int32_t id : ar) EXPECT_NE(id, banned) << "a -100 bias bans the token";
+    }
+  }
+}
+
 TEST_F(HttpApiTest, StreamingChunksConcatenateToTheFullText) {
   for (const auto& mode : kModes) {
     SCOPED_TRACE(mode.http);
@@ -253,7 +361,8 @@ TEST_F(HttpApiTest, ErrorsAre400NamingTheFieldInOpenAisShape) {
       {{{"prompt", ""}}, "prompt"},
       {{{"prompt", {1, 100000}}}, "prompt"},
       {{{"max_tokens", 3}}, "prompt"},
-      {{{"prompt", "x"}, {"logprobs", 2}}, "logprobs"},
+      {{{"prompt", "x"}, {"logprobs", 30}}, "logprobs"},
+      {{{"prompt", "x"}, {"logit_bias", {{"99999", 1}}}}, "logit_bias[99999]"},
   };
   for (const auto& [body, field] : cases) {
     SCOPED_TRACE(body.dump());

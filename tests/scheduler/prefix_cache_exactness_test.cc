@@ -340,7 +340,7 @@ class PrefixCacheDistributionTest : public ::testing::Test {
       EventRecorder rec;
       for (int i = w * kWave; i < (w + 1) * kWave; ++i) {
         GenerationRequest req;
-        req.request_id = "s" + std::to_string(i);
+        req.request_id = absl::StrCat("s", i);
         req.prompt_ids = prompt;
         req.max_new_tokens = kDepth;
         req.decoding.mode = DecodingMode::kLossless;
@@ -353,7 +353,7 @@ class PrefixCacheDistributionTest : public ::testing::Test {
       }
       EXPECT_TRUE(rec.WaitForFinals(kWave, std::chrono::seconds(300)));
       for (int i = w * kWave; i < (w + 1) * kWave; ++i) {
-        const auto r = rec.Get("s" + std::to_string(i));
+        const auto r = rec.Get(absl::StrCat("s", i));
         if (!r.final_event.has_value() || r.tokens.size() != kDepth) {
           ADD_FAILURE() << "sample " << i << " did not finish with " << kDepth << " tokens";
           continue;

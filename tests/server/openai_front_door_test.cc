@@ -204,11 +204,35 @@ TEST(OpenAiRequestTest, StandardOpenAiFieldsAreKnownAndKeepTheirRules) {
       "max_completion_tokens": 4})",
                     OpenAiEndpoint::kChatCompletions),
             "accepted");
-  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"1": 5}})"), "logit_bias: not supported");
   EXPECT_EQ(Refusal(R"({"prompt": "x", "suffix": "y"})"), "suffix: not supported");
-  EXPECT_EQ(Refusal(R"({"prompt": "x", "presence_penalty": 0.5})"), "presence_penalty: not supported (only 0)");
-  EXPECT_EQ(Refusal(R"({"prompt": "x", "logprobs": 2})"), "logprobs: not supported");
-  EXPECT_EQ(Refusal(R"({"prompt": "x", "echo": "no"})"), "echo: must be false or 0, got a string");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "echo": "no"})"), "echo: must be false, got a string");
+  // Penalties, biases, min_p and log-probabilities, as the OpenAI Python client sends them.
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"1": 5, "20": -100}, "presence_penalty": 0.5,
+      "frequency_penalty": -0.5, "logprobs": 2, "seed": 7, "stop": ["\n"], "min_p": 0.1,
+      "repetition_penalty": 1.1, "logprobs_mode": "processed"})"),
+            "accepted");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 5,
+      "presence_penalty": 1, "logit_bias": {"3": 2.5}})",
+                    OpenAiEndpoint::kChatCompletions),
+            "accepted");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "presence_penalty": 2.5})"), "presence_penalty: must be in [-2, 2], got 2.5");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logprobs": 21})"), "logprobs: must be in [0, 20], got 21");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logprobs": true})"),
+            "logprobs: on /v1/completions a count of top tokens in [0, 20], not a boolean");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "top_logprobs": 2})"),
+            "top_logprobs: not a /v1/completions field: \"logprobs\": N asks for the top N");
+  EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
+                    OpenAiEndpoint::kChatCompletions),
+            "top_logprobs: needs \"logprobs\": true");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"a": 5}})"),
+            "logit_bias[\"a\"]: the key must be a token id (a non-negative integer)");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"4": 500}})"), "logit_bias[\"4\"]: must be in [-100, 100], got 500");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": [1]})"),
+            "logit_bias: must be an object of token id -> bias, got an array");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "min_p": 2})"), "min_p: must be in [0, 1], got 2");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "repetition_penalty": 0})"), "repetition_penalty: must be > 0 (1: off), got 0");
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logprobs_mode": "log"})"),
+            "logprobs_mode: must be \"raw\" or \"processed\", got \"log\"");
   EXPECT_EQ(Refusal(R"({"prompt": "x", "best_of": 2})"), "best_of: only best_of = 1 is supported, got 2");
   // Even when unknown fields are ignored, these are refused: they are known, and not done.
   EXPECT_EQ(Refusal(R"({"prompt": "x", "suffix": "y"})", OpenAiEndpoint::kCompletions, kIgnoreUnknown),

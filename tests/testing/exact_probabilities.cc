@@ -9,8 +9,9 @@ namespace crossreg::testing {
 
 std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& kv, int vocab,
                                                const std::vector<int32_t>& prompt, int depth,
-                                               const SamplingParams& sampling) {
+                                               const SamplingParams& sampling, const LogitAdjustments* adjust) {
   std::vector<double> out;
+  TokenHistory history(prompt, {});
   std::vector<float> logits, probs;
   // Depth-first over the tree of continuations, reusing the KV of the prefix.
   const SequenceId seq = kv.CreateSequence();
@@ -25,13 +26,16 @@ std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& k
     ForwardBatch row;
     row.rows.push_back({.seq = seq, .position = static_cast<int32_t>(len), .token = last, .want_logits = true});
     EXPECT_TRUE(backend.Forward(row, kv, logits).ok());
+    if (adjust != nullptr) history.Apply(*adjust, logits.data(), vocab);
     ProcessedDistribution(logits.data(), vocab, sampling, probs);
     const std::vector<float> here = probs;
     for (int32_t t = 0; t < vocab; ++t) {
       if (level + 1 == depth) {
         out.push_back(mass * here[t]);
       } else if (here[t] > 0) {
+        history.PushGenerated(t);
         visit(t, level + 1, mass * here[t]);
+        history.PopGenerated(t);
       } else {
         for (int64_t i = 0, n = static_cast<int64_t>(std::pow(vocab, depth - level - 1)); i < n; ++i) {
           out.push_back(0.0);

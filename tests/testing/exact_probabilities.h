@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "engine/backend.h"
+#include "engine/decoding/logit_adjustments.h"
 #include "engine/paged_kv_cache.h"
 #include "engine/sampler.h"
 
@@ -14,8 +15,11 @@ namespace crossreg::testing {
 // Probability under `sampling`'s processed distribution of every length-`depth`
 // continuation of `prompt`, indexed by the continuation read as a base-`vocab`
 // number (first token most significant). Uses a sequence of `kv` and frees it.
+// `adjust`: penalties and biases applied to every row in the context of the prompt
+// and the continuation's tokens before it.
 std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& kv, int vocab,
                                                const std::vector<int32_t>& prompt, int depth,
-                                               const SamplingParams& sampling);
+                                               const SamplingParams& sampling,
+                                               const LogitAdjustments* adjust = nullptr);
 
 }  // namespace crossreg::testing

@@ -164,6 +164,90 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityWithPrefixCache) {
   EXPECT_GT(cached.kv->Stats().cached_blocks, 0);
 }
 
+// Penalties and biases: greedy ids in every mode equal AR's with the same settings
+// (each draft judged after the drafts before it), and every committed token's
+// log-probability and top 3, raw and processed, equal AR's.
+TEST(CrossRegressionExactnessTest, GreedyIdentityAndLogprobsUnderPenaltiesAndBias) {
+  auto model = MakeRandomModel(TinyConfig(48), {DType::kF32, 1, 2.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 0.5f;  // mostly right drafts: many accepted per forward
+  lo.seed = 11;
+  lo.placeholder_token_id = 47;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto e = MakeEngine(*model, adapter.get());
+  std::vector<LogitAdjustments> settings(6);
+  settings[1].presence_penalty = 0.8f;
+  settings[2].frequency_penalty = 0.6f;
+  settings[3].repetition_penalty = 1.3f;
+  settings[4].logit_bias = {{5, 3.0f}, {7, -100.0f}};
+  settings[5] = settings[1];
+  settings[5].frequency_penalty = 0.5f;
+  settings[5].repetition_penalty = 1.2f;
+  settings[5].logit_bias = {{9, 2.0f}};
+  const std::vector<DecodingConfig> modes = {
+      Mode(DecodingMode::kLossless, 4), Mode(DecodingMode::kLossy, 6), Mode(DecodingMode::kNgram, 4),
+      Forked(5, 2, 2, /*assist=*/true), Adaptive(Mode(DecodingMode::kLossless, 8))};
+  int changed = 0;  // settings whose ids differ from the unadjusted run's
+  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{3, 4, 5, 3, 4}, std::vector<int32_t>{7, 7, 7, 2, 9}}) {
+    std::vector<int32_t> plain;
+    for (size_t s = 0; s < settings.size(); ++s) {
+      for (const LogprobsMode lp_mode : {LogprobsMode::kRaw, LogprobsMode::kProcessed}) {
+        SCOPED_TRACE(::testing::Message() << "setting " << s << " logprobs " << LogprobsModeName(lp_mode));
+        auto run = [&](DecodingConfig decoding) {
+          GenerationRequest req;
+          req.prompt_ids = prompt;
+          req.max_new_tokens = 40;
+          req.decoding = decoding;
+          req.stop_at_eos = false;
+          req.adjustments = settings[s];
+          req.logprobs = 3;
+          req.logprobs_mode = lp_mode;
+          DecodingEnvironment env = e.env;
+          env.has_adapter = true;
+          env.cost_curve = &SteepCurve();
+          auto r = Generate(*e.backend, *e.kv, req, env);
+          EXPECT_TRUE(r.ok()) << r.status();
+          return r.ok() ? *r : GenerationResult{};
+        };
+        const GenerationResult ar = run(Mode(DecodingMode::kAutoregressive, 1));
+        ASSERT_EQ(ar.ids.size(), 40u);
+        ASSERT_EQ(ar.logprobs.size(), 40u);
+        if (s == 0) plain = ar.ids;
+        if (lp_mode == LogprobsMode::kRaw && s > 0 && ar.ids != plain) ++changed;
+        for (size_t i = 0; i < ar.logprobs.size(); ++i) {
+          const TokenLogprob& lp = ar.logprobs[i];
+          EXPECT_EQ(lp.token, ar.ids[i]);
+          ASSERT_EQ(lp.top.size(), 3u);
+          for (size_t j = 1; j < lp.top.size(); ++j) EXPECT_GE(lp.top[j - 1].second, lp.top[j].second) << "sorted";
+          bool listed = false;
+          for (const auto& [id, v] : lp.top) listed = listed || id == lp.token;
+          if (lp.logprob >= lp.top.back().second && lp.logprob > -1e30f) {
+            EXPECT_TRUE(listed) << "the chosen token ranks within k";
+          }
+        }
+        for (size_t m = 0; m < modes.size(); ++m) {
+          const GenerationResult xr = run(modes[m]);
+          EXPECT_EQ(xr.ids, ar.ids) << "mode " << m;
+          ASSERT_EQ(xr.logprobs.size(), ar.logprobs.size()) << "mode " << m;
+          for (size_t i = 0; i < ar.logprobs.size(); ++i) {
+            // Processed greedy rows are one-hot: the rest read -inf on both sides.
+            auto close = [](float a, float b) { return a == b || std::abs(a - b) <= 1e-5f; };
+            EXPECT_TRUE(close(xr.logprobs[i].logprob, ar.logprobs[i].logprob))
+                << "mode " << m << " token " << i << ": " << xr.logprobs[i].logprob << " vs " << ar.logprobs[i].logprob;
+            ASSERT_EQ(xr.logprobs[i].top.size(), ar.logprobs[i].top.size());
+            for (size_t j = 0; j < ar.logprobs[i].top.size(); ++j) {
+              EXPECT_EQ(xr.logprobs[i].top[j].first, ar.logprobs[i].top[j].first);
+              EXPECT_TRUE(close(xr.logprobs[i].top[j].second, ar.logprobs[i].top[j].second));
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GE(changed, 6) << "the adjustments must change what greedy decoding writes";
+  EXPECT_EQ(e.kv->Stats().used_blocks, 0);
+}
+
 // One acceptance memory across every request: later requests start from what earlier
 // ones saw (fixed-γ ones included) and share their probe schedule; greedy output
 // stays AR's whatever γ' path that gives.
@@ -332,11 +416,12 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
                                        DecodingConfig decoding, ExactnessFault fault, int samples, int depth,
                                        const char* label, const ForwardCostCurve* curve = nullptr,
                                        ForwardCounts* counted = nullptr, const NgramTable* table = nullptr,
-                                       AcceptanceMemory* memory = nullptr, int memory_lifetime = 0) {
+                                       AcceptanceMemory* memory = nullptr, int memory_lifetime = 0,
+                                       const LogitAdjustments* adjust = nullptr) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
   const auto exact =
-      testing::ExactSequenceProbabilities(*e.backend, *e.kv, model.config.vocab_size, prompt, depth, base);
+      testing::ExactSequenceProbabilities(*e.backend, *e.kv, model.config.vocab_size, prompt, depth, base, adjust);
   const int V = model.config.vocab_size;
   std::vector<int64_t> counts(exact.size(), 0);
   ForwardCounts forwards;
@@ -352,6 +437,7 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     req.sampling.seed = 1000003ull * i + 17;
     req.stop_at_eos = false;
     req.fault = fault;
+    if (adjust != nullptr) req.adjustments = *adjust;
     DecodingEnvironment env = e.env;
     env.has_adapter = true;
     env.cost_curve = curve;
@@ -525,6 +611,35 @@ TEST_F(DistributionTest, NgramWithCorpusTableMatchesExactProbabilitiesAtT1) {
                                kDepth, "ngram + corpus table T=1", nullptr, &counted, table->get());
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
+}
+
+// OpenAI's presence and frequency penalties, sampled losslessly: distributed as the
+// penalised AR, each draft judged after the drafts before it; judging them without
+// the earlier drafts (the planted fault) is caught.
+TEST_F(DistributionTest, LosslessWithPresenceAndFrequencyPenaltiesMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  LogitAdjustments adjust;
+  adjust.presence_penalty = 1.0f;
+  adjust.frequency_penalty = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4), ExactnessFault::kNone,
+                               kSamples, kDepth, "lossless T=1, presence 1 + frequency 1", nullptr, nullptr, nullptr,
+                               nullptr, 0, &adjust);
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, HarnessCatchesDraftsPenalisedWithoutTheDraftsBeforeThem) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  LogitAdjustments adjust;
+  adjust.presence_penalty = 1.0f;
+  adjust.frequency_penalty = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+                               ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts, kSamples, kDepth,
+                               "planted bug: penalties without the earlier drafts", nullptr, nullptr, nullptr, nullptr,
+                               0, &adjust);
+  EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
 
 TEST_F(DistributionTest, HarnessCatchesCarriedDraftsVerifiedWithCurrentQ) {
