@@ -7,6 +7,8 @@
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/numbers.h"
 #include "clients/common/repeated_flag.h"
 
 ABSL_FLAG(double, temperature, 0.0, "Sampling temperature; 0 = greedy");
@@ -18,6 +20,14 @@ ABSL_FLAG(int, max_tokens, 0,
 ABSL_FLAG(std::string, stop, "",
           "Text stop sequence; repeat the flag or give a comma list. Escapes: \\, \\n \\t \\\\");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the model's EOS token");
+ABSL_FLAG(double, min_p, 0.0, "Drop tokens below min_p x the most likely one's probability, in [0, 1]; 0 = off");
+ABSL_FLAG(double, presence_penalty, 0.0, "OpenAI presence penalty over the generated tokens, in [-2, 2]");
+ABSL_FLAG(double, frequency_penalty, 0.0, "OpenAI frequency penalty over the generated tokens, in [-2, 2]");
+ABSL_FLAG(double, repetition_penalty, 1.0, "Hugging Face repetition penalty over prompt and output, > 0; 1 = off");
+ABSL_FLAG(std::string, logit_bias, "", "Logit biases as id:bias pairs, comma-separated (e.g. 13:-100,42:2.5)");
+ABSL_FLAG(int, top_logprobs, -1,
+          "Return each generated token's log-probability and the top N at its position (0..20); -1 = none");
+ABSL_FLAG(std::string, logprobs_mode, "raw", "raw (the model's distribution) or processed (what is sampled from)");
 ABSL_FLAG(double, beta, 0.0, "Lossy mode: EMA weight of earlier draft energies, in [0, 1)");
 ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more negative accepts more)");
 ABSL_FLAG(int, gamma, 0, "Draft slots per forward, 1..max_gamma; 0 = the server's default");
@@ -65,6 +75,30 @@ crossreg::v1::GenerateRequest RequestTemplateFromFlags() {
   if (absl::GetFlag(FLAGS_max_tokens) != 0) sampling->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));
   for (auto& s : StopSequencesFromFlags()) sampling->add_stop(std::move(s));
   sampling->set_ignore_eos(absl::GetFlag(FLAGS_ignore_eos));
+  sampling->set_min_p(static_cast<float>(absl::GetFlag(FLAGS_min_p)));
+  sampling->set_presence_penalty(static_cast<float>(absl::GetFlag(FLAGS_presence_penalty)));
+  sampling->set_frequency_penalty(static_cast<float>(absl::GetFlag(FLAGS_frequency_penalty)));
+  if (absl::GetFlag(FLAGS_repetition_penalty) != 1.0) {
+    sampling->set_repetition_penalty(static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty)));
+  }
+  for (absl::string_view pair : absl::StrSplit(absl::GetFlag(FLAGS_logit_bias), ',', absl::SkipWhitespace())) {
+    const std::vector<std::string> parts = absl::StrSplit(pair, ':');
+    int32_t id = 0;
+    float bias = 0;
+    if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &id) || !absl::SimpleAtof(parts[1], &bias)) {
+      std::cerr << "--logit_bias: '" << pair << "' is not id:bias (e.g. 13:-100)\n";
+      std::exit(2);
+    }
+    (*sampling->mutable_logit_bias())[id] = bias;
+  }
+  if (absl::GetFlag(FLAGS_top_logprobs) >= 0) sampling->set_top_logprobs(absl::GetFlag(FLAGS_top_logprobs));
+  const std::string lp_mode = absl::GetFlag(FLAGS_logprobs_mode);
+  if (lp_mode == "processed") {
+    sampling->set_logprobs_mode(crossreg::v1::LOGPROBS_MODE_PROCESSED);
+  } else if (lp_mode != "raw") {
+    std::cerr << "--logprobs_mode must be raw or processed, got '" << lp_mode << "'\n";
+    std::exit(2);
+  }
   auto* decoding = request.mutable_decoding();
   decoding->set_beta(static_cast<float>(absl::GetFlag(FLAGS_beta)));
   decoding->set_tau(static_cast<float>(absl::GetFlag(FLAGS_tau)));
