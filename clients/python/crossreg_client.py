@@ -59,6 +59,20 @@ def parse_args():
     p.add_argument("--top_p", "--top-p", type=float, default=1.0)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--stop", action="append", default=[], help="text stop sequence (repeatable)")
+    p.add_argument("--min_p", "--min-p", type=float, default=0.0,
+                   help="drop tokens below min_p x the top token's probability (0 = off)")
+    p.add_argument("--presence_penalty", "--presence-penalty", type=float, default=0.0,
+                   help="OpenAI presence penalty over generated tokens, in [-2, 2]")
+    p.add_argument("--frequency_penalty", "--frequency-penalty", type=float, default=0.0,
+                   help="OpenAI frequency penalty over generated tokens, in [-2, 2]")
+    p.add_argument("--repetition_penalty", "--repetition-penalty", type=float, default=None,
+                   help="Hugging Face repetition penalty over prompt and output (> 0; 1 = off)")
+    p.add_argument("--logit_bias", "--logit-bias", action="append", default=[], metavar="ID:BIAS",
+                   help="add BIAS in [-100, 100] to token ID's logit (repeatable)")
+    p.add_argument("--top_logprobs", "--top-logprobs", type=int, default=None,
+                   help="print each token's log-probability and the top N (0..20) at its position")
+    p.add_argument("--logprobs_mode", "--logprobs-mode", choices=["raw", "processed"], default="raw",
+                   help="raw: the model's log-softmax; processed: the distribution sampled from")
     p.add_argument("--timeout_s", "--timeout-s", type=float, default=60.0, help="deadline per call")
     p.add_argument("--no_model_info", "--no-model-info", action="store_true",
                    help="skip the GetModelInfo call")
@@ -118,10 +132,32 @@ def show_model_info(stub, timeout, metadata):
           f"gamma default {info.default_gamma} max {info.max_gamma}", file=sys.stderr)
 
 
+def parse_logit_bias(entries):
+    """--logit_bias ID:BIAS entries as a {token id: bias} map; a malformed one exits naming it."""
+    bias = {}
+    for entry in entries:
+        token, sep, value = entry.partition(":")
+        try:
+            if not sep:
+                raise ValueError
+            bias[int(token)] = float(value)
+        except ValueError:
+            sys.exit(f"crossreg_client.py: --logit_bias {entry!r}: expected ID:BIAS, e.g. 13:-100")
+    return bias
+
+
 def generate(stub, args, metadata):
     sampling = pb.SamplingParams(
         temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-        stop=args.stop, ignore_eos=args.ignore_eos)
+        stop=args.stop, ignore_eos=args.ignore_eos, min_p=args.min_p,
+        presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
+        logit_bias=parse_logit_bias(args.logit_bias),
+        logprobs_mode=pb.LOGPROBS_MODE_PROCESSED if args.logprobs_mode == "processed" else pb.LOGPROBS_MODE_RAW)
+    # Fields with presence: unset = the server's default (none / off).
+    if args.repetition_penalty is not None:
+        sampling.repetition_penalty = args.repetition_penalty
+    if args.top_logprobs is not None:
+        sampling.top_logprobs = args.top_logprobs
     # max_tokens is an `optional` field: left unset, the server uses its default.
     if args.max_tokens:
         sampling.max_tokens = args.max_tokens
@@ -137,18 +173,23 @@ def generate(stub, args, metadata):
         decoding=decoding,
     )
     complete = None
+    logprobs = []
     print(args.prompt, end="", flush=True)
     # A server-streaming call returns an iterator of GenerateResponse messages.
     for response in stub.Generate(request, timeout=args.timeout_s, metadata=metadata):
         kind = response.WhichOneof("response")
         if kind == "chunk":
             print(response.chunk.text, end="", flush=True)
+            logprobs.extend(response.chunk.logprobs)
         elif kind == "complete":
             complete = response.complete
         elif kind == "error":
             # The call's status repeats this and raises below; show it in order.
             print(f"\n# server error {response.error.code}: {response.error.message}", file=sys.stderr)
     print()
+    for lp in logprobs:
+        top = " ".join(f"{t.token_id}:{t.logprob:.4f}" for t in lp.top)
+        print(f"# logprob token={lp.token_id} {lp.logprob:.4f} top=[{top}]", file=sys.stderr)
     if complete is None:
         sys.exit("crossreg_client.py: stream ended without a Complete message")
     spec, t = complete.spec, complete.timings

@@ -565,5 +565,78 @@ TEST(HttpProcessTest, ChatPromptsAreExactlyWhatTheLlama3TemplateDefines) {
   std::filesystem::remove_all(dir);
 }
 
+
+// A chat request as the OpenAI Python client sends it with logprobs, penalties, a bias,
+// stop and seed: accepted; the chat logprobs shape (token, logprob, bytes, top_logprobs)
+// with values equal in AR and n-gram drafting, streamed or not.
+TEST(HttpProcessTest, ChatLogprobsWithPenaltiesAsTheOpenAiClientSendsThem) {
+  const std::string dir = MakeLlama3ChatModel();
+  ServerProcess server({}, dir);
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const Json messages = {{{"role", "user"}, {"content", "Tell me a story."}}};
+  Json body = {{"messages", messages}, {"model", std::filesystem::path(dir).filename().string()}, {"max_tokens", 12}, {"temperature", 0},
+               {"logprobs", true}, {"top_logprobs", 2}, {"presence_penalty", 0.5}, {"frequency_penalty", 0.25},
+               {"logit_bias", {{"5", -100}}}, {"stop", {"\n\n\n"}}, {"seed", 3}, {"n", 1}, {"stream", false}};
+  std::vector<double> ar_values;
+  for (const char* mode : {"ar", "ngram"}) {
+    SCOPED_TRACE(mode);
+    Json request = body;
+    request["mode"] = mode;
+    const HttpReply r = Post(server.http_port(), "/v1/chat/completions", request);
+    ASSERT_EQ(r.status, 200) << r.raw;
+    const Json& content = r.body["choices"][0]["logprobs"]["content"];
+    ASSERT_TRUE(content.is_array()) << r.raw;
+    ASSERT_EQ(content.size(), r.body["usage"]["completion_tokens"].get<size_t>()) << r.raw;
+    std::string text;
+    std::vector<double> values;
+    for (const Json& entry : content) {
+      const std::string token = entry["token"].get<std::string>();
+      const double logprob = entry["logprob"].get<double>();
+      EXPECT_LE(logprob, 0.0);
+      EXPECT_EQ(entry["bytes"].size(), token.rfind("bytes:", 0) == 0 ? entry["bytes"].size() : token.size());
+      for (const Json& b : entry["bytes"]) text.push_back(static_cast<char>(b.get<int>()));
+      ASSERT_EQ(entry["top_logprobs"].size(), 2u);
+      EXPECT_GE(entry["top_logprobs"][0]["logprob"].get<double>(), entry["top_logprobs"][1]["logprob"].get<double>());
+      // The chosen token is listed when it ranks within the top 2.
+      if (logprob >= entry["top_logprobs"][1]["logprob"].get<double>()) {
+        bool listed = false;
+        for (const Json& t : entry["top_logprobs"]) listed |= t["token"] == entry["token"];
+        EXPECT_TRUE(listed) << entry.dump();
+      }
+      values.push_back(logprob);
+    }
+    EXPECT_EQ(text, r.body["choices"][0]["message"]["content"].get<std::string>());
+    if (ar_values.empty()) ar_values = values;
+    ASSERT_EQ(values.size(), ar_values.size());
+    for (size_t i = 0; i < values.size(); ++i) EXPECT_NEAR(values[i], ar_values[i], 1e-5) << i;
+  }
+  // Streamed: each chunk carries its tokens' entries.
+  body["stream"] = true;
+  body["mode"] = "ngram";
+  const HttpReply stream = Post(server.http_port(), "/v1/chat/completions", body);
+  ASSERT_EQ(stream.status, 200) << stream.raw;
+  std::vector<double> streamed;
+  for (const std::string& e : SseEvents(stream.raw)) {
+    if (e == "[DONE]") continue;
+    const Json j = Json::parse(e);
+    for (const Json& choice : j["choices"]) {
+      if (!choice.contains("logprobs") || choice["logprobs"].is_null()) continue;
+      for (const Json& entry : choice["logprobs"]["content"]) streamed.push_back(entry["logprob"].get<double>());
+    }
+  }
+  ASSERT_EQ(streamed.size(), ar_values.size()) << stream.raw;
+  for (size_t i = 0; i < streamed.size(); ++i) EXPECT_NEAR(streamed[i], ar_values[i], 1e-5) << i;
+  // Sampled with a seed: the same seed gives the same reply.
+  body["stream"] = false;
+  body["temperature"] = 0.8;
+  const HttpReply first = Post(server.http_port(), "/v1/chat/completions", body);
+  const HttpReply second = Post(server.http_port(), "/v1/chat/completions", body);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  ASSERT_EQ(second.status, 200) << second.raw;
+  EXPECT_EQ(first.body["choices"][0]["message"]["content"], second.body["choices"][0]["message"]["content"]);
+  EXPECT_EQ(server.Terminate(), 0);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace crossreg::testing
