@@ -339,6 +339,11 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   GenerationServiceOptions& service_options = frontends.service;
   service_options.env = scheduler_options.decoding;
   service_options.defaults = RequestDefaultsFor(options, *engine.model);
+  // Structured output: constraints compiled over the served vocabulary, shared by the
+  // requests that repeat them (with their cache of token masks).
+  grammar::GrammarCompiler grammars(
+      grammar::VocabularyOf(*engine.model->tokenizer, engine.model->config.eos_token_ids));
+  service_options.defaults.grammars = &grammars;
   service_options.tokens = &security->tokens;
   service_options.stream_limiter = frontends.stream_limiter.get();
   service_options.metrics = metrics->get();

@@ -11,6 +11,60 @@ namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) { return FieldViolation(field, what); }
 
+// A constraint's source text (schema, grammar, pattern): compiling is the request's
+// cost, so it is bounded like a prompt.
+constexpr size_t kMaxConstraintBytes = 64 * 1024;
+
+// structured_output into the request's grammar. A compiler's message starts with the
+// constraint's kind and, for schemas, the path inside it ("json_schema.properties.a:
+// ..."): that path, under structured_output, is the field named.
+absl::Status ReadStructuredOutput(const v1::StructuredOutput& so, const RequestDefaults& defaults,
+                                  GenerationRequest& r) {
+  using grammar::ConstraintKind;
+  ConstraintKind kind;
+  std::string source;
+  switch (so.constraint_case()) {
+    case v1::StructuredOutput::kJsonSchema:
+      kind = ConstraintKind::kJsonSchema;
+      source = so.json_schema();
+      break;
+    case v1::StructuredOutput::kJsonObject:
+      if (!so.json_object()) return absl::OkStatus();  // false: free text
+      kind = ConstraintKind::kJsonObject;
+      break;
+    case v1::StructuredOutput::kGrammar:
+      kind = ConstraintKind::kGbnf;
+      source = so.grammar();
+      break;
+    case v1::StructuredOutput::kRegex:
+      kind = ConstraintKind::kRegex;
+      source = so.regex();
+      break;
+    case v1::StructuredOutput::CONSTRAINT_NOT_SET:
+      return absl::OkStatus();
+  }
+  const std::string field = absl::StrCat("structured_output.", grammar::ConstraintKindName(kind));
+  if (source.size() > kMaxConstraintBytes) {
+    return Invalid(field, absl::StrCat("longer than ", kMaxConstraintBytes, " bytes"));
+  }
+  if (kind != ConstraintKind::kJsonObject && source.empty()) return Invalid(field, "empty");
+  if (defaults.grammars == nullptr) {
+    return FieldError(absl::StatusCode::kFailedPrecondition, field, "this server does not serve structured output");
+  }
+  auto constraint = defaults.grammars->Compile(kind, source);
+  if (!constraint.ok()) {
+    const absl::Status& s = constraint.status();
+    if (s.code() != absl::StatusCode::kInvalidArgument) return s;
+    const absl::string_view message = s.message();
+    const size_t colon = message.find(": ");
+    if (colon == absl::string_view::npos) return Invalid(field, message);
+    // "json_schema.properties.a: what" -> field structured_output.json_schema.properties.a
+    return Invalid(absl::StrCat("structured_output.", message.substr(0, colon)), message.substr(colon + 2));
+  }
+  r.grammar = *std::move(constraint);
+  return absl::OkStatus();
+}
+
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr size_t kMaxStopStrings = 16;
 constexpr size_t kMaxStopStringBytes = 256;
@@ -143,6 +197,10 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
   d.ngram_assist = dp.ngram_assist();
   d.adaptive_gamma = dp.has_adaptive_gamma() ? dp.adaptive_gamma()
                                              : defaults.adaptive_gamma && d.mode != DecodingMode::kAutoregressive;
+
+  if (request.has_structured_output()) {
+    if (auto s = ReadStructuredOutput(request.structured_output(), defaults, r); !s.ok()) return s;
+  }
 
   if (auto s = ValidateGenerationRequest(r, env); !s.ok()) return InProtoTerms(s, request);
   return out;

@@ -12,6 +12,7 @@
 #include "absl/status/statusor.h"
 #include "crossreg/v1/generation.pb.h"
 #include "engine/decoding/generation_request.h"
+#include "engine/grammar/grammar_compiler.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace crossreg::server {
@@ -25,6 +26,9 @@ struct RequestDefaults {
   // Longest prompt.text accepted, checked before tokenizing so that a huge prompt
   // costs no tokenizer time; 0: no limit. See PromptByteBound.
   size_t max_prompt_bytes = 0;
+  // Compiles structured_output constraints over the served vocabulary; null: requests
+  // with one are refused (FAILED_PRECONDITION).
+  grammar::GrammarCompiler* grammars = nullptr;
 };
 
 // The most bytes a text prompt can have and still fit the context: no token covers

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "engine/decoding/token_logprobs.h"
 #include "engine/decoding/ngram_table.h"
 #include "engine/decoding/verify.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/model/model_config.h"
 #include "engine/sampler.h"
 
@@ -38,6 +40,10 @@ struct GenerationRequest {
   // -1: none, at most kMaxTopLogprobs.
   int logprobs = -1;
   LogprobsMode logprobs_mode = LogprobsMode::kRaw;
+  // Structured output: every generated token keeps the text a prefix of a sentence
+  // of this grammar, EOS only where it may end; the request stops when nothing more
+  // may follow. Null: unconstrained.
+  std::shared_ptr<const grammar::GrammarConstraint> grammar;
   DecodingConfig decoding;          // default: AR
   bool stop_at_eos = true;          // the model's EOS ids end generation
   std::vector<int32_t> stop_ids;    // further ids that end it (kept in the output)

@@ -37,6 +37,7 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
   stats_.accepted_per_position.assign(depth, 0);
   if (UsesNgrams()) ngrams_.Update(tokens_);
   if (request_.adjustments.active()) history_ = TokenHistory(request_.prompt_ids, {});
+  if (request_.grammar != nullptr) grammar_ = grammar::GrammarState(request_.grammar);
 }
 
 absl::Status SequenceDecoder::OnKvAttached(SequenceId seq, int64_t cached) {
@@ -138,8 +139,30 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
       break;
     }
   }
+  CutIllegalDrafts(drafts, plan.assisted_drafts);
+  plan.assisted_drafts = std::min(plan.assisted_drafts, static_cast<int>(drafts.size()));
   plan.drafts = static_cast<int>(drafts.size());
   return drafts;
+}
+
+void SequenceDecoder::CutIllegalDrafts(std::vector<int32_t>& drafts, int assisted) const {
+  if (!grammar_.active() || drafts.empty()) return;
+  // A one-hot draft the grammar forbids would be rejected with certainty and its
+  // residual is P itself, so cutting it changes nothing but the rows spent. A sampled
+  // draft (the adapter's, with its q) is legal where it was proposed; if the context
+  // changed since, it stays and verification rejects it (cutting it would skip its
+  // residual and bias the output).
+  const bool cr = IsCrossRegression(request_.decoding.mode);
+  grammar::GrammarState walk = grammar_;
+  for (size_t k = 0; k < drafts.size(); ++k) {
+    const bool one_hot = !cr || static_cast<int>(k) < assisted || buffer_[k].q.empty();
+    if (!one_hot) return;
+    if (!walk.Allows(drafts[k]) || walk.Exhausted()) {
+      drafts.resize(k);
+      return;
+    }
+    walk.Push(drafts[k]);
+  }
 }
 
 void SequenceDecoder::LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const {
@@ -209,8 +232,8 @@ absl::Status SequenceDecoder::CheckPlanIsCurrent(const StepPlan& plan) const {
 
 void SequenceDecoder::AskForSummaries(StepPlan& plan) const {
   if (!env_.summarize_greedy_rows || !request_.sampling.greedy()) return;
-  // Penalties and logprobs read whole rows.
-  if (request_.adjustments.active() || request_.logprobs >= 0) return;
+  // Penalties, logprobs and grammars read whole rows.
+  if (request_.adjustments.active() || request_.logprobs >= 0 || grammar_.active()) return;
   // Control rows come first: P_{k+1} (row k) tests d_{k+1}, the token of row k + 1.
   for (int k = 0; k <= plan.drafts; ++k) {
     if (k == 0 && stats_.forwards == 0) continue;  // first_logits_
@@ -243,7 +266,8 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
   const RowRequests rows{.adjust = request_.adjustments.active() ? &request_.adjustments : nullptr,
                          .history = &history_,
                          .logprobs = request_.logprobs,
-                         .logprobs_mode = request_.logprobs_mode};
+                         .logprobs_mode = request_.logprobs_mode,
+                         .grammar = grammar_.active() ? &grammar_ : nullptr};
   VerifyOutcome outcome =
       Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault, rows);
   // The cache keeps x_last and the accepted drafts.
@@ -274,9 +298,15 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     step.tokens.push_back(t);
     if (i < outcome.logprobs.size()) step.logprobs.push_back(std::move(outcome.logprobs[i]));
     if (request_.adjustments.active()) history_.PushGenerated(t);
+    if (grammar_.active()) grammar_.Push(t);
     if (const StopReason stop = StopOf(t); stop != StopReason::kNone) {
       finish_ = FinishReason::kStop;
       stop_ = stop;
+      break;
+    }
+    if (grammar_.active() && grammar_.Exhausted()) {  // a complete sentence: nothing may follow
+      finish_ = FinishReason::kStop;
+      stop_ = StopReason::kGrammarComplete;
       break;
     }
     if (stats_.committed >= request_.max_new_tokens) {
@@ -285,6 +315,7 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     }
   }
   if (UsesNgrams()) ngrams_.Update(tokens_);
+  if (grammar_.active()) grammar_.Commit();
   if (finished()) return;
   // The next forward's first row (x_last) must fit in the context.
   if (static_cast<int64_t>(tokens_.size()) - 1 >= env_.model->max_position) finish_ = FinishReason::kContext;

@@ -40,7 +40,7 @@ namespace crossreg {
 enum class FinishReason { kNone, kStop, kLength, kContext };
 const char* FinishReasonName(FinishReason r);
 // What ended a request that finished with kStop.
-enum class StopReason { kNone, kEos, kStopToken, kStopString };
+enum class StopReason { kNone, kEos, kStopToken, kStopString, kGrammarComplete };
 
 struct SpeculativeStats {
   int64_t forwards = 0;   // decode forwards (prefill not counted)
@@ -104,6 +104,8 @@ class SequenceDecoder {
   StepPlan PlanDecode(const DraftChoice& choice) const;
   std::vector<int32_t> PlanDrafts(const DraftChoice& choice, StepPlan& plan) const;
   void LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const;
+  // Structured output: the drafts up to the first one-hot draft the grammar forbids.
+  void CutIllegalDrafts(std::vector<int32_t>& drafts, int assisted) const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads
   // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
   void AskForSummaries(StepPlan& plan) const;
@@ -128,6 +130,8 @@ class SequenceDecoder {
   SpeculativeStats stats_;
   // Penalised requests: the prompt and generated tokens the adjustments read.
   TokenHistory history_;
+  // Structured output: the grammar's state after the committed tokens.
+  grammar::GrammarState grammar_;
   FinishReason finish_ = FinishReason::kNone;
   StopReason stop_ = StopReason::kNone;
   std::vector<float> first_logits_;

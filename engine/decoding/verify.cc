@@ -74,13 +74,23 @@ class PlanRows {
 };
 
 // A fresh draft from predictive row i: its argmax when greedy, else a sample with its
-// processed distribution kept for the residual.
-Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, Rng& rng) {
+// processed distribution kept for the residual. Under a grammar (`state` non-null) both
+// read the row masked in `state`, unless the state admits nothing.
+Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, Rng& rng,
+              const grammar::GrammarState* state) {
   Draft fresh;
   if (sampling.greedy()) {
-    fresh.token = rows.Argmax(i);
+    fresh.token = state != nullptr ? state->MaskedArgmax(rows.full(i), vocab) : -1;
+    if (fresh.token < 0) fresh.token = rows.Argmax(i);
   } else {
-    ProcessedDistribution(rows.full(i), vocab, sampling, fresh.q);
+    const float* z = rows.full(i);
+    thread_local std::vector<float> masked;
+    if (state != nullptr && state->Mask()->allowed > 0) {
+      masked.assign(z, z + vocab);
+      state->MaskLogits(masked.data(), vocab);
+      z = masked.data();
+    }
+    ProcessedDistribution(z, vocab, sampling, fresh.q);
     fresh.token = SampleFromDistribution(fresh.q.data(), vocab, rng);
   }
   return fresh;
@@ -101,16 +111,33 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const bool lossy = plan.decoding.mode == DecodingMode::kLossy;
   thread_local std::vector<float> p, q_now, adjusted, processed;
   const bool adjusting = requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr;
-  // Control row `row` as P is made from it: penalised and biased in the context of the
-  // committed tokens and the drafts pushed so far. Valid until the next call.
-  auto control = [&](int row) -> const float* {
+  grammar::GrammarState* const grammar =
+      requests.grammar != nullptr && requests.grammar->active() ? requests.grammar : nullptr;
+  // Control row `row` penalised and biased in the context of the committed tokens and
+  // the drafts pushed so far. Valid until the next call.
+  auto penalised = [&](int row) -> const float* {
     const float* raw = rows.full(row);
-    if (!adjusting) return raw;
+    if (!adjusting && grammar == nullptr) return raw;
     adjusted.assign(raw, raw + vocab);
-    requests.history->Apply(*requests.adjust, adjusted.data(), vocab);
+    if (adjusting) requests.history->Apply(*requests.adjust, adjusted.data(), vocab);
     return adjusted.data();
   };
-  int pushed = 0;  // drafts pushed onto the history, popped before returning
+  // ... and masked by the grammar's state: the logits P is made from. A state that
+  // admits no token (a grammar the vocabulary cannot spell on) leaves the row unmasked.
+  auto control = [&](int row) -> const float* {
+    const float* z = penalised(row);
+    if (grammar != nullptr && grammar->Mask()->allowed > 0) grammar->MaskLogits(adjusted.data(), vocab);
+    return z;
+  };
+  // The greedy choice at a control row: the likeliest token the grammar admits.
+  auto best_of = [&](int row) -> int32_t {
+    if (grammar == nullptr) return adjusting ? cpu::Argmax(penalised(row), vocab) : rows.Argmax(row);
+    const float* z = penalised(row);
+    const int32_t best = grammar->MaskedArgmax(z, vocab);
+    return best >= 0 ? best : cpu::Argmax(z, vocab);
+  };
+  int pushed = 0;          // drafts pushed onto the history, popped before returning
+  int grammar_pushed = 0;  // tokens pushed onto the grammar state, popped before returning
 
   VerifyOutcome out;
   // The log-probability of `token`, chosen at control row `row` in the current context.
@@ -135,15 +162,17 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       // E_k = z(d_k) − max z ≤ 0 (docs/algorithm.md).
       int32_t best;
       double gap;
-      if (adjusting) {
-        const float* z = control(k - 1);
-        best = cpu::Argmax(z, vocab);
+      if (adjusting || grammar != nullptr) {
+        best = best_of(k - 1);
+        const float* z = penalised(k - 1);
         gap = static_cast<double>(z[d.token]) - z[best];
       } else {
         best = rows.Argmax(k - 1);
         gap = lossy ? rows.Gap(k - 1, d.token) : 0.0;
       }
       accepted = lossy ? acceptor.AcceptGreedy(k, gap, d.token == best) : d.token == best;
+      // Lossy acceptance never takes a token the grammar forbids.
+      if (accepted && grammar != nullptr && d.token != best && !grammar->Allows(d.token)) accepted = false;
       if (!accepted) next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
     } else {
       // P exactly as the AR path processes it (penalties, temperature, top-k, min-p, top-p).
@@ -170,12 +199,16 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       requests.history->PushGenerated(d.token);
       ++pushed;
     }
+    if (grammar != nullptr && fault != ExactnessFault::kMaskDraftsInTheCommittedState) {
+      grammar->Push(d.token);
+      ++grammar_pushed;
+    }
   }
   const int n = out.accepted;
   if (n == m) {
     // Every draft accepted: the bonus token comes from P_{m+1} of this forward.
     if (greedy) {
-      next = adjusting ? cpu::Argmax(control(m), vocab) : rows.Argmax(m);
+      next = best_of(m);
     } else {
       ProcessedDistribution(control(m), vocab, sampling, p);
       next = SampleFromDistribution(p.data(), vocab, rng);
@@ -187,7 +220,34 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   // Keep the K/V of x_last and the accepted drafts; the rest rolls back.
   out.kv_keep = plan.committed + n;
 
-  if (!IsCrossRegression(plan.decoding.mode)) return out;  // AR and n-gram keep no buffer
+  // Leaves the grammar state as it came, on every return below.
+  auto unwind = [&]() {
+    for (; grammar_pushed > 0; --grammar_pushed) grammar->Pop();
+  };
+  if (!IsCrossRegression(plan.decoding.mode)) {  // AR and n-gram keep no buffer
+    unwind();
+    return out;
+  }
+  // The refill is proposed in the grammar state after this commit and the buffer's
+  // drafts before each slot; where a carried draft is not legal there (it was drafted
+  // after a draft the correction replaced), the slots after it go unmasked: they will
+  // be rejected, never accepted wrongly.
+  bool masking = grammar != nullptr;
+  auto follow = [&](int32_t token) {
+    if (!masking) return;
+    if (grammar->Allows(token) && !grammar->Exhausted()) {
+      grammar->Push(token);
+      ++grammar_pushed;
+    } else {
+      masking = false;
+    }
+  };
+  for (size_t i = static_cast<size_t>(n); i < out.tokens.size(); ++i) follow(out.tokens[i]);
+  auto propose = [&](int i) {
+    Draft fresh = Propose(rows, i, vocab, sampling, rng, masking ? grammar : nullptr);
+    follow(fresh.token);
+    return fresh;
+  };
   // Refill: old slot j+c becomes slot j. Untested drafts carry with their cached q;
   // empty slots take fresh samples from this forward's Q at their old slot. Forked
   // refill: the outcomes with their own chain (n = m, and n < R) take that chain's
@@ -196,21 +256,21 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const bool forked = plan.decoding.forked();
   DraftBuffer& refilled = out.next_drafts;
   if (forked && n == m) {
-    for (int k = m + 1; k < g; ++k) refilled.push_back(Propose(rows, pred + k, vocab, sampling, rng));
+    for (int k = m + 1; k < g; ++k) refilled.push_back(propose(pred + k));
   } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
     int fork = pred + g;
     for (int b = 0; b < n; ++b) fork += plan.fork_sizes[static_cast<size_t>(b)];
-    for (int j = 0; j < plan.fork_sizes[static_cast<size_t>(n)]; ++j) {
-      refilled.push_back(Propose(rows, fork + j, vocab, sampling, rng));
-    }
+    for (int j = 0; j < plan.fork_sizes[static_cast<size_t>(n)]; ++j) refilled.push_back(propose(fork + j));
   } else {
     for (int s = c + 1; s <= m; ++s) {
       Draft carried = std::move(drafts[static_cast<size_t>(s - 1)]);
       carried.carried = true;
+      follow(carried.token);
       refilled.push_back(std::move(carried));
     }
-    for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(Propose(rows, pred + s - 1, vocab, sampling, rng));
+    for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(propose(pred + s - 1));
   }
+  unwind();
   return out;
 }
 

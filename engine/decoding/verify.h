@@ -14,6 +14,7 @@
 #include "engine/decoding/step_plan.h"
 #include "engine/decoding/token_logprobs.h"
 #include "engine/forward_output.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/sampler.h"
 
 namespace crossreg {
@@ -23,6 +24,7 @@ enum class ExactnessFault {
   kNone,
   kVerifyCarriedDraftsWithCurrentQ,  // tests a carried draft against this forward's Q
   kPenaliseDraftsWithoutEarlierDrafts,  // judges d_k's penalties without d_1 .. d_{k-1}
+  kMaskDraftsInTheCommittedState,       // masks P_k by the grammar state before d_1 .. d_{k-1}
 };
 
 // One buffered draft d_j with the distribution q_j it was drawn from.
@@ -47,11 +49,17 @@ struct VerifyOutcome {
 // drafts before that row (as if they had been committed); the committed tokens'
 // log-probabilities come from the rows that chose or verified them. Both need whole
 // rows (no summaries).
+//
+// A grammar masks every row (control rows P_k in the state after the committed tokens
+// and d_1 .. d_{k-1}; the refill's fresh proposals in the state after the new commit
+// and the drafts before them in the buffer), so lossless is exact with respect to the
+// grammar-masked distribution and every fresh draft is legal where it was proposed.
 struct RowRequests {
   const LogitAdjustments* adjust = nullptr;  // null or inactive: the rows as computed
   TokenHistory* history = nullptr;           // the committed tokens; Verify leaves it as it came
   int logprobs = -1;                         // -1: none; else each token's and the top `logprobs`
   LogprobsMode logprobs_mode = LogprobsMode::kRaw;
+  grammar::GrammarState* grammar = nullptr;  // null or inactive: none; Verify leaves it as it came
 };
 
 // `logits`: the plan's plan.logit_rows() rows in plan order: P_1 .. P_{m+1} (control),

@@ -20,7 +20,8 @@
 namespace crossreg::server {
 namespace {
 
-using Json = nlohmann::json;
+// Ordered: a JSON schema keeps its `properties` order, which is the order the output writes them in.
+using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(const std::string& field, const std::string& what) { return FieldViolation(field, what); }
 
@@ -44,7 +45,7 @@ constexpr absl::string_view kCommonFields[] = {
     "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
     "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
     "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
-    "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma"};
+    "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
 constexpr absl::string_view kMessageFields[] = {"role", "content"};
 constexpr absl::string_view kContentPartFields[] = {"type", "text"};
@@ -382,9 +383,80 @@ absl::Status RefuseUnsupported(const Json& body) {
     if (!v.is_boolean()) return Invalid("echo", absl::StrCat("must be false, got ", TypeName(v)));
     if (v.get<bool>()) return Invalid("echo", "not supported (the prompt is not returned)");
   }
-  for (const char* field : {"suffix", "tools", "functions", "response_format"}) {
+  for (const char* field : {"suffix", "tools", "functions"}) {
     if (Has(body, field)) return Invalid(field, "not supported");
   }
+  return absl::OkStatus();
+}
+
+// Structured output: OpenAI's response_format ({"type": "text" | "json_object" |
+// "json_schema", "json_schema": {"name", "schema", "strict", "description"}}) and
+// crossreg's `grammar` (GBNF) and `regex`; at most one of them.
+absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
+  const char* given = nullptr;
+  for (const char* field : {"response_format", "grammar", "regex"}) {
+    if (!Has(body, field)) continue;
+    if (given != nullptr) {
+      return Invalid(field, absl::StrCat("give one of response_format, grammar and regex (", given, " is set too)"));
+    }
+    given = field;
+  }
+  for (const char* field : {"grammar", "regex"}) {
+    if (!Has(body, field)) continue;
+    ASSIGN_OR_RETURN(const std::string text, String(body.at(field), field));
+    if (text.empty()) return Invalid(field, "empty");
+    if (field[0] == 'g') {
+      out.set_grammar(text);
+    } else {
+      out.set_regex(text);
+    }
+  }
+  if (!Has(body, "response_format")) return absl::OkStatus();
+  const Json& rf = body.at("response_format");
+  if (!rf.is_object()) return Invalid("response_format", absl::StrCat("must be an object, got ", TypeName(rf)));
+  for (const auto& [key, value] : rf.items()) {
+    if (key != "type" && key != "json_schema") {
+      return Invalid(absl::StrCat("response_format.", FieldName(key)), "unknown field");
+    }
+  }
+  if (!Has(rf, "type")) return Invalid("response_format.type", "missing (\"text\", \"json_object\" or \"json_schema\")");
+  ASSIGN_OR_RETURN(const std::string type, String(rf.at("type"), "response_format.type"));
+  if (type != "json_schema" && Has(rf, "json_schema")) {
+    return Invalid("response_format.json_schema", absl::StrCat("only with \"type\": \"json_schema\", not \"", type, "\""));
+  }
+  if (type == "text") return absl::OkStatus();
+  if (type == "json_object") {
+    out.set_json_object(true);
+    return absl::OkStatus();
+  }
+  if (type != "json_schema") {
+    return Invalid("response_format.type",
+                   absl::StrCat("must be \"text\", \"json_object\" or \"json_schema\", got \"", type, "\""));
+  }
+  if (!Has(rf, "json_schema")) return Invalid("response_format.json_schema", "missing");
+  const Json& js = rf.at("json_schema");
+  if (!js.is_object()) {
+    return Invalid("response_format.json_schema", absl::StrCat("must be an object, got ", TypeName(js)));
+  }
+  for (const auto& [key, value] : js.items()) {
+    if (key == "name" || key == "description") {
+      RETURN_IF_ERROR(String(value, absl::StrCat("response_format.json_schema.", key)).status());
+    } else if (key == "strict") {
+      // Output always follows the schema exactly where it is supported; a schema
+      // using anything else is refused, strict or not.
+      if (!value.is_boolean() && !value.is_null()) {
+        return Invalid("response_format.json_schema.strict", absl::StrCat("must be a boolean, got ", TypeName(value)));
+      }
+    } else if (key != "schema") {
+      return Invalid(absl::StrCat("response_format.json_schema.", FieldName(key)), "unknown field");
+    }
+  }
+  if (!Has(js, "schema")) return Invalid("response_format.json_schema.schema", "missing");
+  const Json& schema = js.at("schema");
+  if (!schema.is_object() && !schema.is_boolean()) {
+    return Invalid("response_format.json_schema.schema", absl::StrCat("must be an object, got ", TypeName(schema)));
+  }
+  out.set_json_schema(schema.dump());
   return absl::OkStatus();
 }
 
@@ -633,6 +705,11 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
   RETURN_IF_ERROR(ReadSampling(body, *out.proto.mutable_sampling()));
   RETURN_IF_ERROR(ReadAdjustments(body, endpoint, *out.proto.mutable_sampling()));
   RETURN_IF_ERROR(ReadDecoding(body, *out.proto.mutable_decoding()));
+  v1::StructuredOutput structured;
+  RETURN_IF_ERROR(ReadStructuredOutput(body, structured));
+  if (structured.constraint_case() != v1::StructuredOutput::CONSTRAINT_NOT_SET) {
+    *out.proto.mutable_structured_output() = std::move(structured);
+  }
   return out;
 }
 
@@ -647,6 +724,9 @@ absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
       {"sampling.logit_bias", "logit_bias"},   {"logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
       {"sampling.top_logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
       {"sampling.logprobs_mode", "logprobs_mode"},
+      {"structured_output.json_schema", "response_format.json_schema.schema"},
+      {"structured_output.json_object", "response_format"},
+      {"structured_output.grammar", "grammar"}, {"structured_output.regex", "regex"},
       {"decoding.mode", "mode"},               {"decoding.beta", "beta"},
       {"decoding.tau", "tau"},                 {"decoding.gamma", "gamma"},
       {"decoding.fork_outcomes", "fork_outcomes"}, {"decoding.fork_depth", "fork_depth"},

@@ -275,7 +275,7 @@ TEST_F(HttpHardeningTest, UnknownAndOutOfRangeFieldsAre400NamingThem) {
     const char* field;
   } cases[] = {
       // Every unknown field is named, in key order; param is the first.
-      {R"({"prompt": "def f():", "temprature": 0, "max_token": 5})", "max_token"},
+      {R"({"prompt": "def f():", "temprature": 0, "max_token": 5})", "temprature"},  // the first, in body order
       {R"({"prompt": "x", "top_k": -2})", "top_k"},
       {R"({"prompt": "x", "seed": -1})", "seed"},
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},

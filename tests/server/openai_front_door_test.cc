@@ -155,8 +155,9 @@ const OpenAiParseOptions kIgnoreUnknown = {/*ignore_unknown_fields=*/true};
 
 TEST(OpenAiRequestTest, UnknownFieldsAreRefusedByNameWithTheNearestKnownOne) {
   const std::string typos = R"({"prompt": "def f():", "temprature": 0, "max_token": 5})";
-  EXPECT_EQ(Refusal(typos), "max_token: unknown field (did you mean \"max_tokens\"?); "
-                            "temprature: unknown field (did you mean \"temperature\"?)");
+  // In the order the body has them.
+  EXPECT_EQ(Refusal(typos), "temprature: unknown field (did you mean \"temperature\"?); "
+                            "max_token: unknown field (did you mean \"max_tokens\"?)");
   // Far from every known name, or too short to be a typo of one: no suggestion.
   EXPECT_EQ(Refusal(R"({"prompt": "x", "frobnicate": 1})"), "frobnicate: unknown field");
   EXPECT_EQ(Refusal(R"({"prompt": "x", "x": 1})"), "x: unknown field");

@@ -9,7 +9,8 @@ namespace crossreg::testing {
 
 std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& kv, int vocab,
                                                const std::vector<int32_t>& prompt, int depth,
-                                               const SamplingParams& sampling, const LogitAdjustments* adjust) {
+                                               const SamplingParams& sampling, const LogitAdjustments* adjust,
+                                               grammar::GrammarState* grammar) {
   std::vector<double> out;
   TokenHistory history(prompt, {});
   std::vector<float> logits, probs;
@@ -27,6 +28,7 @@ std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& k
     row.rows.push_back({.seq = seq, .position = static_cast<int32_t>(len), .token = last, .want_logits = true});
     EXPECT_TRUE(backend.Forward(row, kv, logits).ok());
     if (adjust != nullptr) history.Apply(*adjust, logits.data(), vocab);
+    if (grammar != nullptr) grammar->MaskLogits(logits.data(), vocab);
     ProcessedDistribution(logits.data(), vocab, sampling, probs);
     const std::vector<float> here = probs;
     for (int32_t t = 0; t < vocab; ++t) {
@@ -34,7 +36,9 @@ std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& k
         out.push_back(mass * here[t]);
       } else if (here[t] > 0) {
         history.PushGenerated(t);
+        if (grammar != nullptr) grammar->Push(t);
         visit(t, level + 1, mass * here[t]);
+        if (grammar != nullptr) grammar->Pop();
         history.PopGenerated(t);
       } else {
         for (int64_t i = 0, n = static_cast<int64_t>(std::pow(vocab, depth - level - 1)); i < n; ++i) {

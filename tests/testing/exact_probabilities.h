@@ -7,6 +7,7 @@
 
 #include "engine/backend.h"
 #include "engine/decoding/logit_adjustments.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/paged_kv_cache.h"
 #include "engine/sampler.h"
 
@@ -16,10 +17,12 @@ namespace crossreg::testing {
 // continuation of `prompt`, indexed by the continuation read as a base-`vocab`
 // number (first token most significant). Uses a sequence of `kv` and frees it.
 // `adjust`: penalties and biases applied to every row in the context of the prompt
-// and the continuation's tokens before it.
+// and the continuation's tokens before it. `grammar`: every row masked in the state
+// after the continuation's tokens before it (left as it came).
 std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& kv, int vocab,
                                                const std::vector<int32_t>& prompt, int depth,
                                                const SamplingParams& sampling,
-                                               const LogitAdjustments* adjust = nullptr);
+                                               const LogitAdjustments* adjust = nullptr,
+                                               grammar::GrammarState* grammar = nullptr);
 
 }  // namespace crossreg::testing

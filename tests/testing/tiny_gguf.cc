@@ -1,6 +1,8 @@
 #include "tests/testing/tiny_gguf.h"
 
+#include <functional>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -84,6 +86,8 @@ int64_t SetVocabByteLevel(GgufWriter& w) {
 
 }  // namespace
 
+GgufWriter TinyLlamaGgufWith(const std::function<int64_t(GgufWriter&)>& set_vocab, int context, uint64_t seed);
+
 std::vector<float> DeterministicValues(uint64_t& state, int64_t n, float center, float spread) {
   std::vector<float> v(static_cast<size_t>(n));
   for (float& x : v) {
@@ -95,10 +99,62 @@ std::vector<float> DeterministicValues(uint64_t& state, int64_t n, float center,
 }
 
 GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed) {
+  return TinyLlamaGgufWith(vocab == TinyVocab::kSentencePiece ? SetVocabSpm : SetVocabByteLevel, kContext, seed);
+}
+
+GgufWriter TinyLlamaGgufLargeVocab(int vocab_size, int context, uint64_t seed) {
+  auto set_vocab = [vocab_size, seed](GgufWriter& w) -> int64_t {
+    std::vector<std::string> tokens, bytes;  // symbols, and the bytes they stand for
+    std::vector<int32_t> types;
+    std::unordered_set<std::string> seen;
+    for (int b = 0; b < 256; ++b) {
+      tokens.push_back(byte_level::ByteToSymbol(static_cast<uint8_t>(b)));
+      bytes.push_back(std::string(1, static_cast<char>(b)));
+      seen.insert(tokens.back());
+      types.push_back(1);
+    }
+    std::vector<std::string> merges;
+    uint64_t state = seed * 0xD1B54A32D192ED03ull + 3;
+    auto next = [&state](uint64_t n) {
+      state = state * 6364136223846793005ull + 1442695040888963407ull;
+      return (state >> 33) % n;
+    };
+    // Printable ASCII pieces first, so most tokens read as text, as real vocabularies do.
+    while (static_cast<int>(tokens.size()) < vocab_size - 1) {
+      uint64_t a = next(tokens.size()), b = next(tokens.size());
+      if (next(4) != 0) {  // mostly start from printable single bytes or short pieces
+        a = next(2) == 0 ? 32 + next(95) : a;
+        b = next(2) == 0 ? 32 + next(95) : b;
+      }
+      if (bytes[a].size() + bytes[b].size() > 12) continue;
+      const std::string merged = tokens[a] + tokens[b];
+      if (!seen.insert(merged).second) continue;
+      merges.push_back(tokens[a] + " " + tokens[b]);
+      tokens.push_back(merged);
+      bytes.push_back(bytes[a] + bytes[b]);
+      types.push_back(1);
+    }
+    tokens.push_back("<|endoftext|>");
+    types.push_back(3);
+    const uint32_t special = static_cast<uint32_t>(tokens.size() - 1);
+    w.SetString("tokenizer.ggml.model", "gpt2");
+    w.SetString("tokenizer.ggml.pre", "default");
+    w.SetStringArray("tokenizer.ggml.tokens", tokens);
+    w.SetInt32Array("tokenizer.ggml.token_type", types);
+    w.SetStringArray("tokenizer.ggml.merges", merges);
+    w.SetUint32("tokenizer.ggml.bos_token_id", special);
+    w.SetUint32("tokenizer.ggml.eos_token_id", special);
+    w.SetBool("tokenizer.ggml.add_bos_token", false);
+    return static_cast<int64_t>(tokens.size());
+  };
+  return TinyLlamaGgufWith(set_vocab, context, seed);
+}
+
+GgufWriter TinyLlamaGgufWith(const std::function<int64_t(GgufWriter&)>& set_vocab, int context, uint64_t seed) {
   GgufWriter w;
   w.SetString("general.architecture", "llama");
   w.SetString("general.name", "tiny");
-  w.SetUint32("llama.context_length", kContext);
+  w.SetUint32("llama.context_length", static_cast<uint32_t>(context));
   w.SetUint32("llama.embedding_length", kHidden);
   w.SetUint32("llama.block_count", 1);
   w.SetUint32("llama.feed_forward_length", kFfn);
@@ -106,8 +162,7 @@ GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed) {
   w.SetUint32("llama.attention.head_count_kv", kKvHeads);
   w.SetFloat32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   w.SetFloat32("llama.rope.freq_base", 10000.0f);
-  const int64_t n_vocab =
-      vocab == TinyVocab::kSentencePiece ? SetVocabSpm(w) : SetVocabByteLevel(w);
+  const int64_t n_vocab = set_vocab(w);
 
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
   auto values = [&state](int64_t n, float center, float spread) {

@@ -21,4 +21,10 @@ std::vector<float> DeterministicValues(uint64_t& state, int64_t n, float center,
 // Weights are deterministic from `seed`.
 GgufWriter TinyLlamaGguf(TinyVocab vocab, uint64_t seed = 1);
 
+// The same tiny llama with a byte-level BPE vocabulary of `vocab_size` tokens (the 256
+// byte symbols, then merges of random pairs of earlier tokens, each at most 12 bytes:
+// the shape of a 128k GPT-4/Llama-3 vocabulary, not its contents) and a context of
+// `context` positions. Deterministic from `seed`.
+GgufWriter TinyLlamaGgufLargeVocab(int vocab_size, int context, uint64_t seed = 1);
+
 }  // namespace crossreg::testing

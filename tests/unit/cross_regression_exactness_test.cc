@@ -7,6 +7,7 @@
 
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/generate.h"
+#include "engine/grammar/grammar_constraint.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
@@ -406,6 +407,69 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityWithBf16KvCache) {
   EXPECT_EQ(GenerateIds(e, **stories, prompt, 100, Mode(DecodingMode::kNgram, 8)), ar);
 }
 
+// Greedy decoding under a grammar: the same ids in AR and every speculative mode, and
+// the text is a sentence of the grammar (complete where the grammar ended it).
+TEST(CrossRegressionExactnessTest, GreedyIdentityUnderAGrammar) {
+  ModelConfig config = TinyConfig(48);
+  config.eos_token_ids = {0};
+  auto model = MakeRandomModel(config, {DType::kF32, 5, 2.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 0.5f;
+  lo.seed = 12;
+  lo.placeholder_token_id = 47;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto e = MakeEngine(*model, adapter.get());
+  // Token 0 is EOS; the rest JSON pieces, single characters and pieces that span symbols.
+  std::vector<std::string> pieces = {"<eos>", "{", "}", "[", "]", "\"", ":", ",", " ", "true", "false", "null",
+                                     "\":", ", \"", "{\"", "\"}", "[1", "2]", "1", "2", "3", "0", "a", "b", "c", "ab",
+                                     "ba", "abc", "\"a", "\"b", "e", "é", "\xc3", "\xa9", "-", ".", "1.", "5", "},",
+                                     "],", "{}", "[]", "\"\"", "x", "y", "z", "\n", "  "};
+  ASSERT_EQ(pieces.size(), 48u);
+  auto vocab = std::make_shared<const grammar::GrammarVocabulary>(pieces, std::vector<int32_t>{0});
+  const char* grammars[] = {
+      R"(root ::= "{" (pair ("," " "? pair)*)? "}"
+         pair ::= "\"" [a-cé]{1,4} "\":" " "? value
+         value ::= "true" | "false" | "null" | "-"? [0-9]{1,3} | "[" (value ("," value)*)? "]" | root)",
+      R"(root ::= [a-c]+ ("x" | "y" | "z") [0-9]?)",
+  };
+  const std::vector<DecodingConfig> modes = {
+      Mode(DecodingMode::kLossless, 4), Mode(DecodingMode::kLossy, 6), Mode(DecodingMode::kNgram, 4),
+      Forked(5, 2, 2, /*assist=*/true), Adaptive(Mode(DecodingMode::kLossless, 8))};
+  for (const char* text : grammars) {
+    auto constraint = grammar::MakeGrammarConstraint(text, "grammar", vocab);
+    ASSERT_TRUE(constraint.ok()) << constraint.status();
+    for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{3, 4, 5, 3, 4}, std::vector<int32_t>{7, 7, 2, 9}}) {
+      auto run = [&](DecodingConfig decoding) {
+        GenerationRequest req;
+        req.prompt_ids = prompt;
+        req.max_new_tokens = 60;
+        req.decoding = decoding;
+        req.grammar = *constraint;
+        DecodingEnvironment env = e.env;
+        env.has_adapter = true;
+        env.cost_curve = &SteepCurve();
+        auto r = Generate(*e.backend, *e.kv, req, env);
+        EXPECT_TRUE(r.ok()) << r.status();
+        return r.ok() ? *r : GenerationResult{};
+      };
+      const GenerationResult ar = run(Mode(DecodingMode::kAutoregressive, 1));
+      ASSERT_FALSE(ar.ids.empty());
+      // The text so far is always a prefix of a sentence; complete when the grammar ended it.
+      grammar::GrammarMatcher matcher((*constraint)->grammar);
+      std::string out;
+      for (int32_t id : ar.ids) {
+        if (id == 0) break;
+        out += pieces[static_cast<size_t>(id)];
+      }
+      EXPECT_TRUE(matcher.AcceptBytes(out)) << out;
+      if (ar.ids.size() < 60u) {
+        EXPECT_TRUE(matcher.CanEnd()) << out;
+      }
+      for (size_t m = 0; m < modes.size(); ++m) EXPECT_EQ(run(modes[m]).ids, ar.ids) << "mode " << m << ": " << out;
+    }
+  }
+}
+
 // Forwards of all samples, and those an adaptive draft length ran as plain AR.
 struct ForwardCounts {
   int64_t forwards = 0;
@@ -417,11 +481,14 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
                                        const char* label, const ForwardCostCurve* curve = nullptr,
                                        ForwardCounts* counted = nullptr, const NgramTable* table = nullptr,
                                        AcceptanceMemory* memory = nullptr, int memory_lifetime = 0,
-                                       const LogitAdjustments* adjust = nullptr) {
+                                       const LogitAdjustments* adjust = nullptr,
+                                       std::shared_ptr<const grammar::GrammarConstraint> constraint = nullptr) {
   auto e = MakeEngine(model, &adapter);
   const std::vector<int32_t> prompt = {2, 5};
-  const auto exact =
-      testing::ExactSequenceProbabilities(*e.backend, *e.kv, model.config.vocab_size, prompt, depth, base, adjust);
+  grammar::GrammarState state;
+  if (constraint != nullptr) state = grammar::GrammarState(constraint);
+  const auto exact = testing::ExactSequenceProbabilities(*e.backend, *e.kv, model.config.vocab_size, prompt, depth,
+                                                         base, adjust, constraint != nullptr ? &state : nullptr);
   const int V = model.config.vocab_size;
   std::vector<int64_t> counts(exact.size(), 0);
   ForwardCounts forwards;
@@ -438,6 +505,7 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     req.stop_at_eos = false;
     req.fault = fault;
     if (adjust != nullptr) req.adjustments = *adjust;
+    req.grammar = constraint;
     DecodingEnvironment env = e.env;
     env.has_adapter = true;
     env.cost_curve = curve;
@@ -639,6 +707,42 @@ TEST_F(DistributionTest, HarnessCatchesDraftsPenalisedWithoutTheDraftsBeforeThem
                                ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts, kSamples, kDepth,
                                "planted bug: penalties without the earlier drafts", nullptr, nullptr, nullptr, nullptr,
                                0, &adjust);
+  EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
+}
+
+// A grammar over the six tokens "a", "b", "c", "ab", "ba", "bc" (tokens that span
+// symbols): after an "a" only "b" or "c" may come, after a "b" only "a". Sampled
+// losslessly it is distributed as the masked AR (the drafts, the adapter's, masked
+// where they were proposed, each row masked after the drafts before it); masking
+// every row in the committed state instead (the planted fault) is caught.
+std::shared_ptr<const grammar::GrammarConstraint> SixTokenGrammar() {
+  auto vocab = std::make_shared<const grammar::GrammarVocabulary>(
+      std::vector<std::string>{"a", "b", "c", "ab", "ba", "bc"}, std::vector<int32_t>{});
+  auto constraint = grammar::MakeGrammarConstraint(R"(root ::= ("a" [bc] | "b" "a" | "c")* ("a" | "b")?)",
+                                                   "grammar", vocab);
+  EXPECT_TRUE(constraint.ok()) << constraint.status();
+  return constraint.ok() ? *constraint : nullptr;
+}
+
+TEST_F(DistributionTest, LosslessUnderAGrammarMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  for (const DecodingConfig& mode : {Mode(DecodingMode::kLossless, 4), Forked(3, 2, 2, /*assist=*/true)}) {
+    const auto r = SampleAndTest(*model_, *adapter_, s, mode, ExactnessFault::kNone, kSamples, kDepth,
+                                 mode.forked() ? "forked + assist under a grammar, T=1" : "lossless under a grammar, T=1",
+                                 nullptr, nullptr, nullptr, nullptr, 0, nullptr, SixTokenGrammar());
+    EXPECT_GT(r.p_value, 0.001);
+    EXPECT_LT(r.total_variation, 0.05);
+  }
+}
+
+TEST_F(DistributionTest, HarnessCatchesDraftsMaskedInTheCommittedState) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+                               ExactnessFault::kMaskDraftsInTheCommittedState, kSamples, kDepth,
+                               "planted bug: rows masked without the drafts before them", nullptr, nullptr, nullptr,
+                               nullptr, 0, nullptr, SixTokenGrammar());
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
 

@@ -1,0 +1,61 @@
+// A request's structured-output constraint: the compiled grammar with the masker of
+// its states (shared by every request with the same grammar), and the per-sequence
+// GrammarState the decoder advances as tokens commit. Verification judges the draft
+// d_k in the state after the committed tokens and d_1 .. d_{k-1}: Push them while a
+// forward is verified and Pop them after (the state rolls back on rejection).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "engine/grammar/grammar_matcher.h"
+#include "engine/grammar/token_mask.h"
+
+namespace crossreg::grammar {
+
+struct GrammarConstraint {
+  std::string description;  // what the request asked for, for logs: "json_schema", "grammar", ...
+  std::shared_ptr<const CompiledGrammar> grammar;
+  std::shared_ptr<TokenMasker> masker;
+};
+
+// Parses GBNF text into a constraint over `vocab`.
+absl::StatusOr<std::shared_ptr<const GrammarConstraint>> MakeGrammarConstraint(
+    std::string_view gbnf, std::string description, std::shared_ptr<const GrammarVocabulary> vocab);
+
+class GrammarState {
+ public:
+  GrammarState() = default;
+  explicit GrammarState(std::shared_ptr<const GrammarConstraint> constraint);
+  bool active() const { return constraint_ != nullptr; }
+
+  // Whether `token` may come next.
+  bool Allows(int32_t token) const;
+  // The whole mask of the current state (cached across requests).
+  std::shared_ptr<const TokenMask> Mask() const;
+  // Sets every disallowed logit to -inf.
+  void MaskLogits(float* logits, int vocab) const;
+  // The most likely allowed token of `logits` (ties: the lower id); -1 if none is.
+  int32_t MaskedArgmax(const float* logits, int vocab) const;
+
+  // Appends `token` (it must be allowed): a commit, or a draft under verification
+  // (undone by Pop in reverse order).
+  void Push(int32_t token);
+  void Pop();
+  // Makes the pushed tokens permanent (a commit).
+  void Commit();
+  // Nothing but the end may follow.
+  bool Exhausted() const { return current().Exhausted(); }
+
+ private:
+  const GrammarMatcher& current() const { return saved_.empty() ? committed_ : saved_.back(); }
+
+  std::shared_ptr<const GrammarConstraint> constraint_;
+  GrammarMatcher committed_;
+  std::vector<GrammarMatcher> saved_;  // the states after each pushed token
+};
+
+}  // namespace crossreg::grammar

@@ -1,0 +1,172 @@
+#include "engine/grammar/grammar_matcher.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+
+namespace crossreg::grammar {
+
+CompiledGrammar::CompiledGrammar(Grammar grammar) : grammar_(std::move(grammar)) {
+  starts_.resize(grammar_.rules.size());
+  for (size_t r = 0; r < grammar_.rules.size(); ++r) {
+    for (const Sequence& seq : grammar_.rules[r].alternatives) {
+      starts_[r].push_back(static_cast<int32_t>(kinds_.size()));
+      for (const Element& e : seq) {
+        kinds_.push_back(e.kind == Element::Kind::kChars ? 0 : 1);
+        operands_.push_back(e.index);
+      }
+      kinds_.push_back(kEnd);
+      operands_.push_back(0);
+    }
+  }
+}
+
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  for (int32_t start : grammar_->starts(grammar_->grammar().root)) {
+    Stack stack;
+    if (grammar_->kind(start) != CompiledGrammar::kEnd) stack.push_back(start);
+    Expand(std::move(stack), stacks_);
+  }
+  Normalize();
+}
+
+void GrammarMatcher::Normalize() {
+  std::sort(stacks_.begin(), stacks_.end());
+  stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+}
+
+namespace {
+// Parses alive at once, before duplicates go: an ambiguous grammar could otherwise
+// multiply them without bound. Past it the expansion stops, so a pathological grammar
+// admits less (never more) than it says.
+constexpr size_t kMaxStacks = 4096;
+}  // namespace
+
+void GrammarMatcher::Expand(Stack stack, std::vector<Stack>& out) const {
+  const CompiledGrammar& g = *grammar_;
+  if (out.size() >= kMaxStacks) return;
+  // Positions on a stack never point at an end marker: a finished sequence is popped
+  // before its end would be pushed, so right recursion keeps stacks flat.
+  if (stack.empty() || g.kind(stack.back()) == 0) {
+    out.push_back(std::move(stack));
+    return;
+  }
+  const int32_t pos = stack.back();
+  stack.pop_back();
+  if (g.kind(pos + 1) != CompiledGrammar::kEnd) stack.push_back(pos + 1);
+  const std::vector<int32_t>& starts = g.starts(g.operand(pos));
+  for (size_t a = 0; a < starts.size(); ++a) {
+    Stack next = a + 1 == starts.size() ? std::move(stack) : stack;
+    if (g.kind(starts[a]) != CompiledGrammar::kEnd) next.push_back(starts[a]);
+    Expand(std::move(next), out);
+  }
+}
+
+bool GrammarMatcher::AcceptCodePoint(uint32_t cp) {
+  const CompiledGrammar& g = *grammar_;
+  std::vector<Stack> next;
+  for (const Stack& stack : stacks_) {
+    if (stack.empty()) continue;
+    const int32_t top = stack.back();
+    if (!g.chars(top).Contains(cp)) continue;
+    Stack advanced(stack.begin(), stack.end() - 1);
+    if (g.kind(top + 1) != CompiledGrammar::kEnd) advanced.push_back(top + 1);
+    Expand(std::move(advanced), next);
+  }
+  if (next.empty()) return false;
+  stacks_ = std::move(next);
+  Normalize();
+  return true;
+}
+
+namespace {
+// The smallest code point a UTF-8 character of `length` bytes may encode (shorter
+// forms are overlong, not UTF-8).
+uint32_t MinCodePoint(int length) { return length == 2 ? 0x80 : length == 3 ? 0x800 : length == 4 ? 0x10000 : 0; }
+}  // namespace
+
+bool GrammarMatcher::PartialFits() const {
+  // The code points a character beginning with these bits may still become.
+  const int shift = 6 * partial_left_;
+  const uint32_t lo = std::max(partial_ << shift, MinCodePoint(partial_len_ + partial_left_));
+  const uint32_t hi = std::min((partial_ << shift) | ((1u << shift) - 1), uint32_t{0x10FFFF});
+  if (lo > hi) return false;
+  for (const Stack& stack : stacks_) {
+    if (!stack.empty() && grammar_->chars(stack.back()).Intersects(lo, hi)) return true;
+  }
+  return false;
+}
+
+bool GrammarMatcher::AcceptByte(uint8_t byte) {
+  if (partial_left_ == 0) {
+    if (byte < 0x80) return AcceptCodePoint(byte);
+    const int n = (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
+    if (n == 0 || byte == 0xc0 || byte == 0xc1 || byte > 0xf4) return false;
+    const uint32_t saved_partial = partial_;
+    partial_ = byte & (0x7fu >> n);
+    partial_left_ = n - 1;
+    partial_len_ = 1;
+    if (PartialFits()) return true;
+    partial_ = saved_partial;
+    partial_left_ = 0;
+    partial_len_ = 0;
+    return false;
+  }
+  if ((byte & 0xc0) != 0x80) return false;
+  const uint32_t saved = partial_;
+  partial_ = (partial_ << 6) | (byte & 0x3f);
+  if (partial_left_ == 1) {
+    const bool valid = partial_ >= MinCodePoint(partial_len_ + 1) && partial_ <= 0x10FFFF &&
+                       (partial_ < 0xD800 || partial_ > 0xDFFF);  // not overlong, not a surrogate
+    if (!valid || !AcceptCodePoint(partial_)) {
+      partial_ = saved;
+      return false;
+    }
+    partial_ = 0;
+    partial_left_ = 0;
+    partial_len_ = 0;
+    return true;
+  }
+  --partial_left_;
+  ++partial_len_;
+  if (PartialFits()) return true;
+  partial_ = saved;
+  ++partial_left_;
+  --partial_len_;
+  return false;
+}
+
+bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
+  GrammarMatcher saved = *this;
+  for (char c : bytes) {
+    if (!AcceptByte(static_cast<uint8_t>(c))) {
+      *this = std::move(saved);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool GrammarMatcher::CanEnd() const {
+  return partial_left_ == 0 && !stacks_.empty() && stacks_.front().empty();  // sorted: the empty stack first
+}
+
+bool GrammarMatcher::Exhausted() const { return partial_left_ == 0 && stacks_.size() == 1 && stacks_[0].empty(); }
+
+bool GrammarMatcher::operator==(const GrammarMatcher& other) const {
+  return grammar_ == other.grammar_ && partial_ == other.partial_ && partial_left_ == other.partial_left_ &&
+         stacks_ == other.stacks_;
+}
+
+uint64_t GrammarMatcher::Hash() const {
+  return absl::HashOf(stacks_, partial_, partial_left_);
+}
+
+bool GrammarAccepts(const Grammar& grammar, std::string_view text) {
+  if (!grammar.Validate().ok()) return false;
+  GrammarMatcher matcher(std::make_shared<const CompiledGrammar>(grammar));
+  return matcher.AcceptBytes(text) && matcher.CanEnd();
+}
+
+}  // namespace crossreg::grammar

@@ -1,0 +1,76 @@
+// Recognises text against a Grammar incrementally, one byte at a time (a token's
+// bytes may end inside a UTF-8 character; the matcher holds the partial character).
+// The state is the set of parse stacks still alive, each a path of grammar positions
+// whose top is a terminal; accepting a code point advances every stack whose top
+// admits it and drops the rest. Grammars must pass Grammar::Validate (no left
+// recursion). States are values: copy one to explore, compare and hash them to cache.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <vector>
+
+#include "engine/grammar/grammar.h"
+
+namespace crossreg::grammar {
+
+// The grammar flattened for matching: every sequence laid out in one array, each
+// ending in an end marker.
+class CompiledGrammar {
+ public:
+  explicit CompiledGrammar(Grammar grammar);  // grammar.Validate() must be ok
+  const Grammar& grammar() const { return grammar_; }
+
+  // Element at `pos`: kEnd closes a sequence.
+  static constexpr int32_t kEnd = -1;
+  int32_t kind(int32_t pos) const { return kinds_[static_cast<size_t>(pos)]; }  // 0 chars, 1 rule, kEnd
+  int32_t operand(int32_t pos) const { return operands_[static_cast<size_t>(pos)]; }
+  const std::vector<int32_t>& starts(int32_t rule) const { return starts_[static_cast<size_t>(rule)]; }
+  const CodePointSet& chars(int32_t pos) const { return grammar_.char_sets[static_cast<size_t>(operand(pos))]; }
+
+ private:
+  Grammar grammar_;
+  std::vector<int32_t> kinds_, operands_;
+  std::vector<std::vector<int32_t>> starts_;  // rule -> first position of each alternative
+};
+
+class GrammarMatcher {
+ public:
+  GrammarMatcher() = default;  // no grammar: dead
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+
+  // Advances over `bytes`; false (and the state unchanged) if any prefix of them
+  // leaves no stack alive, or they are not UTF-8.
+  bool AcceptBytes(std::string_view bytes);
+  bool AcceptByte(uint8_t byte);
+  // The text so far is a complete sentence of the grammar (no partial character).
+  bool CanEnd() const;
+  // Nothing more may follow: the grammar admits no further character.
+  bool Exhausted() const;
+  bool Dead() const { return stacks_.empty(); }
+
+  // The state, for caches: equal states admit the same continuations.
+  bool operator==(const GrammarMatcher& other) const;
+  uint64_t Hash() const;
+  const std::shared_ptr<const CompiledGrammar>& compiled() const { return grammar_; }
+
+ private:
+  using Stack = std::vector<int32_t>;  // positions, top at the back
+  void Normalize();                    // sorts and dedupes stacks_
+  // Replaces `stack` by its expansions whose tops are terminals (or the empty stack).
+  void Expand(Stack stack, std::vector<Stack>& out) const;
+  bool AcceptCodePoint(uint32_t cp);
+  bool PartialFits() const;  // some top admits a character starting with partial_
+
+  std::shared_ptr<const CompiledGrammar> grammar_;
+  std::vector<Stack> stacks_;  // sorted, unique; an empty stack = the root may end here
+  uint32_t partial_ = 0;       // bits of a UTF-8 character begun and not finished
+  int partial_left_ = 0;       // continuation bytes still expected
+  int partial_len_ = 0;        // bytes of the character seen so far
+};
+
+// Whether `text` is a whole sentence of `grammar` (tests and tools).
+bool GrammarAccepts(const Grammar& grammar, std::string_view text);
+
+}  // namespace crossreg::grammar

@@ -1,0 +1,82 @@
+// Which tokens a grammar state admits: a token is allowed when its bytes, appended to
+// the text so far, keep some parse alive (a token may end inside a UTF-8 character or
+// span several grammar symbols); end-of-sequence tokens only where the grammar may end;
+// tokens without bytes (control tokens) never. Computing a mask walks the vocabulary in
+// byte order, so tokens sharing a prefix share its work and a dead prefix skips every
+// token under it; masks are cached by grammar state, which repeats (inside a string, between
+// fields), so most lookups cost a hash.
+#pragma once
+
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/grammar/grammar_matcher.h"
+
+namespace crossreg::grammar {
+
+// The vocabulary as grammars see it: each token's bytes, and the end-of-sequence ids.
+class GrammarVocabulary {
+ public:
+  GrammarVocabulary(std::vector<std::string> token_bytes, std::vector<int32_t> eos_ids);
+  int32_t size() const { return static_cast<int32_t>(bytes_.size()); }
+  const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
+  bool is_eos(int32_t id) const { return eos_[static_cast<size_t>(id)]; }
+  const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
+  // Ids with bytes, sorted by their bytes; shared[i]: bytes order[i] shares with order[i - 1].
+  const std::vector<int32_t>& order() const { return order_; }
+  const std::vector<uint16_t>& shared() const { return shared_; }
+
+ private:
+  std::vector<std::string> bytes_;
+  std::vector<bool> eos_;
+  std::vector<int32_t> eos_ids_;
+  std::vector<int32_t> order_;
+  std::vector<uint16_t> shared_;
+};
+
+// A set of token ids, one bit each.
+struct TokenMask {
+  std::vector<uint64_t> bits;
+  int32_t allowed = 0;  // how many bits are set
+  bool test(int32_t id) const { return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u; }
+  void set(int32_t id) { bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
+};
+
+// The mask of a state, computed without a cache (the reference the cache must agree with).
+TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab);
+// Whether one token is allowed in `state` (no mask needed).
+bool TokenAllowed(const GrammarMatcher& state, const GrammarVocabulary& vocab, int32_t id);
+
+// Masks of one grammar's states, cached (least recently used out first, within
+// `cache_bytes`). Thread-safe: requests with the same grammar share one.
+class TokenMasker {
+ public:
+  TokenMasker(std::shared_ptr<const GrammarVocabulary> vocab, size_t cache_bytes = size_t{64} << 20);
+  std::shared_ptr<const TokenMask> Mask(const GrammarMatcher& state);
+  // The cached mask of `state`, or null (never computes one).
+  std::shared_ptr<const TokenMask> Cached(const GrammarMatcher& state);
+  const GrammarVocabulary& vocab() const { return *vocab_; }
+  int64_t hits() const;
+  int64_t misses() const;
+
+ private:
+  struct Entry {
+    GrammarMatcher state;
+    std::shared_ptr<const TokenMask> mask;
+  };
+  std::shared_ptr<const TokenMask> LookUpLocked(const GrammarMatcher& state, uint64_t hash);
+
+  std::shared_ptr<const GrammarVocabulary> vocab_;
+  const size_t capacity_;  // masks kept
+  mutable std::mutex mu_;
+  std::list<Entry> lru_;  // most recently used first
+  std::unordered_multimap<uint64_t, std::list<Entry>::iterator> index_;
+  int64_t hits_ = 0, misses_ = 0;
+};
+
+}  // namespace crossreg::grammar
