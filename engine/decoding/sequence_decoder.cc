@@ -63,6 +63,16 @@ DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) 
       mode == DecodingMode::kAutoregressive) {
     return choice;
   }
+  if (mode == DecodingMode::kNgram && grammar_.active()) {
+    // Forced text is drafted whole, at the request's γ: the grammar leaves the model no
+    // choice there, so the drafts are rejected only where it tokenizes the text
+    // differently.
+    choice.forced_drafts = grammar_.ForcedTokens(request_.decoding.gamma);
+    if (!choice.forced_drafts.empty()) {
+      choice.decoding = WithGamma(request_.decoding, static_cast<int>(choice.forced_drafts.size()));
+      return choice;
+    }
+  }
   if (mode == DecodingMode::kNgram) {
     // The drafts first: γ' follows the acceptance of drafts from matches of this length.
     choice.ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &choice.ngram_match, env_.ngram_table);
@@ -108,7 +118,15 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
       break;
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
-      if (plan.ngram_match > 0) {  // adaptive: γ' was chosen for the drafts of this match
+      std::vector<int32_t> forced = choice.forced_drafts;
+      if (forced.empty() && grammar_.active()) {
+        forced = grammar_.ForcedTokens(gamma);
+      }
+      if (!forced.empty()) {  // not filed with the n-gram matches' verdicts (plan.ngram_match stays 0)
+        drafts = std::move(forced);
+        drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
+        plan.forced_drafts = true;
+      } else if (plan.ngram_match > 0) {  // adaptive: γ' was chosen for the drafts of this match
         drafts = choice.ngram_drafts;
         drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
       } else {
@@ -288,7 +306,7 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
   }
-  controller_.Observe(plan.ngram_match, outcome.verdicts);
+  if (!plan.forced_drafts) controller_.Observe(plan.ngram_match, outcome.verdicts);
   step.verdicts = std::move(outcome.verdicts);
   buffer_ = std::move(outcome.next_drafts);
   for (size_t i = 0; i < outcome.tokens.size(); ++i) {

@@ -20,6 +20,9 @@ struct DraftChoice {
   bool ar_fallback = false;  // a speculative request that runs this forward as plain AR
   int ngram_match = 0;       // adaptive n-gram: tokens of the context match its drafts come from
   std::vector<int32_t> ngram_drafts;  // adaptive n-gram: the drafts γ' was chosen for (up to the request's γ)
+  // N-gram under a grammar: the tokens spelling the text the grammar forces next (keys,
+  // quotes, brackets of a JSON schema), drafted before any n-gram match.
+  std::vector<int32_t> forced_drafts;
 };
 
 struct StepPlan {
@@ -40,6 +43,7 @@ struct StepPlan {
   std::vector<int> fork_sizes;    // forked refill: rows of the chain for outcome n = 0, 1, ...
   bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
   int ngram_match = 0;            // n-gram: tokens of the context match its drafts came from (0: not tracked)
+  bool forced_drafts = false;     // the drafts spell text the grammar forces (kept out of the n-gram statistics)
   int assisted_drafts = 0;        // n-gram assist: the first drafts, one-hot from the context index
 
   bool prefill() const { return kind == Kind::kPrefill; }

@@ -40,36 +40,34 @@ void GrammarState::MaskLogits(float* logits, int vocab) const {
   for (int i = n; i < vocab; ++i) logits[i] = -std::numeric_limits<float>::infinity();  // padded rows
 }
 
-int32_t GrammarState::MaskedArgmax(const float* logits, int vocab) const {
-  // The likeliest few first: usually one of them is allowed, and checking a token
-  // costs a walk of its bytes where a whole mask costs a walk of the vocabulary.
-  constexpr int kCandidates = 8;
-  std::pair<float, int32_t> best[kCandidates];
-  int count = 0;
-  auto before = [](const std::pair<float, int32_t>& a, const std::pair<float, int32_t>& b) {
-    return a.first > b.first || (a.first == b.first && a.second < b.second);
-  };
-  for (int32_t i = 0; i < vocab; ++i) {
-    const std::pair<float, int32_t> c{logits[i], i};
-    if (std::isnan(c.first)) continue;
-    if (count == kCandidates && !before(c, best[count - 1])) continue;
-    int j = count < kCandidates ? count++ : count - 1;
-    while (j > 0 && before(c, best[j - 1])) {
-      best[j] = best[j - 1];
-      --j;
-    }
-    best[j] = c;
-  }
-  for (int k = 0; k < count; ++k) {
-    if (Allows(best[k].second)) return best[k].second;
-  }
-  const auto mask = Mask();
+namespace {
+// The most likely token of `mask` among the first `n` (ties: the lower id); -1 if none.
+int32_t ArgmaxUnder(const TokenMask& mask, const float* logits, int n) {
   int32_t arg = -1;
-  const int n = std::min(vocab, constraint_->masker->vocab().size());
-  for (int32_t i = 0; i < n; ++i) {
-    if (mask->test(i) && (arg < 0 || logits[i] > logits[arg])) arg = i;
+  for (size_t w = 0; w < mask.bits.size(); ++w) {
+    for (uint64_t bits = mask.bits[w]; bits != 0; bits &= bits - 1) {
+      const int32_t i = static_cast<int32_t>(w * 64 + static_cast<size_t>(__builtin_ctzll(bits)));
+      if (i >= n) return arg;
+      if (arg < 0 || logits[i] > logits[arg]) arg = i;
+    }
   }
   return arg;
+}
+}  // namespace
+
+int32_t GrammarState::MaskedArgmax(const float* logits, int vocab) const {
+  const GrammarVocabulary& words = constraint_->masker->vocab();
+  const int n = std::min(vocab, words.size());
+  if (auto mask = constraint_->masker->Cached(current())) return ArgmaxUnder(*mask, logits, n);
+  // The likeliest token first: usually allowed (the model follows the format), and
+  // checking one token costs a walk of its bytes where a mask costs a walk of the
+  // vocabulary (cached for the next request in this state).
+  int32_t best = -1;
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
+  }
+  if (best >= 0 && best < n && TokenAllowed(current(), words, best)) return best;
+  return ArgmaxUnder(*Mask(), logits, n);
 }
 
 void GrammarState::Push(int32_t token) {
@@ -80,6 +78,21 @@ void GrammarState::Push(int32_t token) {
 }
 
 void GrammarState::Pop() { saved_.pop_back(); }
+
+std::vector<int32_t> GrammarState::ForcedTokens(int max_tokens) const {
+  std::vector<int32_t> tokens;
+  if (max_tokens <= 0) return tokens;
+  const std::string text = current().ForcedText();
+  const GrammarVocabulary& vocab = constraint_->masker->vocab();
+  for (size_t at = 0; at < text.size() && static_cast<int>(tokens.size()) < max_tokens;) {
+    size_t length = 0;
+    const int32_t id = vocab.LongestMatch(std::string_view(text).substr(at), &length);
+    if (id < 0) break;
+    tokens.push_back(id);
+    at += length;
+  }
+  return tokens;
+}
 
 void GrammarState::Commit() {
   if (saved_.empty()) return;

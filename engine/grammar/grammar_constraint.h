@@ -47,6 +47,9 @@ class GrammarState {
   void Pop();
   // Makes the pushed tokens permanent (a commit).
   void Commit();
+  // The tokens spelling the text the grammar forces next (longest token first, as a
+  // tokenizer would), at most `max_tokens`; empty where the model has a choice.
+  std::vector<int32_t> ForcedTokens(int max_tokens) const;
   // Nothing but the end may follow.
   bool Exhausted() const { return current().Exhausted(); }
 

@@ -8,6 +8,12 @@
 namespace crossreg::grammar {
 
 CompiledGrammar::CompiledGrammar(Grammar grammar) : grammar_(std::move(grammar)) {
+  ascii_.resize(grammar_.char_sets.size(), {0, 0});
+  for (size_t c = 0; c < grammar_.char_sets.size(); ++c) {
+    for (const auto& [lo, hi] : grammar_.char_sets[c].ranges) {
+      for (uint32_t cp = lo; cp <= std::min<uint32_t>(hi, 127); ++cp) ascii_[c][cp >> 6] |= uint64_t{1} << (cp & 63);
+    }
+  }
   starts_.resize(grammar_.rules.size());
   for (size_t r = 0; r < grammar_.rules.size(); ++r) {
     for (const Sequence& seq : grammar_.rules[r].alternatives) {
@@ -69,7 +75,7 @@ bool GrammarMatcher::AcceptCodePoint(uint32_t cp) {
   for (const Stack& stack : stacks_) {
     if (stack.empty()) continue;
     const int32_t top = stack.back();
-    if (!g.chars(top).Contains(cp)) continue;
+    if (!g.Admits(top, cp)) continue;
     Stack advanced(stack.begin(), stack.end() - 1);
     if (g.kind(top + 1) != CompiledGrammar::kEnd) advanced.push_back(top + 1);
     Expand(std::move(advanced), next);
@@ -86,11 +92,11 @@ namespace {
 uint32_t MinCodePoint(int length) { return length == 2 ? 0x80 : length == 3 ? 0x800 : length == 4 ? 0x10000 : 0; }
 }  // namespace
 
-bool GrammarMatcher::PartialFits() const {
+bool GrammarMatcher::Fits(uint32_t bits, int left, int len) const {
   // The code points a character beginning with these bits may still become.
-  const int shift = 6 * partial_left_;
-  const uint32_t lo = std::max(partial_ << shift, MinCodePoint(partial_len_ + partial_left_));
-  const uint32_t hi = std::min((partial_ << shift) | ((1u << shift) - 1), uint32_t{0x10FFFF});
+  const int shift = 6 * left;
+  const uint32_t lo = std::max(bits << shift, MinCodePoint(len + left));
+  const uint32_t hi = std::min((bits << shift) | ((1u << shift) - 1), uint32_t{0x10FFFF});
   if (lo > hi) return false;
   for (const Stack& stack : stacks_) {
     if (!stack.empty() && grammar_->chars(stack.back()).Intersects(lo, hi)) return true;
@@ -98,43 +104,97 @@ bool GrammarMatcher::PartialFits() const {
   return false;
 }
 
+bool GrammarMatcher::TopAdmits(uint32_t cp) const {
+  for (const Stack& stack : stacks_) {
+    if (!stack.empty() && grammar_->Admits(stack.back(), cp)) return true;
+  }
+  return false;
+}
+
+namespace {
+// The length of the UTF-8 character `lead` begins; 0 if it begins none.
+int Utf8Length(uint8_t lead) {
+  const int n = (lead >> 5) == 0x6 ? 2 : (lead >> 4) == 0xe ? 3 : (lead >> 3) == 0x1e ? 4 : 0;
+  return n == 0 || lead == 0xc0 || lead == 0xc1 || lead > 0xf4 ? 0 : n;
+}
+bool ValidCodePoint(uint32_t cp, int length) {  // not overlong, not a surrogate
+  return cp >= MinCodePoint(length) && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+}
+}  // namespace
+
+// Mirrors AcceptByte's verdicts exactly: AcceptCodePoint(cp) succeeds iff some top
+// admits cp (expanding a stack always yields at least one stack).
+bool GrammarMatcher::CouldAcceptByte(uint8_t byte) const {
+  if (partial_left_ == 0) {
+    if (byte < 0x80) return TopAdmits(byte);
+    const int n = Utf8Length(byte);
+    return n != 0 && Fits(byte & (0x7fu >> n), n - 1, 1);
+  }
+  if ((byte & 0xc0) != 0x80) return false;
+  const uint32_t bits = (partial_ << 6) | (byte & 0x3f);
+  if (partial_left_ == 1) return ValidCodePoint(bits, partial_len_ + 1) && TopAdmits(bits);
+  return Fits(bits, partial_left_ - 1, partial_len_ + 1);
+}
+
+std::string GrammarMatcher::ForcedText(size_t max_bytes) const {
+  std::string text;
+  if (partial_left_ != 0) return text;
+  GrammarMatcher walk = *this;
+  while (text.size() + 4 <= max_bytes && !walk.CanEnd()) {
+    uint32_t only = 0;
+    bool found = false;
+    for (const Stack& stack : walk.stacks_) {
+      const CodePointSet& set = walk.grammar_->chars(stack.back());  // not empty: !CanEnd()
+      if (set.ranges.size() != 1 || set.ranges[0].first != set.ranges[0].second) return text;
+      if (found && set.ranges[0].first != only) return text;
+      only = set.ranges[0].first;
+      found = true;
+    }
+    if (!found || !ValidCodePoint(only, only < 0x80 ? 1 : only < 0x800 ? 2 : only < 0x10000 ? 3 : 4)) return text;
+    if (!walk.AcceptCodePoint(only)) return text;
+    if (only < 0x80) {
+      text += static_cast<char>(only);
+    } else if (only < 0x800) {
+      text += static_cast<char>(0xc0 | (only >> 6));
+      text += static_cast<char>(0x80 | (only & 0x3f));
+    } else if (only < 0x10000) {
+      text += static_cast<char>(0xe0 | (only >> 12));
+      text += static_cast<char>(0x80 | ((only >> 6) & 0x3f));
+      text += static_cast<char>(0x80 | (only & 0x3f));
+    } else {
+      text += static_cast<char>(0xf0 | (only >> 18));
+      text += static_cast<char>(0x80 | ((only >> 12) & 0x3f));
+      text += static_cast<char>(0x80 | ((only >> 6) & 0x3f));
+      text += static_cast<char>(0x80 | (only & 0x3f));
+    }
+  }
+  return text;
+}
+
 bool GrammarMatcher::AcceptByte(uint8_t byte) {
   if (partial_left_ == 0) {
     if (byte < 0x80) return AcceptCodePoint(byte);
-    const int n = (byte >> 5) == 0x6 ? 2 : (byte >> 4) == 0xe ? 3 : (byte >> 3) == 0x1e ? 4 : 0;
-    if (n == 0 || byte == 0xc0 || byte == 0xc1 || byte > 0xf4) return false;
-    const uint32_t saved_partial = partial_;
+    const int n = Utf8Length(byte);
+    if (n == 0 || !Fits(byte & (0x7fu >> n), n - 1, 1)) return false;
     partial_ = byte & (0x7fu >> n);
     partial_left_ = n - 1;
     partial_len_ = 1;
-    if (PartialFits()) return true;
-    partial_ = saved_partial;
-    partial_left_ = 0;
-    partial_len_ = 0;
-    return false;
+    return true;
   }
   if ((byte & 0xc0) != 0x80) return false;
-  const uint32_t saved = partial_;
-  partial_ = (partial_ << 6) | (byte & 0x3f);
+  const uint32_t bits = (partial_ << 6) | (byte & 0x3f);
   if (partial_left_ == 1) {
-    const bool valid = partial_ >= MinCodePoint(partial_len_ + 1) && partial_ <= 0x10FFFF &&
-                       (partial_ < 0xD800 || partial_ > 0xDFFF);  // not overlong, not a surrogate
-    if (!valid || !AcceptCodePoint(partial_)) {
-      partial_ = saved;
-      return false;
-    }
+    if (!ValidCodePoint(bits, partial_len_ + 1) || !AcceptCodePoint(bits)) return false;
     partial_ = 0;
     partial_left_ = 0;
     partial_len_ = 0;
     return true;
   }
+  if (!Fits(bits, partial_left_ - 1, partial_len_ + 1)) return false;
+  partial_ = bits;
   --partial_left_;
   ++partial_len_;
-  if (PartialFits()) return true;
-  partial_ = saved;
-  ++partial_left_;
-  --partial_len_;
-  return false;
+  return true;
 }
 
 bool GrammarMatcher::AcceptBytes(std::string_view bytes) {

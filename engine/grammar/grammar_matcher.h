@@ -6,7 +6,9 @@
 // recursion). States are values: copy one to explore, compare and hash them to cache.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <string>
 #include <memory>
 #include <string_view>
 #include <vector>
@@ -28,11 +30,18 @@ class CompiledGrammar {
   int32_t operand(int32_t pos) const { return operands_[static_cast<size_t>(pos)]; }
   const std::vector<int32_t>& starts(int32_t rule) const { return starts_[static_cast<size_t>(rule)]; }
   const CodePointSet& chars(int32_t pos) const { return grammar_.char_sets[static_cast<size_t>(operand(pos))]; }
+  // chars(pos).Contains(cp), with ASCII answered from a bitmap (the hot case of a
+  // vocabulary walk).
+  bool Admits(int32_t pos, uint32_t cp) const {
+    if (cp < 128) return (ascii_[static_cast<size_t>(operand(pos))][cp >> 6] >> (cp & 63)) & 1u;
+    return chars(pos).Contains(cp);
+  }
 
  private:
   Grammar grammar_;
   std::vector<int32_t> kinds_, operands_;
   std::vector<std::vector<int32_t>> starts_;  // rule -> first position of each alternative
+  std::vector<std::array<uint64_t, 2>> ascii_;  // char set -> its ASCII members
 };
 
 class GrammarMatcher {
@@ -44,6 +53,13 @@ class GrammarMatcher {
   // leaves no stack alive, or they are not UTF-8.
   bool AcceptBytes(std::string_view bytes);
   bool AcceptByte(uint8_t byte);
+  // Whether AcceptByte(byte) would succeed, without advancing (a vocabulary walk
+  // copies a state only where a longer token continues from it).
+  bool CouldAcceptByte(uint8_t byte) const;
+  // The text every continuation of this state begins with: while exactly one code
+  // point may come next and the text may not end here, that code point; at most
+  // `max_bytes` bytes, and empty inside a partial UTF-8 character.
+  std::string ForcedText(size_t max_bytes = 64) const;
   // The text so far is a complete sentence of the grammar (no partial character).
   bool CanEnd() const;
   // Nothing more may follow: the grammar admits no further character.
@@ -61,7 +77,10 @@ class GrammarMatcher {
   // Replaces `stack` by its expansions whose tops are terminals (or the empty stack).
   void Expand(Stack stack, std::vector<Stack>& out) const;
   bool AcceptCodePoint(uint32_t cp);
-  bool PartialFits() const;  // some top admits a character starting with partial_
+  // Some top admits a character whose first `len` bytes decode to `bits` with `left`
+  // continuation bytes still to come.
+  bool Fits(uint32_t bits, int left, int len) const;
+  bool TopAdmits(uint32_t cp) const;  // some stack's top admits `cp`
 
   std::shared_ptr<const CompiledGrammar> grammar_;
   std::vector<Stack> stacks_;  // sorted, unique; an empty stack = the root may end here

@@ -32,8 +32,10 @@ struct SharedRule {
 
 const std::vector<SharedRule>& SharedRules() {
   static const auto* rules = new std::vector<SharedRule>{
-      // Bounded: one space, or a newline and an indentation of up to 20.
-      {"ws", R"(( " " | "\n" [ \t]{0,20} )?)", {}},
+      // Compact JSON: with no whitespace to choose, the structure between values
+      // (keys, quotes, brackets, commas) is text the grammar forces, which the
+      // n-gram mode drafts for free (GrammarState::ForcedTokens).
+      {"ws", R"("")", {}},
       {"value",
        "object | array | string | number | boolean | null",
        {"object", "array", "string", "number", "boolean", "null"}},

@@ -1,10 +1,10 @@
 // JSON Schema to GBNF (gbnf_parser.h's dialect): the `root` rule matches the JSON texts
 // valid under the schema, written in a serialization subset that still spells every
 // valid value:
-//   - no whitespace before or after the top-level value; around , and :, after { [ and
-//     before } ] the rule `ws ::= ( " " | "\n" [ \t]{0,20} )?`:
-//     nothing, one space, or one newline and up to 20 spaces or tabs of indentation
-//     (pretty printing 10 levels deep), so a model cannot pad forever;
+//   - compact: no whitespace outside strings (the rule `ws ::= ""` stands where
+//     JSON allows whitespace), so everything between values is forced text: fixed keys,
+//     quotes, colons, commas and brackets cost the model no choice and are drafted
+//     without one (GrammarState::ForcedTokens);
 //   - object members in the order of the schema's `properties` (see below);
 //   - strings: any character JSON allows raw, the escapes \" \\ \/ \b \f \n \r \t, and
 //     \uXXXX (surrogates only as a high-low pair, which minLength/maxLength count as one

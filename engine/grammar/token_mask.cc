@@ -1,6 +1,7 @@
 #include "engine/grammar/token_mask.h"
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 
 namespace crossreg::grammar {
@@ -27,37 +28,173 @@ GrammarVocabulary::GrammarVocabulary(std::vector<std::string> token_bytes, std::
     while (n < limit && a[n] == b[n]) ++n;
     shared_[i] = static_cast<uint16_t>(n);
   }
-}
-
-TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab) {
-  TokenMask mask;
-  mask.bits.assign((static_cast<size_t>(vocab.size()) + 63) / 64, 0);
-  if (state.CanEnd()) {
-    for (int32_t id : vocab.eos_ids()) mask.set(id);
-  }
-  // states[d]: the state after the first d bytes of the previous token, for d <= valid.
-  std::vector<GrammarMatcher> states;
-  states.push_back(state);
-  size_t valid = 0;
-  size_t dead = SIZE_MAX;  // the previous token's prefix of dead + 1 bytes admits nothing
-  const std::vector<int32_t>& order = vocab.order();
-  for (size_t i = 0; i < order.size(); ++i) {
-    const std::string& bytes = vocab.bytes(order[i]);
-    const size_t shared = i == 0 ? 0 : vocab.shared()[i];
-    if (dead != SIZE_MAX && shared > dead) continue;  // under the same dead prefix
-    dead = SIZE_MAX;
-    size_t d = std::min(shared, valid);
-    if (states.size() < bytes.size() + 1) states.resize(bytes.size() + 1, state);
-    for (; d < bytes.size(); ++d) {
-      states[d + 1] = states[d];
-      if (!states[d + 1].AcceptByte(static_cast<uint8_t>(bytes[d]))) break;
+  // Preorder: a token's nodes follow the path it shares with the previous token.
+  std::vector<int32_t> path;  // path[d]: the node of the current token's first d + 1 bytes
+  for (size_t i = 0; i < order_.size(); ++i) {
+    const std::string& b = bytes_[static_cast<size_t>(order_[i])];
+    const size_t keep = std::min<size_t>(shared_[i], path.size());
+    for (size_t d = keep; d < path.size(); ++d) {
+      trie_[static_cast<size_t>(path[d])].subtree_end = static_cast<int32_t>(trie_.size());
     }
-    valid = d;
-    if (d < bytes.size()) {
-      dead = d;
+    path.resize(keep);
+    if (keep == b.size() && !path.empty()) {  // the same bytes as the previous token
+      TrieNode& node = trie_[static_cast<size_t>(path.back())];
+      if (node.token_count < 255) ++node.token_count;
       continue;
     }
-    mask.set(order[i]);
+    for (size_t d = keep; d < b.size() && d < 65535; ++d) {
+      path.push_back(static_cast<int32_t>(trie_.size()));
+      const bool last = d + 1 == b.size();
+      trie_.push_back({.subtree_end = 0,
+                       .first_token = last ? static_cast<int32_t>(i) : -1,
+                       .depth = static_cast<uint16_t>(d),
+                       .byte = static_cast<uint8_t>(b[d]),
+                       .token_count = static_cast<uint8_t>(last ? 1 : 0)});
+    }
+  }
+  for (int32_t node : path) trie_[static_cast<size_t>(node)].subtree_end = static_cast<int32_t>(trie_.size());
+}
+
+int32_t GrammarVocabulary::LongestMatch(std::string_view text, size_t* length) const {
+  // Down the trie along `text`: the deepest node with tokens wins.
+  int32_t best = -1;
+  size_t best_length = 0;
+  size_t n = 0;
+  const size_t end = trie_.size();
+  for (size_t d = 0; d < text.size() && n < end;) {
+    const TrieNode& node = trie_[n];
+    if (node.depth != d) break;  // no sibling left at this depth
+    if (node.byte != static_cast<uint8_t>(text[d])) {
+      n = static_cast<size_t>(node.subtree_end);
+      continue;
+    }
+    if (node.token_count > 0) {
+      best = order_[static_cast<size_t>(node.first_token)];
+      for (int k = 1; k < node.token_count; ++k) best = std::min(best, order_[static_cast<size_t>(node.first_token + k)]);
+      best_length = d + 1;
+    }
+    ++n;
+    ++d;
+  }
+  if (length != nullptr) *length = best_length;
+  return best;
+}
+
+namespace {
+
+// The states a vocabulary walk passes through, each with its transitions by byte
+// computed at most once: a walk visits every live node of the trie but few distinct
+// states (inside a string every ordinary character leads back to the same one), so most
+// nodes cost a table lookup instead of a matcher step.
+class StateTable {
+ public:
+  static constexpr int32_t kDead = -1;
+  static constexpr int32_t kUnknown = -2;
+  // Past this many states a walk gives up interning (a grammar whose states never
+  // repeat) and steps matchers directly.
+  static constexpr size_t kMaxStates = 1 << 14;
+
+  explicit StateTable(const GrammarMatcher& start) { Intern(GrammarMatcher(start)); }
+  bool full() const { return states_.size() >= kMaxStates; }
+  const GrammarMatcher& state(int32_t id) const { return states_[static_cast<size_t>(id)].matcher; }
+
+  // The state after `byte` from state `id`, or kDead.
+  int32_t Next(int32_t id, uint8_t byte) {
+    int32_t& next = states_[static_cast<size_t>(id)].next[byte];
+    if (next != kUnknown) return next;
+    const GrammarMatcher& from = states_[static_cast<size_t>(id)].matcher;
+    int32_t found = kDead;
+    if (from.CouldAcceptByte(byte)) {
+      GrammarMatcher to = from;
+      to.AcceptByte(byte);
+      found = Intern(std::move(to));
+    }
+    // Interning may have grown states_: index it afresh.
+    states_[static_cast<size_t>(id)].next[byte] = found;
+    return found;
+  }
+
+ private:
+  struct Entry {
+    GrammarMatcher matcher;
+    std::array<int32_t, 256> next;
+  };
+  int32_t Intern(GrammarMatcher matcher) {
+    const uint64_t hash = matcher.Hash();
+    auto [begin, end] = index_.equal_range(hash);
+    for (auto it = begin; it != end; ++it) {
+      if (states_[static_cast<size_t>(it->second)].matcher == matcher) return it->second;
+    }
+    const int32_t id = static_cast<int32_t>(states_.size());
+    states_.push_back(Entry{std::move(matcher), {}});
+    states_.back().next.fill(kUnknown);
+    index_.emplace(hash, id);
+    return id;
+  }
+
+  std::vector<Entry> states_;
+  std::unordered_multimap<uint64_t, int32_t> index_;
+};
+
+// The walk without the state table: a matcher per depth of the path, copied only
+// where the subtree goes deeper.
+void WalkWithMatchers(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask) {
+  std::vector<GrammarMatcher> states;  // states[d]: after the d bytes of the path to the current node
+  states.push_back(state);
+  const std::vector<GrammarVocabulary::TrieNode>& trie = vocab.trie();
+  const std::vector<int32_t>& order = vocab.order();
+  for (size_t n = 0; n < trie.size();) {
+    const GrammarVocabulary::TrieNode& node = trie[n];
+    const size_t d = node.depth;
+    if (!states[d].CouldAcceptByte(node.byte)) {
+      n = static_cast<size_t>(node.subtree_end);
+      continue;
+    }
+    for (int k = 0; k < node.token_count; ++k) mask.set(order[static_cast<size_t>(node.first_token + k)]);
+    if (static_cast<size_t>(node.subtree_end) > n + 1) {
+      if (states.size() < d + 2) states.resize(d + 2);
+      states[d + 1] = states[d];
+      states[d + 1].AcceptByte(node.byte);
+    }
+    ++n;
+  }
+}
+
+// The walk over interned states; false if the table filled up (the mask is then
+// incomplete and the caller walks again with matchers).
+bool WalkWithStateTable(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask) {
+  StateTable table(state);
+  std::vector<int32_t> path(1, 0);  // path[d]: the state after the d bytes of the path to the current node
+  const std::vector<GrammarVocabulary::TrieNode>& trie = vocab.trie();
+  const std::vector<int32_t>& order = vocab.order();
+  for (size_t n = 0; n < trie.size();) {
+    const GrammarVocabulary::TrieNode& node = trie[n];
+    const size_t d = node.depth;
+    const int32_t next = table.Next(path[d], node.byte);
+    if (next == StateTable::kDead) {
+      n = static_cast<size_t>(node.subtree_end);
+      continue;
+    }
+    if (table.full()) return false;
+    for (int k = 0; k < node.token_count; ++k) mask.set(order[static_cast<size_t>(node.first_token + k)]);
+    if (path.size() < d + 2) path.resize(d + 2);
+    path[d + 1] = next;
+    ++n;
+  }
+  return true;
+}
+
+}  // namespace
+
+TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, bool intern_states) {
+  TokenMask mask;
+  mask.bits.assign((static_cast<size_t>(vocab.size()) + 63) / 64, 0);
+  if (!intern_states || !WalkWithStateTable(state, vocab, mask)) {
+    std::fill(mask.bits.begin(), mask.bits.end(), 0);
+    WalkWithMatchers(state, vocab, mask);
+  }
+  if (state.CanEnd()) {
+    for (int32_t id : vocab.eos_ids()) mask.set(id);
   }
   mask.allowed = 0;
   for (uint64_t w : mask.bits) mask.allowed += __builtin_popcountll(w);

@@ -1,8 +1,8 @@
 // Which tokens a grammar state admits: a token is allowed when its bytes, appended to
 // the text so far, keep some parse alive (a token may end inside a UTF-8 character or
 // span several grammar symbols); end-of-sequence tokens only where the grammar may end;
-// tokens without bytes (control tokens) never. Computing a mask walks the vocabulary in
-// byte order, so tokens sharing a prefix share its work and a dead prefix skips every
+// tokens without bytes (control tokens) never. Computing a mask walks the vocabulary's
+// byte trie, so tokens sharing a prefix share its work and a dead prefix skips every
 // token under it; masks are cached by grammar state, which repeats (inside a string, between
 // fields), so most lookups cost a hash.
 #pragma once
@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -31,12 +32,30 @@ class GrammarVocabulary {
   const std::vector<int32_t>& order() const { return order_; }
   const std::vector<uint16_t>& shared() const { return shared_; }
 
+  // The byte trie of the tokens with bytes, in preorder: node n stands for a byte string
+  // (its path, depth(n) + 1 bytes long, the last being byte(n)); its subtree is the nodes
+  // [n, subtree_end(n)); the tokens spelled exactly by it are order()[first_token(n)]
+  // and the token_count(n) - 1 after it. A dead node skips its whole subtree.
+  struct TrieNode {
+    int32_t subtree_end;
+    int32_t first_token;
+    uint16_t depth;
+    uint8_t byte;
+    uint8_t token_count;  // tokens with identical bytes are rare; more than 255 never
+  };
+  const std::vector<TrieNode>& trie() const { return trie_; }
+
+  // The id of the longest token that `text` begins with (the lowest id among equals);
+  // `length` gets its byte count. -1 if no token begins it.
+  int32_t LongestMatch(std::string_view text, size_t* length) const;
+
  private:
   std::vector<std::string> bytes_;
   std::vector<bool> eos_;
   std::vector<int32_t> eos_ids_;
   std::vector<int32_t> order_;
   std::vector<uint16_t> shared_;
+  std::vector<TrieNode> trie_;
 };
 
 // A set of token ids, one bit each.
@@ -48,7 +67,10 @@ struct TokenMask {
 };
 
 // The mask of a state, computed without a cache (the reference the cache must agree with).
-TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab);
+// The walk interns the states it passes through and steps each (state, byte) once;
+// `intern_states` false (tests) forces the fallback it takes when a grammar's states
+// never repeat: a matcher stepped at every live node.
+TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, bool intern_states = true);
 // Whether one token is allowed in `state` (no mask needed).
 bool TokenAllowed(const GrammarMatcher& state, const GrammarVocabulary& vocab, int32_t id);
 

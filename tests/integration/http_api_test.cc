@@ -440,11 +440,17 @@ TEST(HttpProcessTest, TokensLimitsAndDraining) {
   EXPECT_EQ(client.Get("/v1/models")->status, 401);
 
   // Alice's one stream slot is taken by a long stream; her second request gets 429,
-  // Bob is served.
+  // Bob is served. The probes below compete for the same slot: when one of them wins
+  // the race against the holder (a loaded host starts the holder's thread late), the
+  // holder is refused and tries again, so the slot ends up held either way.
   std::thread holder([&] {
-    Post(port, "/v1/completions",
-         {{"prompt", "Once"}, {"max_tokens", 100}, {"ignore_eos", true}, {"stream", true}},
-         "alice-0123456789abcdef");
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      const HttpReply held = Post(port, "/v1/completions",
+                                  {{"prompt", "Once"}, {"max_tokens", 100}, {"ignore_eos", true}, {"stream", true}},
+                                  "alice-0123456789abcdef");
+      if (held.status != 429) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   });
   HttpReply second;
   for (int i = 0; i < 100; ++i) {

@@ -1,7 +1,8 @@
 // Token masks: the vocabulary walk equals checking every token alone, in every state
 // along a sentence (tokens that split characters or span symbols included); EOS only
 // where the grammar may end; the cache returns the same masks; GrammarState's masked
-// argmax, push and pop.
+// argmax, push and pop; CouldAcceptByte against AcceptByte; the longest token match
+// and the forced text and tokens that n-gram drafting under a grammar uses.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -52,6 +53,7 @@ TEST(TokenMaskTest, TheWalkEqualsCheckingEachTokenInEveryStateOfASentence) {
   const std::string sentence = "{\"ab\": [1, \"x\\\"é\", true],\"é\":12 }";
   for (size_t i = 0; i <= sentence.size(); ++i) {
     const TokenMask mask = ComputeTokenMask(state, *vocab);
+    EXPECT_EQ(ComputeTokenMask(state, *vocab, /*intern_states=*/false).bits, mask.bits) << "after " << i << " bytes";
     int allowed = 0;
     for (int32_t id = 0; id < vocab->size(); ++id) {
       ASSERT_EQ(mask.test(id), TokenAllowed(state, *vocab, id)) << "after " << i << " bytes, token " << id << " '"
@@ -132,6 +134,70 @@ TEST(GrammarStateTest, MaskedArgmaxPushAndPop) {
   state.Commit();
   EXPECT_TRUE(state.Allows(id_of("b")));
   EXPECT_FALSE(state.Allows(id_of("a")));
+}
+
+TEST(TokenMaskTest, CouldAcceptByteAgreesWithAcceptByteOnEveryByteInEveryState) {
+  auto g = ParseGbnf(kJsonish);
+  ASSERT_TRUE(g.ok()) << g.status();
+  GrammarMatcher state(std::make_shared<const CompiledGrammar>(*g));
+  const std::string sentence = "{\"ab\": [1, \"x\\\"é\", true],\"é\":12 }";
+  for (size_t i = 0; i <= sentence.size(); ++i) {
+    for (int b = 0; b < 256; ++b) {
+      GrammarMatcher probe = state;
+      ASSERT_EQ(state.CouldAcceptByte(static_cast<uint8_t>(b)), probe.AcceptByte(static_cast<uint8_t>(b)))
+          << "after " << i << " bytes, byte " << b;
+    }
+    if (i < sentence.size()) {
+      ASSERT_TRUE(state.AcceptByte(static_cast<uint8_t>(sentence[i])));
+    }
+  }
+}
+
+TEST(TokenMaskTest, LongestMatchIsTheLongestTokenThatBeginsTheText) {
+  const auto vocab = TestVocabulary(2000, 11);
+  for (const std::string text : {"{\"ab\": 1", "true}", "\xc3\xa9\":", "zzz", "", "3]x", "\": 12"}) {
+    size_t want_length = 0;
+    int32_t want = -1;
+    for (int32_t id = 0; id < vocab->size(); ++id) {
+      const std::string& b = vocab->bytes(id);
+      if (b.empty() || vocab->is_eos(id) || b.size() > text.size() || text.compare(0, b.size(), b) != 0) continue;
+      if (b.size() > want_length) {
+        want_length = b.size();
+        want = id;
+      }
+    }
+    size_t length = 99;
+    EXPECT_EQ(vocab->LongestMatch(text, &length), want) << text;
+    EXPECT_EQ(length, want_length) << text;
+  }
+}
+
+TEST(GrammarStateTest, ForcedTextAndItsTokens) {
+  std::vector<std::string> tokens = {"<eos>", "{\"", "name", "\":", "\"", "n", "a", "m", "e", ":", "{", "x", "é"};
+  auto vocab = std::make_shared<const GrammarVocabulary>(tokens, std::vector<int32_t>{0});
+  auto constraint = MakeGrammarConstraint(R"(root ::= "{\"name\":" [a-z]+ "é!"? )", "grammar", vocab);
+  ASSERT_TRUE(constraint.ok()) << constraint.status();
+  GrammarState state(*constraint);
+  EXPECT_EQ(state.ForcedTokens(8), (std::vector<int32_t>{1, 2, 3}));  // {" name ":
+  EXPECT_EQ(state.ForcedTokens(2), (std::vector<int32_t>{1, 2}));
+  GrammarMatcher start((*constraint)->grammar);
+  EXPECT_EQ(start.ForcedText(), "{\"name\":");
+  // A code point is added while 4 more bytes (the longest character) fit.
+  EXPECT_EQ(start.ForcedText(5), "{\"");
+  EXPECT_EQ(start.ForcedText(3), "");
+  state.Push(1);
+  state.Push(2);
+  state.Push(3);
+  EXPECT_TRUE(state.ForcedTokens(8).empty()) << "a letter is a choice";
+  state.Push(11);
+  EXPECT_TRUE(state.ForcedTokens(8).empty()) << "more letters, \"é!\" or the end";
+  state.Push(12);
+  EXPECT_TRUE(state.ForcedTokens(8).empty()) << "'!' is forced but no token spells it";
+  GrammarMatcher mid((*constraint)->grammar);
+  ASSERT_TRUE(mid.AcceptBytes("{\"name\":x\xc3"));
+  EXPECT_EQ(mid.ForcedText(), "") << "inside a character";
+  ASSERT_TRUE(mid.AcceptBytes("\xa9"));
+  EXPECT_EQ(mid.ForcedText(), "!");
 }
 
 }  // namespace
