@@ -1,7 +1,8 @@
 // Structured-output constraints as a request sends them: the first byte picks GBNF,
 // JSON Schema or a regular expression, the rest is its text. What compiles must give a
 // grammar that parses (a converter's output that does not is a bug), prints back to
-// GBNF that parses again, and matches text without crashing.
+// GBNF that parses again, and matches text without crashing, CouldAcceptByte agreeing
+// with AcceptByte on every byte and the forced text accepted.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -44,8 +45,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!ParseGbnf(grammar->ToGbnf()).ok()) std::abort();
   GrammarMatcher matcher(std::make_shared<const CompiledGrammar>(*grammar));
   for (char c : source.substr(0, 256)) {
-    if (!matcher.AcceptByte(static_cast<uint8_t>(c))) break;
+    // The walk's shortcut must agree with the step it stands for.
+    const bool could = matcher.CouldAcceptByte(static_cast<uint8_t>(c));
+    if (matcher.AcceptByte(static_cast<uint8_t>(c)) != could) std::abort();
+    if (!could) break;
   }
   (void)matcher.CanEnd();
+  // Forced text is text the state accepts.
+  const std::string forced = matcher.ForcedText();
+  GrammarMatcher after = matcher;
+  if (!after.AcceptBytes(forced)) std::abort();
   return 0;
 }

@@ -316,7 +316,10 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     step.tokens.push_back(t);
     if (i < outcome.logprobs.size()) step.logprobs.push_back(std::move(outcome.logprobs[i]));
     if (request_.adjustments.active()) history_.PushGenerated(t);
-    if (grammar_.active()) grammar_.Push(t);
+    if (grammar_.active()) {
+      if (request_.decoding.mode == DecodingMode::kNgram) grammar_.LearnSpelling(t);
+      grammar_.Push(t);
+    }
     if (const StopReason stop = StopOf(t); stop != StopReason::kNone) {
       finish_ = FinishReason::kStop;
       stop_ = stop;

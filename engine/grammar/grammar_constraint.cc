@@ -79,14 +79,34 @@ void GrammarState::Push(int32_t token) {
 
 void GrammarState::Pop() { saved_.pop_back(); }
 
+void GrammarState::Commit() {
+  if (saved_.empty()) return;
+  committed_ = std::move(saved_.back());
+  saved_.clear();
+}
+
 std::vector<int32_t> GrammarState::ForcedTokens(int max_tokens) const {
   std::vector<int32_t> tokens;
   if (max_tokens <= 0) return tokens;
   const std::string text = current().ForcedText();
   const GrammarVocabulary& vocab = constraint_->masker->vocab();
   for (size_t at = 0; at < text.size() && static_cast<int>(tokens.size()) < max_tokens;) {
+    const std::string_view rest = std::string_view(text).substr(at);
+    const int32_t learned = constraint_->spelling->FirstToken(rest);
+    if (learned >= 0 && learned < vocab.size() && !vocab.is_eos(learned) && !vocab.bytes(learned).empty()) {
+      const std::string& bytes = vocab.bytes(learned);
+      if (rest.substr(0, bytes.size()) == bytes) {  // spells a prefix of the rest
+        tokens.push_back(learned);
+        at += bytes.size();
+        continue;
+      }
+      if (std::string_view(bytes).substr(0, rest.size()) == rest) {  // spells past it: the last draft
+        tokens.push_back(learned);
+        break;
+      }
+    }
     size_t length = 0;
-    const int32_t id = vocab.LongestMatch(std::string_view(text).substr(at), &length);
+    const int32_t id = vocab.LongestMatch(rest, &length);
     if (id < 0) break;
     tokens.push_back(id);
     at += length;
@@ -94,10 +114,11 @@ std::vector<int32_t> GrammarState::ForcedTokens(int max_tokens) const {
   return tokens;
 }
 
-void GrammarState::Commit() {
-  if (saved_.empty()) return;
-  committed_ = std::move(saved_.back());
-  saved_.clear();
+void GrammarState::LearnSpelling(int32_t token) const {
+  const GrammarVocabulary& vocab = constraint_->masker->vocab();
+  if (token < 0 || token >= vocab.size() || vocab.is_eos(token) || vocab.bytes(token).empty()) return;
+  const std::string text = current().ForcedText();
+  if (!text.empty()) constraint_->spelling->Record(text, token);
 }
 
 }  // namespace crossreg::grammar

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "engine/grammar/forced_spelling.h"
 #include "engine/grammar/grammar_matcher.h"
 #include "engine/grammar/token_mask.h"
 
@@ -20,6 +21,7 @@ struct GrammarConstraint {
   std::string description;  // what the request asked for, for logs: "json_schema", "grammar", ...
   std::shared_ptr<const CompiledGrammar> grammar;
   std::shared_ptr<TokenMasker> masker;
+  std::shared_ptr<ForcedSpelling> spelling = std::make_shared<ForcedSpelling>();
 };
 
 // Parses GBNF text into a constraint over `vocab`.
@@ -47,9 +49,13 @@ class GrammarState {
   void Pop();
   // Makes the pushed tokens permanent (a commit).
   void Commit();
-  // The tokens spelling the text the grammar forces next (longest token first, as a
-  // tokenizer would), at most `max_tokens`; empty where the model has a choice.
+  // The tokens spelling the text the grammar forces next, at most `max_tokens`; empty
+  // where the model has a choice. At each point the token the model chose there before
+  // (ForcedSpelling), else the longest token that fits.
   std::vector<int32_t> ForcedTokens(int max_tokens) const;
+  // Files `token`, about to be committed, as the model's spelling of the forced text
+  // here (if any).
+  void LearnSpelling(int32_t token) const;
   // Nothing but the end may follow.
   bool Exhausted() const { return current().Exhausted(); }
 

@@ -95,44 +95,40 @@ class StateTable {
   static constexpr size_t kMaxStates = 1 << 14;
 
   explicit StateTable(const GrammarMatcher& start) { Intern(GrammarMatcher(start)); }
-  bool full() const { return states_.size() >= kMaxStates; }
-  const GrammarMatcher& state(int32_t id) const { return states_[static_cast<size_t>(id)].matcher; }
+  bool full() const { return matchers_.size() >= kMaxStates; }
 
   // The state after `byte` from state `id`, or kDead.
   int32_t Next(int32_t id, uint8_t byte) {
-    int32_t& next = states_[static_cast<size_t>(id)].next[byte];
-    if (next != kUnknown) return next;
-    const GrammarMatcher& from = states_[static_cast<size_t>(id)].matcher;
-    int32_t found = kDead;
-    if (from.CouldAcceptByte(byte)) {
-      GrammarMatcher to = from;
-      to.AcceptByte(byte);
-      found = Intern(std::move(to));
-    }
-    // Interning may have grown states_: index it afresh.
-    states_[static_cast<size_t>(id)].next[byte] = found;
-    return found;
+    const int32_t known = next_[static_cast<size_t>(id) * 256 + byte];
+    return known != kUnknown ? known : Step(id, byte);
   }
 
  private:
-  struct Entry {
-    GrammarMatcher matcher;
-    std::array<int32_t, 256> next;
-  };
+  int32_t Step(int32_t id, uint8_t byte) {
+    int32_t found = kDead;
+    if (matchers_[static_cast<size_t>(id)].CouldAcceptByte(byte)) {
+      GrammarMatcher to = matchers_[static_cast<size_t>(id)];
+      to.AcceptByte(byte);
+      found = Intern(std::move(to));
+    }
+    next_[static_cast<size_t>(id) * 256 + byte] = found;
+    return found;
+  }
   int32_t Intern(GrammarMatcher matcher) {
     const uint64_t hash = matcher.Hash();
     auto [begin, end] = index_.equal_range(hash);
     for (auto it = begin; it != end; ++it) {
-      if (states_[static_cast<size_t>(it->second)].matcher == matcher) return it->second;
+      if (matchers_[static_cast<size_t>(it->second)] == matcher) return it->second;
     }
-    const int32_t id = static_cast<int32_t>(states_.size());
-    states_.push_back(Entry{std::move(matcher), {}});
-    states_.back().next.fill(kUnknown);
+    const int32_t id = static_cast<int32_t>(matchers_.size());
+    matchers_.push_back(std::move(matcher));
+    next_.resize(next_.size() + 256, kUnknown);
     index_.emplace(hash, id);
     return id;
   }
 
-  std::vector<Entry> states_;
+  std::vector<GrammarMatcher> matchers_;
+  std::vector<int32_t> next_;  // [state * 256 + byte]: the state after it, kDead or kUnknown
   std::unordered_multimap<uint64_t, int32_t> index_;
 };
 

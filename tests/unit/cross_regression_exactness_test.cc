@@ -727,9 +727,13 @@ std::shared_ptr<const grammar::GrammarConstraint> SixTokenGrammar() {
 TEST_F(DistributionTest, LosslessUnderAGrammarMatchesExactProbabilitiesAtT1) {
   SamplingParams s;
   s.temperature = 1.0f;
-  for (const DecodingConfig& mode : {Mode(DecodingMode::kLossless, 4), Forked(3, 2, 2, /*assist=*/true)}) {
+  // N-gram too: after a "b" the grammar forces "a", which it drafts (GrammarState::ForcedTokens).
+  for (const DecodingConfig& mode :
+       {Mode(DecodingMode::kLossless, 4), Forked(3, 2, 2, /*assist=*/true), Mode(DecodingMode::kNgram, 3)}) {
     const auto r = SampleAndTest(*model_, *adapter_, s, mode, ExactnessFault::kNone, kSamples, kDepth,
-                                 mode.forked() ? "forked + assist under a grammar, T=1" : "lossless under a grammar, T=1",
+                                 mode.forked()                           ? "forked + assist under a grammar, T=1"
+                                 : mode.mode == DecodingMode::kNgram ? "n-gram (forced drafts) under a grammar, T=1"
+                                                                       : "lossless under a grammar, T=1",
                                  nullptr, nullptr, nullptr, nullptr, 0, nullptr, SixTokenGrammar());
     EXPECT_GT(r.p_value, 0.001);
     EXPECT_LT(r.total_variation, 0.05);

@@ -200,5 +200,30 @@ TEST(GrammarStateTest, ForcedTextAndItsTokens) {
   EXPECT_EQ(mid.ForcedText(), "!");
 }
 
+TEST(GrammarStateTest, ForcedTokensFollowTheSpellingTheModelChose) {
+  std::vector<std::string> tokens = {"<eos>", "{\"", "name", "\":", "\"", "n", "a", "m", "e", ":", "{", "na", "me\":"};
+  auto vocab = std::make_shared<const GrammarVocabulary>(tokens, std::vector<int32_t>{0});
+  auto constraint = MakeGrammarConstraint(R"(root ::= "{\"name\":" [a-z]+)", "grammar", vocab);
+  ASSERT_TRUE(constraint.ok()) << constraint.status();
+  GrammarState state(*constraint);
+  EXPECT_EQ(state.ForcedTokens(8), (std::vector<int32_t>{1, 2, 3}));  // longest matches: {" name ":
+  // A request commits { " na me": instead; later drafts of the same text follow it.
+  GrammarState first(*constraint);
+  for (int32_t t : {10, 4, 11, 12}) {
+    first.LearnSpelling(t);
+    first.Push(t);
+  }
+  first.Commit();
+  EXPECT_EQ(state.ForcedTokens(8), (std::vector<int32_t>{10, 4, 11, 12}));
+  EXPECT_EQ(state.ForcedTokens(2), (std::vector<int32_t>{10, 4}));
+  state.Push(1);  // {" : from here the text is name": and its learned spelling na me":
+  EXPECT_EQ(state.ForcedTokens(8), (std::vector<int32_t>{11, 12}));
+  // Nothing is learned where the model has a choice.
+  GrammarState other(*constraint);
+  for (int32_t t : {1, 2, 3}) other.Push(t);
+  other.LearnSpelling(5);
+  EXPECT_TRUE(other.ForcedTokens(8).empty());
+}
+
 }  // namespace
 }  // namespace crossreg::grammar
