@@ -1,7 +1,7 @@
 // Structured output through the server, on both APIs: every reply under each test
 // schema (tests/testdata/json_schemas) parses and validates against it, greedy and
-// sampled, in every mode, on stories260K, the default model and a 128k-token
-// vocabulary; greedy replies are the same ids in every mode; GBNF and
+// sampled, in every mode, on stories260K, the default model and a model with a
+// 128k-token vocabulary; greedy replies are the same ids in every mode; GBNF and
 // regular-expression constraints hold; bad constraints are refused naming the field.
 #include <httplib.h>
 
@@ -19,6 +19,9 @@
 #include "engine/grammar/gbnf_parser.h"
 #include "engine/grammar/grammar_matcher.h"
 #include "engine/grammar/json_schema_grammar.h"
+#include "engine/model/lora_adapter.h"
+#include "engine/model/model_loader.h"
+#include "engine/model/peft_writer.h"
 #include "tests/testing/json_schema_validator.h"
 #include "tests/testing/tiny_gguf.h"
 #include "tests/testing/test_paths.h"
@@ -229,38 +232,26 @@ TEST_F(StructuredOutputTest, BadConstraintsAreRefusedNamingTheField) {
 }
 
 // A model with a 128k byte-level BPE vocabulary (tokens of up to 12 bytes that span
-// JSON's symbols and split UTF-8 characters): the same guarantees, AR and n-gram.
+// JSON's symbols and split UTF-8 characters) and a random adapter: the same guarantees,
+// in every mode.
 TEST(StructuredOutputLargeVocabTest, EveryReplyValidatesAgainstItsSchemaAt128kTokens) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("crossreg_vocab128k_" + std::to_string(getpid()) + ".gguf")).string();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("crossreg_vocab128k_" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir / "adapter");
+  const std::string path = (dir / "model.gguf").string();
   ASSERT_TRUE(TinyLlamaGgufLargeVocab(128000, 2048, 5).WriteFile(path).ok());
-  ServerProcess server({}, path);
+  auto model = LoadModel(path);
+  ASSERT_TRUE(model.ok()) << model.status();
+  RandomLoraOptions options;
+  options.magnitude = 0.5f;
+  options.seed = 21;
+  auto adapter = MakeRandomLoraAdapter((*model)->config, options);
+  ASSERT_TRUE(WritePeftAdapter(*adapter, (*model)->config, (dir / "adapter").string()).ok());
+  ServerProcess server({"--adapter=" + (dir / "adapter").string()}, path);
   ASSERT_TRUE(server.Start()) << server.Log();
-  auto stub = server.NewStub();
-  for (const Schema& s : TestSchemas()) {
-    SCOPED_TRACE(s.name);
-    std::vector<int32_t> ar;
-    for (const auto& mode : {kModes[0], kModes[2]}) {
-      SCOPED_TRACE(mode.http);
-      v1::GenerateRequest request = GreedyRequest("Once upon a time", mode.grpc, kMaxTokens, 4);
-      request.mutable_structured_output()->set_json_schema(s.schema.dump());
-      const StreamResult grpc = RunGenerate(*stub, request);
-      ASSERT_TRUE(grpc.status.ok()) << grpc.status.error_message();
-      ExpectValid(grpc.text, s, FinishName(grpc.complete.finish_reason()));
-      if (mode.grpc == v1::DECODING_MODE_AR) ar = grpc.ids;
-      EXPECT_EQ(grpc.ids, ar);
-      const Json body = {{"prompt", "Once upon a time"}, {"max_tokens", kMaxTokens}, {"temperature", 0.9},
-                         {"seed", 9}, {"mode", mode.http},
-                         {"response_format", {{"type", "json_schema"},
-                                              {"json_schema", {{"name", s.name}, {"schema", s.schema}}}}}};
-      const Reply r = Post(server.http_port(), "/v1/completions", body);
-      ASSERT_EQ(r.status, 200) << r.raw;
-      ExpectValid(r.body["choices"][0]["text"].get<std::string>(), s,
-                  r.body["choices"][0]["finish_reason"].get<std::string>());
-    }
-  }
+  ExpectEverySchemaHolds(server, {0, 1, 2});
   EXPECT_EQ(server.Terminate(), 0);
-  std::filesystem::remove(path);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

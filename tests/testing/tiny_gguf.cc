@@ -50,6 +50,22 @@ int64_t SetVocabSpm(GgufWriter& w) {
   return static_cast<int64_t>(tokens.size());
 }
 
+// A byte-level BPE vocabulary's keys; its last token is the special end-of-text token
+// that serves as BOS and EOS. Returns the vocabulary size.
+int64_t WriteByteLevelVocab(GgufWriter& w, const std::vector<std::string>& tokens, const std::vector<int32_t>& types,
+                            const std::vector<std::string>& merges) {
+  const uint32_t special = static_cast<uint32_t>(tokens.size() - 1);
+  w.SetString("tokenizer.ggml.model", "gpt2");
+  w.SetString("tokenizer.ggml.pre", "default");
+  w.SetStringArray("tokenizer.ggml.tokens", tokens);
+  w.SetInt32Array("tokenizer.ggml.token_type", types);
+  w.SetStringArray("tokenizer.ggml.merges", merges);
+  w.SetUint32("tokenizer.ggml.bos_token_id", special);
+  w.SetUint32("tokenizer.ggml.eos_token_id", special);
+  w.SetBool("tokenizer.ggml.add_bos_token", false);
+  return static_cast<int64_t>(tokens.size());
+}
+
 int64_t SetVocabByteLevel(GgufWriter& w) {
   std::vector<std::string> tokens;
   std::vector<int32_t> types;
@@ -72,16 +88,7 @@ int64_t SetVocabByteLevel(GgufWriter& w) {
   }
   tokens.push_back("<|endoftext|>");
   types.push_back(3);
-  const uint32_t special = static_cast<uint32_t>(tokens.size() - 1);
-  w.SetString("tokenizer.ggml.model", "gpt2");
-  w.SetString("tokenizer.ggml.pre", "default");
-  w.SetStringArray("tokenizer.ggml.tokens", tokens);
-  w.SetInt32Array("tokenizer.ggml.token_type", types);
-  w.SetStringArray("tokenizer.ggml.merges", merges);
-  w.SetUint32("tokenizer.ggml.bos_token_id", special);
-  w.SetUint32("tokenizer.ggml.eos_token_id", special);
-  w.SetBool("tokenizer.ggml.add_bos_token", false);
-  return static_cast<int64_t>(tokens.size());
+  return WriteByteLevelVocab(w, tokens, types, merges);
 }
 
 }  // namespace
@@ -136,16 +143,7 @@ GgufWriter TinyLlamaGgufLargeVocab(int vocab_size, int context, uint64_t seed) {
     }
     tokens.push_back("<|endoftext|>");
     types.push_back(3);
-    const uint32_t special = static_cast<uint32_t>(tokens.size() - 1);
-    w.SetString("tokenizer.ggml.model", "gpt2");
-    w.SetString("tokenizer.ggml.pre", "default");
-    w.SetStringArray("tokenizer.ggml.tokens", tokens);
-    w.SetInt32Array("tokenizer.ggml.token_type", types);
-    w.SetStringArray("tokenizer.ggml.merges", merges);
-    w.SetUint32("tokenizer.ggml.bos_token_id", special);
-    w.SetUint32("tokenizer.ggml.eos_token_id", special);
-    w.SetBool("tokenizer.ggml.add_bos_token", false);
-    return static_cast<int64_t>(tokens.size());
+    return WriteByteLevelVocab(w, tokens, types, merges);
   };
   return TinyLlamaGgufWith(set_vocab, context, seed);
 }
