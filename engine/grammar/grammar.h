@@ -24,6 +24,9 @@ struct CodePointSet {
   static CodePointSet FromRanges(std::vector<std::pair<uint32_t, uint32_t>> ranges, bool negated);
 };
 
+// Appends the UTF-8 encoding of `cp` (at most 0x10FFFF) to `out`.
+void AppendUtf8(uint32_t cp, std::string& out);
+
 struct Element {
   enum class Kind : uint8_t { kChars, kRule };
   Kind kind = Kind::kChars;

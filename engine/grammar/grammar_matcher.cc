@@ -152,21 +152,7 @@ std::string GrammarMatcher::ForcedText(size_t max_bytes) const {
     }
     if (!found || !ValidCodePoint(only, only < 0x80 ? 1 : only < 0x800 ? 2 : only < 0x10000 ? 3 : 4)) return text;
     if (!walk.AcceptCodePoint(only)) return text;
-    if (only < 0x80) {
-      text += static_cast<char>(only);
-    } else if (only < 0x800) {
-      text += static_cast<char>(0xc0 | (only >> 6));
-      text += static_cast<char>(0x80 | (only & 0x3f));
-    } else if (only < 0x10000) {
-      text += static_cast<char>(0xe0 | (only >> 12));
-      text += static_cast<char>(0x80 | ((only >> 6) & 0x3f));
-      text += static_cast<char>(0x80 | (only & 0x3f));
-    } else {
-      text += static_cast<char>(0xf0 | (only >> 18));
-      text += static_cast<char>(0x80 | ((only >> 12) & 0x3f));
-      text += static_cast<char>(0x80 | ((only >> 6) & 0x3f));
-      text += static_cast<char>(0x80 | (only & 0x3f));
-    }
+    AppendUtf8(only, text);
   }
   return text;
 }
