@@ -30,7 +30,7 @@ from .common import log
 from .distill_data import Examples, read_engine_file
 from .hf_io import load_adapter, load_model_dir, save_adapter
 from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
-                     match_run_lengths, weighted_distill_loss)
+                     grouped_rows_mask, match_run_lengths, weighted_distill_loss)
 from .model import LORA_TARGETS
 from .tokenizer import ByteBPETokenizer
 
@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prefix-min", type=int, default=8)
     p.add_argument("--prefix-max", type=int, default=192)
     p.add_argument("--window", type=int, default=16, help="w: predictive rows per example")
+    p.add_argument("--windows-per-prefix", type=int, default=1,
+                   help="K: training examples come in groups of K windows anchored at K "
+                        "lengths of one text, and a step runs one prefix forward per group "
+                        "instead of per window (the prefix forward is most of a step's work "
+                        "at long prefixes: --plan shows the split); --batch counts windows "
+                        "and must be a multiple of K")
     p.add_argument("--gen-temperature", type=float, default=0.0,
                    help="base continuation sampling temperature (0 = greedy; paper: 0.6)")
     p.add_argument("--gen-batch", type=int, default=64)
@@ -170,16 +176,23 @@ def corpus_streams(a, base_dir: str):
 
 
 def make_examples(model, stream: np.ndarray, n: int, a, seed: int, device,
-                  world=distributed.World()) -> Examples:
-    """n prefixes of the stream, each continued by the base for --window tokens. Under
+                  world=distributed.World(), group: int = 1) -> Examples:
+    """n prefixes of the stream, each continued by the base for --window tokens; with group
+    K > 1, n / K texts of the stream with K prefix lengths each (nested prefixes). Under
     torchrun each process generates every world.size-th batch and the results are summed, so
     the examples are the one-process examples (greedy; sampled ones draw from a generator
     seeded per batch)."""
     rng = np.random.default_rng(seed)
     hi = min(a.prefix_max, len(stream) - 1)
     lo = min(a.prefix_min, hi)
-    lens = rng.integers(lo, hi + 1, n)
-    starts = rng.integers(0, len(stream) - lens + 1)
+    if group == 1:
+        lens = rng.integers(lo, hi + 1, n)
+        starts = rng.integers(0, len(stream) - lens + 1)
+    else:
+        lens = rng.integers(lo, hi + 1, (n // group, group))
+        starts = np.repeat(rng.integers(0, len(stream) - lens.max(1) + 1), group)
+        lens = lens.reshape(-1)
+        n = len(lens)
     # Batches of similar lengths: a left-padded batch costs its longest prefix, so sorting
     # saves most of the padding when prefixes range up to the context.
     order = np.argsort(lens, kind="stable")
@@ -199,7 +212,7 @@ def make_examples(model, stream: np.ndarray, n: int, a, seed: int, device,
     if world.enabled:
         on = device if world.backend == "nccl" else "cpu"
         cont = distributed.sum_(world, cont.to(on)).cpu()
-    return Examples(stream, starts, lens, cont.numpy())
+    return Examples(stream, starts, lens, cont.numpy(), group)
 
 
 def engine_data(a, vocab: int):
@@ -211,6 +224,10 @@ def engine_data(a, vocab: int):
     if int(h["window"]) != a.window:
         log(f"--data: window {h['window']} from the file (not --window {a.window})")
         a.window = int(h["window"])
+    if splits["train"].group != a.windows_per_prefix:
+        log(f"--data: {splits['train'].group} windows per prefix from the file (not "
+            f"--windows-per-prefix {a.windows_per_prefix})")
+        a.windows_per_prefix = splits["train"].group
     train, ev = splits["train"].head(a.n_examples), splits["eval"].head(a.n_eval)
     if len(train) == 0 or len(ev) == 0:
         raise SystemExit(f"--data {a.data}: {len(train)} train and {len(ev)} eval examples; "
@@ -228,7 +245,7 @@ def load_or_make_data(model, a, device, world=distributed.World()):
     key = {k: getattr(a, k) for k in ("base", "corpus", "corpus_root", "corpus_tokens", "max_files",
                                       "holdout_pct", "n_examples", "n_eval", "prefix_min",
                                       "prefix_max", "window", "gen_temperature", "gen_batch",
-                                      "seed")}
+                                      "windows_per_prefix", "seed")}
     key["base"] = os.path.abspath(a.base)
     key["format"] = 2  # examples by reference into the stream
     if a.corpus:  # the same directory rebuilt from other sources is other data
@@ -244,7 +261,8 @@ def load_or_make_data(model, a, device, world=distributed.World()):
     if world.main:
         log(f"data: {len(train_s)} train / {len(eval_s)} eval corpus tokens")
     d = {"key": key, "info": info,
-         "train": make_examples(model, train_s, a.n_examples, a, a.seed, device, world),
+         "train": make_examples(model, train_s, a.n_examples, a, a.seed, device, world,
+                                a.windows_per_prefix),
          "eval": make_examples(model, eval_s, a.n_eval, a, a.seed + 1, device, world)}
     if world.main:
         torch.save({"key": key, "info": info, "train": d["train"].state(),
@@ -261,13 +279,31 @@ def clean_rows(data: Examples, idx: torch.Tensor) -> torch.Tensor:
 
 
 def batch_tensors(data: Examples, idx, device):
-    """-> cached prefix (ids, valid, pos) [B, S], clean rows [B, w], row positions [B, w]."""
+    """-> cached prefix (ids, valid, pos) [G, S], clean rows [B, w], row positions [G, B/G*w],
+    the rows' attention mask (None: one window per prefix, G = B). With groups of K (idx holds
+    whole groups in order) the G = B / K prefixes are each group's longest, and each window
+    sees the part of it before its own anchor (layout.grouped_rows_mask)."""
     lens = data.lens(idx)
-    cached = [data.prefix(i)[:-1] for i in idx.tolist()]
-    ids, valid, pos = left_pad(cached, 0, device)
     rows = clean_rows(data, idx).to(device)
-    row_pos = (lens[:, None] - 1 + torch.arange(data.window)[None]).to(device)
-    return ids, valid, pos, rows, row_pos
+    K, w = data.group, data.window
+    if K == 1:
+        cached = [data.prefix(i)[:-1] for i in idx.tolist()]
+        ids, valid, pos = left_pad(cached, 0, device)
+        row_pos = (lens[:, None] - 1 + torch.arange(w)[None]).to(device)
+        return ids, valid, pos, rows, row_pos, None
+    if len(idx) % K or not torch.equal(idx.view(-1, K) - idx.view(-1, K)[:, :1],
+                                       torch.arange(K).expand(len(idx) // K, K)) \
+            or bool((idx.view(-1, K)[:, 0] % K).any()):
+        raise ValueError(f"batch_tensors: indices must be whole groups of {K}")
+    firsts = idx.view(-1, K)[:, 0].tolist()
+    glens = lens.view(-1, K)
+    longest = [int(data.start[i]) for i in firsts]
+    cached = [np.asarray(data.stream[s:s + int(m) - 1], np.int64).tolist()
+              for s, m in zip(longest, glens.max(1).values.tolist())]
+    ids, valid, pos = left_pad(cached, 0, device)
+    row_pos = (glens[:, :, None] - 1 + torch.arange(w)[None, None]).reshape(len(firsts), K * w)
+    mask = grouped_rows_mask(valid, glens - 1, w)
+    return ids, valid, pos, rows, row_pos.to(device), mask
 
 
 def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
@@ -323,14 +359,21 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeh
                   placeholder_weight=1.0, placeholder_decay=1.0):
     """Loss (mean over the batch's sequences), q logits, p, the rows run and the clean rows.
     noisy_fn(clean rows) gives the predictive rows (None: the clean rows)."""
-    ids, valid, pos, clean, row_pos = batch_tensors(data, idx, device)
+    ids, valid, pos, clean, row_pos, mask = batch_tensors(data, idx, device)
+    B, w = clean.shape
+    G = ids.shape[0]
+
+    def rows_forward(rows, use_lora):  # [B, w] windows -> [B, w, V] logits
+        logits, _ = stream_rows_forward(model, kv, valid, rows.reshape(G, B // G * w), row_pos,
+                                        use_lora=use_lora, mask=mask)
+        return logits.reshape(B, w, -1)
+
     with torch.no_grad(), autocast():
         _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")  # control prefix K/V
-        p_logits, _ = stream_rows_forward(model, kv, valid, clean, row_pos, use_lora=False)
-        p = torch.softmax(p_logits.float(), -1)                    # p_t on the clean window
+        p = torch.softmax(rows_forward(clean, False).float(), -1)  # p_t on the clean window
     rows = noisy_fn(clean) if noisy_fn else clean
     with autocast():
-        q_logits, _ = stream_rows_forward(model, kv, valid, rows, row_pos, use_lora=True)
+        q_logits = rows_forward(rows, True)
     s = match_run_lengths(rows, clean)
     weights = row_weights(rows, s, placeholder, placeholder_weight, placeholder_decay)
     return weighted_distill_loss(q_logits, p, s, weights), q_logits, p, rows, clean
@@ -379,6 +422,23 @@ def evaluate(model, data: Examples, a, device, autocast, placeholder, world=dist
     return out
 
 
+def draft_token_id(tokenizer_json: str) -> int:
+    """The id of the '<|draft|>' special token in a Hugging Face tokenizer.json (read as JSON,
+    so any model's tokenizer works, not only the byte-level BPE this package trains)."""
+    try:
+        with open(tokenizer_json) as f:
+            added = json.load(f).get("added_tokens", [])
+    except (OSError, json.JSONDecodeError) as e:
+        raise SystemExit(f"cannot read {tokenizer_json} for the '<|draft|>' token ({e}): pass "
+                         f"--placeholder-token-id")
+    for t in added:
+        if t.get("content") == "<|draft|>":
+            return int(t["id"])
+    raise SystemExit(f"no '<|draft|>' token in {tokenizer_json}: pass --placeholder-token-id, "
+                     f"e.g. a reserved special token the model never produces (Llama 3: "
+                     f"<|reserved_special_token_0|>)")
+
+
 def setup_device(a, world):
     """torch device for this process: under torchrun on CUDA, the process's LOCAL_RANK GPU."""
     device = common.setup(a)
@@ -399,8 +459,13 @@ def main(argv=None) -> int:
     if a.window < 2 or a.prefix_min < 2:
         raise SystemExit("--window and --prefix-min must be >= 2")
     world = distributed.from_env()
-    if world.enabled and a.batch % world.size:
-        raise SystemExit(f"--batch {a.batch} must be a multiple of the {world.size} processes")
+    K = a.windows_per_prefix
+    if K < 1 or a.batch % K or a.n_examples % K:
+        raise SystemExit(f"--windows-per-prefix {K}: must be >= 1 and divide --batch {a.batch} "
+                         f"and --n-examples {a.n_examples}")
+    if world.enabled and (a.batch // K) % world.size:
+        raise SystemExit(f"--batch {a.batch} must be a multiple of the {world.size} processes"
+                         + (f" times --windows-per-prefix {K}" if K > 1 else ""))
     os.makedirs(a.out, exist_ok=True)
     device, world = setup_device(a, world)
     say = log if world.main else (lambda *_: None)
@@ -415,11 +480,7 @@ def main(argv=None) -> int:
     V = model.config.vocab_size
     placeholder = a.placeholder_token_id
     if placeholder < 0:
-        tpath = os.path.join(a.base, "tokenizer.json")
-        tid = ByteBPETokenizer.load(tpath).token_id("<|draft|>") if os.path.exists(tpath) else None
-        if tid is None:
-            raise SystemExit("no '<|draft|>' token in the tokenizer: pass --placeholder-token-id")
-        placeholder = tid
+        placeholder = draft_token_id(os.path.join(a.base, "tokenizer.json"))
     if not 0 <= placeholder < V:
         raise SystemExit(f"--placeholder-token-id {placeholder} is outside the vocabulary "
                          f"(0..{V - 1})")
@@ -491,7 +552,14 @@ def main(argv=None) -> int:
     prog = common.Progress(a.steps, step, budget)
     run_loss, run_n = 0.0, 0
     step_s, stopped_by_budget, last_ckpt = None, False, time.time()
-    mine = world.shard(a.batch)
+    K = data["train"].group  # the data file's, when --data gave one
+    n_groups = data["train"].groups
+    groups_per_step = a.batch // K
+    if a.batch % K or (world.enabled and groups_per_step % world.size):
+        raise SystemExit(f"--batch {a.batch}: must be a multiple of the data's {K} windows per "
+                         f"prefix times the {world.size} process(es)")
+    gs = world.shard(groups_per_step)
+    mine = slice(gs.start * K, gs.stop * K)  # whole groups per process
     share = (mine.stop - mine.start) / a.batch
     # --auto-steps times steps from the 10th on: the first ones pay for allocation and
     # kernel selection (2.4 s against 0.17 s a step on an H100), which an average would carry.
@@ -511,7 +579,8 @@ def main(argv=None) -> int:
             break
         t_step = time.time()
         gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
-        idx = torch.randint(0, n_train, (a.batch,), generator=gen)
+        groups = torch.randint(0, n_groups, (groups_per_step,), generator=gen)
+        idx = (groups[:, None] * K + torch.arange(K)[None]).reshape(-1)
         if a.lr_decay == "cosine":
             lr = common.warmup_cosine_lr(step, a.lr, a.warmup, a.steps, 0.1)
         else:

@@ -10,7 +10,9 @@ continuation the frozen base's next `window` tokens. Two sources give the same s
 The engine's file (little-endian): b"CRXDIST1", uint64 header length H, H bytes of header
 JSON, then arrays at the absolute byte offsets the header's "arrays" names
 ("train.stream" int32, "train.start" int64, "train.length" int32, "train.continuation" int32
-[examples * window], the same four for "eval.").
+[examples * window], the same four for "eval."). The header's "windows_per_prefix" K (1 when
+absent) groups the train split's examples in runs of K sharing a start; eval examples stand
+alone.
 """
 import json
 import os
@@ -26,16 +28,25 @@ _FIELDS = {"stream": np.int32, "start": np.int64, "length": np.int32, "continuat
 
 
 class Examples:
-    """Prefixes by reference into a token stream, continuations [n, window]."""
+    """Prefixes by reference into a token stream, continuations [n, window]. With group K > 1
+    the examples come in runs of K that share a start (nested prefixes of one text, each
+    window anchored at its own length): training runs one prefix forward for the K windows."""
 
-    def __init__(self, stream, start, length, cont):
+    def __init__(self, stream, start, length, cont, group: int = 1):
         self.stream = stream
         self.start = np.asarray(start, np.int64)
         self.length = np.asarray(length, np.int64)
         self.cont = cont  # np or memmap [n, w]
+        self.group = int(group)
         if self.cont.ndim != 2 or len(self.cont) != len(self.start) or len(self.start) != len(
                 self.length):
             raise ValueError("examples: start, length and continuation rows disagree in number")
+        if self.group < 1 or len(self.start) % self.group:
+            raise ValueError(f"examples: {len(self.start)} examples do not form groups of "
+                             f"{self.group}")
+        if self.group > 1 and len(self.start) and not (
+                self.start.reshape(-1, self.group) == self.start[::self.group, None]).all():
+            raise ValueError(f"examples: a group of {self.group} windows does not share its start")
 
     def __len__(self) -> int:
         return len(self.start)
@@ -54,22 +65,27 @@ class Examples:
     def continuation(self, idx: torch.Tensor) -> torch.Tensor:
         return torch.from_numpy(np.asarray(self.cont[idx.numpy()], np.int64))
 
+    @property
+    def groups(self) -> int:
+        return len(self) // self.group
+
     def head(self, n: int) -> "Examples":
-        """The first n examples (all when n <= 0 or n >= len)."""
+        """The first n examples, rounded down to whole groups (all when n <= 0 or n >= len)."""
         if n <= 0 or n >= len(self):
             return self
-        return Examples(self.stream, self.start[:n], self.length[:n], self.cont[:n])
+        n -= n % self.group
+        return Examples(self.stream, self.start[:n], self.length[:n], self.cont[:n], self.group)
 
     def state(self) -> dict:
         """Tensors for torch.save (data.pt)."""
         return {"stream": torch.from_numpy(np.asarray(self.stream, np.int64)),
                 "start": torch.from_numpy(self.start), "len": torch.from_numpy(self.length),
-                "cont": torch.from_numpy(np.asarray(self.cont, np.int64))}
+                "cont": torch.from_numpy(np.asarray(self.cont, np.int64)), "group": self.group}
 
     @staticmethod
     def from_state(d: dict) -> "Examples":
         return Examples(d["stream"].numpy(), d["start"].numpy(), d["len"].numpy(),
-                        d["cont"].numpy())
+                        d["cont"].numpy(), d.get("group", 1))
 
 
 def read_header(path: str) -> dict:
@@ -124,7 +140,12 @@ def read_engine_file(path: str) -> Tuple[dict, Dict[str, Examples]]:
         if n and (st.min() < 0 or ln.min() < 1 or (st + ln).max() > S):
             raise SystemExit(f"--data {path}: a {split} prefix lies outside its stream of {S} "
                              f"tokens")
-        out[split] = Examples(arrays["stream"], st, ln, arrays["continuation"].reshape(n, w))
+        group = int(h.get("windows_per_prefix", 1)) if split == "train" else 1
+        try:
+            out[split] = Examples(arrays["stream"], st, ln, arrays["continuation"].reshape(n, w),
+                                  group)
+        except ValueError as e:
+            raise SystemExit(f"--data {path}: {split}: {e}")
     return h, out
 
 

@@ -69,25 +69,41 @@ def memory_model(cfg: LlamaConfig, a, per_gpu: int, weight_bytes: int) -> dict:
     earlier: the peak counts the larger of it and the backward's parts)."""
     L, d, f, V = cfg.num_hidden_layers, cfg.hidden_size, cfg.intermediate_size, cfg.vocab_size
     kv, heads = cfg.num_key_value_heads * cfg.hd, cfg.num_attention_heads * cfg.hd
-    rows, S = per_gpu * a.window, a.prefix_max
+    rows, S, K = per_gpu * a.window, a.prefix_max, a.windows_per_prefix
+    groups = per_gpu // K  # prefixes run per step
     act = 2 if weight_bytes == 2 else 4  # autocast keeps bf16 activations on CUDA
     # Kept per predictive row and layer for backward: the norms' inputs and outputs, q/k/v,
     # attention output, the MLP's gate, up, their product and the LoRA down-projections
     # (~7 d + 4 f values) and the attention weights over prefix + rows (f32, per head); per
-    # sequence and layer, the prefix K/V repeated to every query head (grouped-query
+    # prefix and layer, its K/V and its rows' repeated to every query head (grouped-query
     # attention runs on repeated K/V here), which attention keeps for backward.
-    per_row = (7 * d + 4 * f) * act + cfg.num_attention_heads * (S + a.window) * 4
-    per_seq = 2 * S * heads * act
-    layer = rows * per_row + per_gpu * per_seq
+    per_row = (7 * d + 4 * f) * act + cfg.num_attention_heads * (S + K * a.window) * 4
+    per_seq = 2 * (S + K * a.window) * heads * act
+    layer = rows * per_row + groups * per_seq
     kept = L * rows * d * act + layer if a.grad_checkpoint else L * layer
     return {
         "base": base_params(cfg) * weight_bytes,
         "lora_and_adamw": lora_params(cfg, a.rank, a.targets_list) * 16,  # f32 w, g, m, v
-        "prefix_kv": L * 2 * per_gpu * S * kv * weight_bytes,
+        "prefix_kv": L * 2 * groups * S * kv * weight_bytes,
         "vocab_rows": 4 * rows * V * 4,  # p, q logits, log-softmax and its gradient (f32)
         "activations": kept,
-        "transient_prefix": per_gpu * S * (3 * f + 4 * d + 2 * heads) * act,
+        "transient_prefix": groups * S * (3 * f + 4 * d + 2 * heads) * act,
     }
+
+
+def flops_per_step(cfg: LlamaConfig, a, per_gpu: int) -> dict:
+    """Multiply-adds x 2 of one GPU's step by pass: the prefix's K/V (a batch costs its longest
+    prefix), the control rows, the predictive rows forward and backward (the base is frozen:
+    backward computes input gradients, about one more forward, plus the adapter's small
+    weight gradients), and the output layer of both row passes. Attention scores are left
+    out (under 5% at these lengths)."""
+    layers = base_params(cfg) - cfg.vocab_size * cfg.hidden_size * (
+        1 if cfg.tie_word_embeddings else 2) - cfg.hidden_size
+    rows = per_gpu * a.window
+    head = 2 * cfg.vocab_size * cfg.hidden_size
+    return {"prefix": 2 * layers * per_gpu // a.windows_per_prefix * a.prefix_max,
+            "control_rows": (2 * layers + head) * rows,
+            "predictive_rows": 2 * (2 * layers + head) * rows}
 
 
 def peak_of(mem: dict) -> int:
@@ -117,8 +133,9 @@ def _time_steps(cfg: LlamaConfig, layers: int, a, per_gpu: int, device, dtype):
     rng = np.random.default_rng(a.seed)
     n = a.prefix_max + a.window
     stream = rng.integers(0, c.vocab_size, per_gpu * n)
-    ex = Examples(stream, np.arange(per_gpu) * n, np.full(per_gpu, a.prefix_max),
-                  rng.integers(0, c.vocab_size, (per_gpu, a.window)))
+    K = a.windows_per_prefix
+    ex = Examples(stream, np.repeat(np.arange(per_gpu // K) * n, K), np.full(per_gpu, a.prefix_max),
+                  rng.integers(0, c.vocab_size, (per_gpu, a.window)), group=K)
     idx = torch.arange(per_gpu)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     if device.type == "cuda":
@@ -137,7 +154,7 @@ def _time_steps(cfg: LlamaConfig, layers: int, a, per_gpu: int, device, dtype):
         step()
     sync()
     step_s = (time.time() - t) / a.plan_steps
-    prefixes = [ex.prefix(i) for i in range(per_gpu)]
+    prefixes = [ex.prefix(i) for i in range(per_gpu)]  # generation: one prefix per example
     with accel.autocast(device):
         generate(model, prefixes, a.window, device=device)
         sync()
@@ -159,6 +176,9 @@ def main(a) -> int:
     a.targets_list = [t for t in a.targets.split(",") if t]
     if a.plan_gpus < 1 or a.batch % a.plan_gpus:
         raise SystemExit(f"--plan-gpus {a.plan_gpus}: must be >= 1 and divide --batch {a.batch}")
+    if a.windows_per_prefix < 1 or (a.batch // a.plan_gpus) % a.windows_per_prefix:
+        raise SystemExit(f"--windows-per-prefix {a.windows_per_prefix}: must divide the "
+                         f"{a.batch // a.plan_gpus} windows per GPU")
     if a.plan_steps < 0:
         raise SystemExit("--plan-steps must be >= 0 (0: the memory model only)")
     from .common import pick_device
@@ -177,14 +197,16 @@ def main(a) -> int:
                        "kv_heads": cfg.num_key_value_heads, "vocab": cfg.vocab_size},
             "base_params": nb, "lora_params": nl, "gpus": a.plan_gpus, "batch": a.batch,
             "windows_per_gpu": per_gpu, "window": a.window, "prefix_max": a.prefix_max,
+            "windows_per_prefix": a.windows_per_prefix,
             "weights": dtype_name, "grad_checkpoint": a.grad_checkpoint,
             "device": str(device), "tokens": a.plan_tokens}
     log(f"plan: Llama {cfg.num_hidden_layers} layers, hidden {cfg.hidden_size}, ffn "
         f"{cfg.intermediate_size}, heads {cfg.num_attention_heads}/{cfg.num_key_value_heads}, "
         f"vocab {cfg.vocab_size}: {nb / 1e9:.2f}B parameters ({dtype_name} weights)")
     log(f"plan: LoRA r {a.rank} on {','.join(a.targets_list)}: {nl / 1e6:.1f}M parameters")
-    log(f"plan: {a.plan_gpus} GPU(s), {per_gpu} windows of {a.window} rows each, prefixes up to "
-        f"{a.prefix_max} tokens (batch {a.batch})")
+    log(f"plan: {a.plan_gpus} GPU(s), {per_gpu} windows of {a.window} rows each, "
+        f"{a.windows_per_prefix} per prefix, prefixes up to {a.prefix_max} tokens "
+        f"(batch {a.batch})")
     mem = memory_model(cfg, a, per_gpu, wbytes)
     plan["memory_model_bytes"] = mem
     total = peak_of(mem)
@@ -194,6 +216,13 @@ def main(a) -> int:
         + ("" if a.grad_checkpoint else " (--grad-checkpoint keeps "
            f"{memory_model(cfg, _with(a, grad_checkpoint=True), per_gpu, wbytes)['activations'] / GIB:.2f} GiB"
            " of activations instead)"))
+    fl = flops_per_step(cfg, a, per_gpu)
+    plan["flops_per_step"] = fl
+    log(f"plan: per GPU and step {sum(fl.values()) / 1e12:.1f} TFLOP: " + ", ".join(
+        f"{k} {v / sum(fl.values()):.0%}" for k, v in fl.items())
+        + f" (one prefix forward for {a.window * a.windows_per_prefix} trained rows"
+        + (": --windows-per-prefix shares it between windows)" if fl["prefix"] > sum(
+            fl.values()) / 2 else ")"))
     if a.plan_steps > 0:
         L = cfg.num_hidden_layers
         hi = min(L, a.plan_layers or (L if device.type == "cuda" and total < _device_bytes(device)

@@ -2,7 +2,7 @@
 import json
 import math
 import os
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 import torch
 
@@ -62,45 +62,58 @@ def save_model_dir(model: LlamaForCausalLM, path: str, tokenizer=None, dtype=tor
             json.dump(tc, f, indent=2)
 
 
-def _load_weights(path: str) -> Dict[str, torch.Tensor]:
+def _weight_files(path: str) -> List[str]:
     single = os.path.join(path, "model.safetensors")
     if os.path.exists(single):
-        return st.load_file(single)
+        return [single]
     index = os.path.join(path, "model.safetensors.index.json")
     if os.path.exists(index):
         with open(index) as f:
-            shards = sorted(set(json.load(f)["weight_map"].values()))
-        out = {}
-        for s in shards:
-            out.update(st.load_file(os.path.join(path, s)))
-        return out
+            return [os.path.join(path, s) for s in sorted(set(json.load(f)["weight_map"].values()))]
     raise FileNotFoundError(f"{path}: no model.safetensors or model.safetensors.index.json")
 
 
+def _base_parameters(model: LlamaForCausalLM) -> Dict[str, torch.nn.Parameter]:
+    """HF name -> the model's parameter (no copies, unlike hf_state_dict)."""
+    named = dict(model.named_parameters())
+    out = {}
+    for name in ["model.embed_tokens.weight", "model.norm.weight"] + (
+            ["lm_head.weight"] if model.lm_head is not None else []):
+        out[name] = named[name[len("model."):] if name.startswith("model.") else name]
+    for i, layer in enumerate(model.layers):
+        for n, p in layer.named_parameters():
+            if "lora_" not in n:
+                out[f"model.layers.{i}.{n}"] = p
+    return out
+
+
 def load_model_dir(path: str, dtype=torch.float32, device="cpu") -> LlamaForCausalLM:
+    """The model in `dtype` on `device`. The parameters are allocated there first and filled
+    one shard at a time, so host memory holds one shard, not the model in float32 (an 8B base
+    would need 32 GB per process, times the processes of a torchrun)."""
     cpath = os.path.join(path, "config.json")
     with open(cpath) as f:
         cfg = LlamaConfig.from_hf(json.load(f), cpath)
-    model = LlamaForCausalLM(cfg)
-    sd = _load_weights(path)
-    if cfg.tie_word_embeddings:
-        sd.pop("lm_head.weight", None)
-    ours = hf_state_dict(model)
-    missing = sorted(set(ours) - set(sd))
-    extra = sorted(k for k in set(sd) - set(ours) if "rotary_emb" not in k)
-    if missing or extra:
-        raise ValueError(f"{path}: weights mismatch; missing {missing[:5]}, unexpected {extra[:5]}")
-    named = dict(model.named_parameters())
+    files = _weight_files(path)
+    model = LlamaForCausalLM(cfg).to(device=device, dtype=dtype)
+    ours = _base_parameters(model)
+    seen = set()
     with torch.no_grad():
-        for k, v in sd.items():
-            if k not in ours:
-                continue
-            key = k[len("model."):] if k.startswith("model.") else k
-            p = named[key]
-            if tuple(p.shape) != tuple(v.shape):
-                raise ValueError(f"{path}: {k}: shape {tuple(v.shape)} != {tuple(p.shape)}")
-            p.copy_(v.float())
-    return model.to(device=device, dtype=dtype)
+        for file in files:
+            for k, v in st.load_file(file).items():
+                if k not in ours:
+                    if "rotary_emb" in k or (k == "lm_head.weight" and cfg.tie_word_embeddings):
+                        continue
+                    raise ValueError(f"{path}: weights mismatch; unexpected {k}")
+                p = ours[k]
+                if tuple(p.shape) != tuple(v.shape):
+                    raise ValueError(f"{path}: {k}: shape {tuple(v.shape)} != {tuple(p.shape)}")
+                p.copy_(v.float() if dtype == torch.float32 else v)
+                seen.add(k)
+    missing = sorted(set(ours) - seen)
+    if missing:
+        raise ValueError(f"{path}: weights mismatch; missing {missing[:5]}")
+    return model
 
 
 # ---- PEFT adapters ---------------------------------------------------------------------------

@@ -49,6 +49,24 @@ def rows_mask(prefix_valid: torch.Tensor, n_rows: int) -> torch.Tensor:
                       tri[None].expand(B, n_rows, n_rows)], dim=2)
 
 
+def grouped_rows_mask(prefix_valid: torch.Tensor, cached: torch.Tensor, w: int) -> torch.Tensor:
+    """K windows of w rows over one left-padded cached prefix (prefix_valid [G, S]); window k
+    of sequence g is anchored after its first cached[g, k] prefix tokens. -> bool
+    [G, K*w, S + K*w]: a window's rows see the valid prefix keys before their anchor and their
+    own window causally, nothing of the other windows: each window is exactly the one-window
+    layout of its own shorter prefix (rows_mask), sharing the prefix's K/V."""
+    G, S = prefix_valid.shape
+    K = cached.shape[1]
+    dev = prefix_valid.device
+    first = S - prefix_valid.sum(1)                                   # left padding [G]
+    key = torch.arange(S, device=dev)[None, None, :] - first[:, None, None]   # prefix position
+    see = prefix_valid[:, None, :] & (key < cached.to(dev)[:, :, None])       # [G, K, S]
+    prefix_part = see[:, :, None, :].expand(G, K, w, S).reshape(G, K * w, S)
+    tri = torch.tril(torch.ones(w, w, dtype=torch.bool, device=dev))
+    rows_part = torch.block_diag(*([tri] * K))
+    return torch.cat([prefix_part, rows_part[None].expand(G, K * w, K * w)], dim=2)
+
+
 @torch.no_grad()
 def base_prefix_kv(model: LlamaForCausalLM, ids: torch.Tensor, valid: torch.Tensor,
                    pos: torch.Tensor, logits: str = "all") -> Tuple[Optional[torch.Tensor], List[KV]]:
@@ -67,10 +85,12 @@ def base_prefix_kv(model: LlamaForCausalLM, ids: torch.Tensor, valid: torch.Tens
 
 def stream_rows_forward(model: LlamaForCausalLM, prefix_kv: List[KV], prefix_valid: torch.Tensor,
                         row_ids: torch.Tensor, row_pos: torch.Tensor, use_lora: bool,
-                        return_kv: bool = False):
+                        return_kv: bool = False, mask: Optional[torch.Tensor] = None):
     """Rows [B, n] at positions row_pos [B, n] attending the cached prefix (prefix_valid [B, S])
-    and each other causally. use_lora=True: predictive rows; False: control rows."""
-    mask = rows_mask(prefix_valid, row_ids.shape[1])
+    and each other causally (or as `mask` [B, n, S + n] says, e.g. grouped_rows_mask).
+    use_lora=True: predictive rows; False: control rows."""
+    if mask is None:
+        mask = rows_mask(prefix_valid, row_ids.shape[1])
     return model(row_ids, row_pos, prefix_kv, mask, use_lora=use_lora, return_kv=return_kv)
 
 
