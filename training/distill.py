@@ -460,9 +460,9 @@ def main(argv=None) -> int:
         raise SystemExit("--window and --prefix-min must be >= 2")
     world = distributed.from_env()
     K = a.windows_per_prefix
-    if K < 1 or a.batch % K or a.n_examples % K:
-        raise SystemExit(f"--windows-per-prefix {K}: must be >= 1 and divide --batch {a.batch} "
-                         f"and --n-examples {a.n_examples}")
+    if K < 1 or a.batch % K or (not a.data and a.n_examples % K):
+        raise SystemExit(f"--windows-per-prefix {K}: must be >= 1 and divide --batch {a.batch}"
+                         + ("" if a.data else f" and --n-examples {a.n_examples}"))
     if world.enabled and (a.batch // K) % world.size:
         raise SystemExit(f"--batch {a.batch} must be a multiple of the {world.size} processes"
                          + (f" times --windows-per-prefix {K}" if K > 1 else ""))

@@ -1,0 +1,104 @@
+"""The user's path of docs/training.md on a tiny model, with the real programs: the engine
+generates the targets (crossreg-distill-data, nested prefixes sharing cached blocks), two
+torchrun processes train on its file, and the engine loads the adapter and decodes lossless
+output identical to AR."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: apt-get install python3-torch")
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, ROOT)
+from training import pretrain  # noqa: E402
+from training.distill_data import read_engine_file  # noqa: E402
+from training.hf_io import load_model_dir  # noqa: E402
+from training.layout import generate  # noqa: E402
+
+BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
+
+
+def program(name):
+    path = os.path.join(BIN, name)
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built")
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """A tiny base pretrained on a few of the trainer's own sources, and those sources as the
+    user's prompts (JSONL)."""
+    d = tmp_path_factory.mktemp("tiny")
+    corpus = d / "corpus"
+    corpus.mkdir()
+    texts = []
+    for name in ("model.py", "layout.py", "distill_data.py", "budget.py"):
+        text = open(os.path.join(ROOT, "training", name)).read()
+        (corpus / name).write_text(text)
+        texts.append(text)
+    out = str(d / "pretrain")
+    assert pretrain.main(["--out", out, "--corpus-root", str(corpus), "--vocab-size", "300",
+                          "--hidden", "32", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                          "--ffn", "48", "--seq-len", "64", "--batch", "4", "--steps", "30",
+                          "--eval-every", "30", "--device", "cpu", "--holdout-pct", "30"]) == 0
+    prompts = d / "prompts.jsonl"
+    with open(prompts, "w") as f:
+        for t in texts:  # one document per line, and one split in two to have five
+            f.write(json.dumps({"text": t}) + "\n")
+        f.write(json.dumps({"prompt": texts[0][:2000]}) + "\n")
+    return os.path.join(out, "model"), str(prompts), d
+
+
+def test_engine_data_trains_on_two_processes_and_serves_lossless(tiny):
+    model, prompts, d = tiny
+    data = str(d / "data.bin")
+    r = subprocess.run([program("crossreg-distill-data"), "--model", model, "--prompts", prompts,
+                        "--examples", "24", "--eval_examples", "6", "--holdout_pct", "30",
+                        "--prefix_min", "20", "--prefix_max", "48", "--window", "6",
+                        "--windows_per_prefix", "3", "--backend", "cpu", "--threads", "1",
+                        "--kv_memory_mb", "16", "--out", data],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "windows per prefix: the prefix cache served" in r.stderr
+    cached = int(r.stderr.split("the prefix cache served ")[1].split()[0])
+    assert cached >= 8 * 2 * 16       # every follower found its leader's first block at least
+
+    # The file as the trainer reads it: the engine's greedy continuations are the PyTorch
+    # base's (float32 both; a near-tie could flip a token, hence the 90% floor).
+    h, splits = read_engine_file(data)
+    assert h["windows_per_prefix"] == 3 and splits["train"].group == 3
+    assert len(splits["train"]) == 24 and len(splits["eval"]) == 6
+    base = load_model_dir(model)
+    ex = splits["train"]
+    prefixes = [ex.prefix(i) for i in range(len(ex))]
+    ours = torch.cat([generate(base, [p], 6) for p in prefixes])
+    theirs = torch.from_numpy(ex.cont.astype("int64"))
+    assert (ours == theirs).float().mean().item() >= 0.9
+
+    out = str(d / "drafter")
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    r = subprocess.run([sys.executable, "-m", "training.torchrun", "--standalone", "--nproc_per_node",
+                        "2", "-m", "training", "distill", "--base", model, "--data", data,
+                        "--out", out, "--batch", "6", "--steps", "3", "--rank", "4", "--alpha",
+                        "8", "--eval-every", "3", "--log-every", "1", "--device", "cpu",
+                        "--threads", "1", "--windows-per-prefix", "3"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "2 processes (gloo), 3 windows each" in r.stdout + r.stderr
+    run = json.load(open(os.path.join(out, "run.json")))
+    assert run["processes"] == 2 and run["data"]["data_file"] == os.path.abspath(data)
+
+    outputs = {}
+    for mode in ("ar", "lossless"):
+        r = subprocess.run([program("crossreg-generate"), "--model", model, "--adapter",
+                            os.path.join(out, "adapter"), "--mode", mode, "--prompt", "def f(",
+                            "--max_new_tokens", "24", "--format", "jsonl", "--backend", "cpu",
+                            "--threads", "1"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outputs[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert outputs["lossless"]["ids"] == outputs["ar"]["ids"]
+    assert len(outputs["ar"]["ids"]) == 24
