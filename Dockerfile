@@ -51,7 +51,7 @@ RUN cuda_args=""; \
     && cmake --build /build \
     && mkdir -p /out/bin /out/lib/crossreg /out/share/crossreg/models \
     && cp /build/bin/crossreg-server /build/bin/crossreg /build/bin/crossreg-generate \
-          /build/bin/crossreg-loadgen /out/bin/ \
+          /build/bin/crossreg-loadgen /build/bin/crossreg-distill-data /out/bin/ \
     && if [ -d models/default ]; then cp -r models/default /out/share/crossreg/models/; fi
 # Bundle the programs' shared libraries (see the top of this file for what is left out).
 # cp -L writes each library under the name the loader looks for (its soname link).
