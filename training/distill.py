@@ -316,7 +316,7 @@ def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
     corrupt[:, 0] = False  # row 0 is x_last, committed
     use_replay = (torch.rand(B, w, generator=gen) < a.replay_frac) & has_replay[idx][:, None]
     rand_tok = torch.randint(0, vocab, (B, w), generator=gen)
-    src = torch.where(use_replay, replay[idx], rand_tok)
+    src = torch.where(use_replay, replay[idx].long(), rand_tok)
     noisy = torch.where(corrupt, src, noisy)
     has_ph = torch.rand(B, generator=gen) < a.placeholder_prob
     u = torch.randint(1, w, (B,), generator=gen)  # suffix length 1..w-1
@@ -505,7 +505,9 @@ def main(argv=None) -> int:
     lora = model.lora_parameters()
     opt, opt_kind = accel.adamw(lora, device, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
     n_train = len(data["train"])
-    replay = torch.zeros(n_train, w, dtype=torch.long)     # replay[i, t]: own argmax for row t
+    # replay[i, t]: own argmax for row t (int32: a 2M-example run's buffer is 128 MB, and it
+    # is in every checkpoint)
+    replay = torch.zeros(n_train, w, dtype=torch.int32)
     has_replay = torch.zeros(n_train, dtype=torch.bool)
     ckpt_path = os.path.join(a.out, "checkpoint.pt")
     step, history = 0, []
@@ -517,7 +519,7 @@ def main(argv=None) -> int:
                 named[k].copy_(v)
         opt.load_state_dict(ck["opt"])
         step, history = ck["step"], ck["history"]
-        replay, has_replay = ck["replay"].cpu(), ck["has_replay"].cpu()
+        replay, has_replay = ck["replay"].cpu().to(torch.int32), ck["has_replay"].cpu()
         say(f"resumed from {ckpt_path} at step {step}")
 
     def checkpoint():
@@ -601,7 +603,8 @@ def main(argv=None) -> int:
         torch.nn.utils.clip_grad_norm_(lora, 1.0)
         opt.step()
         # replay buffer: row t-1 predicts slot t
-        replay[idx, 1:] = distributed.gather_rows(world, q.argmax(-1)[:, :w - 1], a.batch).cpu()
+        replay[idx, 1:] = distributed.gather_rows(world, q.argmax(-1)[:, :w - 1], a.batch).cpu().to(
+            torch.int32)
         has_replay[idx] = True
         step += 1
         run_loss += distributed.sum_(world, loss.detach().double().cpu()).item()
