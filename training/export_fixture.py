@@ -3,10 +3,13 @@ non-zero LoRA adapter (PEFT directory) and fixture.json with the expected float3
 control and predictive rows in the Cross-Regression layout (see training/README.md).
 
 python3 -m training.export_fixture --out tests/fixtures/xr_tiny --seed 7
+With --model DIR --adapter DIR the fixture is of that model and trained adapter instead
+(copied into OUT), so crossreg_parity_tests checks the engine on an adapter the trainer made.
 """
 import argparse
 import json
 import os
+import shutil
 
 import torch
 
@@ -39,12 +42,38 @@ def build_parser():
                    help="stored weight dtype (expected logits are computed from the stored "
                         "values, in float32)")
     p.add_argument("--device", default="cpu", choices=["cpu"], help="fixtures are made on CPU")
+    p.add_argument("--model", default="", help="an existing HF model directory (with --adapter) "
+                                               "instead of a random one")
+    p.add_argument("--adapter", default="", help="the PEFT adapter trained for --model")
     return p
+
+
+def copy_model_and_adapter(a) -> tuple:
+    """--model/--adapter copied to OUT/model and OUT/adapter -> (vocab, placeholder, scale)."""
+    if not (a.model and a.adapter):
+        raise SystemExit("--model and --adapter go together")
+    mdir, adir = os.path.join(a.out, "model"), os.path.join(a.out, "adapter")
+    for src, dst in ((a.model, mdir), (a.adapter, adir)):
+        if os.path.abspath(src) != os.path.abspath(dst):
+            shutil.rmtree(dst, ignore_errors=True)
+            shutil.copytree(src, dst)
+    with open(os.path.join(adir, "crossreg_adapter.json")) as f:
+        placeholder = int(json.load(f)["placeholder_token_id"])
+    with open(os.path.join(adir, "adapter_config.json")) as f:
+        cfg = json.load(f)
+    return placeholder, float(cfg["lora_alpha"]) / int(cfg["r"])
 
 
 def make(a) -> dict:
     seed_all(a.seed)
     os.makedirs(a.out, exist_ok=True)
+    if a.model or a.adapter:
+        placeholder, scale = copy_model_and_adapter(a)
+        mdir = os.path.join(a.out, "model")
+        with open(os.path.join(mdir, "config.json")) as f:
+            stored = {"float32": "f32", "bfloat16": "bf16", "float16": "f16"}.get(
+                json.load(f).get("torch_dtype"), "f32")
+        return write_cases(a, mdir, os.path.join(a.out, "adapter"), placeholder, scale, stored)
     tok = train_bpe([_TOKENIZER_TEXT], a.vocab_size, DEFAULT_SPECIALS)
     cfg = LlamaConfig(vocab_size=tok.vocab_size, hidden_size=a.hidden, intermediate_size=a.ffn,
                       num_hidden_layers=a.layers, num_attention_heads=a.heads,
@@ -67,8 +96,14 @@ def make(a) -> dict:
     mdir, adir = os.path.join(a.out, "model"), os.path.join(a.out, "adapter")
     save_model_dir(model, mdir, tok, DTYPES[a.dtype])
     save_adapter(model, adir, a.rank, a.alpha, "model", placeholder, a.gamma)
-    # Reload what was written, so the expectations come from the stored (rounded) values.
+    return write_cases(a, mdir, adir, placeholder, a.alpha / a.rank, a.dtype)
+
+
+def write_cases(a, mdir: str, adir: str, placeholder: int, scale: float, dtype: str) -> dict:
+    """fixture.json: expected logits of three prefix/draft cases, computed from what was
+    written (so from the stored, rounded values)."""
     ref = load_model_dir(mdir)
+    cfg = ref.config
     load_adapter(ref, adir)
     ref.eval()
     cases = []
@@ -85,9 +120,9 @@ def make(a) -> dict:
                       "prefix_logits": full[0].tolist(), "control_logits": ctl[0].tolist(),
                       "predictive_logits": prd[0].tolist()})
     fx = {"format": "crossreg-fixture-v1", "seed": a.seed, "model_dir": "model",
-          "adapter_dir": "adapter", "weights_dtype": a.dtype, "logits_dtype": "float32",
+          "adapter_dir": "adapter", "weights_dtype": dtype, "logits_dtype": "float32",
           "vocab_size": cfg.vocab_size, "gamma": a.gamma, "placeholder_token_id": placeholder,
-          "lora_scale": a.alpha / a.rank, "cases": cases}
+          "lora_scale": scale, "cases": cases}
     with open(os.path.join(a.out, "fixture.json"), "w") as f:
         json.dump(fx, f)
     return fx

@@ -70,6 +70,10 @@ absl::Status ReadDirectory(const std::string& root, std::vector<CorpusDocument>&
   if (ec) return CorpusError(root, absl::StrCat("cannot list the directory: ", ec.message()));
   std::sort(files.begin(), files.end());
   for (const fs::path& file : files) {
+    if (absl::EndsWith(file.string(), ".jsonl")) {  // as when named on its own
+      if (absl::Status s = ReadJsonl(file.string(), out); !s.ok()) return s;
+      continue;
+    }
     auto text = ReadWholeFile(file.string());
     if (!text.ok()) return text.status();
     out.push_back({file.string(), *std::move(text)});

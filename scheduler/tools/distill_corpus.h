@@ -1,7 +1,7 @@
 // The user's text corpus for crossreg-distill-data (--prompts): which files hold
 // which documents. A .jsonl file holds one document per line (its "text" field, else
 // its "prompt" field); any other file is one document; a directory is every regular
-// file under it, sorted by path, each one document.
+// file under it, sorted by path, read by the same two rules.
 #pragma once
 
 #include <string>

@@ -102,3 +102,13 @@ def test_engine_data_trains_on_two_processes_and_serves_lossless(tiny):
         outputs[mode] = json.loads(r.stdout.strip().splitlines()[-1])
     assert outputs["lossless"]["ids"] == outputs["ar"]["ids"]
     assert len(outputs["ar"]["ids"]) == 24
+    # The engine's control and predictive logits with this adapter equal the trainer's: the
+    # parity test run on the fixture of this model and the 2-process adapter.
+    fixture = str(d / "fixture")
+    from training import export_fixture
+    assert export_fixture.main(["--out", fixture, "--model", model, "--adapter",
+                                os.path.join(out, "adapter")]) == 0
+    r = subprocess.run([program("crossreg_parity_tests")], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, CROSSREG_PARITY_FIXTURE=fixture))
+    assert r.returncode == 0 and "PASSED" in r.stdout, r.stdout[-3000:]
+    assert "SKIPPED" not in r.stdout

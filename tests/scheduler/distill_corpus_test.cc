@@ -55,20 +55,21 @@ TEST(DistillCorpusTest, BadJsonlLinesNameFileAndLine) {
   EXPECT_NE(docs.status().message().find("missing.txt: no such file"), std::string::npos) << docs.status();
 }
 
-TEST(DistillCorpusTest, DirectoryIsEveryVisibleFileSortedByPathEachOneDocument) {
+TEST(DistillCorpusTest, DirectoryIsEveryVisibleFileSortedByPathJsonlLinesEachOneDocument) {
   ScratchDir dir("distill_corpus");
   dir.Write("tree/b.py", "b");
   dir.Write("tree/a/z.py", "a/z");
-  dir.Write("tree/a/c.jsonl", "{\"text\": \"read whole\"}\n");
+  dir.Write("tree/a/c.jsonl", "{\"text\": \"first\"}\n{\"prompt\": \"second\"}\n");
   dir.Write("tree/.hidden", "hidden");
   dir.Write("tree/.git/config", "hidden too");
   auto docs = ReadCorpus({dir.Path("tree")});
   ASSERT_TRUE(docs.ok()) << docs.status();
-  ASSERT_EQ(docs->size(), 3u);
-  EXPECT_EQ((*docs)[0].origin, dir.Path("tree/a/c.jsonl"));
-  EXPECT_EQ((*docs)[0].text, "{\"text\": \"read whole\"}\n");
-  EXPECT_EQ((*docs)[1].text, "a/z");
-  EXPECT_EQ((*docs)[2].text, "b");
+  ASSERT_EQ(docs->size(), 4u);
+  EXPECT_EQ((*docs)[0].origin, dir.Path("tree/a/c.jsonl") + ":1");
+  EXPECT_EQ((*docs)[0].text, "first");
+  EXPECT_EQ((*docs)[1].text, "second");
+  EXPECT_EQ((*docs)[2].text, "a/z");
+  EXPECT_EQ((*docs)[3].text, "b");
 }
 
 }  // namespace
