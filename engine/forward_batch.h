@@ -19,6 +19,12 @@ struct BatchRow {
   // (sequence, branch) is a separate group with its own start position, so a decoder
   // can run several draft chains (e.g. one per acceptance outcome) in one forward.
   int32_t branch = 0;
+  // Predictive rows only: this (sequence, branch) group is an outcome block (TiDAR's
+  // layout, docs/algorithm.md "Outcome blocks"): it attends the sequence's positions
+  // below its start, cached or written by this forward's control rows, and every row
+  // of the group, before and after itself (bidirectional inside the block). Every row
+  // of a group must agree.
+  bool block = false;
   // Logit rows only: return a RowSummary (engine/forward_output.h) instead of the
   // row's logits: the argmax, the max logit and the logit of `summary_token` (-1:
   // none). Greedy decoding needs no more, and a GPU then keeps the row on the device.
@@ -35,7 +41,10 @@ struct BatchRow {
 // or other branches of this batch. A branch b >= 1 may instead start above the KV
 // length, inside branch 0's positions: it then forks from branch 0, attending branch
 // 0's rows below its start as a shared prefix (tree attention without recomputing
-// them). Predictive K/V is dropped after the forward.
+// them). An outcome block (BatchRow::block) of sequence s may start anywhere up to the
+// end of s's control rows in this batch: it reads the control rows below its start
+// through the cache they were written to, and it attends all of its own rows.
+// Predictive K/V is dropped after the forward.
 struct ForwardBatch {
   std::vector<BatchRow> rows;
   int num_logit_rows() const {

@@ -18,6 +18,7 @@ struct RowScan {
   std::unordered_map<SequenceId, int64_t> next_control;  // control rows' end position
   std::map<GroupKey, std::vector<int32_t>> groups;       // predictive rows by chain
   std::unordered_map<SequenceId, int64_t> control_count;
+  std::map<GroupKey, bool> block;                        // outcome blocks, by chain
 };
 
 // Where a predictive group's attention starts: the cache below `cache_part`, then
@@ -25,6 +26,7 @@ struct RowScan {
 struct GroupLayout {
   int64_t cache_part = 0;
   std::vector<int32_t> shared;
+  bool block = false;  // every row attends every row of the group
 };
 
 // The checks of one row on its own.
@@ -45,6 +47,9 @@ absl::Status CheckRow(const BatchRow& row, int i, const PagedKvCache& kv, const 
   }
   if (!row.predictive && row.branch != 0) {
     return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a control row cannot name a branch"));
+  }
+  if (row.block && !row.predictive) {
+    return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": an outcome block's rows are predictive"));
   }
   if (row.summary && !row.want_logits) {
     return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": a summary needs want_logits"));
@@ -86,6 +91,11 @@ absl::StatusOr<RowScan> ScanRows(const ForwardBatch& batch, const PagedKvCache& 
                                                        " (branch ", row.branch, ") must take consecutive positions"));
       }
       ++it->second;
+      if (auto [b, new_group] = scan.block.try_emplace(key, row.block); !new_group && b->second != row.block) {
+        return absl::InvalidArgumentError(absl::StrCat("forward: row ", i, ": predictive rows of sequence ", row.seq,
+                                                       " (branch ", row.branch,
+                                                       ") mix outcome-block and chain rows"));
+      }
       scan.groups[key].push_back(i);
       plan.predictive_rows.push_back(i);
       continue;
@@ -115,7 +125,18 @@ absl::StatusOr<std::map<GroupKey, GroupLayout>> LayOutGroups(const RowScan& scan
     const int64_t cached = kv.length(seq);
     const int64_t p0 = batch.rows[static_cast<size_t>(members.front())].position;
     GroupLayout layout;
-    if (p0 <= cached) {
+    layout.block = scan.block.at(key);
+    if (layout.block) {
+      // The control rows below p0 are in the cache by the time any row attends.
+      const auto control = scan.next_control.find(seq);
+      const int64_t written = control == scan.next_control.end() ? cached : control->second;
+      if (p0 > written) {
+        return absl::InvalidArgumentError(absl::StrCat("forward: row ", members.front(), ": outcome block of sequence ",
+                                                       seq, " (branch ", branch, ") starts at position ", p0,
+                                                       " but the sequence's positions end at ", written));
+      }
+      layout.cache_part = p0;
+    } else if (p0 <= cached) {
       layout.cache_part = p0;
     } else {
       const auto main = scan.groups.find(GroupKey{seq, 0});
@@ -168,7 +189,7 @@ void FillTables(const RowScan& scan, const std::map<GroupKey, GroupLayout>& layo
         const int32_t r = g->second[k];
         plan.group_begin[r] = begin;
         plan.num_cached[r] = static_cast<int32_t>(layout.cache_part);
-        plan.num_own[r] = shared + static_cast<int32_t>(k) + 1;
+        plan.num_own[r] = shared + (layout.block ? static_cast<int32_t>(g->second.size()) : static_cast<int32_t>(k) + 1);
       }
     }
     if (auto c = scan.control_count.find(seq); c != scan.control_count.end()) plan.appended.emplace_back(seq, c->second);

@@ -58,6 +58,7 @@ grpc::ServerUnaryReactor* GenerationService::GetModelInfo(grpc::CallbackServerCo
   info.set_num_kv_heads(config.num_kv_heads);
   info.set_has_adapter(options_.env.has_adapter);
   info.set_adapter_rank(options_.adapter_rank);
+  info.set_adapter_draft_layout(options_.adapter_draft_layout);
   info.set_max_gamma(options_.env.max_gamma);
   info.set_default_gamma(options_.defaults.gamma);
   info.set_kv_capacity_tokens(options_.kv_capacity_tokens);

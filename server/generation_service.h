@@ -25,6 +25,7 @@ struct GenerationServiceOptions {
   RequestDefaults defaults;
   std::string model_path;
   int adapter_rank = 0;
+  std::string adapter_draft_layout;  // "chain" or "blocks"; empty without an adapter
   int64_t kv_capacity_tokens = 0;
   std::string backend;         // "cpu", "cuda"
   std::string backend_device;  // what it runs on

@@ -195,8 +195,9 @@ SchedulerOptions SchedulerOptionsFor(const ServerOptions& options, const Engine&
   return s;
 }
 
-RequestDefaults RequestDefaultsFor(const ServerOptions& options, const Model& model) {
+RequestDefaults RequestDefaultsFor(const ServerOptions& options, const Model& model, const LoraAdapter* adapter) {
   RequestDefaults d;
+  if (adapter != nullptr && adapter->draft_layout == "blocks") d.draft_layout = DraftLayout::kBlocks;
   d.tokenizer = model.tokenizer.get();
   d.gamma = options.default_gamma;
   d.max_tokens = options.default_max_tokens;
@@ -212,6 +213,7 @@ void DescribeModel(const ServerOptions& options, const Engine& engine, Generatio
   s.model_path =
       options.expose_model_paths ? engine.model_path : std::filesystem::path(engine.model_path).filename().string();
   s.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
+  s.adapter_draft_layout = engine.adapter ? engine.adapter->draft_layout : "";
   const KvCacheConfig& kv_config = engine.kv->config();
   s.kv_capacity_tokens = int64_t{kv_config.num_blocks} * kv_config.block_size;
   s.backend = std::string(engine.backend->name());
@@ -338,7 +340,7 @@ int Run(const ServerOptions& options, const sigset_t& stop_signals) {
   frontends.stream_limiter = std::make_unique<ClientStreamLimiter>(options.max_streams_per_client);
   GenerationServiceOptions& service_options = frontends.service;
   service_options.env = scheduler_options.decoding;
-  service_options.defaults = RequestDefaultsFor(options, *engine.model);
+  service_options.defaults = RequestDefaultsFor(options, *engine.model, engine.adapter.get());
   // Structured output: constraints compiled over the served vocabulary, shared by the
   // requests that repeat them (with their cache of token masks).
   grammar::GrammarCompiler grammars(

@@ -195,6 +195,17 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
   d.fork_outcomes = dp.fork_outcomes();
   d.fork_depth = dp.fork_depth();
   d.ngram_assist = dp.ngram_assist();
+  if (!v1::DraftLayout_IsValid(dp.draft_layout())) {
+    return Invalid("decoding.draft_layout", absl::StrCat("unknown value ", static_cast<int>(dp.draft_layout()),
+                                                         " (use CHAIN or BLOCKS)"));
+  }
+  switch (dp.draft_layout()) {
+    case v1::DRAFT_LAYOUT_CHAIN: d.draft_layout = DraftLayout::kChain; break;
+    case v1::DRAFT_LAYOUT_BLOCKS: d.draft_layout = DraftLayout::kBlocks; break;
+    default:  // unset: the adapter's layout, for the modes that draft from it
+      d.draft_layout = d.mode == DecodingMode::kLossless || d.mode == DecodingMode::kLossy ? defaults.draft_layout
+                                                                                          : DraftLayout::kChain;
+  }
   d.adaptive_gamma = dp.has_adaptive_gamma() ? dp.adaptive_gamma()
                                              : defaults.adaptive_gamma && d.mode != DecodingMode::kAutoregressive;
 

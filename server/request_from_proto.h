@@ -23,6 +23,8 @@ struct RequestDefaults {
   int gamma = 8;                 // decoding.gamma = 0
   int max_tokens = 128;          // sampling.max_tokens unset
   bool adaptive_gamma = false;   // decoding.adaptive_gamma unset (speculative modes)
+  // decoding.draft_layout unset (lossless and lossy): the adapter's.
+  DraftLayout draft_layout = DraftLayout::kChain;
   // Longest prompt.text accepted, checked before tokenizing so that a huge prompt
   // costs no tokenizer time; 0: no limit. See PromptByteBound.
   size_t max_prompt_bytes = 0;

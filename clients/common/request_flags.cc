@@ -33,7 +33,10 @@ ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more n
 ABSL_FLAG(int, gamma, 0, "Draft slots per forward, 1..max_gamma; 0 = the server's default");
 ABSL_FLAG(int, fork_outcomes, 0,
           "Lossless/lossy: acceptance counts below this get their own placeholder draft chain (0 = off)");
-ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain or outcome block (0 = gamma)");
+ABSL_FLAG(std::string, draft_layout, "",
+          "Lossless/lossy: chain or blocks (one bidirectional draft block per acceptance outcome); empty = the "
+          "layout the server's adapter was trained for");
 ABSL_FLAG(std::string, adaptive_gamma, "",
           "Speculative modes: true/false sets decoding.adaptive_gamma (adapt each forward's draft length to "
           "acceptance and cost; needs a server started with --adaptive_gamma); empty = the server's default");
@@ -106,6 +109,15 @@ crossreg::v1::GenerateRequest RequestTemplateFromFlags() {
   decoding->set_fork_outcomes(absl::GetFlag(FLAGS_fork_outcomes));
   decoding->set_fork_depth(absl::GetFlag(FLAGS_fork_depth));
   decoding->set_ngram_assist(absl::GetFlag(FLAGS_ngram_assist));
+  const std::string layout = absl::GetFlag(FLAGS_draft_layout);
+  if (layout == "chain") {
+    decoding->set_draft_layout(crossreg::v1::DRAFT_LAYOUT_CHAIN);
+  } else if (layout == "blocks") {
+    decoding->set_draft_layout(crossreg::v1::DRAFT_LAYOUT_BLOCKS);
+  } else if (!layout.empty()) {
+    std::cerr << "--draft_layout must be chain, blocks or empty (the adapter's), got '" << layout << "'\n";
+    std::exit(2);
+  }
   // adaptive_gamma has presence: only an explicit value overrides the server's default.
   const std::string adaptive = absl::GetFlag(FLAGS_adaptive_gamma);
   if (adaptive == "true" || adaptive == "false") {

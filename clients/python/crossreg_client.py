@@ -46,7 +46,9 @@ def parse_args():
     p.add_argument("--gamma", type=int, default=0, help="draft slots per forward; 0 = server default")
     p.add_argument("--fork-outcomes", type=int, default=0,
                    help="lossless/lossy forked refill: outcomes with their own draft chain (0 = off)")
-    p.add_argument("--fork-depth", type=int, default=0, help="drafts per forked chain (0 = gamma)")
+    p.add_argument("--fork-depth", type=int, default=0, help="drafts per forked chain or outcome block (0 = gamma)")
+    p.add_argument("--draft-layout", choices=["chain", "blocks"], default=None,
+                   help="lossless/lossy: where drafts come from (default: the adapter's layout)")
     p.add_argument("--adaptive-gamma", choices=["true", "false"], default=None,
                    help="adapt each forward's draft length (needs a server with --adaptive_gamma); "
                         "omitted = the server's default")
@@ -164,6 +166,8 @@ def generate(stub, args, metadata):
     decoding = pb.DecodingParams(
         mode=MODES[args.mode], beta=args.beta, tau=args.tau, gamma=args.gamma,
         fork_outcomes=args.fork_outcomes, fork_depth=args.fork_depth, ngram_assist=args.ngram_assist)
+    if args.draft_layout is not None:
+        decoding.draft_layout = pb.DRAFT_LAYOUT_BLOCKS if args.draft_layout == "blocks" else pb.DRAFT_LAYOUT_CHAIN
     if args.adaptive_gamma is not None:  # a field with presence: unset = server default
         decoding.adaptive_gamma = args.adaptive_gamma == "true"
     request = pb.GenerateRequest(

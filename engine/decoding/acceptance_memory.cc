@@ -13,6 +13,7 @@ std::string AcceptanceClassKey(const GenerationRequest& request) {
   if (d.mode == DecodingMode::kNgram) absl::StrAppend(&key, ":", d.ngram_max);
   // Forks change what the drafts rest on; their depth follows γ' and is left out.
   if (d.mode != DecodingMode::kNgram && d.forked()) absl::StrAppend(&key, ":forked", d.fork_outcomes);
+  if (d.mode != DecodingMode::kNgram && d.blocks()) absl::StrAppend(&key, ":blocks", d.fork_outcomes);
   if (d.mode != DecodingMode::kNgram && d.ngram_assist) absl::StrAppend(&key, ":assist");
   absl::StrAppend(&key, request.sampling.greedy() ? "/greedy" : "/sampled");
   return key;

@@ -26,6 +26,20 @@ absl::StatusOr<DecodingMode> ParseDecodingMode(const std::string& name) {
   return FieldViolation("mode", absl::StrCat("unknown decoding mode '", name, "' (ar, lossless, lossy or ngram)"));
 }
 
+const char* DraftLayoutName(DraftLayout l) {
+  switch (l) {
+    case DraftLayout::kChain: return "chain";
+    case DraftLayout::kBlocks: return "blocks";
+  }
+  return "?";
+}
+
+absl::StatusOr<DraftLayout> ParseDraftLayout(const std::string& name) {
+  if (name == "chain") return DraftLayout::kChain;
+  if (name == "blocks") return DraftLayout::kBlocks;
+  return FieldViolation("draft_layout", absl::StrCat("unknown draft layout '", name, "' (chain or blocks)"));
+}
+
 int MaxDecodeRows(const DecodingConfig& d) {
   switch (d.mode) {
     case DecodingMode::kAutoregressive: return 1;
@@ -33,6 +47,11 @@ int MaxDecodeRows(const DecodingConfig& d) {
     case DecodingMode::kLossless:
     case DecodingMode::kLossy:
       break;
+  }
+  if (d.blocks()) {
+    // Control [x_last, d_1..d_gamma], one block per outcome with one.
+    const int blocks = d.fork_outcomes == 0 ? d.gamma + 1 : std::min(d.fork_outcomes, d.gamma) + 1;
+    return (d.gamma + 1) + blocks * d.ForkDepth();
   }
   if (!d.forked()) return 1 + 2 * d.gamma;  // m + 1 <= gamma control rows, gamma predictive
   const int f = d.ForkDepth();
@@ -58,6 +77,7 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
     return invalid("adaptive_gamma", "applies to speculative modes (lossless, lossy, ngram), not ar");
   }
   if (!xr && c.fork_outcomes != 0) return invalid("fork_outcomes", "applies to lossless and lossy modes; mode ", mode, " needs 0");
+  if (!xr && c.blocks()) return invalid("draft_layout", "blocks applies to lossless and lossy modes; mode ", mode, " needs chain");
   if (!xr && c.fork_depth != 0) return invalid("fork_depth", "applies to lossless and lossy modes; mode ", mode, " needs 0");
   if (!xr && c.ngram_assist) {
     return invalid("ngram_assist", "applies to lossless and lossy modes, not ", mode,

@@ -10,6 +10,16 @@
 namespace crossreg {
 
 enum class DecodingMode { kAutoregressive, kLossless, kLossy, kNgram };
+
+// Where the Cross-Regression modes' drafts come from (docs/algorithm.md).
+//   kChain:  ALGORITHM.md's predictive chain [x_last, d_1 .., placeholders], with forked
+//            refill when fork_outcomes > 0;
+//   kBlocks: outcome blocks (TiDAR's layout): no predictive chain; for each acceptance
+//            outcome n a block of placeholder rows anchored right after d_n, attending
+//            the control rows x_last, d_1 .. d_n and itself in both directions.
+enum class DraftLayout { kChain, kBlocks };
+const char* DraftLayoutName(DraftLayout l);  // "chain", "blocks"
+absl::StatusOr<DraftLayout> ParseDraftLayout(const std::string& name);
 const char* DecodingModeName(DecodingMode m);  // "ar", "lossless", "lossy", "ngram"
 absl::StatusOr<DecodingMode> ParseDecodingMode(const std::string& name);
 
@@ -26,6 +36,10 @@ struct DecodingConfig {
   // token for those outcomes. Costs R·depth + depth extra predictive rows.
   int fork_outcomes = 0;
   int fork_depth = 0;  // drafts per fork and tail; 0 = gamma
+  // kBlocks: fork_outcomes R > 0 gives blocks to the outcomes n < R and n = m only (the
+  // others carry their untested drafts); 0 gives every outcome 0 .. m a block.
+  // fork_depth is the drafts per block.
+  DraftLayout draft_layout = DraftLayout::kChain;
   // Cross-Regression modes: where the committed text repeats (prompt lookup finds an
   // n-gram match), those drafts replace the buffer's first slots. The choice rests on
   // committed tokens only, so it stays exact (docs/algorithm.md).
@@ -35,7 +49,13 @@ struct DecodingConfig {
   // forward cost curve (0 = a plain AR forward); gamma is the ceiling. Needs a cost
   // curve from the caller (draft_length_policy.h); ignored without one.
   bool adaptive_gamma = false;
-  bool forked() const { return fork_outcomes > 0; }
+  bool blocks() const { return draft_layout == DraftLayout::kBlocks; }
+  bool forked() const { return !blocks() && fork_outcomes > 0; }
+  // Drafts anchored after the outcome that happened (forks or blocks): every one of the
+  // γ draft slots is verified, none is spent on ALGORITHM.md's x_last row.
+  bool anchored() const { return forked() || blocks(); }
+  // kBlocks: does the outcome n (of m drafts verified) get a block?
+  bool BlockFor(int n, int m) const { return fork_outcomes == 0 || n < fork_outcomes || n == m; }
   int ForkDepth() const { return fork_depth > 0 ? fork_depth : gamma; }
 };
 

@@ -81,7 +81,7 @@ void ProbeSchedule::DraftsPay(int first) {
 
 int DraftCapacity(const DecodingConfig& config, int gamma_prime) {
   if (gamma_prime <= 0 || config.mode == DecodingMode::kAutoregressive) return 0;
-  if (config.mode == DecodingMode::kNgram || config.forked()) return gamma_prime;
+  if (config.mode == DecodingMode::kNgram || config.anchored()) return gamma_prime;
   return gamma_prime - 1;  // ALGORITHM.md's rows [x_last, d_1..d_{γ-1}]
 }
 
@@ -94,7 +94,7 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
     return d;
   }
   d.gamma = gamma_prime;
-  if (d.forked()) {
+  if (d.forked() || d.blocks()) {
     d.fork_depth = std::min(config.ForkDepth(), gamma_prime);
     d.fork_outcomes = std::min(config.fork_outcomes, gamma_prime);
   }

@@ -139,7 +139,7 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
     case DecodingMode::kLossless:
     case DecodingMode::kLossy: {
       // Limits depend on counts and positions only, never on drawn values.
-      const int64_t cap = it.forked() ? gamma : std::max(gamma - 1, 1);
+      const int64_t cap = it.anchored() ? gamma : std::max(gamma - 1, 1);
       for (const Draft& d : buffer_) drafts.push_back(d.token);
       if (it.ngram_assist) {
         // Prompt-lookup drafts, a function of the committed tokens alone, take the
@@ -153,7 +153,8 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
           std::max<int64_t>(0, std::min<int64_t>({static_cast<int64_t>(drafts.size()), cap, remaining - 1, room}));
       drafts.resize(static_cast<size_t>(keep));
       plan.assisted_drafts = std::min(plan.assisted_drafts, static_cast<int>(keep));
-      plan.main_chain = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
+      plan.main_chain =
+          it.blocks() ? 0 : static_cast<int>(std::max<int64_t>(1, std::min<int64_t>({gamma, room + 1, remaining})));
       break;
     }
   }
@@ -207,6 +208,21 @@ void SequenceDecoder::LayOutRows(const std::vector<int32_t>& drafts, StepPlan& p
   };
   if (forked) plan.main_chain = m + 1 + useful(m);
   const int32_t placeholder = env_.placeholder_token;
+  if (IsCrossRegression(it.mode) && it.blocks()) {
+    // Outcome blocks: for each outcome n with a block, useful(n) placeholder rows at
+    // positions L+n .. (the first stands for the token committed after d_n), attending
+    // the control rows x_last, d_1 .. d_n and one another. Which outcomes get a block
+    // and how many rows depends on n, m and the room left only.
+    for (int n = 0; n <= m; ++n) {
+      const int size = it.BlockFor(n, m) ? useful(n) : 0;
+      plan.fork_sizes.push_back(size);
+      for (int j = 0; j < size; ++j) {
+        plan.rows.push_back({.seq = seq_, .position = base + n + 1 + j, .token = placeholder, .want_logits = true,
+                             .predictive = true, .branch = n + 1, .block = true});
+      }
+    }
+    return;
+  }
   for (int k = 0; k < plan.main_chain; ++k) {
     const int32_t token = k == 0 ? x_last : (k <= m ? draft_token(k) : placeholder);
     plan.rows.push_back(

@@ -33,6 +33,8 @@ struct StepPlan {
   //   control rows      [x_last, d_1 .. d_m]             positions L-1 .. L-1+m   -> P_1 .. P_{m+1}
   //   predictive rows   branch 0: [x_last, d_1 .., placeholders]  positions L-1 ..  -> Q_1 .. Q_g
   //   forked refill     branch n+1: placeholders after d_n        (one per outcome n < R)
+  // or, in the outcome-block layout (no predictive chain):
+  //   outcome blocks    branch n+1: placeholders after d_n, bidirectional (outcomes 0 .. m)
   std::vector<BatchRow> rows;
 
   // Decode only.
@@ -40,7 +42,7 @@ struct StepPlan {
   DecodingConfig decoding;        // this forward's decoding: the request's, with γ' when adaptive
   int drafts = 0;                 // m: drafts verified
   int main_chain = 0;             // g: predictive rows of branch 0
-  std::vector<int> fork_sizes;    // forked refill: rows of the chain for outcome n = 0, 1, ...
+  std::vector<int> fork_sizes;    // forks / outcome blocks: rows of the chain for outcome n = 0, 1, ... (0: none)
   bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
   int ngram_match = 0;            // n-gram: tokens of the context match its drafts came from (0: not tracked)
   bool forced_drafts = false;     // the drafts spell text the grammar forces (kept out of the n-gram statistics)

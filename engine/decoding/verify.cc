@@ -255,7 +255,27 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const int c = n + 1;
   const bool forked = plan.decoding.forked();
   DraftBuffer& refilled = out.next_drafts;
-  if (forked && n == m) {
+  if (plan.decoding.blocks()) {
+    // Outcome blocks: the block of the outcome that happened proposes the whole buffer;
+    // an outcome without one carries its untested drafts.
+    int block = pred + g;
+    for (int b = 0; b < n; ++b) block += plan.fork_sizes[static_cast<size_t>(b)];
+    const int size = n < static_cast<int>(plan.fork_sizes.size()) ? plan.fork_sizes[static_cast<size_t>(n)] : 0;
+    if (size > 0) {
+      for (int j = 0; j < size; ++j) {
+        Draft fresh = propose(block + j);
+        if (fault == ExactnessFault::kBlockDraftsWithTheFirstRowsQ && j > 0) fresh.q = refilled.front().q;
+        refilled.push_back(std::move(fresh));
+      }
+    } else {
+      for (int s = c + 1; s <= m; ++s) {
+        Draft carried = std::move(drafts[static_cast<size_t>(s - 1)]);
+        carried.carried = true;
+        follow(carried.token);
+        refilled.push_back(std::move(carried));
+      }
+    }
+  } else if (forked && n == m) {
     for (int k = m + 1; k < g; ++k) refilled.push_back(propose(pred + k));
   } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
     int fork = pred + g;

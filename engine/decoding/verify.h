@@ -25,6 +25,7 @@ enum class ExactnessFault {
   kVerifyCarriedDraftsWithCurrentQ,  // tests a carried draft against this forward's Q
   kPenaliseDraftsWithoutEarlierDrafts,  // judges d_k's penalties without d_1 .. d_{k-1}
   kMaskDraftsInTheCommittedState,       // masks P_k by the grammar state before d_1 .. d_{k-1}
+  kBlockDraftsWithTheFirstRowsQ,        // outcome blocks: caches every draft with the block's first q
 };
 
 // One buffered draft d_j with the distribution q_j it was drawn from.
@@ -63,7 +64,7 @@ struct RowRequests {
 };
 
 // `logits`: the plan's plan.logit_rows() rows in plan order: P_1 .. P_{m+1} (control),
-// Q_1 .. Q_g (branch 0), then each fork's rows; each row whole (vocab floats, in
+// Q_1 .. Q_g (branch 0), then each fork's or outcome block's rows; each row whole (vocab floats, in
 // logits.logits) or, where the plan asked (BatchRow::summary, greedy requests only), a
 // RowSummary (in logits.summaries) whose token is the d_k its P_k tests. `drafts`: the
 // m drafts the plan's control rows carried, d_1 first. `acceptor` holds β, τ and the

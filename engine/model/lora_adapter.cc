@@ -417,8 +417,8 @@ std::string PlaceholderProblem(int64_t id, const ModelConfig& base) {
   return "";
 }
 
-// crossreg_adapter.json: {"placeholder_token_id": int, "window": int, "layout": "crossreg-v1"}.
-// placeholder_token_id is required; window and layout are optional (older exports lack
+// crossreg_adapter.json: {"placeholder_token_id": int, "window": int, "layout": "crossreg-v1",
+// "draft_layout": "chain" | "blocks"}. placeholder_token_id is required; the rest are optional (older exports lack
 // them) but checked when present; other keys are ignored with a warning.
 absl::Status ReadCrossregExtras(const std::string& path, std::string_view text,
                                 const ModelConfig& base, LoraAdapter& adapter) {
@@ -453,8 +453,16 @@ absl::Status ReadCrossregExtras(const std::string& path, std::string_view text,
                                     kCrossregLayoutV1, "\")"));
     }
   }
+  if (const json* v = FindKey(j, "draft_layout")) {
+    if (!v->is_string() || (v->get_ref<const std::string&>() != "chain" && v->get_ref<const std::string&>() != "blocks")) {
+      return Bad(path, absl::StrCat("draft_layout must be \"chain\" or \"blocks\" (the layout the adapter was "
+                                    "trained for), got ",
+                                    Describe(*v)));
+    }
+    adapter.draft_layout = v->get<std::string>();
+  }
   for (const auto& [key, value] : j.items()) {
-    if (key != "placeholder_token_id" && key != "window" && key != "layout") {
+    if (key != "placeholder_token_id" && key != "window" && key != "layout" && key != "draft_layout") {
       std::string shown = key.substr(0, 64);
       adapter.warnings.push_back(absl::StrCat(path, ": unknown key \"", shown, "\" ignored"));
     }

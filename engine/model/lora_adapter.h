@@ -49,6 +49,9 @@ struct LoraAdapter {
   int32_t placeholder_token_id = 0;
   // Predictive rows per training example (crossreg_adapter.json "window"; 0: not given).
   int window = 0;
+  // The draft layout it was trained for (crossreg_adapter.json "draft_layout"): "chain"
+  // (ALGORITHM.md's predictive chain, the default) or "blocks" (outcome blocks).
+  std::string draft_layout = "chain";
   int max_rank = 0;
   // No crossreg_adapter.json: a plain PEFT LoRA, perhaps not trained for
   // Cross-Regression. It loads (placeholder 0) with a warning.

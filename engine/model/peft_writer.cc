@@ -122,6 +122,7 @@ absl::Status WritePeftAdapter(const LoraAdapter& adapter, const ModelConfig& bas
   nlohmann::json extras = {{"placeholder_token_id", adapter.placeholder_token_id},
                            {"layout", kCrossregLayoutV1}};
   if (adapter.window > 0) extras["window"] = adapter.window;
+  if (adapter.draft_layout != "chain") extras["draft_layout"] = adapter.draft_layout;
   return WriteFileBytes(dir + "/crossreg_adapter.json", extras.dump(2));
 }
 

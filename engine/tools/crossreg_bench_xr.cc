@@ -12,6 +12,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/cpu/cpu_features.h"
@@ -44,6 +45,9 @@ ABSL_FLAG(std::vector<std::string>, cost_curve, {},
           "measured at start-up; linear between points");
 ABSL_FLAG(std::vector<std::string>, modes, std::vector<std::string>({"lossless", "ngram", "lossy"}),
           "Speculative modes to run (AR always runs)");
+ABSL_FLAG(std::vector<std::string>, layouts, std::vector<std::string>({"chain", "blocks"}),
+          "Draft layouts of the lossless rows: chain (ALGORITHM.md's), forked (forked refill, fork_outcomes 1) and "
+          "blocks (outcome blocks for n = 0 and n = m; docs/algorithm.md)");
 ABSL_FLAG(int, repeats, 5, "Runs of every decoding configuration (taking turns); the best tokens/s is reported");
 
 namespace crossreg {
@@ -83,6 +87,13 @@ std::optional<ForwardCostCurve> FixedCostCurve() {
   return *curve;
 }
 
+bool LayoutWanted(const std::string& layout) {
+  for (const std::string& name : absl::GetFlag(FLAGS_layouts)) {
+    if (name == layout) return true;
+  }
+  return false;
+}
+
 bool ModeWanted(DecodingMode mode) {
   for (const std::string& name : absl::GetFlag(FLAGS_modes)) {
     if (name == DecodingModeName(mode)) return true;
@@ -100,7 +111,10 @@ std::unique_ptr<Engine> MakeEngine(LoadedModel loaded, int tokens) {
   DecodingConfig widest;
   widest.mode = DecodingMode::kLossless;
   for (int g : Gammas()) widest.gamma = std::max(widest.gamma, g);
-  o.cost_curve_rows = MaxDecodeRows(widest);
+  DecodingConfig forked = widest, blocks = widest;
+  forked.fork_outcomes = blocks.fork_outcomes = 1;
+  blocks.draft_layout = DraftLayout::kBlocks;
+  o.cost_curve_rows = std::max({MaxDecodeRows(widest), MaxDecodeRows(forked), MaxDecodeRows(blocks)});
   auto engine = OpenEngine(std::move(loaded), o);
   if (!engine.ok()) {
     std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(engine.status().message()).c_str());
@@ -212,8 +226,20 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
         }
         const std::string name = std::string(DecodingModeName(mode)) +
                                  (mode == DecodingMode::kLossy ? " (β 0.5, τ −2)" : "") + (adaptive ? ", adaptive" : "");
-        table.push_back({name, g, d, {}});
-        if (adaptive && absl::GetFlag(FLAGS_adaptive_alone)) table.push_back({name + ", alone", g, d, {}, true});
+        if (mode != DecodingMode::kLossless || LayoutWanted("chain")) {
+          table.push_back({name, g, d, {}});
+          if (adaptive && absl::GetFlag(FLAGS_adaptive_alone)) table.push_back({name + ", alone", g, d, {}, true});
+        }
+        if (mode != DecodingMode::kLossless) continue;
+        // The anchored layouts: drafts for the outcomes n = 0 and n = m come from rows
+        // placed after the last accepted token (rows: see MaxDecodeRows).
+        for (const char* layout : {"forked", "blocks"}) {
+          if (!LayoutWanted(layout)) continue;
+          DecodingConfig anchored = d;
+          anchored.fork_outcomes = 1;
+          if (std::string(layout) == "blocks") anchored.draft_layout = DraftLayout::kBlocks;
+          table.push_back({absl::StrCat("lossless, ", layout, adaptive ? ", adaptive" : ""), g, anchored, {}});
+        }
       }
     }
   }
@@ -233,6 +259,12 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
 
 int Run() {
   FixedCostCurve();  // a malformed --cost_curve fails before any model loads
+  for (const std::string& name : absl::GetFlag(FLAGS_layouts)) {
+    if (name != "chain" && name != "forked" && name != "blocks") {
+      std::fprintf(stderr, "crossreg-bench-xr: --layouts: unknown layout '%s' (chain, forked, blocks)\n", name.c_str());
+      return 2;
+    }
+  }
   for (const std::string& name : absl::GetFlag(FLAGS_modes)) {
     if (name != "lossless" && name != "ngram" && name != "lossy") {
       std::fprintf(stderr, "crossreg-bench-xr: --modes: unknown mode '%s' (lossless, ngram, lossy)\n", name.c_str());

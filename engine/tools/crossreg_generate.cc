@@ -53,7 +53,10 @@ ABSL_FLAG(int, gamma, 8, "Draft slots (predictive rows) per forward, 1..64");
 ABSL_FLAG(int, fork_outcomes, 0,
           "Cross-Regression forked refill: acceptance counts n below this get their own placeholder draft chain "
           "(0 = ALGORITHM.md's carry-and-refill; see docs/algorithm.md)");
-ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain (0 = gamma)");
+ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain or outcome block (0 = gamma)");
+ABSL_FLAG(std::string, draft_layout, "",
+          "Lossless/lossy: chain (ALGORITHM.md's predictive chain, forks with --fork_outcomes) or blocks (one "
+          "bidirectional block per acceptance outcome; docs/algorithm.md); empty = the adapter's layout");
 ABSL_FLAG(bool, adaptive_gamma, false,
           "Speculative modes: measure this machine's forward cost curve at start, then pick each forward's draft "
           "length (0 = AR) for the most tokens per second; --gamma is the ceiling");
@@ -90,7 +93,8 @@ std::string InFlagTerms(absl::string_view message) {
       {"decoding.mode:", "--mode"},             {"decoding.beta:", "--beta"},
       {"decoding.tau:", "--tau"},               {"decoding.gamma:", "--gamma"},
       {"decoding.fork_outcomes:", "--fork_outcomes"}, {"decoding.fork_depth:", "--fork_depth"},
-      {"decoding.ngram_assist:", "--ngram_assist"},   {"decoding.adaptive_gamma:", "--adaptive_gamma"}};
+      {"decoding.ngram_assist:", "--ngram_assist"},   {"decoding.adaptive_gamma:", "--adaptive_gamma"},
+      {"decoding.draft_layout:", "--draft_layout"},   {"draft_layout:", "--draft_layout"}};
   for (const auto& [field, flag] : kFlags) {
     if (absl::StartsWith(message, field)) return absl::StrCat(flag, " (", field, message.substr(strlen(field)), ")");
   }
@@ -113,6 +117,11 @@ absl::StatusOr<GenerationRequest> RequestFromFlags() {
   request.decoding.fork_depth = absl::GetFlag(FLAGS_fork_depth);
   request.decoding.ngram_assist = absl::GetFlag(FLAGS_ngram_assist);
   request.decoding.adaptive_gamma = absl::GetFlag(FLAGS_adaptive_gamma);
+  if (const std::string layout = absl::GetFlag(FLAGS_draft_layout); !layout.empty()) {
+    auto parsed = ParseDraftLayout(layout);
+    if (!parsed.ok()) return absl::InvalidArgumentError("--" + std::string(parsed.status().message()));
+    request.decoding.draft_layout = *parsed;
+  }
   auto stop = ParseIds("stop_ids", absl::GetFlag(FLAGS_stop_ids));
   if (!stop.ok()) return stop.status();
   request.stop_ids = *stop;
@@ -226,6 +235,11 @@ int Run() {
     for (const std::string& warning : loaded->adapter->warnings) {
       std::fprintf(stderr, "[crossreg-generate] warning: --adapter: %s\n", warning.c_str());
     }
+  }
+  const bool xr = request->decoding.mode == DecodingMode::kLossless || request->decoding.mode == DecodingMode::kLossy;
+  if (absl::GetFlag(FLAGS_draft_layout).empty() && xr && loaded->adapter != nullptr &&
+      loaded->adapter->draft_layout == "blocks") {
+    request->decoding.draft_layout = DraftLayout::kBlocks;  // the layout the adapter was trained for
   }
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
   if (absl::GetFlag(FLAGS_prompt_ids).empty()) {

@@ -45,7 +45,7 @@ constexpr absl::string_view kCommonFields[] = {
     "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
     "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
     "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
-    "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma"};
+    "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
 constexpr absl::string_view kMessageFields[] = {"role", "content"};
 constexpr absl::string_view kContentPartFields[] = {"type", "text"};
@@ -644,6 +644,16 @@ absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
     ASSIGN_OR_RETURN(const bool v, Bool(body, "adaptive_gamma"));
     dp.set_adaptive_gamma(v);
   }
+  if (Has(body, "draft_layout")) {
+    ASSIGN_OR_RETURN(const std::string name, String(body.at("draft_layout"), "draft_layout"));
+    if (name == "chain") {
+      dp.set_draft_layout(v1::DRAFT_LAYOUT_CHAIN);
+    } else if (name == "blocks") {
+      dp.set_draft_layout(v1::DRAFT_LAYOUT_BLOCKS);
+    } else {
+      return Invalid("draft_layout", absl::StrCat("unknown draft layout \"", name.substr(0, 64), "\" (use chain or blocks)"));
+    }
+  }
   return absl::OkStatus();
 }
 
@@ -731,6 +741,7 @@ absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
       {"decoding.tau", "tau"},                 {"decoding.gamma", "gamma"},
       {"decoding.fork_outcomes", "fork_outcomes"}, {"decoding.fork_depth", "fork_depth"},
       {"decoding.ngram_assist", "ngram_assist"},   {"decoding.adaptive_gamma", "adaptive_gamma"},
+      {"decoding.draft_layout", "draft_layout"},
       {"prompt.token_ids", prompt},            {"prompt.text", prompt},
       {"prompt", prompt}});
 }

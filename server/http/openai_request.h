@@ -1,7 +1,7 @@
 // An OpenAI-style JSON request (POST /v1/completions, /v1/chat/completions) read
 // into the same crossreg.v1.GenerateRequest the gRPC API takes, so one set of rules
 // validates both (server/request_from_proto.h): the decoding controls are accepted
-// as extra top-level fields (mode, beta, tau, gamma, fork_outcomes, fork_depth,
+// as extra top-level fields (mode, beta, tau, gamma, fork_outcomes, fork_depth, draft_layout,
 // ngram_assist, adaptive_gamma). Errors name the field as the JSON body spells it.
 #pragma once
 

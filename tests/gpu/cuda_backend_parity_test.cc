@@ -139,6 +139,22 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     }
     ExpectSameForward(e, b, vocab, tolerance, "forked branches");
   }
+  {  // Outcome blocks: bidirectional groups reading this forward's control rows.
+    ForwardBatch b;
+    const int32_t p0 = static_cast<int32_t>(e.cpu_kv->length(ids[1]));
+    Prefill(b, ids[1], {tok(70), tok(71), tok(72)}, p0);
+    for (int32_t n = 0; n < 3; ++n) {
+      for (int32_t j = 0; j < 3; ++j)
+        b.rows.push_back({.seq = ids[1],
+                          .position = p0 + n + 1 + j,
+                          .token = tok(75),
+                          .want_logits = true,
+                          .predictive = true,
+                          .branch = n + 1,
+                          .block = true});
+    }
+    ExpectSameForward(e, b, vocab, tolerance, "outcome blocks");
+  }
 }
 
 TEST(CudaBackendParityTest, RaggedBatchesMatchCpuOnRandomBf16Model) {

@@ -205,6 +205,14 @@ TEST_F(ServerTest, MalformedRequestsAreInvalidArgumentNamingTheField) {
        }, "fork_outcomes"},
       {"ngram_assist with ar", [](v1::GenerateRequest& r) { r.mutable_decoding()->set_ngram_assist(true); },
        "ngram_assist"},
+      {"blocks with ngram", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_NGRAM);
+         r.mutable_decoding()->set_draft_layout(v1::DRAFT_LAYOUT_BLOCKS);
+       }, "decoding.draft_layout"},
+      {"unknown draft_layout", [](v1::GenerateRequest& r) {
+         r.mutable_decoding()->set_mode(v1::DECODING_MODE_LOSSLESS);
+         r.mutable_decoding()->set_draft_layout(static_cast<v1::DraftLayout>(7));
+       }, "decoding.draft_layout"},
       {"temperature=-1", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_temperature(-1); },
        "sampling.temperature"},
       {"top_p=1.5", [](v1::GenerateRequest& r) { r.mutable_sampling()->set_top_p(1.5f); }, "sampling.top_p"},

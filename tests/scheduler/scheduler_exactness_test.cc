@@ -73,6 +73,7 @@ GenerationRequest MakeSpec(int i) {
     s.decoding.fork_outcomes = std::min(s.decoding.gamma, 1 + i % 3);
     s.decoding.fork_depth = i % 2 == 0 ? 0 : 2;
     s.decoding.ngram_assist = i % 3 == 2;
+    if (i % 8 == 5) s.decoding.draft_layout = DraftLayout::kBlocks;  // outcome blocks
   }
   if (i % 6 == 5) {  // a few sampled requests: their RNG streams must not notice batching either
     s.sampling.temperature = 0.8f;

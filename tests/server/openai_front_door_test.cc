@@ -84,7 +84,7 @@ TEST(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
       "top_p": 0.9, "top_k": -1, "seed": 3, "stop": ["a", "b"], "stream": true,
       "stream_options": {"include_usage": true}, "mode": "lossy", "beta": 0.5, "tau": -1, "gamma": 6,
       "fork_outcomes": 2, "fork_depth": 3, "ngram_assist": true, "adaptive_gamma": false, "n": 1,
-      "presence_penalty": 0, "user": "ignored"})",
+      "presence_penalty": 0, "user": "ignored", "draft_layout": "blocks"})",
                               OpenAiEndpoint::kCompletions);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->model, "m");
@@ -104,6 +104,7 @@ TEST(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
   EXPECT_EQ(p.decoding().gamma(), 6);
   EXPECT_EQ(p.decoding().fork_outcomes(), 2);
   EXPECT_EQ(p.decoding().fork_depth(), 3);
+  EXPECT_EQ(p.decoding().draft_layout(), v1::DRAFT_LAYOUT_BLOCKS);
   EXPECT_TRUE(p.decoding().ngram_assist());
   EXPECT_TRUE(p.decoding().has_adaptive_gamma());
   EXPECT_FALSE(p.decoding().adaptive_gamma());
@@ -265,6 +266,8 @@ TEST(OpenAiRequestTest, EveryNumberIsRangeCheckedByName) {
       {R"("gamma": -1)", "gamma: must be in [0, 2147483647], got -1"},
       {R"("fork_outcomes": -1)", "fork_outcomes: must be in [0, 2147483647], got -1"},
       {R"("fork_depth": 1.5)", "fork_depth: must be an integer, got 1.5"},
+      {R"("draft_layout": "tree")", "draft_layout: unknown draft layout \"tree\" (use chain or blocks)"},
+      {R"("draft_layout": 2)", "draft_layout: must be a string, got a number"},
       {R"("n": 18446744073709551615)", "n: only n = 1 is supported, got 18446744073709551615"},
       {R"("n": 1.5)", "n: only n = 1 is supported, got 1.5"},
   };

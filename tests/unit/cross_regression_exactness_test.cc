@@ -74,6 +74,13 @@ DecodingConfig Forked(int gamma, int outcomes, int depth, bool assist = false) {
   return d;
 }
 
+// Lossless with outcome blocks: `outcomes` 0 gives every outcome a block.
+DecodingConfig Blocks(int gamma, int outcomes, int depth, bool assist = false) {
+  DecodingConfig d = Forked(gamma, outcomes, depth, assist);
+  d.draft_layout = DraftLayout::kBlocks;
+  return d;
+}
+
 TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
   const std::vector<std::vector<int32_t>> prompts = {{1}, {3, 4, 5, 3, 4}, {7, 7, 7, 7, 2, 9, 11, 30, 1, 0}};
   for (float adapter_magnitude : {0.5f, 30.0f}) {  // mostly right and mostly wrong drafts
@@ -96,12 +103,19 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Mode(DecodingMode::kNgram, gamma)), ar);
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Forked(gamma, 1, 0)), ar);
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Forked(gamma, std::min(gamma, 3), 2, /*assist=*/true)), ar);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Blocks(gamma, 0, 0)), ar);
+          EXPECT_EQ(GenerateIds(e, *model, prompt, 50, Blocks(gamma, 1, 3, /*assist=*/true)), ar);
+          {
+            DecodingConfig lossy = Blocks(gamma, 0, 2);
+            lossy.mode = DecodingMode::kLossy;  // beta=0, tau=0
+            EXPECT_EQ(GenerateIds(e, *model, prompt, 50, lossy), ar);
+          }
           DecodingConfig assist = Mode(DecodingMode::kLossless, gamma);
           assist.ngram_assist = true;
           EXPECT_EQ(GenerateIds(e, *model, prompt, 50, assist), ar);
           for (const DecodingConfig& adaptive :
                {Adaptive(Mode(DecodingMode::kLossless, gamma)), Adaptive(Mode(DecodingMode::kNgram, gamma)),
-                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true))}) {
+                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true)), Adaptive(Blocks(gamma, 0, 0))}) {
             EXPECT_EQ(GenerateIds(e, *model, prompt, 50, adaptive, {}, ExactnessFault::kNone, true, &SteepCurve()), ar);
           }
         }
@@ -275,7 +289,7 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityWithSharedAcceptanceMemory) {
           for (const DecodingConfig& adaptive :
                {Adaptive(Mode(DecodingMode::kLossless, gamma)), Adaptive(Mode(DecodingMode::kLossy, gamma)),
                 Adaptive(Mode(DecodingMode::kNgram, gamma)),
-                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true))}) {
+                Adaptive(Forked(gamma, std::min(gamma, 2), 0, /*assist=*/true)), Adaptive(Blocks(gamma, 0, 0))}) {
             EXPECT_EQ(GenerateIds(e, *model, prompt, 40, adaptive, {}, ExactnessFault::kNone, true, &SteepCurve(),
                                   &memory),
                       ar);
@@ -574,6 +588,34 @@ TEST_F(DistributionTest, ForkedRefillMatchesExactProbabilitiesAtT1) {
                                "lossless forked refill T=1");
   EXPECT_GT(r.p_value, 0.001);
   EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, OutcomeBlocksMatchExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Blocks(3, 0, 2), ExactnessFault::kNone, kSamples, kDepth,
+                               "lossless outcome blocks T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+// Blocks for outcomes 0 and m only: the others carry untested drafts.
+TEST_F(DistributionTest, OutcomeBlocksWithCarriesMatchExactProbabilitiesAtT07TopP09) {
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_p = 0.9f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Blocks(3, 1, 3), ExactnessFault::kNone, kSamples, kDepth,
+                               "lossless outcome blocks R=1, T=0.7 top-p 0.9");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, HarnessCatchesOutcomeBlockDraftsCachedWithAnotherRowsQ) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, Blocks(3, 0, 2), ExactnessFault::kBlockDraftsWithTheFirstRowsQ,
+                               kSamples, kDepth, "planted bug: outcome-block drafts with the first row's q");
+  EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
 
 TEST_F(DistributionTest, ForkedRefillWithNgramAssistMatchesExactProbabilitiesAtT07TopP09) {

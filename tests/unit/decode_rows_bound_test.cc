@@ -105,6 +105,28 @@ TEST(DecodeRowsBoundTest, ArRunningForkedRequestReservesAProbeAndPlansStayWithin
   EXPECT_EQ(ar.tokens, xr.tokens);
 }
 
+// Outcome blocks: (γ + 1) control rows plus one block of fork_depth rows per outcome
+// with a block, and every plan within it.
+TEST(DecodeRowsBoundTest, OutcomeBlockPlansStayWithinTheBound) {
+  GenerationRequest req = ForkedAdaptive(DecodingMode::kLossless);
+  req.decoding.draft_layout = DraftLayout::kBlocks;
+  EXPECT_EQ(MaxDecodeRows(req.decoding), 18);  // (8 + 1) + 3 · 3: outcomes 0, 1 and m
+  EXPECT_EQ(MaxDecodeRows(WithGamma(req.decoding, 1)), 2 + 2 * 1);
+  req.decoding.fork_outcomes = 0;
+  EXPECT_EQ(MaxDecodeRows(req.decoding), 36);  // (8 + 1) + 9 · 3: every outcome
+  auto flat = ForwardCostCurve::FromPoints({{1, 1e-3}, {64, 1.001e-3}});
+  ASSERT_TRUE(flat.ok());
+  for (int outcomes : {0, 2}) {
+    req.decoding.fork_outcomes = outcomes;
+    const DecodeRun run = Decode(req, *flat);
+    ASSERT_FALSE(run.rows.empty());
+    for (size_t f = 0; f < run.rows.size(); ++f) {
+      EXPECT_LE(run.rows[f], run.bounds[f]) << "forward " << f;
+      EXPECT_LE(run.rows[f], MaxDecodeRows(req.decoding)) << "forward " << f;
+    }
+  }
+}
+
 TEST(DecodeRowsBoundTest, FixedGammaNgramAndNoCurveReserveTheFullBound) {
   auto curve = ForwardCostCurve::FromPoints({{1, 1e-3}, {2, 1e-1}, {64, 10.0}});
   ASSERT_TRUE(curve.ok());

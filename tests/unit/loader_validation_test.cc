@@ -269,6 +269,13 @@ TEST_F(AdapterMetadataTest, WrittenAdapterCarriesItsMetadata) {
   EXPECT_EQ((*adapter)->window, 16);
   EXPECT_FALSE((*adapter)->metadata_missing);
   EXPECT_TRUE((*adapter)->warnings.empty());
+  // An adapter trained for outcome blocks says so, and a written one keeps it.
+  (*adapter)->draft_layout = "blocks";
+  ASSERT_TRUE(WritePeftAdapter(**adapter, base_, dir_).ok());
+  adapter = Load();
+  ASSERT_TRUE(adapter.ok()) << adapter.status();
+  EXPECT_EQ((*adapter)->draft_layout, "blocks");
+  EXPECT_TRUE((*adapter)->warnings.empty());
 }
 
 TEST_F(AdapterMetadataTest, AlphaAndRankMustBePositive) {
@@ -344,6 +351,8 @@ TEST_F(AdapterMetadataTest, MalformedCrossregFileNamesTheField) {
       {{{"placeholder_token_id", 49}, {"layout", "crossreg-v2"}},
        {"layout \"crossreg-v2\" is not supported", "known: \"crossreg-v1\""}},
       {{{"placeholder_token_id", 49}, {"layout", 1}}, {"layout 1", "crossreg-v1"}},
+      {{{"placeholder_token_id", 49}, {"draft_layout", "tree"}},
+       {"draft_layout must be \"chain\" or \"blocks\"", "\"tree\""}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.value.dump());
@@ -362,12 +371,14 @@ TEST_F(AdapterMetadataTest, OptionalFieldsAndUnknownKeys) {
   ASSERT_TRUE(adapter.ok()) << adapter.status();
   EXPECT_EQ((*adapter)->placeholder_token_id, 7);
   EXPECT_EQ((*adapter)->window, 0);
+  EXPECT_EQ((*adapter)->draft_layout, "chain");
   EXPECT_TRUE((*adapter)->warnings.empty());
   WriteCrossreg({{"placeholder_token_id", 7}, {"window", 64}, {"layout", "crossreg-v1"},
                  {"trained_on", "stories"}});
   adapter = Load();
   ASSERT_TRUE(adapter.ok()) << adapter.status();
   EXPECT_EQ((*adapter)->window, 64);
+  EXPECT_EQ((*adapter)->draft_layout, "chain");
   ASSERT_EQ((*adapter)->warnings.size(), 1u);
   EXPECT_THAT((*adapter)->warnings[0], HasSubstr("unknown key \"trained_on\" ignored"));
 }

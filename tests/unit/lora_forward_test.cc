@@ -228,6 +228,92 @@ TEST(LoraForwardTest, ForkedBranchSharesTheMainChainPrefix) {
   e.kv->Free(seq);
 }
 
+// An outcome block reads the control rows of its own forward below its start (through
+// the cache they were just written to) and attends all of its rows: a one-row block is
+// a one-row chain, but the first row of a longer block sees the rows after it.
+TEST(LoraForwardTest, OutcomeBlockReadsThisForwardsControlRowsAndAttendsBothWays) {
+  const int V = 64;
+  auto model = MakeRandomModel(TinyConfig(V), {DType::kF32, 9, 1.0f});
+  RandomLoraOptions lo;
+  lo.magnitude = 2.0f;
+  auto adapter = MakeRandomLoraAdapter(model->config, lo);
+  auto e = MakeEngine(*model, adapter.get());
+  const std::vector<int32_t> control = {11, 0, 12, 60};
+  const std::vector<int32_t> block = {63, 63, 63};
+  const int32_t p0 = static_cast<int32_t>(kPrefix.size());
+  auto block_rows = [&](SequenceId seq, int32_t start, bool as_block) {
+    std::vector<BatchRow> rows;
+    for (size_t j = 0; j < block.size(); ++j)
+      rows.push_back({.seq = seq,
+                      .position = start + static_cast<int32_t>(j),
+                      .token = block[j],
+                      .want_logits = true,
+                      .predictive = true,
+                      .branch = 1,
+                      .block = as_block});
+    return rows;
+  };
+  // In one forward: the control rows, then a block anchored after control[1].
+  const SequenceId seq = CachedSequence(e, kPrefix);
+  ForwardBatch b;
+  for (size_t i = 0; i < control.size(); ++i)
+    b.rows.push_back(
+        {.seq = seq, .position = p0 + static_cast<int32_t>(i), .token = control[i], .want_logits = true});
+  const auto rows = block_rows(seq, p0 + 2, true);
+  b.rows.insert(b.rows.end(), rows.begin(), rows.end());
+  std::vector<float> together;
+  ASSERT_TRUE(e.backend->Forward(b, *e.kv, together).ok());
+  const auto control_alone = RunOnPrefix(e, kPrefix, control, false);
+  EXPECT_LE(MaxAbsDiff(together.data(), control_alone.data(), control_alone.size()), 1e-5f)
+      << "a block changed the control rows";
+
+  // The same block over a cache that already holds kPrefix + control[0..1].
+  std::vector<int32_t> longer = kPrefix;
+  longer.insert(longer.end(), control.begin(), control.begin() + 2);
+  for (bool as_block : {true, false}) {
+    const SequenceId alone = CachedSequence(e, longer);
+    ForwardBatch a;
+    a.rows = block_rows(alone, p0 + 2, as_block);
+    std::vector<float> logits;
+    ASSERT_TRUE(e.backend->Forward(a, *e.kv, logits).ok());
+    const float* in_forward = together.data() + control.size() * V;
+    if (as_block) {
+      EXPECT_LE(MaxAbsDiff(in_forward, logits.data(), logits.size()), 1e-5f) << "block vs the block over the cache";
+    } else {
+      EXPECT_GT(MaxAbsDiff(in_forward, logits.data(), V), 1e-3f) << "the first row did not see the rows after it";
+    }
+    e.kv->Free(alone);
+  }
+
+  {  // One row: block and chain agree.
+    const SequenceId alone = CachedSequence(e, longer);
+    std::vector<float> as_block, as_chain;
+    for (bool blocked : {true, false}) {
+      ForwardBatch one;
+      one.rows = {block_rows(alone, p0 + 2, blocked).front()};
+      ASSERT_TRUE(e.backend->Forward(one, *e.kv, blocked ? as_block : as_chain).ok());
+    }
+    EXPECT_LE(MaxAbsDiff(as_block.data(), as_chain.data(), V), 1e-6f);
+    e.kv->Free(alone);
+  }
+
+  // Refused: a block past the sequence's positions, mixed block and chain rows, a
+  // control row marked as a block.
+  std::vector<float> logits;
+  ForwardBatch bad;
+  bad.rows = block_rows(seq, static_cast<int32_t>(e.kv->length(seq)) + 1, true);
+  auto s = e.backend->Forward(bad, *e.kv, logits);
+  EXPECT_NE(s.message().find("outcome block of sequence"), std::string::npos) << s.message();
+  bad.rows = block_rows(seq, p0, true);
+  bad.rows[1].block = false;
+  s = e.backend->Forward(bad, *e.kv, logits);
+  EXPECT_NE(s.message().find("mix outcome-block and chain rows"), std::string::npos) << s.message();
+  bad.rows = {{.seq = seq, .position = static_cast<int32_t>(e.kv->length(seq)), .token = 1, .block = true}};
+  s = e.backend->Forward(bad, *e.kv, logits);
+  EXPECT_NE(s.message().find("an outcome block's rows are predictive"), std::string::npos) << s.message();
+  e.kv->Free(seq);
+}
+
 // After many Cross-Regression iterations with rejections, the cache must hold what
 // AR decoding of the committed tokens would: a fresh continuation row agrees.
 TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {

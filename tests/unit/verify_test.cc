@@ -342,6 +342,50 @@ TEST(VerifyTest, ForkedRefillTakesTheChainOfTheOutcome) {
   }
 }
 
+// Outcome blocks: the block of the outcome that happened proposes the buffer; an
+// outcome without a block (size 0) carries its untested drafts with their q.
+TEST(VerifyTest, OutcomeBlocksRefillFromTheBlockOfTheOutcome) {
+  constexpr int kBigVocab = 32;
+  auto one_hot = [](int token) {
+    std::vector<float> z(kBigVocab, -60.0f);
+    z[static_cast<size_t>(token)] = 0.0f;
+    return z;
+  };
+  const std::vector<int32_t> drafts = {2, 5, 9};
+  // Blocks of 2 rows for outcomes 0 and 3 (= m), none for 1 and 2: block rows propose
+  // 20, 21 (outcome 0) and 26, 27 (outcome 3).
+  const std::vector<int> sizes = {2, 0, 0, 2};
+  const std::vector<std::vector<int32_t>> expected = {{20, 21}, {9}, {}, {26, 27}};  // n = 0 .. 3
+  for (int n = 0; n <= 3; ++n) {
+    SCOPED_TRACE(n);
+    std::vector<float> logits;
+    for (int k = 0; k < 3; ++k) {
+      const auto row = one_hot(k < n ? drafts[static_cast<size_t>(k)] : 7);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    const auto bonus = one_hot(6);
+    logits.insert(logits.end(), bonus.begin(), bonus.end());
+    for (int32_t t : {20, 21, 26, 27}) {
+      const auto row = one_hot(t);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    DraftBuffer buffer;
+    for (int32_t d : drafts) buffer.push_back(Draft{d, {}, false});
+    Rng rng(1);
+    StepPlan plan = XrPlan(3, 0, DecodingMode::kLossless, sizes);
+    plan.decoding.draft_layout = DraftLayout::kBlocks;
+    plan.decoding.fork_outcomes = 1;
+    const VerifyOutcome o = Verify(plan, logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 3), rng);
+    ASSERT_EQ(o.accepted, n);
+    EXPECT_EQ(o.tokens.back(), n == 3 ? 6 : 7);
+    EXPECT_EQ(o.kv_keep, plan.committed + n);
+    std::vector<int32_t> got;
+    for (const Draft& d : o.next_drafts) got.push_back(d.token);
+    EXPECT_EQ(got, expected[static_cast<size_t>(n)]);
+    for (const Draft& d : o.next_drafts) EXPECT_EQ(d.carried, n == 1);
+  }
+}
+
 // Greedy lossy: β = 0, τ = 0 is exact match; τ < 0 accepts a non-argmax draft whose
 // logit margin is within the bar; energies use the untempered logits.
 TEST(VerifyTest, GreedyLossyReducesToExactMatchAndTauLowersTheBar) {
