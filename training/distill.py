@@ -30,8 +30,9 @@ from .common import log
 from .distill_data import Examples, read_engine_file
 from .hf_io import load_adapter, load_model_dir, save_adapter
 from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
-                     grouped_rows_mask, match_run_lengths, weighted_distill_loss)
-from .model import LORA_TARGETS
+                     grouped_rows_mask, match_run_lengths, weighted_distill_loss,
+                     grouped_prefix_see, block_rows_mask, block_positions)
+from .model import LORA_TARGETS, concat_kv
 from .tokenizer import ByteBPETokenizer
 
 
@@ -88,6 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--fork-frac", type=float, default=0.0,
                    help="fraction of examples in the forked-refill layout: clean rows up to a random "
                         "point, then placeholders (the engine's forks and placeholder tails)")
+    p.add_argument("--draft-layout", choices=["chain", "blocks"], default="chain",
+                   help="the engine layout the adapter is trained for: chain (ALGORITHM.md's "
+                        "predictive rows [x_last, d_1 ..], noisy drafts) or blocks (outcome blocks: "
+                        "placeholder rows after the verified tokens, bidirectional inside a block, "
+                        "attending the base's K/V of the clean text; docs/algorithm.md). The "
+                        "adapter records it (crossreg_adapter.json draft_layout)")
+    p.add_argument("--block-anchors", type=int, default=4,
+                   help="blocks: outcome blocks trained per window, at distinct random outcomes "
+                        "n in [0, w-2] (0 = all w-1: the dense objective)")
+    p.add_argument("--block-rows", type=int, default=0,
+                   help="blocks: rows per block, as served (--fork_depth); 0 = w-1. Rows past the "
+                        "window's end are run and attended but carry no loss")
     p.add_argument("--placeholder-weight", type=float, default=1.0,
                    help="loss weight of placeholder rows (other rows weigh s_t + 1)")
     p.add_argument("--placeholder-decay", type=float, default=1.0,
@@ -379,6 +392,79 @@ def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeh
     return weighted_distill_loss(q_logits, p, s, weights), q_logits, p, rows, clean
 
 
+def block_anchors(B: int, w: int, count: int, gen: torch.Generator) -> torch.Tensor:
+    """[B, A]: distinct outcomes n in [0, w-2] per window (count 0: all of them, in order)."""
+    if count <= 0 or count >= w - 1:
+        return torch.arange(w - 1).expand(B, w - 1).clone()
+    return torch.rand(B, w - 1, generator=gen).argsort(1)[:, :count]
+
+
+def forward_blocks(model, data, idx, device, anchors, f, autocast=None, placeholder=0,
+                   placeholder_weight=1.0, placeholder_decay=1.0):
+    """The outcome-block layout: the frozen base runs the prefix and the clean window (control
+    rows), then each window's blocks (anchors [B, A]; f placeholder rows each, LoRA) attend the
+    base's K/V of the clean text up to their outcome and their own block both ways. Block row i
+    after outcome n is scored against the base's p at window row n+1+i (the token at position
+    L+n+i+1), where the window has one. -> loss (per window, averaged), q [B, A, f, V], p
+    [B, w, V], has-target mask [B, A, f]."""
+    ids, valid, pos, clean, row_pos, _ = batch_tensors(data, idx, device)
+    B, w = clean.shape
+    G, K = ids.shape[0], B // ids.shape[0]
+    A = anchors.shape[1]
+    lens = data.lens(idx)
+    see = grouped_prefix_see(valid, (lens.view(G, K) - 1).to(device))
+    ctl_mask = None if K == 1 else grouped_rows_mask(valid, lens.view(G, K) - 1, w)
+    with torch.no_grad(), autocast():
+        _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")
+        ctl, ctl_kv = stream_rows_forward(model, kv, valid, clean.reshape(G, K * w), row_pos,
+                                          use_lora=False, return_kv=True, mask=ctl_mask)
+        p = torch.softmax(ctl.float(), -1).reshape(B, w, -1)
+    a = anchors.to(device).reshape(G, K, A)
+    mask = block_rows_mask(see, w, a, f)
+    rows = torch.full((G, K * A * f), placeholder, dtype=torch.long, device=device)
+    bpos = block_positions(row_pos.reshape(G, K, w)[:, :, 0], a, f)
+    with autocast():
+        q, _ = stream_rows_forward(model, concat_kv(kv, ctl_kv), None, rows, bpos, use_lora=True,
+                                   mask=mask)
+    q = q.reshape(B, A, f, -1)
+    target_row = anchors.to(device)[:, :, None] + 1 + torch.arange(f, device=device)[None, None]
+    has = target_row < w                                                   # [B, A, f]
+    pt = torch.gather(p, 1, target_row.clamp(max=w - 1).reshape(B, A * f)[..., None]
+                      .expand(B, A * f, p.shape[-1])).reshape(B, A, f, -1)
+    weight = placeholder_weight * placeholder_decay ** torch.arange(f, device=device).float()
+    weight = has.float() * weight[None, None]
+    ce = -(pt * torch.log_softmax(q.float(), -1)).sum(-1)                  # [B, A, f]
+    loss = ((weight * ce).sum((1, 2)) / weight.sum((1, 2)).clamp(min=1e-9)).mean()
+    return loss, q, p, has
+
+
+@torch.no_grad()
+def evaluate_blocks(model, data: Examples, a, device, autocast, placeholder, world):
+    """Held-out windows in the outcome-block layout, one block after outcome n = 0 (the first
+    drafts after x_last's successor): block row i proposes the token i+2 ahead of x_last, like
+    the chain layout's empty-window row i+1, so empty_row_agree and empty_fork_accepted compare
+    across layouts."""
+    mine = world.shard(len(data))
+    w = data.window
+    f = w - 1
+    sums = torch.zeros(3 + 6, dtype=torch.float64)  # loss, lead, count, row agreements 1..6
+    for i in range(mine.start, mine.stop, a.batch):
+        idx = torch.arange(i, min(i + a.batch, mine.stop))
+        anchors = torch.zeros(len(idx), 1, dtype=torch.long)
+        loss, q, p, _ = forward_blocks(model, data, idx, device, anchors, f, autocast, placeholder)
+        eq = (q[:, 0].argmax(-1) == p[:, 1:].argmax(-1)).double().cpu()   # [B, w-1]
+        sums[0] += loss.item() * len(idx)
+        sums[1] += eq.cumprod(1).sum().item()
+        sums[2] += len(idx)
+        n = min(6, eq.shape[1])
+        sums[3:3 + n] += eq[:, :n].sum(0)
+    distributed.sum_(world, sums)
+    cnt = sums[2].item()
+    return {"empty_loss": sums[0].item() / cnt,
+            "empty_row_agree": [round(v, 4) for v in (sums[3:] / cnt).tolist()],
+            "empty_fork_accepted": sums[1].item() / cnt}
+
+
 @torch.no_grad()
 def evaluate(model, data: Examples, a, device, autocast, placeholder, world=distributed.World()):
     """Held-out prefixes, two windows: `clean` (rows = the base's own continuation; B=0 is
@@ -388,6 +474,8 @@ def evaluate(model, data: Examples, a, device, autocast, placeholder, world=dist
     leading_agree (mean number of leading rows that agree: the greedy acceptance length if
     every draft came from its row). Under torchrun each process evaluates its shard of the
     examples and the sums are added."""
+    if getattr(a, "draft_layout", "chain") == "blocks":
+        return evaluate_blocks(model, data, a, device, autocast, placeholder, world)
     out = {}
     mine = world.shard(len(data))
     w = data.window
@@ -554,6 +642,8 @@ def main(argv=None) -> int:
     prog = common.Progress(a.steps, step, budget)
     run_loss, run_n = 0.0, 0
     step_s, stopped_by_budget, last_ckpt = None, False, time.time()
+    blocks = a.draft_layout == "blocks"
+    block_rows = a.block_rows if a.block_rows > 0 else w - 1
     K = data["train"].group  # the data file's, when --data gave one
     n_groups = data["train"].groups
     groups_per_step = a.batch // K
@@ -589,23 +679,30 @@ def main(argv=None) -> int:
             lr = a.lr * min(1.0, (step + 1) / a.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
-        # The whole batch's noise is drawn by every process (same generator), each runs its
-        # slice: the data-parallel step sees exactly the one-process batch.
-        noisy = add_noise(clean_rows(data["train"], idx), idx, replay, has_replay, a, V,
-                          placeholder, gen)[mine]
-        loss, q, _, _, _ = forward_batch(model, data["train"], idx[mine], device,
-                                         lambda clean: noisy.to(clean.device), autocast,
-                                         placeholder, a.placeholder_weight, a.placeholder_decay)
+        # The whole batch's noise (or its blocks' outcomes) is drawn by every process (same
+        # generator), each runs its slice: the data-parallel step sees exactly the one-process
+        # batch.
+        if blocks:
+            anchors = block_anchors(len(idx), w, a.block_anchors, gen)[mine]
+            loss, q, _, _ = forward_blocks(model, data["train"], idx[mine], device, anchors,
+                                           block_rows, autocast, placeholder,
+                                           a.placeholder_weight, a.placeholder_decay)
+        else:
+            noisy = add_noise(clean_rows(data["train"], idx), idx, replay, has_replay, a, V,
+                              placeholder, gen)[mine]
+            loss, q, _, _, _ = forward_batch(model, data["train"], idx[mine], device,
+                                             lambda clean: noisy.to(clean.device), autocast,
+                                             placeholder, a.placeholder_weight, a.placeholder_decay)
         loss = loss * share  # the slice's part of the whole batch's mean
         opt.zero_grad(set_to_none=True)
         loss.backward()
         distributed.sum_gradients(world, lora)
         torch.nn.utils.clip_grad_norm_(lora, 1.0)
         opt.step()
-        # replay buffer: row t-1 predicts slot t
-        replay[idx, 1:] = distributed.gather_rows(world, q.argmax(-1)[:, :w - 1], a.batch).cpu().to(
-            torch.int32)
-        has_replay[idx] = True
+        if not blocks:  # replay buffer: row t-1 predicts slot t (blocks see no drafts)
+            replay[idx, 1:] = distributed.gather_rows(world, q.argmax(-1)[:, :w - 1],
+                                                      a.batch).cpu().to(torch.int32)
+            has_replay[idx] = True
         step += 1
         run_loss += distributed.sum_(world, loss.detach().double().cpu()).item()
         run_n += 1
@@ -641,7 +738,8 @@ def main(argv=None) -> int:
         checkpoint()
     adir = os.path.join(a.out, "adapter")
     if world.main:
-        save_adapter(model, adir, a.rank, a.alpha, os.path.abspath(a.base), placeholder, w)
+        save_adapter(model, adir, a.rank, a.alpha, os.path.abspath(a.base), placeholder, w,
+                     {"draft_layout": a.draft_layout} if blocks else None)
         common.write_json(os.path.join(a.out, "run.json"), {
             "args": vars(a), "data": data["info"], "history": history, "placeholder": placeholder,
             "row_tokens_per_s_this_session": prog.tokens / max(time.time() - prog.t0, 1e-9),

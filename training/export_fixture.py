@@ -1,6 +1,7 @@
 """Write a parity fixture for the C++ engine: a tiny random Llama (HF directory), a random
 non-zero LoRA adapter (PEFT directory) and fixture.json with the expected float32 logits of
-control and predictive rows in the Cross-Regression layout (see training/README.md).
+control and predictive rows in the Cross-Regression layout, and of the outcome blocks of each
+case's control rows (docs/algorithm.md; see training/README.md).
 
 python3 -m training.export_fixture --out tests/fixtures/xr_tiny --seed 7
 With --model DIR --adapter DIR the fixture is of that model and trained adapter instead
@@ -15,9 +16,11 @@ import torch
 
 from .common import seed_all
 from .hf_io import save_model_dir, save_adapter, load_model_dir, load_adapter, DTYPES
-from .layout import predictive_logits
+from .layout import predictive_logits, outcome_block_logits
 from .model import LlamaConfig, LlamaForCausalLM
 from .tokenizer import train_bpe, DEFAULT_SPECIALS
+
+BLOCK_ROWS = 3  # rows per outcome block in the fixture
 
 _TOKENIZER_TEXT = ("def forward(self, x):\n    return self.proj(x) + x\n"
                    "for i in range(10):\n    print(i, 'hello world')\n") * 4
@@ -115,10 +118,13 @@ def write_cases(a, mdir: str, adir: str, placeholder: int, scale: float, dtype: 
         with torch.no_grad():
             full, _ = ref(torch.tensor([x]))
             ctl, prd = predictive_logits(ref, [x], [rows])
+            # Outcome blocks after every outcome n = 0 .. m of the control rows [x_last, d_1..d_m].
+            _, blk = outcome_block_logits(ref, x, rows[:m + 1], list(range(m + 1)), BLOCK_ROWS, placeholder)
         cases.append({"prefix": x, "num_drafts": m, "rows": rows,
                       "row_positions": list(range(L - 1, L - 1 + a.gamma)),
                       "prefix_logits": full[0].tolist(), "control_logits": ctl[0].tolist(),
-                      "predictive_logits": prd[0].tolist()})
+                      "predictive_logits": prd[0].tolist(),
+                      "block_rows": BLOCK_ROWS, "block_logits": blk.tolist()})
     fx = {"format": "crossreg-fixture-v1", "seed": a.seed, "model_dir": "model",
           "adapter_dir": "adapter", "weights_dtype": dtype, "logits_dtype": "float32",
           "vocab_size": cfg.vocab_size, "gamma": a.gamma, "placeholder_token_id": placeholder,

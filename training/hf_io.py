@@ -148,6 +148,8 @@ def check_adapter_metadata(config: LlamaConfig, r: int, alpha: float, xr: dict) 
                          f"model's context length), got {window!r}")
     if xr.get("layout", CROSSREG_LAYOUT) != CROSSREG_LAYOUT:
         raise ValueError(f"layout {xr['layout']!r} is not {CROSSREG_LAYOUT!r}")
+    if xr.get("draft_layout", "chain") not in ("chain", "blocks"):
+        raise ValueError(f"draft_layout must be 'chain' or 'blocks', got {xr['draft_layout']!r}")
 
 
 def save_adapter(model: LlamaForCausalLM, path: str, r: int, alpha: float,

@@ -8,13 +8,18 @@ For a sequence with committed tokens x (0-based, L = |x|, x_last = x[L-1] at pos
   * predictive row k outputs Q_{k+1}: the distribution of the token at position L+k.
 Control rows are the same tokens and positions with base weights (= plain AR verification).
 Batches may mix prefix lengths: prefixes are left-padded, and padded keys are masked out.
+
+The outcome-block layout (docs/algorithm.md "Outcome blocks") has no predictive chain: the
+block for outcome n is f placeholder rows at positions L+n ... L+n+f-1, base+LoRA weights,
+attending the cached prefix, the control rows x_last, d_1 .. d_n (base K/V) and every row of
+its own block in both directions; block row i proposes the token at position L+n+i+1.
 """
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 import torch.nn.functional as F
 
-from .model import LlamaForCausalLM, KV
+from .model import LlamaForCausalLM, KV, concat_kv
 
 
 def left_pad(seqs: Sequence[Sequence[int]], pad_id: int, device=None
@@ -49,6 +54,44 @@ def rows_mask(prefix_valid: torch.Tensor, n_rows: int) -> torch.Tensor:
                       tri[None].expand(B, n_rows, n_rows)], dim=2)
 
 
+def grouped_prefix_see(prefix_valid: torch.Tensor, cached: torch.Tensor) -> torch.Tensor:
+    """bool [G, K, S]: the keys of the left-padded prefix (prefix_valid [G, S]) that window k of
+    sequence g sees: the valid ones before its anchor, cached[g, k] tokens in."""
+    S = prefix_valid.shape[1]
+    dev = prefix_valid.device
+    first = S - prefix_valid.sum(1)                                   # left padding [G]
+    key = torch.arange(S, device=dev)[None, None, :] - first[:, None, None]   # prefix position
+    return prefix_valid[:, None, :] & (key < cached.to(dev)[:, :, None])
+
+
+def block_rows_mask(prefix_see: torch.Tensor, w: int, anchors: torch.Tensor, f: int) -> torch.Tensor:
+    """Outcome blocks over K windows of w control rows per sequence. prefix_see: bool [G, K, S]
+    (each window's visible prefix keys); anchors: long [G, K, A], the outcome n of each of a
+    window's A blocks (0 <= n < w); f rows per block. Keys are [prefix (S), control rows (K*w,
+    window by window), block rows (K*A*f)]; block row (k, a, i) sees window k's prefix keys, its
+    control rows 0 .. anchors[g, k, a] and all f rows of its own block (bidirectional).
+    -> bool [G, K*A*f, S + K*w + K*A*f]."""
+    G, K, S = prefix_see.shape
+    A = anchors.shape[2]
+    dev = prefix_see.device
+    n = K * A * f
+    pre = prefix_see[:, :, None, None, :].expand(G, K, A, f, S).reshape(G, n, S)
+    upto = torch.arange(w, device=dev)[None, None, None, :] <= anchors.to(dev)[..., None]   # [G, K, A, w]
+    same = torch.eye(K, dtype=torch.bool, device=dev)[None, :, None, :, None]                # [1, K, 1, K, 1]
+    ctl = (same & upto[:, :, :, None, :])[:, :, :, None].expand(G, K, A, f, K, w).reshape(G, n, K * w)
+    own = torch.block_diag(*([torch.ones(f, f, dtype=torch.bool, device=dev)] * (K * A)))
+    return torch.cat([pre, ctl, own[None].expand(G, n, n)], dim=2)
+
+
+def block_positions(x_last_pos: torch.Tensor, anchors: torch.Tensor, f: int) -> torch.Tensor:
+    """Positions of the block rows: x_last_pos [G, K] (window k's row 0), anchors [G, K, A] ->
+    [G, K*A*f]: block (k, a) starts right after control row anchors[g, k, a]."""
+    G, K, A = anchors.shape
+    pos = x_last_pos.to(anchors.device)[:, :, None, None] + anchors[..., None] + 1 \
+        + torch.arange(f, device=anchors.device)[None, None, None, :]
+    return pos.reshape(G, K * A * f)
+
+
 def grouped_rows_mask(prefix_valid: torch.Tensor, cached: torch.Tensor, w: int) -> torch.Tensor:
     """K windows of w rows over one left-padded cached prefix (prefix_valid [G, S]); window k
     of sequence g is anchored after its first cached[g, k] prefix tokens. -> bool
@@ -58,9 +101,7 @@ def grouped_rows_mask(prefix_valid: torch.Tensor, cached: torch.Tensor, w: int) 
     G, S = prefix_valid.shape
     K = cached.shape[1]
     dev = prefix_valid.device
-    first = S - prefix_valid.sum(1)                                   # left padding [G]
-    key = torch.arange(S, device=dev)[None, None, :] - first[:, None, None]   # prefix position
-    see = prefix_valid[:, None, :] & (key < cached.to(dev)[:, :, None])       # [G, K, S]
+    see = grouped_prefix_see(prefix_valid, cached)                    # [G, K, S]
     prefix_part = see[:, :, None, :].expand(G, K, w, S).reshape(G, K * w, S)
     tri = torch.tril(torch.ones(w, w, dtype=torch.bool, device=dev))
     rows_part = torch.block_diag(*([tri] * K))
@@ -116,6 +157,30 @@ def predictive_logits(model: LlamaForCausalLM, prefixes: Sequence[Sequence[int]]
     ctl, _ = stream_rows_forward(model, kv, valid, row_ids, row_pos, use_lora=False)
     prd, _ = stream_rows_forward(model, kv, valid, row_ids, row_pos, use_lora=True)
     return ctl, prd
+
+
+def outcome_block_logits(model: LlamaForCausalLM, prefix: Sequence[int], control: Sequence[int],
+                         anchors: Sequence[int], f: int, placeholder: int):
+    """One sequence in the outcome-block layout: committed tokens `prefix` (x_last = prefix[-1]),
+    control rows `control` = [x_last, d_1 .. d_m], and a block of f placeholder rows after
+    each outcome n in `anchors`. -> (control logits [m+1, V], block logits [len(anchors), f, V])."""
+    if control[0] != prefix[-1]:
+        raise ValueError("the first control row must hold x_last")
+    cached = list(prefix[:-1]) or [0]
+    ids, valid, pos = left_pad([cached], 0)
+    if len(prefix) == 1:
+        valid[:] = False  # one masked pad column keeps shapes simple
+    _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")
+    w = len(control)
+    ctl_ids = torch.tensor([list(control)], dtype=torch.long)
+    ctl_pos = len(prefix) - 1 + torch.arange(w)[None]
+    ctl, ctl_kv = stream_rows_forward(model, kv, valid, ctl_ids, ctl_pos, use_lora=False, return_kv=True)
+    a = torch.tensor([[list(anchors)]], dtype=torch.long)
+    mask = block_rows_mask(valid[:, None, :], w, a, f)
+    rows = torch.full((1, len(anchors) * f), placeholder, dtype=torch.long)
+    blk, _ = stream_rows_forward(model, concat_kv(kv, ctl_kv), None, rows,
+                                 block_positions(ctl_pos[:, :1], a, f), use_lora=True, mask=mask)
+    return ctl[0], blk[0].reshape(len(anchors), f, -1)
 
 
 @torch.no_grad()

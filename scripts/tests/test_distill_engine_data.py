@@ -1,7 +1,8 @@
 """The user's path of docs/training.md on a tiny model, with the real programs: the engine
 generates the targets (crossreg-distill-data, nested prefixes sharing cached blocks), two
 torchrun processes train on its file, and the engine loads the adapter and decodes lossless
-output identical to AR."""
+output identical to AR. The same file trains an outcome-block adapter, which the server serves
+in its layout, lossless = AR."""
 import json
 import os
 import subprocess
@@ -17,6 +18,8 @@ from training import pretrain  # noqa: E402
 from training.distill_data import read_engine_file  # noqa: E402
 from training.hf_io import load_model_dir  # noqa: E402
 from training.layout import generate  # noqa: E402
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from soak_http import free_port, post, wait_ready  # noqa: E402
 
 BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
 
@@ -112,3 +115,44 @@ def test_engine_data_trains_on_two_processes_and_serves_lossless(tiny):
                        timeout=120, env=dict(os.environ, CROSSREG_PARITY_FIXTURE=fixture))
     assert r.returncode == 0 and "PASSED" in r.stdout, r.stdout[-3000:]
     assert "SKIPPED" not in r.stdout
+
+    # The outcome-block layout, trained on the same file (docs/algorithm.md "Outcome blocks").
+    blocks = str(d / "blocks")
+    r = subprocess.run([sys.executable, "-m", "training", "distill", "--base", model, "--data", data,
+                        "--out", blocks, "--batch", "6", "--steps", "3", "--rank", "4", "--alpha",
+                        "8", "--eval-every", "3", "--log-every", "1", "--device", "cpu", "--threads",
+                        "1", "--windows-per-prefix", "3", "--draft-layout", "blocks",
+                        "--block-anchors", "2", "--block-rows", "4"],
+                       cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    xr = json.load(open(os.path.join(blocks, "adapter", "crossreg_adapter.json")))
+    assert xr["draft_layout"] == "blocks"
+    # The server takes the adapter's layout for requests that leave draft_layout unset.
+    port = free_port()
+    log = open(str(d / "server.log"), "w")
+    server = subprocess.Popen([program("crossreg-server"), "--model", model, "--adapter",
+                               os.path.join(blocks, "adapter"), "--host", "127.0.0.1", "--port", "0",
+                               "--http_port", str(port), "--metrics_port", str(free_port()),
+                               "--threads", "1"], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(port, server)
+        ids = {}
+        for name, extra in (("ar", {"mode": "ar"}), ("blocks", {"mode": "lossless", "fork_depth": 4}),
+                            ("blocks, every outcome", {"mode": "lossless", "gamma": 3,
+                                                       "draft_layout": "blocks"}),
+                            ("chain", {"mode": "lossless", "draft_layout": "chain"})):
+            status, body = post(port, dict({"prompt": "def f(", "max_tokens": 24, "temperature": 0,
+                                            "return_token_ids": True}, **extra))
+            assert status == 200, (name, body[:300])
+            ids[name] = json.loads(body)["choices"][0]["token_ids"]
+        assert len(ids["ar"]) == 24
+        for name in ("blocks", "blocks, every outcome", "chain"):
+            assert ids[name] == ids["ar"], name
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert export_fixture.main(["--out", fixture, "--model", model, "--adapter",
+                                os.path.join(blocks, "adapter")]) == 0
+    r = subprocess.run([program("crossreg_parity_tests")], capture_output=True, text=True,
+                       timeout=120, env=dict(os.environ, CROSSREG_PARITY_FIXTURE=fixture))
+    assert r.returncode == 0 and "PASSED" in r.stdout, r.stdout[-3000:]

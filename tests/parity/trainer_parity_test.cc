@@ -1,5 +1,6 @@
 // The engine computes what the trainer (PyTorch) computes: base logits of a prefix,
-// control rows and predictive (base + LoRA) rows in the Cross-Regression layout,
+// control rows and predictive (base + LoRA) rows in the Cross-Regression layout, and
+// outcome blocks (docs/algorithm.md),
 // on the fixture `python3 -m training export-fixture` writes (CROSSREG_PARITY_FIXTURE).
 #include <cmath>
 #include <cstdio>
@@ -52,6 +53,7 @@ TEST(TrainerParityTest, ControlAndPredictiveLogitsMatchPyTorch) {
   ASSERT_TRUE(backend.ok()) << backend.status();
   PagedKvCache kv(options.kv);
   ASSERT_GE(fx["cases"].size(), 3u);
+  size_t block_cases = 0;
   for (const auto& c : fx["cases"]) {
     const auto prefix = c["prefix"].get<std::vector<int32_t>>();
     const auto rows = c["rows"].get<std::vector<int32_t>>();
@@ -96,8 +98,36 @@ TEST(TrainerParityTest, ControlAndPredictiveLogitsMatchPyTorch) {
       EXPECT_LE(MaxAbsDiff(logits.data() + (gamma + k) * V, want_predictive[k].get<std::vector<float>>()), 1e-3f)
           << "predictive row " << k;
     }
+    ASSERT_TRUE(kv.Commit(seq, static_cast<int64_t>(prefix.size()) - 1).ok());  // the cache before the XR forward
+    // 3. Outcome blocks: control rows [x_last, d_1..d_m] and, for every outcome n, a block
+    //    of placeholder rows after d_n attending d_0..d_n and itself both ways.
+    if (c.contains("block_logits")) {
+      const int f = c["block_rows"].get<int>();
+      const int32_t ph = fx["placeholder_token_id"].get<int32_t>();
+      b.rows.clear();
+      for (int k = 0; k <= m; ++k)
+        b.rows.push_back({.seq = seq, .position = positions[k], .token = rows[k], .want_logits = true});
+      for (int n = 0; n <= m; ++n) {
+        for (int j = 0; j < f; ++j)
+          b.rows.push_back({.seq = seq, .position = positions[0] + n + 1 + j, .token = ph, .want_logits = true,
+                            .predictive = true, .branch = n + 1, .block = true});
+      }
+      ASSERT_TRUE((*backend)->Forward(b, kv, logits).ok());
+      const auto& want_blocks = c["block_logits"];
+      ASSERT_EQ(want_blocks.size(), static_cast<size_t>(m + 1));
+      for (int n = 0; n <= m; ++n) {
+        for (int j = 0; j < f; ++j) {
+          EXPECT_LE(MaxAbsDiff(logits.data() + static_cast<size_t>(m + 1 + n * f + j) * V,
+                               want_blocks[n][j].get<std::vector<float>>()),
+                    1e-3f)
+              << "block of outcome " << n << ", row " << j;
+        }
+      }
+      ++block_cases;
+    }
     kv.Free(seq);
   }
+  EXPECT_EQ(block_cases, fx["cases"].size()) << "the fixture has no outcome blocks: re-export it";
   EXPECT_EQ(kv.Stats().used_blocks, 0);
   std::printf("largest |engine - PyTorch| logit difference over %zu cases: %.3g\n", fx["cases"].size(), worst_seen);
 }

@@ -11,7 +11,7 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: apt-get install python3-torch")
 
-from training import distill, distributed  # noqa: E402
+from training import distill, distributed, layout  # noqa: E402
 from training.distill_data import Examples, read_engine_file, write_engine_file  # noqa: E402
 from training.hf_io import save_model_dir, load_model_dir  # noqa: E402
 from training.model import LlamaConfig, LlamaForCausalLM  # noqa: E402
@@ -236,3 +236,40 @@ def test_two_processes_with_grouped_windows(base, tmp_path):
     assert max_diff(adapter(one), adapter(two)) < ATOL
     with pytest.raises(SystemExit, match="--windows-per-prefix 4: must be >= 1 and divide"):
         distill.main(args_for(base, str(tmp_path / "x"), 1, ["--windows-per-prefix", "4"]))
+
+
+def test_grouped_outcome_blocks_equal_one_window_per_prefix_and_the_layout(base):
+    """Outcome blocks over grouped windows give each window's blocks of its own prefix, and
+    equal the single-sequence layout (layout.outcome_block_logits, tested against a naive
+    forward)."""
+    m = load_model_dir(base[0])
+    m.add_lora(4, 8.0, seed=1)
+    with torch.no_grad():
+        for p in m.lora_parameters():
+            p.normal_(0, 0.1)
+    stream = np.load(base[1])
+    rng = np.random.default_rng(6)
+    K, G, w, f = 3, 2, 5, 3
+    lens = rng.integers(4, 20, (G, K)).reshape(-1)
+    starts = np.repeat(rng.integers(0, len(stream) - 20, G), K)
+    cont = rng.integers(0, VOCAB - 1, (G * K, w))
+    grouped = Examples(stream, starts, lens, cont, group=K)
+    alone = Examples(stream, starts, lens, cont)
+    idx = torch.arange(G * K)
+    anchors = distill.block_anchors(G * K, w, 2, torch.Generator().manual_seed(3))
+    ctx = __import__("contextlib").nullcontext
+    (lg, qg, pg, hg), (la, qa, pa, ha) = [
+        distill.forward_blocks(m, d, idx, "cpu", anchors, f, ctx, VOCAB - 1, 2.0, 0.5)
+        for d in (grouped, alone)]
+    assert torch.equal(hg, ha) and torch.allclose(pg, pa, atol=1e-5)
+    assert torch.allclose(qg, qa, atol=1e-5) and abs(lg.item() - la.item()) < 1e-5
+    for i in (0, 4):
+        x = alone.prefix(i)
+        control = [x[-1]] + [int(t) for t in cont[i, :w - 1]]
+        _, ref = layout.outcome_block_logits(m, x, control, anchors[i].tolist(), f, VOCAB - 1)
+        assert torch.allclose(qa[i], ref, atol=1e-5)
+    # Rows past the window's end carry no loss: the last outcome's block has one target.
+    last = distill.block_anchors(1, w, 0, torch.Generator())
+    assert last[0].tolist() == list(range(w - 1))
+    _, _, _, has = distill.forward_blocks(m, alone, idx[:1], "cpu", last, f, ctx, VOCAB - 1)
+    assert has[0].sum(1).tolist() == [min(f, w - 1 - n) for n in range(w - 1)]

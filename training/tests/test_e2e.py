@@ -140,3 +140,24 @@ def test_distill_auto_steps_fits_the_schedule_to_the_budget(pretrained, corpus, 
     planned = run["args"]["steps"]
     assert 10 < planned < 1000000          # fitted to the 8 s budget, not the asked-for count
     assert run["steps_done"] <= planned
+
+
+def test_distill_outcome_blocks_on_the_corpus(pretrained, corpus, tmp_path, capsys):
+    out, _ = pretrained
+    dout = str(tmp_path / "blocks")
+    args = ["--base", os.path.join(out, "model"), "--out", dout, "--corpus-root", corpus,
+            "--n-examples", "16", "--n-eval", "8", "--prefix-min", "4", "--prefix-max", "24",
+            "--gen-batch", "8", "--rank", "4", "--alpha", "8", "--batch", "4", "--eval-every", "2",
+            "--log-every", "1", "--device", "cpu", "--draft-layout", "blocks", "--block-anchors", "0",
+            "--placeholder-weight", "2", "--placeholder-decay", "0.8", "--lr-decay", "cosine"]
+    assert distill.main(args + ["--steps", "2"]) == 0
+    xr = json.load(open(os.path.join(dout, "adapter", "crossreg_adapter.json")))
+    assert xr["draft_layout"] == "blocks" and xr["window"] == 16
+    hist = json.load(open(os.path.join(dout, "run.json")))["history"]
+    assert [h["step"] for h in hist] == [0, 2]
+    assert len(hist[-1]["empty_row_agree"]) == 6 and 0.0 <= hist[-1]["empty_fork_accepted"] <= 15.0
+    t = st.load_file(os.path.join(dout, "adapter", "adapter_model.safetensors"))
+    assert any(k.endswith("lora_B.weight") and t[k].abs().max() > 0 for k in t)  # it trained
+    capsys.readouterr()
+    assert distill.main(args + ["--steps", "3", "--resume"]) == 0
+    assert "at step 2" in capsys.readouterr().out

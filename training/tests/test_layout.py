@@ -3,7 +3,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="PyTorch is not installed: apt-get install python3-torch")
 
 from training.layout import predictive_logits, match_run_lengths, weighted_distill_loss  # noqa
-from training.tests.reference import xr_reference  # noqa: E402
+from training.layout import outcome_block_logits, block_rows_mask, grouped_prefix_see  # noqa: E402
+from training.tests.reference import xr_reference, naive_forward  # noqa: E402
 from training.tests.test_model import tiny  # noqa: E402
 
 
@@ -101,3 +102,47 @@ def test_placeholder_rows_weigh_less_the_further_they_are_from_the_last_token_ro
                           [1.0, 2.0, 1.0, 1.0, 1.0, 2.0, 1.0]]
     # The defaults keep Alg. 3's s_t + 1 weights (the loss's own default).
     assert row_weights(rows, s, PH) is None
+
+
+def block_reference(model, x, control, anchor, f, placeholder, causal=False):
+    """Naive outcome block: prefix x[:-1] and control rows (base, causal), then f placeholder
+    rows (LoRA) at positions L+anchor .. that see the prefix, control rows 0..anchor and one
+    another in both directions."""
+    L, m1 = len(x), len(control)
+    tokens = list(x[:-1]) + list(control) + [placeholder] * f
+    positions = list(range(L - 1 + m1)) + [L + anchor + i for i in range(f)]
+    flags = [False] * (L - 1 + m1) + [True] * f
+    visible = [list(range(i + 1)) for i in range(L - 1 + m1)]
+    block = list(range(L - 1 + m1, L - 1 + m1 + f))
+    visible += [list(range(L + anchor)) + (block[:i + 1] if causal else block) for i in range(f)]
+    return naive_forward(model, tokens, positions, flags, visible)[L - 1 + m1:]
+
+
+def test_outcome_blocks_match_brute_force_reference():
+    m = lora_model()
+    PH = 49
+    for x, control in (([3, 14, 15, 9, 26, 5], [5, 35, 8, 2]), ([8], [8, 4, 4])):
+        anchors = list(range(len(control)))
+        ctl, blk = outcome_block_logits(m, x, control, anchors, 3, PH)
+        assert (ctl.double() - xr_reference(m, x, control, use_lora_rows=False)).abs().max() < 1e-5
+        for a, n in enumerate(anchors):
+            ref = block_reference(m, x, control, n, 3, PH)
+            assert (blk[a].double() - ref).abs().max() < 1e-5, (x, n)
+        # Bidirectional: the first row of a block sees the rows after it.
+        causal = block_reference(m, x, control, anchors[0], 3, PH, causal=True)
+        assert (blk[0, 0].double() - causal[0]).abs().max() > 1e-4
+        assert (blk[0, 2].double() - causal[2]).abs().max() > 1e-4  # rows 0, 1 differ below it
+
+
+def test_block_rows_mask_grouped_windows():
+    prefix_valid = torch.tensor([[False, True, True, True]])       # one padded prefix of 3 tokens
+    see = grouped_prefix_see(prefix_valid, torch.tensor([[2, 3]]))  # windows anchored after 2, 3
+    mask = block_rows_mask(see, 2, torch.tensor([[[0], [1]]]), 2)   # w = 2, one block each, f = 2
+    assert mask.shape == (1, 4, 4 + 4 + 4)
+    want = torch.tensor([
+        # prefix       control (k0 r0, r1, k1 r0, r1)   blocks
+        [0, 1, 1, 0,   1, 0, 0, 0,                     1, 1, 0, 0],
+        [0, 1, 1, 0,   1, 0, 0, 0,                     1, 1, 0, 0],
+        [0, 1, 1, 1,   0, 0, 1, 1,                     0, 0, 1, 1],
+        [0, 1, 1, 1,   0, 0, 1, 1,                     0, 0, 1, 1]], dtype=torch.bool)
+    assert torch.equal(mask[0], want)
