@@ -197,7 +197,7 @@ SchedulerOptions SchedulerOptionsFor(const ServerOptions& options, const Engine&
 
 RequestDefaults RequestDefaultsFor(const ServerOptions& options, const Model& model, const LoraAdapter* adapter) {
   RequestDefaults d;
-  if (adapter != nullptr && adapter->draft_layout == "blocks") d.draft_layout = DraftLayout::kBlocks;
+  if (DrafterLayout(model, adapter) == "blocks") d.draft_layout = DraftLayout::kBlocks;
   d.tokenizer = model.tokenizer.get();
   d.gamma = options.default_gamma;
   d.max_tokens = options.default_max_tokens;
@@ -213,7 +213,7 @@ void DescribeModel(const ServerOptions& options, const Engine& engine, Generatio
   s.model_path =
       options.expose_model_paths ? engine.model_path : std::filesystem::path(engine.model_path).filename().string();
   s.adapter_rank = engine.adapter ? engine.adapter->max_rank : 0;
-  s.adapter_draft_layout = engine.adapter ? engine.adapter->draft_layout : "";
+  s.adapter_draft_layout = DrafterLayout(*engine.model, engine.adapter.get());
   const KvCacheConfig& kv_config = engine.kv->config();
   s.kv_capacity_tokens = int64_t{kv_config.num_blocks} * kv_config.block_size;
   s.backend = std::string(engine.backend->name());

@@ -10,6 +10,10 @@ GPU paths (feature-detected; CPU torch 1.13 runs the same code): bf16 autocast, 
 AdamW, scaled_dot_product_attention, --compile. --time-budget-s stops in time to evaluate,
 checkpoint and export; --auto-steps sizes the cosine schedule to that budget.
 Writes OUT/checkpoint.pt, OUT/model/ (HF directory; --max-shard-bytes shards it), OUT/run.json.
+--hybrid pretrains a model that drafts for itself (TiDAR's objective over crossreg's outcome
+blocks): next-token loss on the text plus, 1:1, the loss of placeholder blocks anchored in it;
+the exported config.json says so ("crossreg_draft"), and the engine serves it lossless with
+no adapter.
 """
 import argparse
 import os
@@ -23,6 +27,7 @@ from . import accel, common, packed_corpus
 from .budget import TimeBudget, fit_steps
 from .common import log
 from .hf_io import save_model_dir, DTYPES
+from .layout import block_rows_mask, block_positions
 from .model import LlamaConfig, LlamaForCausalLM, count_params
 from .token_batches import TokenStream
 from .tokenizer import ByteBPETokenizer, train_bpe, DEFAULT_SPECIALS
@@ -78,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="steps timed (after the first, which includes compilation) for --auto-steps")
     p.add_argument("--ckpt-every-s", type=float, default=0,
                    help="also checkpoint when this many seconds passed since the last one (0=off)")
+    p.add_argument("--hybrid", action="store_true",
+                   help="pretrain a model that drafts for itself in the outcome-block layout "
+                        "(docs/algorithm.md): next-token loss plus, 1:1, the loss of blocks of "
+                        "placeholder rows anchored at random points of each window, bidirectional "
+                        "inside a block, attending the text before their anchor")
+    p.add_argument("--hybrid-anchors", type=int, default=4, help="--hybrid: blocks per window")
+    p.add_argument("--hybrid-rows", type=int, default=8,
+                   help="--hybrid: rows per block (serve with --fork_depth of at most this)")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training loss (torch >= 2.0; ignored with a note "
                         "otherwise)")
@@ -208,11 +221,53 @@ class Trainer:
         self.compile_checked = False  # compilation happens (and may fail) at the first call
         self.ckpt_path = os.path.join(a.out, "checkpoint.pt")
         self.step, self.history, self.planned = 0, [], None
+        self.placeholder = tok.specials.get("<|draft|>", -1)
+        self.anchor_offset = 0
+        if a.hybrid:
+            if self.placeholder < 0:
+                raise SystemExit("--hybrid needs a '<|draft|>' token in the tokenizer")
+            if a.hybrid_anchors < 1 or a.hybrid_rows < 1:
+                raise SystemExit("--hybrid-anchors and --hybrid-rows must be >= 1")
+            cfg.extra["crossreg_draft"] = {"placeholder_token_id": int(self.placeholder),
+                                           "draft_layout": "blocks"}
 
     def _loss(self, x, y):
+        if self.a.hybrid:
+            clean, blocks = self._hybrid_parts(x, y)
+            return clean + blocks
         with accel.autocast(self.device):
             logits, _ = self.model(x)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+
+    def _hybrid_parts(self, x, y):
+        """--hybrid: (next-token loss, outcome-block loss). Window b's blocks start after the
+        anchors a (its text 0 .. a visible, as the engine's block after outcome n sees the
+        committed text and the accepted drafts); block row i at position a+1+i is scored on
+        the token at a+2+i, where the window has it. Anchors are evenly spread with an offset
+        that moves every step (self.anchor_offset), so evaluation is repeatable."""
+        B, T = x.shape
+        A, f = self.a.hybrid_anchors, self.a.hybrid_rows
+        with accel.autocast(self.device):
+            logits, kv = self.model(x, return_kv=True)
+            clean = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
+            span = T - 1
+            base = (torch.arange(A, device=x.device) * span) // A
+            anchors = ((base[None] + self.anchor_offset + 13 * torch.arange(B, device=x.device)[:, None])
+                       % span)                                                    # [B, A]
+            # The window plays the control rows [x_0 .. x_{T-1}] of layout.block_rows_mask
+            # (no cached prefix): a block after anchor a sees x_0 .. x_a and its own rows.
+            a3 = anchors[:, None, :]
+            mask = block_rows_mask(torch.zeros(B, 1, 0, dtype=torch.bool, device=x.device), T, a3, f)
+            pos = block_positions(torch.zeros(B, 1, dtype=torch.long, device=x.device), a3, f)  # a+1 ..
+            rows = torch.full((B, A * f), self.placeholder, dtype=torch.long, device=x.device)
+            q, _ = self.model(rows, pos, kv, mask)
+        full = torch.cat([x, y[:, -1:]], 1)                                       # tokens 0 .. T
+        target = pos + 1
+        valid = target <= T
+        tgt = torch.gather(full, 1, target.clamp(max=T))
+        ce = F.cross_entropy(q.float().reshape(-1, q.shape[-1]), tgt.reshape(-1), reduction="none")
+        blocks = (ce * valid.reshape(-1).float()).sum() / valid.sum().clamp(min=1)
+        return clean, blocks
 
     def _guarded(self, run):
         """run(), falling back to eager once if the compiled loss fails before its first
@@ -257,6 +312,7 @@ class Trainer:
                               a.seq_len)
         for g in self.opt.param_groups:
             g["lr"] = lr_at(self.step, a)
+        self.anchor_offset = (self.step * 7919) % max(a.seq_len - 1, 1)
         loss = self._guarded(lambda: self._forward_backward(x, y))
         self.compile_checked = True
         torch.nn.utils.clip_grad_norm_(self.model.parameters(), a.grad_clip)
@@ -267,11 +323,21 @@ class Trainer:
     def evaluate(self, train_s: TokenStream, eval_s: TokenStream):
         t0 = time.time()
         self.model.eval()
-        tr, ev = self._guarded(lambda: (evaluate(self.loss_fn, train_s, self.a),
-                                        evaluate(self.loss_fn, eval_s, self.a)))
+        self.anchor_offset = 0
+        if self.a.hybrid:  # the next-token loss stays comparable with plain pretraining
+            with torch.no_grad():
+                tr = evaluate(lambda x, y: self._hybrid_parts(x, y)[0], train_s, self.a)
+                ev = evaluate(lambda x, y: self._hybrid_parts(x, y)[0], eval_s, self.a)
+                evb = evaluate(lambda x, y: self._hybrid_parts(x, y)[1], eval_s, self.a)
+        else:
+            tr, ev = self._guarded(lambda: (evaluate(self.loss_fn, train_s, self.a),
+                                            evaluate(self.loss_fn, eval_s, self.a)))
         self.model.train()
         self.history.append({"step": self.step, "train_loss": tr, "heldout_loss": ev})
-        log(f"eval step {self.step}: train loss {tr:.4f} held-out loss {ev:.4f}")
+        if self.a.hybrid:
+            self.history[-1]["heldout_block_loss"] = evb
+        log(f"eval step {self.step}: train loss {tr:.4f} held-out loss {ev:.4f}"
+            + (f" held-out block loss {evb:.4f}" if self.a.hybrid else ""))
         return time.time() - t0
 
 
@@ -348,6 +414,8 @@ def main(argv=None) -> int:
     budget = TimeBudget(a.time_budget_s, a.reserve_s)
     if a.auto_steps and not budget.enabled:
         raise SystemExit("--auto-steps fits the schedule to --time-budget-s: pass both")
+    if a.hybrid and a.compile:
+        raise SystemExit("--hybrid runs eager: drop --compile (its block anchors move every step)")
     os.makedirs(a.out, exist_ok=True)
     device = common.setup(a)
     accel.configure(device)

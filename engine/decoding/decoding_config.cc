@@ -92,7 +92,8 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
   }
   if (xr && !has_adapter) {
     return FieldError(absl::StatusCode::kFailedPrecondition, "decoding.mode",
-                      absl::StrCat(mode, " needs a Cross-Regression adapter, and none is loaded (start with --adapter DIR)"));
+                      absl::StrCat(mode, " needs a Cross-Regression adapter, and none is loaded (start with --adapter DIR, "
+                                                   "or serve a model that drafts for itself)"));
   }
   if (c.adaptive_gamma && !has_cost_curve) {
     return FieldError(absl::StatusCode::kFailedPrecondition, "decoding.adaptive_gamma",

@@ -43,6 +43,12 @@ struct ModelConfig {
   bool qkv_bias = false;         // Qwen2: q/k/v projections carry a bias
   int bos_token_id = -1;
   std::vector<int> eos_token_ids;  // any of them ends generation
+  // A model pretrained to draft for itself (a hybrid, no adapter; config.json
+  // "crossreg_draft": {"placeholder_token_id": N, "draft_layout": "blocks"}): its
+  // predictive rows run on the base weights. -1: not a drafter.
+  int draft_placeholder = -1;
+  std::string draft_layout = "chain";  // the layout it was trained for: "chain" or "blocks"
+  bool self_drafting() const { return draft_placeholder >= 0; }
 
   int q_dim() const { return num_heads * head_dim; }
   int kv_dim() const { return num_kv_heads * head_dim; }

@@ -154,6 +154,25 @@ absl::StatusOr<Architecture> HfArchitecture(const JsonFields& f) {
                                             "' (supported: llama, mistral, qwen2)"));
 }
 
+// "crossreg_draft": the model drafts for itself (training/pretrain.py --hybrid).
+absl::Status ParseHfSelfDraft(const std::string& path, const JsonFields& f, ModelConfig& c) {
+  const json* d = f.Get("crossreg_draft");
+  if (d == nullptr) return absl::OkStatus();
+  if (!d->is_object()) return f.Error("crossreg_draft", "must be an object or null");
+  JsonFields s(path, *d, "crossreg_draft.");
+  ASSIGN_OR_RETURN(c.draft_placeholder, s.Int("placeholder_token_id"));
+  if (c.draft_placeholder < 0 || c.draft_placeholder >= c.vocab_size) {
+    return s.Error("placeholder_token_id", absl::StrCat("must be in [0, ", c.vocab_size, "), got ",
+                                                        c.draft_placeholder));
+  }
+  ASSIGN_OR_RETURN(c.draft_layout, s.String("draft_layout", std::string("chain")));
+  if (c.draft_layout != "chain" && c.draft_layout != "blocks") {
+    return s.Error("draft_layout", absl::StrCat("must be \"chain\" or \"blocks\", got \"",
+                                                c.draft_layout.substr(0, 64), "\""));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ParseHfRopeScaling(const std::string& path, const JsonFields& f, RopeScaling& out) {
   const json* rs = f.Get("rope_scaling");
   if (rs == nullptr) return absl::OkStatus();
@@ -334,6 +353,7 @@ absl::StatusOr<ModelConfig> ModelConfigFromHfJsonText(std::string_view text,
   }
   ASSIGN_OR_RETURN(c.bos_token_id, f.Int("bos_token_id", -1));
   RETURN_IF_ERROR(ParseHfEos(f, c.eos_token_ids));
+  RETURN_IF_ERROR(ParseHfSelfDraft(path, f, c));
 
   // A sliding window narrower than the context would change attention; capping the
   // context at the window keeps full attention exact.

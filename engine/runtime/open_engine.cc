@@ -124,11 +124,25 @@ bool CudaDeviceVisible() {
 #endif
 }
 
+bool HasDrafter(const Model& model, const LoraAdapter* adapter) {
+  return adapter != nullptr || model.config.self_drafting();
+}
+
+int32_t DrafterPlaceholder(const Model& model, const LoraAdapter* adapter) {
+  if (adapter != nullptr) return adapter->placeholder_token_id;
+  return model.config.self_drafting() ? model.config.draft_placeholder : 0;
+}
+
+std::string DrafterLayout(const Model& model, const LoraAdapter* adapter) {
+  if (adapter != nullptr) return adapter->draft_layout;
+  return model.config.self_drafting() ? model.config.draft_layout : "";
+}
+
 DecodingEnvironment Engine::Environment(int max_gamma) const {
   DecodingEnvironment env;
   env.model = &model->config;
-  env.has_adapter = adapter != nullptr;
-  env.placeholder_token = adapter != nullptr ? adapter->placeholder_token_id : 0;
+  env.has_adapter = HasDrafter(*model, adapter.get());
+  env.placeholder_token = DrafterPlaceholder(*model, adapter.get());
   env.max_gamma = max_gamma;
   env.cost_curve = cost_curve.has_value() ? &*cost_curve : nullptr;
   env.ngram_table = ngram_table.get();

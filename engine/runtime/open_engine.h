@@ -70,13 +70,20 @@ struct EngineOptions {
   int cost_curve_rows = 0;
 };
 
+// The predictive stream's drafter: the adapter when there is one, else a model that
+// drafts for itself (ModelConfig::self_drafting), else none.
+bool HasDrafter(const Model& model, const LoraAdapter* adapter);
+int32_t DrafterPlaceholder(const Model& model, const LoraAdapter* adapter);  // 0 without a drafter
+// The layout it was trained for, "chain" or "blocks"; "" without a drafter.
+std::string DrafterLayout(const Model& model, const LoraAdapter* adapter);
+
 // An open engine. Members are destroyed bottom-up: the backend (which reads the
 // model's weights) before the model.
 struct Engine {
   std::string model_path;    // resolved (the default model's path when none was given)
   std::string adapter_path;  // resolved; empty: no adapter
   std::unique_ptr<Model> model;
-  std::unique_ptr<LoraAdapter> adapter;  // null: lossless/lossy refused
+  std::unique_ptr<LoraAdapter> adapter;  // null: lossless/lossy refused unless the model drafts itself
   std::string ngram_table_path;           // resolved; empty: none
   std::unique_ptr<NgramTable> ngram_table;  // null: n-gram drafts from the context alone
   std::unique_ptr<Backend> backend;

@@ -167,8 +167,8 @@ absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
 absl::Status ValidateBeforeOpening(const GenerationRequest& request, const LoadedModel& loaded) {
   DecodingEnvironment planned;
   planned.model = &loaded.model->config;
-  planned.has_adapter = loaded.adapter != nullptr;
-  planned.placeholder_token = loaded.adapter != nullptr ? loaded.adapter->placeholder_token_id : 0;
+  planned.has_adapter = HasDrafter(*loaded.model, loaded.adapter.get());
+  planned.placeholder_token = DrafterPlaceholder(*loaded.model, loaded.adapter.get());
   static const ForwardCostCurve kToBeMeasured = *ForwardCostCurve::FromPoints({{1, 1.0}});
   planned.cost_curve = request.decoding.adaptive_gamma ? &kToBeMeasured : nullptr;
   return ValidateGenerationRequest(request, planned);
@@ -237,9 +237,9 @@ int Run() {
     }
   }
   const bool xr = request->decoding.mode == DecodingMode::kLossless || request->decoding.mode == DecodingMode::kLossy;
-  if (absl::GetFlag(FLAGS_draft_layout).empty() && xr && loaded->adapter != nullptr &&
-      loaded->adapter->draft_layout == "blocks") {
-    request->decoding.draft_layout = DraftLayout::kBlocks;  // the layout the adapter was trained for
+  if (absl::GetFlag(FLAGS_draft_layout).empty() && xr &&
+      DrafterLayout(*loaded->model, loaded->adapter.get()) == "blocks") {
+    request->decoding.draft_layout = DraftLayout::kBlocks;  // the layout the drafter was trained for
   }
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
   if (absl::GetFlag(FLAGS_prompt_ids).empty()) {

@@ -156,3 +156,55 @@ def test_engine_data_trains_on_two_processes_and_serves_lossless(tiny):
     r = subprocess.run([program("crossreg_parity_tests")], capture_output=True, text=True,
                        timeout=120, env=dict(os.environ, CROSSREG_PARITY_FIXTURE=fixture))
     assert r.returncode == 0 and "PASSED" in r.stdout, r.stdout[-3000:]
+
+
+def serve_and_compare(model, extra_args, requests, d):
+    """Greedy token ids of each named request from crossreg-server over HTTP."""
+    port = free_port()
+    log = open(str(d / "server.log"), "a")
+    server = subprocess.Popen([program("crossreg-server"), "--model", model, "--host", "127.0.0.1",
+                               "--port", "0", "--http_port", str(port), "--metrics_port",
+                               str(free_port()), "--threads", "1"] + extra_args,
+                              stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(port, server)
+        ids = {}
+        for name, extra in requests:
+            status, body = post(port, dict({"prompt": "def f(", "max_tokens": 24, "temperature": 0,
+                                            "return_token_ids": True}, **extra))
+            assert status == 200, (name, body[:300])
+            ids[name] = json.loads(body)["choices"][0]["token_ids"]
+        return ids
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_hybrid_model_drafts_for_itself_lossless(tiny):
+    """pretrain --hybrid: a base that drafts in the outcome-block layout with no adapter; the
+    engine reads config.json's crossreg_draft and serves it lossless = AR."""
+    _, _, d = tiny
+    out = str(d / "hybrid")
+    assert pretrain.main(["--out", out, "--corpus-root", str(d / "corpus"), "--vocab-size", "300",
+                          "--hidden", "32", "--layers", "2", "--heads", "4", "--kv-heads", "2",
+                          "--ffn", "48", "--seq-len", "64", "--batch", "4", "--steps", "20",
+                          "--eval-every", "20", "--device", "cpu", "--holdout-pct", "30",
+                          "--hybrid", "--hybrid-anchors", "3", "--hybrid-rows", "4"]) == 0
+    model = os.path.join(out, "model")
+    cfg = json.load(open(os.path.join(model, "config.json")))
+    assert cfg["crossreg_draft"]["draft_layout"] == "blocks"
+    run = json.load(open(os.path.join(out, "run.json")))
+    assert run["final"]["heldout_block_loss"] > 0
+    outputs = {}
+    for mode in ("ar", "lossless"):
+        r = subprocess.run([program("crossreg-generate"), "--model", model, "--mode", mode, "--prompt",
+                            "def f(", "--max_new_tokens", "24", "--format", "jsonl", "--backend", "cpu",
+                            "--threads", "1"] + (["--gamma", "4", "--fork_depth", "4"] if mode != "ar" else []),
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outputs[mode] = json.loads(r.stdout.strip().splitlines()[-1])
+    assert outputs["lossless"]["ids"] == outputs["ar"]["ids"] and len(outputs["ar"]["ids"]) == 24
+    ids = serve_and_compare(model, [], [("ar", {"mode": "ar"}),
+                                        ("lossless", {"mode": "lossless", "gamma": 4, "fork_depth": 4}),
+                                        ("lossy", {"mode": "lossy", "gamma": 3})], d)
+    assert ids["lossless"] == ids["ar"] and ids["lossy"] == ids["ar"]

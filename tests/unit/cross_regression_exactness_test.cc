@@ -125,6 +125,26 @@ TEST(CrossRegressionExactnessTest, GreedyIdentityOnRandomModels) {
   }
 }
 
+// A model that drafts for itself (no adapter: its predictive rows run on the base
+// weights) decodes lossless in every layout exactly as AR.
+TEST(CrossRegressionExactnessTest, GreedyIdentityOfASelfDraftingModel) {
+  auto model = MakeRandomModel(TinyConfig(48), {DType::kF32, 4, 2.0f});
+  model->config.draft_placeholder = 47;
+  model->config.draft_layout = "blocks";
+  auto e = MakeEngine(*model, nullptr);
+  e.env.placeholder_token = 47;
+  for (const std::vector<int32_t>& prompt : {std::vector<int32_t>{1}, std::vector<int32_t>{3, 4, 5, 3, 4}}) {
+    const auto ar = GenerateIds(e, *model, prompt, 40, Mode(DecodingMode::kAutoregressive, 1));
+    ASSERT_EQ(ar.size(), 40u);
+    for (int gamma : {1, 4}) {
+      EXPECT_EQ(GenerateIds(e, *model, prompt, 40, Blocks(gamma, 0, 0)), ar);
+      EXPECT_EQ(GenerateIds(e, *model, prompt, 40, Blocks(gamma, 1, 2)), ar);
+      EXPECT_EQ(GenerateIds(e, *model, prompt, 40, Forked(gamma, 1, 2)), ar);
+    }
+  }
+  EXPECT_EQ(e.kv->Stats().used_blocks, 0);
+}
+
 // Generate() on a cache with prefix caching: later prompts read the blocks earlier
 // ones (their prompts and their outputs) left, and every mode still gives AR's ids.
 TEST(CrossRegressionExactnessTest, GreedyIdentityWithPrefixCache) {

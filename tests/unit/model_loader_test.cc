@@ -292,5 +292,31 @@ TEST_F(ModelLoaderHfConfigTest, Llama31RopeScalingParsed) {
   EXPECT_EQ(c->max_position, 131072);
 }
 
+// A model pretrained to draft for itself (training/pretrain.py --hybrid) says so; the
+// engine then runs its predictive rows on the base weights, with no adapter.
+TEST_F(ModelLoaderHfConfigTest, SelfDraftingModelDeclaresItsPlaceholderAndLayout) {
+  const std::string base = R"("model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "max_position_embeddings": 128,
+    "rms_norm_eps": 1e-05, "vocab_size": 300)";
+  auto plain = Parse("{" + base + "}");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->self_drafting());
+  auto c = Parse("{" + base + R"(, "crossreg_draft": {"placeholder_token_id": 299, "draft_layout": "blocks"}})");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->self_drafting());
+  EXPECT_EQ(c->draft_placeholder, 299);
+  EXPECT_EQ(c->draft_layout, "blocks");
+  for (const auto& [draft, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"("crossreg_draft": 3)", "key 'crossreg_draft' must be an object"},
+           {R"("crossreg_draft": {"draft_layout": "blocks"})", "crossreg_draft.placeholder_token_id' is missing"},
+           {R"("crossreg_draft": {"placeholder_token_id": 300})", "must be in [0, 300), got 300"},
+           {R"("crossreg_draft": {"placeholder_token_id": 5, "draft_layout": "tree"})",
+            "crossreg_draft.draft_layout' must be \"chain\" or \"blocks\""}}) {
+    auto bad = Parse("{" + base + ", " + draft + "}");
+    ASSERT_FALSE(bad.ok()) << draft;
+    EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr(message));
+  }
+}
+
 }  // namespace
 }  // namespace crossreg

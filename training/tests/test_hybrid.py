@@ -1,0 +1,42 @@
+"""pretrain --hybrid: the outcome-block loss is the engine layout's, block by block."""
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="PyTorch is not installed: apt-get install python3-torch")
+
+from training import pretrain  # noqa: E402
+from training.layout import outcome_block_logits  # noqa: E402
+from training.tests.test_model import tiny  # noqa: E402
+
+PH = 49
+
+
+def test_hybrid_block_loss_equals_the_layout_block_by_block():
+    m = tiny(seed=3)
+    m.eval()
+    g = torch.Generator().manual_seed(4)
+    B, T, A, f = 2, 12, 3, 4
+    toks = torch.randint(0, 48, (B, T + 1), generator=g)
+    x, y = toks[:, :-1], toks[:, 1:]
+    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f)
+    trainer = types.SimpleNamespace(a=args, model=m, device=torch.device("cpu"), placeholder=PH, anchor_offset=5)
+    with torch.no_grad():
+        clean, blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
+        logits, _ = m(x)
+    assert abs(clean.item() - torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                                y.reshape(-1)).item()) < 1e-5
+    span = T - 1
+    total, count = 0.0, 0
+    for b in range(B):
+        for j in range(A):
+            a = (j * span // A + 5 + 13 * b) % span
+            # The engine's block after outcome n = a of control rows x_0 .. x_{T-1} over an
+            # empty cache is the block of committed tokens x_0 .. x_a with no drafts.
+            _, blk = outcome_block_logits(m, x[b, :a + 1].tolist(), [int(x[b, a])], [0], f, PH)
+            for i in range(f):
+                t = a + 2 + i
+                if t <= T:
+                    total += torch.nn.functional.cross_entropy(blk[0, i][None], toks[b, t][None]).item()
+                    count += 1
+    assert abs(blocks.item() - total / count) < 1e-4
