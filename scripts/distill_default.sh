@@ -13,6 +13,7 @@
 #   RESUME=1 scripts/distill_default.sh            # continue from $RUN_DIR/checkpoint.pt
 #   RETURN_DIR=$OUT scripts/distill_default.sh     # device machine: also pack results there
 #   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 AUTO_STEPS=0 scripts/distill_default.sh
+#   DRAFT_LAYOUT=blocks scripts/distill_default.sh # an adapter for outcome blocks (docs/algorithm.md)
 # The shipped adapter (models/default/distill_run.json) came from the earlier recipe:
 #   N_EXAMPLES=32768 PREFIX_MAX=192 GEN_BATCH=512 WARMUP=50 LR_DECAY=none AUTO_STEPS=0 \
 #   PLACEHOLDER_WEIGHT=1 PLACEHOLDER_DECAY=1 FORK_FRAC=0 TIME_BUDGET_S=520 scripts/distill_default.sh
@@ -46,6 +47,9 @@ EVAL_EVERY=${EVAL_EVERY:-500}
 LOG_EVERY=${LOG_EVERY:-50}
 CKPT_EVERY_S=${CKPT_EVERY_S:-120}
 SEED=${SEED:-1234}
+DRAFT_LAYOUT=${DRAFT_LAYOUT:-chain}     # chain, or blocks (BLOCK_ANCHORS blocks of BLOCK_ROWS per window)
+BLOCK_ANCHORS=${BLOCK_ANCHORS:-4}
+BLOCK_ROWS=${BLOCK_ROWS:-0}
 
 if [ ! -f "$CORPUS/corpus.json" ]; then
   echo "[distill] no packed corpus at $CORPUS: build it with scripts/build_corpus.sh" \
@@ -68,6 +72,7 @@ echo "[distill] $BASE + $CORPUS -> $RUN_DIR: $N_EXAMPLES examples, ${BATCH} wind
   --gen-batch "$GEN_BATCH" --rank "$RANK" --alpha "$ALPHA" --batch "$BATCH" --steps "$STEPS" \
   --lr "$LR" --warmup "$WARMUP" --lr-decay "$LR_DECAY" \
   --placeholder-weight "$PLACEHOLDER_WEIGHT" --placeholder-decay "$PLACEHOLDER_DECAY" --fork-frac "$FORK_FRAC" \
+  --draft-layout "$DRAFT_LAYOUT" --block-anchors "$BLOCK_ANCHORS" --block-rows "$BLOCK_ROWS" \
   --eval-every "$EVAL_EVERY" --log-every "$LOG_EVERY" --ckpt-every 1000000 \
   --ckpt-every-s "$CKPT_EVERY_S" --time-budget-s "$TIME_BUDGET_S" --reserve-s "$RESERVE_S" \
   --dtype auto --device "$DEVICE" --seed "$SEED" "${FLAGS[@]}" "$@" \

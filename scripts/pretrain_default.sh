@@ -11,6 +11,8 @@
 #   RESUME=1 scripts/pretrain_default.sh           # continue from $RUN_DIR/checkpoint.pt
 #   RETURN_DIR=$OUT scripts/pretrain_default.sh    # device machine: also pack results there
 #   DEVICE=cpu BATCH=2 SEQ_LEN=128 TIME_BUDGET_S=120 COMPILE=0 scripts/pretrain_default.sh
+#   HYBRID=1 COMPILE=0 scripts/pretrain_default.sh # a base that drafts for itself (no adapter;
+#                                                  # outcome blocks, training/README.md)
 # Every setting below can be overridden from the environment; extra arguments go to
 # `python3 -m training pretrain` (see its --help).
 set -euo pipefail
@@ -50,6 +52,10 @@ FLAGS=()
 [ "${RESUME:-0}" = 1 ] && FLAGS+=(--resume)
 [ "$AUTO_STEPS" = 1 ] && FLAGS+=(--auto-steps)
 [ "$COMPILE" = 1 ] && FLAGS+=(--compile)
+if [ "${HYBRID:-0}" = 1 ]; then
+  [ "$COMPILE" = 1 ] && { echo "[pretrain] HYBRID=1 runs eager: set COMPILE=0" >&2; exit 2; }
+  FLAGS+=(--hybrid --hybrid-anchors "${HYBRID_ANCHORS:-4}" --hybrid-rows "${HYBRID_ROWS:-8}")
+fi
 mkdir -p "$RUN_DIR"
 TEE=(tee); [ "${RESUME:-0}" = 1 ] && TEE=(tee -a)
 echo "[pretrain] $CORPUS -> $RUN_DIR: hidden $HIDDEN x $LAYERS layers, ${BATCH}x$SEQ_LEN tokens/step," \

@@ -440,19 +440,20 @@ def forward_blocks(model, data, idx, device, anchors, f, autocast=None, placehol
 
 @torch.no_grad()
 def evaluate_blocks(model, data: Examples, a, device, autocast, placeholder, world):
-    """Held-out windows in the outcome-block layout, one block after outcome n = 0 (the first
-    drafts after x_last's successor): block row i proposes the token i+2 ahead of x_last, like
-    the chain layout's empty-window row i+1, so empty_row_agree and empty_fork_accepted compare
-    across layouts."""
+    """Held-out windows in the outcome-block layout, one block of --block-rows rows after outcome
+    n = 0 (the first drafts after x_last's successor): block row i proposes the token i+2 ahead
+    of x_last, like the chain layout's empty-window row i+1, so empty_row_agree and
+    empty_fork_accepted compare across layouts."""
     mine = world.shard(len(data))
     w = data.window
-    f = w - 1
+    f = getattr(a, "block_rows", 0) or w - 1  # as trained and served: a row attends its whole block
+    rows = min(f, w - 1)                       # rows with a target in the window
     sums = torch.zeros(3 + 6, dtype=torch.float64)  # loss, lead, count, row agreements 1..6
     for i in range(mine.start, mine.stop, a.batch):
         idx = torch.arange(i, min(i + a.batch, mine.stop))
         anchors = torch.zeros(len(idx), 1, dtype=torch.long)
         loss, q, p, _ = forward_blocks(model, data, idx, device, anchors, f, autocast, placeholder)
-        eq = (q[:, 0].argmax(-1) == p[:, 1:].argmax(-1)).double().cpu()   # [B, w-1]
+        eq = (q[:, 0, :rows].argmax(-1) == p[:, 1:1 + rows].argmax(-1)).double().cpu()
         sums[0] += loss.item() * len(idx)
         sums[1] += eq.cumprod(1).sum().item()
         sums[2] += len(idx)

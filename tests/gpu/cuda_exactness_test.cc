@@ -42,6 +42,9 @@ TEST(CudaExactnessTest, GreedyLosslessEqualsGreedyArOnRandomModels) {
         EXPECT_EQ(GreedyIds(e, *model, prompt, 50, DecodingMode::kLossless, gamma), ar);
         EXPECT_EQ(GreedyIds(e, *model, prompt, 50, DecodingMode::kLossless, gamma, /*fork_outcomes=*/std::min(gamma, 2)),
                   ar);
+        EXPECT_EQ(GreedyIds(e, *model, prompt, 50, DecodingMode::kLossless, gamma, /*fork_outcomes=*/0,
+                            DraftLayout::kBlocks),
+                  ar);
       }
       EXPECT_EQ(e.kv->Stats().used_blocks, 0);
     }

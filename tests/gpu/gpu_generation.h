@@ -33,13 +33,15 @@ inline GpuEngine MakeGpuEngine(const Model& model, const LoraAdapter* adapter, i
 }
 
 inline std::vector<int32_t> GreedyIds(GpuEngine& e, const Model& model, const std::vector<int32_t>& prompt,
-                                      int max_new, DecodingMode mode, int gamma, int fork_outcomes = 0) {
+                                      int max_new, DecodingMode mode, int gamma, int fork_outcomes = 0,
+                                      DraftLayout layout = DraftLayout::kChain) {
   GenerationRequest req;
   req.prompt_ids = prompt;
   req.max_new_tokens = max_new;
   req.decoding.mode = mode;
   req.decoding.gamma = gamma;
   req.decoding.fork_outcomes = fork_outcomes;
+  req.decoding.draft_layout = layout;
   req.stop_at_eos = false;
   const DecodingEnvironment env{.model = &model.config, .has_adapter = true};
   auto r = Generate(*e.backend, *e.kv, req, env);
