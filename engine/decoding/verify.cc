@@ -255,39 +255,36 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const int c = n + 1;
   const bool forked = plan.decoding.forked();
   DraftBuffer& refilled = out.next_drafts;
-  if (plan.decoding.blocks()) {
-    // Outcome blocks: the block of the outcome that happened proposes the whole buffer;
-    // an outcome without one carries its untested drafts.
-    int block = pred + g;
-    for (int b = 0; b < n; ++b) block += plan.fork_sizes[static_cast<size_t>(b)];
-    const int size = n < static_cast<int>(plan.fork_sizes.size()) ? plan.fork_sizes[static_cast<size_t>(n)] : 0;
-    if (size > 0) {
-      for (int j = 0; j < size; ++j) {
-        Draft fresh = propose(block + j);
-        if (fault == ExactnessFault::kBlockDraftsWithTheFirstRowsQ && j > 0) fresh.q = refilled.front().q;
-        refilled.push_back(std::move(fresh));
-      }
-    } else {
-      for (int s = c + 1; s <= m; ++s) {
-        Draft carried = std::move(drafts[static_cast<size_t>(s - 1)]);
-        carried.carried = true;
-        follow(carried.token);
-        refilled.push_back(std::move(carried));
-      }
-    }
-  } else if (forked && n == m) {
-    for (int k = m + 1; k < g; ++k) refilled.push_back(propose(pred + k));
-  } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
-    int fork = pred + g;
-    for (int b = 0; b < n; ++b) fork += plan.fork_sizes[static_cast<size_t>(b)];
-    for (int j = 0; j < plan.fork_sizes[static_cast<size_t>(n)]; ++j) refilled.push_back(propose(fork + j));
-  } else {
+  // The untested drafts d_{c+1} .. d_m, kept with the q they were drawn from.
+  auto carry_untested = [&]() {
     for (int s = c + 1; s <= m; ++s) {
       Draft carried = std::move(drafts[static_cast<size_t>(s - 1)]);
       carried.carried = true;
       follow(carried.token);
       refilled.push_back(std::move(carried));
     }
+  };
+  // The rows of outcome n's fork or block: they follow the main chain and the earlier outcomes'.
+  const int outcome_rows = n < static_cast<int>(plan.fork_sizes.size()) ? plan.fork_sizes[static_cast<size_t>(n)] : 0;
+  int outcome_first = pred + g;
+  for (int b = 0; b < n && b < static_cast<int>(plan.fork_sizes.size()); ++b) {
+    outcome_first += plan.fork_sizes[static_cast<size_t>(b)];
+  }
+  if (plan.decoding.blocks()) {
+    // Outcome blocks: the block of the outcome that happened proposes the whole buffer;
+    // an outcome without one carries its untested drafts.
+    if (outcome_rows == 0) carry_untested();
+    for (int j = 0; j < outcome_rows; ++j) {
+      Draft fresh = propose(outcome_first + j);
+      if (fault == ExactnessFault::kBlockDraftsWithTheFirstRowsQ && j > 0) fresh.q = refilled.front().q;
+      refilled.push_back(std::move(fresh));
+    }
+  } else if (forked && n == m) {
+    for (int k = m + 1; k < g; ++k) refilled.push_back(propose(pred + k));
+  } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
+    for (int j = 0; j < outcome_rows; ++j) refilled.push_back(propose(outcome_first + j));
+  } else {
+    carry_untested();
     for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(propose(pred + s - 1));
   }
   unwind();

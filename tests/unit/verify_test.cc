@@ -35,6 +35,13 @@ std::vector<float> OneHotLogits(int token) {
   p[static_cast<size_t>(token)] = 1.0;
   return LogitsOf(p);
 }
+// One-hot logits over a vocabulary of kBigVocab, for plans whose rows propose many tokens.
+constexpr int kBigVocab = 32;
+std::vector<float> WideOneHot(int token) {
+  std::vector<float> z(kBigVocab, -60.0f);
+  z[static_cast<size_t>(token)] = 0.0f;
+  return z;
+}
 std::vector<float> Probs(const std::vector<double>& p) {
   std::vector<float> out(kVocab, 0.0f);
   for (size_t i = 0; i < p.size(); ++i) out[i] = static_cast<float>(p[i]);
@@ -262,24 +269,18 @@ TEST(VerifyTest, KvKeepsXLastAndTheAcceptedDraftsForEveryOutcome) {
 // take this forward's Q at that old slot. Q rows are one-hot at 10+s (s = old slot),
 // so each proposal names the row it came from; some equal a draft's value on purpose.
 TEST(VerifyTest, RefillTakesSlotsByPositionOnly) {
-  constexpr int kBigVocab = 16;
-  auto one_hot = [](int token) {
-    std::vector<float> z(kBigVocab, -60.0f);
-    z[static_cast<size_t>(token)] = 0.0f;
-    return z;
-  };
   const std::vector<int32_t> drafts = {2, 5, 4};
   for (int n = 0; n <= 3; ++n) {
     SCOPED_TRACE(n);
     std::vector<float> logits;
     for (int k = 0; k < 3; ++k) {
-      const auto row = one_hot(k < n ? drafts[static_cast<size_t>(k)] : 7);
+      const auto row = WideOneHot(k < n ? drafts[static_cast<size_t>(k)] : 7);
       logits.insert(logits.end(), row.begin(), row.end());
     }
-    const auto bonus = one_hot(6);
+    const auto bonus = WideOneHot(6);
     logits.insert(logits.end(), bonus.begin(), bonus.end());
     for (int s = 1; s <= 4; ++s) {  // Q_s one-hot at 10+s, but Q_4 proposes 5, a draft's own value
-      const auto row = one_hot(s == 4 ? 5 : 10 + s);
+      const auto row = WideOneHot(s == 4 ? 5 : 10 + s);
       logits.insert(logits.end(), row.begin(), row.end());
     }
     DraftBuffer buffer;
@@ -305,29 +306,23 @@ TEST(VerifyTest, RefillTakesSlotsByPositionOnly) {
 // carry-and-refill rule. Plan: m = 2, main chain g = 5 (tail rows 3, 4), forks of 2
 // rows for n = 0 and n = 1. Every row proposes a distinct token naming it.
 TEST(VerifyTest, ForkedRefillTakesTheChainOfTheOutcome) {
-  constexpr int kBigVocab = 32;
-  auto one_hot = [](int token) {
-    std::vector<float> z(kBigVocab, -60.0f);
-    z[static_cast<size_t>(token)] = 0.0f;
-    return z;
-  };
   const std::vector<int32_t> drafts = {2, 5};
   const std::vector<std::vector<int32_t>> expected = {{20, 21}, {22, 23}, {13, 14}};  // n = 0, 1, 2
   for (int n = 0; n <= 2; ++n) {
     SCOPED_TRACE(n);
     std::vector<float> logits;
     for (int k = 0; k < 2; ++k) {
-      const auto row = one_hot(k < n ? drafts[static_cast<size_t>(k)] : 7);
+      const auto row = WideOneHot(k < n ? drafts[static_cast<size_t>(k)] : 7);
       logits.insert(logits.end(), row.begin(), row.end());
     }
-    const auto bonus = one_hot(6);
+    const auto bonus = WideOneHot(6);
     logits.insert(logits.end(), bonus.begin(), bonus.end());
     for (int k = 0; k < 5; ++k) {  // main chain rows propose 10 + k
-      const auto row = one_hot(10 + k);
+      const auto row = WideOneHot(10 + k);
       logits.insert(logits.end(), row.begin(), row.end());
     }
     for (int j = 0; j < 4; ++j) {  // fork rows (2 per fork) propose 20 + j
-      const auto row = one_hot(20 + j);
+      const auto row = WideOneHot(20 + j);
       logits.insert(logits.end(), row.begin(), row.end());
     }
     DraftBuffer buffer;
@@ -345,12 +340,6 @@ TEST(VerifyTest, ForkedRefillTakesTheChainOfTheOutcome) {
 // Outcome blocks: the block of the outcome that happened proposes the buffer; an
 // outcome without a block (size 0) carries its untested drafts with their q.
 TEST(VerifyTest, OutcomeBlocksRefillFromTheBlockOfTheOutcome) {
-  constexpr int kBigVocab = 32;
-  auto one_hot = [](int token) {
-    std::vector<float> z(kBigVocab, -60.0f);
-    z[static_cast<size_t>(token)] = 0.0f;
-    return z;
-  };
   const std::vector<int32_t> drafts = {2, 5, 9};
   // Blocks of 2 rows for outcomes 0 and 3 (= m), none for 1 and 2: block rows propose
   // 20, 21 (outcome 0) and 26, 27 (outcome 3).
@@ -360,13 +349,13 @@ TEST(VerifyTest, OutcomeBlocksRefillFromTheBlockOfTheOutcome) {
     SCOPED_TRACE(n);
     std::vector<float> logits;
     for (int k = 0; k < 3; ++k) {
-      const auto row = one_hot(k < n ? drafts[static_cast<size_t>(k)] : 7);
+      const auto row = WideOneHot(k < n ? drafts[static_cast<size_t>(k)] : 7);
       logits.insert(logits.end(), row.begin(), row.end());
     }
-    const auto bonus = one_hot(6);
+    const auto bonus = WideOneHot(6);
     logits.insert(logits.end(), bonus.begin(), bonus.end());
     for (int32_t t : {20, 21, 26, 27}) {
-      const auto row = one_hot(t);
+      const auto row = WideOneHot(t);
       logits.insert(logits.end(), row.begin(), row.end());
     }
     DraftBuffer buffer;

@@ -192,13 +192,19 @@ def test_engine_data_file_round_trips_and_trains(base, tmp_path):
         distill.main(argv)
 
 
-def test_grouped_windows_equal_one_window_per_prefix(base):
-    """K windows over one prefix forward give each window's logits of its own prefix."""
-    m = load_model_dir(base[0])
+def random_lora_model(path):
+    """The base at `path` with a rank-4 LoRA of non-zero random weights."""
+    m = load_model_dir(path)
     m.add_lora(4, 8.0, seed=1)
     with torch.no_grad():
         for p in m.lora_parameters():
             p.normal_(0, 0.1)
+    return m
+
+
+def test_grouped_windows_equal_one_window_per_prefix(base):
+    """K windows over one prefix forward give each window's logits of its own prefix."""
+    m = random_lora_model(base[0])
     stream = np.load(base[1])
     rng = np.random.default_rng(5)
     K, G, w = 3, 2, 6
@@ -242,11 +248,7 @@ def test_grouped_outcome_blocks_equal_one_window_per_prefix_and_the_layout(base)
     """Outcome blocks over grouped windows give each window's blocks of its own prefix, and
     equal the single-sequence layout (layout.outcome_block_logits, tested against a naive
     forward)."""
-    m = load_model_dir(base[0])
-    m.add_lora(4, 8.0, seed=1)
-    with torch.no_grad():
-        for p in m.lora_parameters():
-            p.normal_(0, 0.1)
+    m = random_lora_model(base[0])
     stream = np.load(base[1])
     rng = np.random.default_rng(6)
     K, G, w, f = 3, 2, 5, 3
