@@ -110,8 +110,10 @@ def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads):
         cmd += ["--gamma", str(cfg["gamma"])]
     if cfg["mode"] == "lossy":
         cmd += ["--beta", str(cfg["beta"]), "--tau", str(cfg["tau"])]
-    if cfg.get("fork_outcomes"):
+    if "fork_outcomes" in cfg:
         cmd += ["--fork-outcomes", str(cfg["fork_outcomes"]), "--fork-depth", str(cfg.get("fork_depth", 0))]
+    if cfg.get("draft_layout"):
+        cmd += ["--draft-layout", cfg["draft_layout"]]
     if cfg.get("ngram_assist"):
         cmd += ["--ngram-assist"]
     if cfg.get("adaptive"):
@@ -149,7 +151,9 @@ def run_configs(binary, model, adapter, prompts, configs, max_new, threads):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(ROOT, "models/default"))
-    ap.add_argument("--adapter", default=None, help="default: MODEL/adapter")
+    ap.add_argument("--adapter", default=None,
+                    help="default: MODEL/adapter; 'none' for a model that drafts for itself "
+                         "(config.json crossreg_draft, from pretrain --hybrid)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build/bin/crossreg-generate"))
     ap.add_argument("--corpus-root", default="/usr/lib/python3.11")
     ap.add_argument("--holdout-pct", type=float, default=5.0)
@@ -166,14 +170,22 @@ def main():
                          "default: every configuration")
     args = ap.parse_args()
     adapter = args.adapter or os.path.join(args.model, "adapter")
+    if adapter == "none":
+        adapter = None
+        with open(os.path.join(args.model, "config.json")) as fh:
+            if "crossreg_draft" not in json.load(fh):
+                raise SystemExit(f"--adapter none: {args.model}/config.json has no crossreg_draft: the "
+                                 f"model does not draft for itself (pass its adapter)")
 
     if args.packed_corpus:
         prompts = packed_heldout_prompts(args.packed_corpus, args.prompts, args.max_chars)
     else:
         prompts = heldout_prompts(args.corpus_root, args.holdout_pct, args.prompts, args.max_chars)
     print(f"[acceptance] {len(prompts)} held-out prompts from {len({p['file'] for p in prompts})} files", flush=True)
-    untrained = tempfile.mkdtemp(prefix="crossreg-untrained-adapter-")
-    write_untrained_adapter(args.model, adapter, untrained)
+    untrained = None
+    if adapter is not None:
+        untrained = tempfile.mkdtemp(prefix="crossreg-untrained-adapter-")
+        write_untrained_adapter(args.model, adapter, untrained)
 
     configs = [{"name": "AR", "mode": "ar", "temperature": 0}]
     for t in (0, 0.6):
@@ -204,12 +216,26 @@ def main():
                     "temperature": 0, "gamma": 8, "adapter_dir": untrained, **fork})
     configs.append({"name": "untrained adapter (B=0), forked + n-gram assist T=0 γ=8", "mode": "lossless",
                     "temperature": 0, "gamma": 8, "adapter_dir": untrained, "ngram_assist": True, **fork})
+    # Outcome blocks (docs/algorithm.md): a block of placeholder rows per acceptance outcome
+    # (outcomes n < 2 and n = γ; "every outcome": all γ + 1), bidirectional inside.
+    for t in (0, 0.6):
+        configs.append({"name": f"lossless blocks T={t} γ=4", "mode": "lossless", "temperature": t, "gamma": 4,
+                        "draft_layout": "blocks", "fork_outcomes": 2, "fork_depth": 4})
+    configs.append({"name": "lossless blocks T=0 γ=8", "mode": "lossless", "temperature": 0, "gamma": 8,
+                    "draft_layout": "blocks", "fork_outcomes": 2, "fork_depth": 6})
+    configs.append({"name": "lossless blocks, every outcome T=0 γ=4", "mode": "lossless", "temperature": 0,
+                    "gamma": 4, "draft_layout": "blocks", "fork_outcomes": 0, "fork_depth": 4})
+    configs.append({"name": "adaptive γ≤8: blocks + n-gram assist T=0", "mode": "lossless", "temperature": 0,
+                    "gamma": 8, "ngram_assist": True, "adaptive": True, "draft_layout": "blocks",
+                    "fork_outcomes": 2, "fork_depth": 6})
     # Adaptive draft length: γ' per forward from acceptance and this machine's cost curve.
     configs.append({"name": "adaptive γ≤8: forked + n-gram assist T=0", "mode": "lossless", "temperature": 0,
                     "gamma": 8, "ngram_assist": True, "adaptive": True, **fork})
     configs.append({"name": "adaptive γ≤8: n-gram T=0", "mode": "ngram", "temperature": 0, "gamma": 8,
                     "adapter": False, "adaptive": True})
 
+    if untrained is None:  # a self-drafting model: no adapter to zero
+        configs = [c for c in configs if "adapter_dir" not in c]
     if args.only:
         configs = [c for c in configs if c["mode"] == "ar" or any(c["name"].startswith(t) for t in args.only)]
         if len(configs) == 1:
@@ -229,8 +255,9 @@ def main():
         "# Acceptance report",
         "",
         f"Produced by `scripts/acceptance_report.py` on {time.strftime('%Y-%m-%d')} "
-        f"({time.time() - t0:.0f} s): model `{os.path.relpath(args.model, ROOT)}`, adapter "
-        f"`{os.path.relpath(adapter, ROOT)}`, {len(prompts)} held-out prompts (prefixes of "
+        f"({time.time() - t0:.0f} s): model `{os.path.relpath(args.model, ROOT)}`, "
+        + (f"adapter `{os.path.relpath(adapter, ROOT)}`" if adapter else "no adapter (the model drafts for itself)")
+        + f", {len(prompts)} held-out prompts (prefixes of "
         f"{len({p['file'] for p in prompts})} Python files the trainer never saw, each ending at a `def` line, "
         f"at most {args.max_chars} characters), {args.max_new_tokens} new tokens each, CPU backend "
         f"(`crossreg-generate`, {os.cpu_count()} cores).",

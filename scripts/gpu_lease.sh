@@ -30,6 +30,21 @@
 #   run(carry=[".devdeps", ".gpu_check", ".gpubin"], command="scripts/gpu_lease.sh prebuilt")
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = pack-drafters ]; then
+  # Here, before `drafters`: .lease_drafters/ holds models/default's base (shards xz'd: 44 ->
+  # ~33 MB) and a packed-corpus subset (DRAFTERS_TRAIN_TOKENS, default 26M train tokens), so
+  # that with .gpucarry and .gpu_check (scripts/gpu_check.sh pack-prebuilt) one call carries
+  # everything under 64 MiB with models/default moved out of the checkout.
+  set -e
+  D=.lease_drafters
+  rm -rf "$D" && mkdir -p "$D/base"
+  for f in models/default/*.json; do cp "$f" "$D/base/"; done
+  for f in models/default/*.safetensors; do xz -1 -T0 -c "$f" >"$D/base/$(basename "$f").xz"; done
+  /usr/bin/python3 -m training corpus-subset --corpus "${CORPUS:-training/data/corpus}" --out "$D/corpus" \
+    --train-tokens "${DRAFTERS_TRAIN_TOKENS:-26000000}" --pieces 256
+  du -sh "$D" "$D"/*
+  exit 0
+fi
 : "${OUT:?the device tool sets OUT}"
 stage=${1:?usage: gpu_lease.sh train|distill|bench}
 LOGS=/tmp/lease-$stage
@@ -145,6 +160,51 @@ case "$stage" in
     cat "$OUT/summary.md"
     pack_logs
     ;;
+  drafters)
+    # One call that trains the default model's drafters on the GPU (issue 47) while the CUDA
+    # checks run beside them, then times the engine alone:
+    #   hybrid   the shipped base taught to draft for itself in the outcome-block layout
+    #            (pretrain --init-model --hybrid, HYBRID_TARGET self: its own distributions);
+    #   distill  a LoRA drafter for outcome blocks over the frozen base (DRAFT_LAYOUT=blocks);
+    #   checks   the GPU tests and the CUDA-vs-CPU server streams (correctness only);
+    #   bench    crossreg-bench-gpu at Llama-3-8B shapes, batch 1 and 8, once training is done.
+    # Carry [".gpucarry", ".gpu_check", ".lease_drafters"] (this script's pack-drafters and
+    # gpu_check.sh pack-prebuilt, here) with models/default moved out of the checkout.
+    D=.lease_drafters
+    mkdir -p models/default
+    for f in "$D"/base/*.json; do cp "$f" models/default/; done
+    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"models/default/$(basename "$f" .xz)"; done
+    echo "[lease] base restored at ${SECONDS}s: $(du -sh models/default | cut -f1)"
+    budget=${DRAFTERS_BUDGET_S:-400}
+    (INIT_MODEL=models/default HYBRID=1 HYBRID_TARGET=${HYBRID_TARGET:-self} HYBRID_ANCHORS=${HYBRID_ANCHORS:-16} \
+       HYBRID_ROWS=${HYBRID_ROWS:-6} LR=${HYBRID_LR:-5e-4} WARMUP=100 BATCH=${HYBRID_BATCH:-32} COMPILE=0 \
+       CORPUS=$D/corpus RUN_DIR=/tmp/hybrid TIME_BUDGET_S=$budget RESERVE_S=45 \
+       timeout $((budget + 30)) scripts/pretrain_default.sh >"$LOGS/hybrid.out" 2>&1
+     echo "[lease] hybrid exit $? at ${SECONDS}s" >>"$LOGS/hybrid.out") &
+    hybrid=$!
+    (BASE=models/default CORPUS=$D/corpus RUN_DIR=/tmp/distill DRAFT_LAYOUT=blocks \
+       N_EXAMPLES=${DISTILL_EXAMPLES:-98304} TIME_BUDGET_S=$budget RESERVE_S=45 \
+       timeout $((budget + 30)) scripts/distill_default.sh >"$LOGS/distill.out" 2>&1
+     echo "[lease] distill exit $? at ${SECONDS}s" >>"$LOGS/distill.out") &
+    distill=$!
+    GC_PREBUILT=1 GC_STEPS="tests streams" OUT=$LOGS/checks timeout 330 nice -n 5 scripts/gpu_check.sh \
+      >"$LOGS/checks.out" 2>&1
+    echo "[lease] checks exit $? at ${SECONDS}s"
+    wait "$hybrid" "$distill"
+    tail -4 "$LOGS/hybrid.out" "$LOGS/distill.out"
+    if [ $((SECONDS + 70)) -lt "${DRAFTERS_DEADLINE_S:-540}" ]; then
+      timeout $((${DRAFTERS_DEADLINE_S:-540} - SECONDS - 15)) /tmp/gpucarry/bin/crossreg-bench-gpu --layers 32 \
+        --batches 1,8 --gammas 4,30 --iters 10 2>&1 | tee "$LOGS/bench_gpu.md"
+    fi
+    # What comes back (8 files at most, 16 MiB each): the hybrid's shards, its small files,
+    # the blocks adapter, every log.
+    cp /tmp/hybrid/model/model*.safetensors "$OUT"/ 2>/dev/null
+    tar czf "$OUT/hybrid-files.tar.gz" -C /tmp/hybrid --exclude='*.safetensors' model run.json train.log 2>/dev/null
+    tar czf "$OUT/distill-files.tar.gz" -C /tmp/distill adapter run.json train.log 2>/dev/null
+    cat "$LOGS/checks/summary.md" 2>/dev/null
+    grep -E "eval step|auto-steps|exported|exit" "$LOGS/hybrid.out" "$LOGS/distill.out" | tail -14
+    pack_logs
+    ;;
   diagnose)
     # Reruns failing GPU tests per setting (CROSSREG_TEST_* in tests/gpu/gpu_test_support.h),
     # under compute-sanitizer, and with an earlier build's test binary (.gpucarry/old/, if
@@ -218,5 +278,5 @@ case "$stage" in
     grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|diagnose|profile|loadgen" >&2; exit 2 ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|pack-drafters|drafters|diagnose|profile|loadgen" >&2; exit 2 ;;
 esac

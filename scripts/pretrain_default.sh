@@ -13,6 +13,8 @@
 #   DEVICE=cpu BATCH=2 SEQ_LEN=128 TIME_BUDGET_S=120 COMPILE=0 scripts/pretrain_default.sh
 #   HYBRID=1 COMPILE=0 scripts/pretrain_default.sh # a base that drafts for itself (no adapter;
 #                                                  # outcome blocks, training/README.md)
+#   INIT_MODEL=models/default HYBRID=1 HYBRID_TARGET=self LR=5e-4 WARMUP=100 COMPILE=0 \
+#     scripts/pretrain_default.sh                  # teach the shipped base to draft for itself
 # Every setting below can be overridden from the environment; extra arguments go to
 # `python3 -m training pretrain` (see its --help).
 set -euo pipefail
@@ -54,8 +56,11 @@ FLAGS=()
 [ "$COMPILE" = 1 ] && FLAGS+=(--compile)
 if [ "${HYBRID:-0}" = 1 ]; then
   [ "$COMPILE" = 1 ] && { echo "[pretrain] HYBRID=1 runs eager: set COMPILE=0" >&2; exit 2; }
-  FLAGS+=(--hybrid --hybrid-anchors "${HYBRID_ANCHORS:-4}" --hybrid-rows "${HYBRID_ROWS:-8}")
+  FLAGS+=(--hybrid --hybrid-anchors "${HYBRID_ANCHORS:-4}" --hybrid-rows "${HYBRID_ROWS:-8}"
+          --hybrid-target "${HYBRID_TARGET:-text}")
 fi
+# Start from a trained model (its config sets the architecture; the size settings are ignored).
+[ -n "${INIT_MODEL:-}" ] && FLAGS+=(--init-model "$INIT_MODEL")
 mkdir -p "$RUN_DIR"
 TEE=(tee); [ "${RESUME:-0}" = 1 ] && TEE=(tee -a)
 echo "[pretrain] $CORPUS -> $RUN_DIR: hidden $HIDDEN x $LAYERS layers, ${BATCH}x$SEQ_LEN tokens/step," \

@@ -13,7 +13,8 @@ Writes OUT/checkpoint.pt, OUT/model/ (HF directory; --max-shard-bytes shards it)
 --hybrid pretrains a model that drafts for itself (TiDAR's objective over crossreg's outcome
 blocks): next-token loss on the text plus, 1:1, the loss of placeholder blocks anchored in it;
 the exported config.json says so ("crossreg_draft"), and the engine serves it lossless with
-no adapter.
+no adapter. --init-model DIR starts from a trained model's weights and architecture instead of
+a random initialisation (with --hybrid: teach an existing base to draft for itself).
 """
 import argparse
 import os
@@ -26,7 +27,7 @@ import torch.nn.functional as F
 from . import accel, common, packed_corpus
 from .budget import TimeBudget, fit_steps
 from .common import log
-from .hf_io import save_model_dir, DTYPES
+from .hf_io import load_model_dir, save_model_dir, DTYPES
 from .layout import block_rows_mask, block_positions
 from .model import LlamaConfig, LlamaForCausalLM, count_params
 from .token_batches import TokenStream
@@ -91,6 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hybrid-anchors", type=int, default=4, help="--hybrid: blocks per window")
     p.add_argument("--hybrid-rows", type=int, default=8,
                    help="--hybrid: rows per block (serve with --fork_depth of at most this)")
+    p.add_argument("--hybrid-target", default="text", choices=["text", "self"],
+                   help="--hybrid: what block row i after anchor a learns: the text's token "
+                        "a+2+i (text), or the model's own next-token distribution there, read "
+                        "off its clean rows without gradient (self: the drafts it must match "
+                        "when serving are its own greedy tokens)")
+    p.add_argument("--init-model", default="",
+                   help="HF model directory to start from (its config.json sets the "
+                        "architecture; --hidden/--layers/... are ignored); its tokenizer.json "
+                        "must be the corpus's")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the training loss (torch >= 2.0; ignored with a note "
                         "otherwise)")
@@ -206,9 +216,17 @@ class Trainer:
                           max_position_embeddings=a.max_pos, tie_word_embeddings=not a.untied,
                           bos_token_id=tok.specials["<|bos|>"],
                           eos_token_id=tok.specials["<|eos|>"])
+        if a.init_model:
+            self.model = load_model_dir(a.init_model)
+            cfg = self.model.config
+            if cfg.vocab_size != tok.vocab_size:
+                raise SystemExit(f"--init-model {a.init_model}: vocab_size {cfg.vocab_size} != the "
+                                 f"corpus tokenizer's {tok.vocab_size}")
+            cfg.extra.pop("crossreg_draft", None)
+        else:
+            self.model = LlamaForCausalLM(cfg)
+            self.model.init_weights(a.seed)
         self.cfg = cfg
-        self.model = LlamaForCausalLM(cfg)
-        self.model.init_weights(a.seed)
         self.model.to(device)
         self.model.inv_freq  # move the RoPE table now, not inside a compiled graph
         decay = [p for n, p in self.model.named_parameters() if p.dim() >= 2]
@@ -261,11 +279,18 @@ class Trainer:
             pos = block_positions(torch.zeros(B, 1, dtype=torch.long, device=x.device), a3, f)  # a+1 ..
             rows = torch.full((B, A * f), self.placeholder, dtype=torch.long, device=x.device)
             q, _ = self.model(rows, pos, kv, mask)
-        full = torch.cat([x, y[:, -1:]], 1)                                       # tokens 0 .. T
         target = pos + 1
         valid = target <= T
-        tgt = torch.gather(full, 1, target.clamp(max=T))
-        ce = F.cross_entropy(q.float().reshape(-1, q.shape[-1]), tgt.reshape(-1), reduction="none")
+        if self.a.hybrid_target == "self":
+            # The clean row at position p predicts token p+1: row target-1 is the model's own
+            # distribution over the block row's target, given the text before it.
+            teacher = torch.gather(logits.detach().float(), 1,
+                                   (target - 1).clamp(max=T - 1)[..., None].expand(-1, -1, logits.shape[-1]))
+            ce = -(F.softmax(teacher, -1) * F.log_softmax(q.float(), -1)).sum(-1).reshape(-1)
+        else:
+            full = torch.cat([x, y[:, -1:]], 1)                                   # tokens 0 .. T
+            tgt = torch.gather(full, 1, target.clamp(max=T))
+            ce = F.cross_entropy(q.float().reshape(-1, q.shape[-1]), tgt.reshape(-1), reduction="none")
         blocks = (ce * valid.reshape(-1).float()).sum() / valid.sum().clamp(min=1)
         return clean, blocks
 
@@ -423,6 +448,13 @@ def main(argv=None) -> int:
         tok, train_ids, eval_ids, meta = load_packed(a)
     else:
         tok, train_ids, eval_ids, meta = prepare_data(a)
+    if a.init_model:
+        theirs_path = os.path.join(a.init_model, "tokenizer.json")
+        theirs = ByteBPETokenizer.load(theirs_path) if os.path.exists(theirs_path) else None
+        if theirs is None or (tok.vocab, tok.merges, tok.specials) != (theirs.vocab, theirs.merges,
+                                                                       theirs.specials):
+            raise SystemExit(f"--init-model {a.init_model}: its tokenizer.json is missing or differs "
+                             f"from the corpus's: the model would read other token ids")
     if len(train_ids) <= a.seq_len + 1:
         raise SystemExit("training stream shorter than --seq-len")
     train_s, eval_s = TokenStream(train_ids, device), TokenStream(eval_ids, device)

@@ -60,6 +60,29 @@ def test_pretrain_resume_continues_step_count(pretrained, capsys):
     assert torch.load(os.path.join(out, "checkpoint.pt"))["step"] == 5
 
 
+def test_pretrain_init_model_starts_from_its_weights(pretrained, corpus, tmp_path, capsys):
+    """--init-model: the architecture and weights come from the directory (the size flags are
+    ignored); with --hybrid the export says it drafts for itself. A model read through
+    another tokenizer is refused."""
+    out, _ = pretrained
+    src = os.path.join(out, "model")
+    dst = str(tmp_path / "init")
+    base = ["--out", dst, "--corpus-root", corpus, "--seq-len", "32", "--batch", "4", "--eval-batches", "1",
+            "--log-every", "1", "--device", "cpu", "--holdout-pct", "30", "--vocab-size", "300",
+            "--init-model", src]
+    assert pretrain.main(base + ["--steps", "0", "--hidden", "64"]) == 0
+    a, b = load_model_dir(src), load_model_dir(os.path.join(dst, "model"))
+    assert b.config.hidden_size == 32
+    for (n, p), (_, q) in zip(a.named_parameters(), b.named_parameters()):
+        assert torch.equal(p, q), n
+    assert pretrain.main(base + ["--steps", "2", "--hybrid", "--hybrid-anchors", "2", "--hybrid-rows", "2",
+                                 "--hybrid-target", "self", "--out", str(tmp_path / "hy")]) == 0
+    cfg = json.load(open(os.path.join(tmp_path / "hy", "model", "config.json")))
+    assert cfg["crossreg_draft"]["draft_layout"] == "blocks" and cfg["hidden_size"] == 32
+    with pytest.raises(SystemExit, match="tokenizer.json is missing or differs"):
+        pretrain.main(base + ["--steps", "1", "--vocab-size", "280", "--out", str(tmp_path / "other")])
+
+
 def test_distill_exports_peft_adapter_and_resumes(pretrained, corpus, tmp_path, capsys):
     out, _ = pretrained
     base = os.path.join(out, "model")

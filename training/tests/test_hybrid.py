@@ -19,7 +19,7 @@ def test_hybrid_block_loss_equals_the_layout_block_by_block():
     B, T, A, f = 2, 12, 3, 4
     toks = torch.randint(0, 48, (B, T + 1), generator=g)
     x, y = toks[:, :-1], toks[:, 1:]
-    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f)
+    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f, hybrid_target="text")
     trainer = types.SimpleNamespace(a=args, model=m, device=torch.device("cpu"), placeholder=PH, anchor_offset=5)
     with torch.no_grad():
         clean, blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
@@ -40,3 +40,36 @@ def test_hybrid_block_loss_equals_the_layout_block_by_block():
                     total += torch.nn.functional.cross_entropy(blk[0, i][None], toks[b, t][None]).item()
                     count += 1
     assert abs(blocks.item() - total / count) < 1e-4
+
+
+def test_self_target_scores_each_block_row_against_the_models_own_distribution():
+    """--hybrid-target self: block row i after anchor a learns the clean row a+1+i's
+    next-token distribution (soft cross-entropy), not the text's token."""
+    m = tiny(seed=5)
+    m.eval()
+    g = torch.Generator().manual_seed(6)
+    B, T, A, f = 2, 10, 2, 3
+    toks = torch.randint(0, 48, (B, T + 1), generator=g)
+    x, y = toks[:, :-1], toks[:, 1:]
+    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f, hybrid_target="self")
+    trainer = types.SimpleNamespace(a=args, model=m, device=torch.device("cpu"), placeholder=PH, anchor_offset=2)
+    with torch.no_grad():
+        _, blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
+        logits, _ = m(x)
+    span = T - 1
+    total, count = 0.0, 0
+    for b in range(B):
+        for j in range(A):
+            a = (j * span // A + 2 + 13 * b) % span
+            _, blk = outcome_block_logits(m, x[b, :a + 1].tolist(), [int(x[b, a])], [0], f, PH)
+            for i in range(f):
+                t = a + 2 + i
+                if t <= T:
+                    p = torch.softmax(logits[b, t - 1], -1)
+                    total += -(p * torch.log_softmax(blk[0, i], -1)).sum().item()
+                    count += 1
+    assert abs(blocks.item() - total / count) < 1e-4
+    args.hybrid_target = "text"
+    with torch.no_grad():
+        _, text_blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
+    assert abs(text_blocks.item() - blocks.item()) > 1e-3
