@@ -192,6 +192,7 @@ case "$stage" in
     echo "[lease] checks exit $? at ${SECONDS}s"
     wait "$hybrid" "$distill"
     tail -4 "$LOGS/hybrid.out" "$LOGS/distill.out"
+    export LD_LIBRARY_PATH="/tmp/gpucarry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     if [ $((SECONDS + 70)) -lt "${DRAFTERS_DEADLINE_S:-540}" ]; then
       timeout $((${DRAFTERS_DEADLINE_S:-540} - SECONDS - 15)) /tmp/gpucarry/bin/crossreg-bench-gpu --layers 32 \
         --batches 1,8 --gammas 4,30 --iters 10 2>&1 | tee "$LOGS/bench_gpu.md"
