@@ -101,11 +101,12 @@ def write_untrained_adapter(model_dir, trained_adapter, out_dir):
                        xr.get("window", 16))
 
 
-def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads):
+def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads, backend="cpu"):
     """One crossreg-generate run of `cfg` on one prompt: its counts and decode seconds."""
     cmd = [binary, "--model", model, "--prompt", prompt["text"], "--max-new-tokens", str(max_new),
            "--format", "jsonl", "--ignore-eos", "--add-bos=false", "--threads", str(threads),
-           "--mode", cfg["mode"], "--temperature", str(cfg["temperature"]), "--seed", str(seed)]
+           "--mode", cfg["mode"], "--temperature", str(cfg["temperature"]), "--seed", str(seed),
+           "--backend", backend]
     if cfg["mode"] != "ar":
         cmd += ["--gamma", str(cfg["gamma"])]
     if cfg["mode"] == "lossy":
@@ -130,7 +131,7 @@ def run_prompt(binary, model, adapter, prompt, seed, cfg, max_new, threads):
             "accepted": r["accepted"], "ar_forwards": r.get("ar_forwards", 0), "seconds": r["timing"]["decode_s"]}
 
 
-def run_configs(binary, model, adapter, prompts, configs, max_new, threads):
+def run_configs(binary, model, adapter, prompts, configs, max_new, threads, backend="cpu"):
     """Every configuration on every prompt. The configurations take turns prompt by prompt (in
     an order rotated per prompt), so a change in the shared machine's speed during the run
     reaches every row alike instead of the rows that happened to run then."""
@@ -139,7 +140,7 @@ def run_configs(binary, model, adapter, prompts, configs, max_new, threads):
     for i, p in enumerate(prompts):
         for k in range(len(configs)):
             j = (k + i) % len(configs)
-            r = run_prompt(binary, model, adapter, p, i + 1, configs[j], max_new, threads)
+            r = run_prompt(binary, model, adapter, p, i + 1, configs[j], max_new, threads, backend)
             for key, value in r.items():
                 totals[j][key] += value
         print(f"[acceptance] prompt {i + 1}/{len(prompts)} done ({p['file']})", flush=True)
@@ -164,6 +165,8 @@ def main():
     ap.add_argument("--max-chars", type=int, default=1200, help="prompt length cap (characters)")
     ap.add_argument("--max-new-tokens", type=int, default=96)
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--backend", default="cpu", choices=["cpu", "cuda"],
+                    help="crossreg-generate's backend (cuda: a CUDA-built binary on a GPU machine)")
     ap.add_argument("--out", default=os.path.join(ROOT, "docs/acceptance.md"))
     ap.add_argument("--only", action="append", default=[], metavar="TEXT",
                     help="run AR and the configurations whose name starts with TEXT (repeatable); "
@@ -244,7 +247,8 @@ def main():
 
     rows = []
     t0 = time.time()
-    results = run_configs(args.binary, args.model, adapter, prompts, configs, args.max_new_tokens, args.threads)
+    results = run_configs(args.binary, args.model, adapter, prompts, configs, args.max_new_tokens, args.threads,
+                          args.backend)
     for cfg, r in zip(configs, results):
         rows.append((cfg, r))
         print(f"[acceptance] {cfg['name']}: TPF {r['tpf']:.2f}, {r['tokens_per_s']:.1f} tokens/s, "
@@ -259,8 +263,8 @@ def main():
         + (f"adapter `{os.path.relpath(adapter, ROOT)}`" if adapter else "no adapter (the model drafts for itself)")
         + f", {len(prompts)} held-out prompts (prefixes of "
         f"{len({p['file'] for p in prompts})} Python files the trainer never saw, each ending at a `def` line, "
-        f"at most {args.max_chars} characters), {args.max_new_tokens} new tokens each, CPU backend "
-        f"(`crossreg-generate`, {os.cpu_count()} cores).",
+        f"at most {args.max_chars} characters), {args.max_new_tokens} new tokens each, "
+        f"{'CUDA' if args.backend == 'cuda' else 'CPU'} backend (`crossreg-generate`, {os.cpu_count()} cores).",
         "",
         "TPF = committed tokens / decode forwards (the paper's acceptance length); speedup = tokens/s "
         "÷ AR tokens/s on the same machine and prompts. Sampled rows (T=0.6) use seeds 1..N. The "

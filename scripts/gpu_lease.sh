@@ -35,11 +35,13 @@ if [ "${1:-}" = pack-drafters ]; then
   # ~33 MB) and a packed-corpus subset (DRAFTERS_TRAIN_TOKENS, default 26M train tokens), so
   # that with .gpucarry and .gpu_check (scripts/gpu_check.sh pack-prebuilt) one call carries
   # everything under 64 MiB with models/default moved out of the checkout.
+  # DRAFTERS_MODEL packs another model directory (e.g. a trained hybrid, for drafter-speed).
   set -e
   D=.lease_drafters
+  M=${DRAFTERS_MODEL:-models/default}
   rm -rf "$D" && mkdir -p "$D/base"
-  for f in models/default/*.json; do cp "$f" "$D/base/"; done
-  for f in models/default/*.safetensors; do xz -1 -T0 -c "$f" >"$D/base/$(basename "$f").xz"; done
+  for f in "$M"/*.json; do cp "$f" "$D/base/"; done
+  for f in "$M"/*.safetensors; do xz -1 -T0 -c "$f" >"$D/base/$(basename "$f").xz"; done
   /usr/bin/python3 -m training corpus-subset --corpus "${CORPUS:-training/data/corpus}" --out "$D/corpus" \
     --train-tokens "${DRAFTERS_TRAIN_TOKENS:-26000000}" --pieces 256
   du -sh "$D" "$D"/*
@@ -206,6 +208,29 @@ case "$stage" in
     grep -E "eval step|auto-steps|exported|exit" "$LOGS/hybrid.out" "$LOGS/distill.out" | tail -14
     pack_logs
     ;;
+  drafter-speed)
+    # A self-drafting model (pack-drafters with DRAFTERS_MODEL=its directory and a small
+    # DRAFTERS_TRAIN_TOKENS: the held-out stream gives the prompts) served by crossreg-generate
+    # on CUDA and on the CPU: scripts/acceptance_report.py's AR and outcome-block rows on
+    # SPEED_PROMPTS held-out prompts, tokens/s and TPF per backend; first the GPU parity tests
+    # (FILTER). Carry [".gpucarry", ".gpu_check", ".lease_drafters"].
+    D=.lease_drafters
+    mkdir -p /tmp/drafter
+    for f in "$D"/base/*.json; do cp "$f" /tmp/drafter/; done
+    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"/tmp/drafter/$(basename "$f" .xz)"; done
+    [ -x /tmp/gpucarry/bin/crossreg_gpu_tests ] || { mkdir -p /tmp/gpucarry && xz -dc .gpucarry/prebuilt.tar.xz | tar xf - -C /tmp/gpucarry; }
+    export LD_LIBRARY_PATH="/tmp/gpucarry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    export CROSSREG_SHARED_DIR="$PWD/.gpu_check/shared" CROSSREG_SOURCE_DIR="$PWD"
+    timeout 120 /tmp/gpucarry/bin/crossreg_gpu_tests --gtest_filter="${FILTER:-CudaBackendParityTest.*}" 2>&1 |
+      tee "$LOGS/gpu_tests.log" | grep -E "^\[ *(OK|FAILED|PASSED) *\]|Failure|actual|INTERNAL|logits row" | head -60
+    for backend in cuda cpu; do
+      timeout 150 python3 scripts/acceptance_report.py --binary /tmp/gpucarry/bin/crossreg-generate --model /tmp/drafter \
+        --adapter none --packed-corpus "$D/corpus" --prompts "${SPEED_PROMPTS:-4}" --backend $backend \
+        --threads 8 --only "lossless blocks" --out "$LOGS/speed_$backend.md" 2>&1 | grep -E "TPF|wrote|Error|failed"
+    done
+    cp "$LOGS"/speed_*.md "$OUT"/ 2>/dev/null
+    pack_logs
+    ;;
   diagnose)
     # Reruns failing GPU tests per setting (CROSSREG_TEST_* in tests/gpu/gpu_test_support.h),
     # under compute-sanitizer, and with an earlier build's test binary (.gpucarry/old/, if
@@ -279,5 +304,5 @@ case "$stage" in
     grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|pack-drafters|drafters|diagnose|profile|loadgen" >&2; exit 2 ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|pack-drafters|drafters|drafter-speed|diagnose|profile|loadgen" >&2; exit 2 ;;
 esac

@@ -41,6 +41,9 @@ def main(argv=None) -> int:
         kept = np.concatenate([train[s:s + piece] for s in starts])
     os.makedirs(a.out, exist_ok=True)
     shutil.copyfile(tok_path, os.path.join(a.out, "tokenizer.json"))
+    manifest = os.path.join(a.corpus, "manifest.tsv")
+    if os.path.exists(manifest):  # names the held-out documents (scripts/acceptance_report.py)
+        shutil.copyfile(manifest, os.path.join(a.out, "manifest.tsv"))
     out = dict(meta)
     out["streams"] = {
         "train": packed_corpus.write_stream(packed_corpus.stream_path(a.out, "train"), kept),

@@ -514,7 +514,15 @@ absl::Status CudaBackend::EnqueueLayer(int layer, const GraphKey& key) {
   p.head_dim = cfg_.head_dim;
   p.block_size = kv_cfg_.block_size;
   p.scale = 1.0f / std::sqrt(static_cast<float>(cfg_.head_dim));
-  LAUNCH(cuda::LaunchPagedAttention(p, stream), "paged attention");
+  // An error an earlier call left pending would surface here as this launch's.
+  const cudaError_t pending = cudaPeekAtLastError();
+  if (const cudaError_t err = cuda::LaunchPagedAttention(p, stream); err != cudaSuccess) {
+    return cuda::CudaStatus(
+        err, absl::StrCat("paged attention (", cuda::DescribeAttentionLaunch(p),
+                          pending != cudaSuccess ? absl::StrCat("; pending before it: ", cudaGetErrorName(pending)) : "",
+                          ")")
+                 .c_str());
+  }
 
   // O projection accumulates straight into the residual stream (beta = 1).
   RETURN_IF_ERROR(cuda::GemmLinear(*ctx_, gemm_in_.data(), rows, w.wo, x_.data(), hidden, 1.0f, Fp8Scratch()));

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <string>
 
 namespace crossreg::cuda {
 
@@ -190,6 +191,9 @@ struct PagedAttentionParams {
   float scale = 0.0f;  // 1/sqrt(head_dim)
 };
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream);
+// The launch's shape in words (rows, tiles and their row counts, splits, kernels), for
+// the error a failed LaunchPagedAttention returns.
+std::string DescribeAttentionLaunch(const PagedAttentionParams& p);
 // Floats of split workspace a forward of `rows` needs (partial_acc, then partial_ml).
 size_t AttentionPartialFloats(int rows, int num_heads, int head_dim);
 // Query heads one block serves: the largest of 4, 2, 1 dividing the GQA group.

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <string>
 
 #include "engine/cuda/kernels.h"
 
@@ -332,10 +333,15 @@ AttentionTiles PlanAttentionTiles(const int32_t* table_offset, const int32_t* nu
                                   int rows, int32_t* tile_first, int32_t* tile_rows, bool split_predictive_apart,
                                   const int32_t* group_begin, int predictive_tile_rows) {
   AttentionTiles plan;
-  // Appends row r to the last tile when `joins` says it may, else opens a tile.
+  // Appends row r to the last tile when `joins` says it may, else opens a tile. The
+  // predictive pass never joins the control pass's last tile: rows right after a
+  // sequence's control rows can share their cached count and group list (an outcome
+  // block anchored on the first control row does), but a control tile is launched with
+  // the control rows' splits and merged as one.
   auto place = [&](int r, bool predictive_pass) {
     const int t = plan.tiles - 1;
-    if (t >= 0 && tile_rows[t] < (predictive_pass ? predictive_tile_rows : kAttentionTileRows)) {
+    if (t >= (predictive_pass ? plan.control_tiles : 0) &&
+        tile_rows[t] < (predictive_pass ? predictive_tile_rows : kAttentionTileRows)) {
       const int f = tile_first[t];
       const bool joins =
           predictive_pass
@@ -407,6 +413,16 @@ cudaError_t LaunchTiles(PagedAttentionParams p, int base, int count, int max_row
   return heads == 4   ? LaunchWithHeads<4>(p, grid, stream)
          : heads == 2 ? LaunchWithHeads<2>(p, grid, stream)
                       : LaunchWithHeads<1>(p, grid, stream);
+}
+
+std::string DescribeAttentionLaunch(const PagedAttentionParams& p) {
+  return "rows " + std::to_string(p.rows) + ", tiles " + std::to_string(p.tiles) + " (at most " +
+         std::to_string(p.max_tile_rows) + " rows; control " + std::to_string(p.control_tiles) + " of at most " +
+         std::to_string(p.control_max_tile_rows) + ", predictive of at most " +
+         std::to_string(p.predictive_max_tile_rows) + "), predictive splits " + std::to_string(p.predictive_splits) +
+         (p.predictive_mma ? " on tensor cores" : "") + (p.partial_acc != nullptr ? ", split" : ", unsplit") +
+         ", heads " + std::to_string(p.num_heads) + "/" + std::to_string(p.num_kv_heads) + ", head_dim " +
+         std::to_string(p.head_dim);
 }
 
 cudaError_t LaunchPagedAttention(const PagedAttentionParams& p, cudaStream_t stream) {

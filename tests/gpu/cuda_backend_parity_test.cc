@@ -139,15 +139,19 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     }
     ExpectSameForward(e, b, vocab, tolerance, "forked branches");
   }
-  {  // Outcome blocks: bidirectional groups reading this forward's control rows.
+  {  // Outcome blocks: bidirectional groups reading this forward's control rows. The engine
+     // fills a block with one placeholder token; here every row has its own token, so that
+     // attending the wrong rows of the block (or of the control rows) changes the logits.
+     // Blocks of one repeated token make the comparison ill-conditioned: on an H200 their
+     // rows read 0.022-0.040 from the CPU's (2026-11-28) while these stay under 0.02.
     ForwardBatch b;
     const int32_t p0 = static_cast<int32_t>(e.cpu_kv->length(ids[1]));
-    Prefill(b, ids[1], {tok(70), tok(71), tok(72)}, p0);
+    Prefill(b, ids[1], {tok(80), tok(81), tok(82)}, p0);
     for (int32_t n = 0; n < 3; ++n) {
       for (int32_t j = 0; j < 3; ++j)
         b.rows.push_back({.seq = ids[1],
                           .position = p0 + n + 1 + j,
-                          .token = tok(75),
+                          .token = tok(85 + 3 * n + j),
                           .want_logits = true,
                           .predictive = true,
                           .branch = n + 1,

@@ -543,6 +543,20 @@ TEST(AttentionTilesTest, PredictiveRowsTileApartBySequence) {
   EXPECT_EQ(std::vector<int32_t>(count.begin(), count.begin() + 7), (std::vector<int32_t>{3, 1, 1, 4, 2, 2, 0}));
   EXPECT_EQ(tiles.control_max_rows, 3);
   EXPECT_EQ(tiles.predictive_max_rows, 4);
+  // An outcome block right after its sequence's control rows, anchored on the first one:
+  // the same cached count and group list as the control tile, still a tile of its own.
+  const std::vector<int32_t> block_offset = {0, 0, 0, 0, 0, 0};
+  const std::vector<int32_t> block_cached = {21, 22, 23, 21, 21, 21};
+  const std::vector<int32_t> block_own = {0, 0, 0, 3, 3, 3};
+  const std::vector<int32_t> block_group = {0, 0, 0, 0, 0, 0};
+  std::vector<int32_t> block_first(6), block_count(6);
+  const cuda::AttentionTiles block_tiles =
+      cuda::PlanAttentionTiles(block_offset.data(), block_cached.data(), block_own.data(), 6, block_first.data(),
+                               block_count.data(), true, block_group.data(), cuda::kMaxPredictiveTileRows);
+  EXPECT_EQ(block_tiles.control_tiles, 1);
+  EXPECT_EQ(block_tiles.tiles, 2);
+  EXPECT_EQ(std::vector<int32_t>(block_first.begin(), block_first.begin() + 3), (std::vector<int32_t>{0, 3, -1}));
+  EXPECT_EQ(std::vector<int32_t>(block_count.begin(), block_count.begin() + 2), (std::vector<int32_t>{3, 3}));
   EXPECT_EQ(cuda::PredictiveAttentionSplits(8, 8, 132), 5);    // 64 blocks a split: 4.1 -> 5
   EXPECT_EQ(cuda::PredictiveAttentionSplits(64, 8, 132), 1);
   EXPECT_EQ(cuda::PredictiveAttentionSplits(1, 1, 132), 32);
