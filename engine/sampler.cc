@@ -59,8 +59,90 @@ int32_t Argmax(const float* logits, int vocab) {
   return best;
 }
 
+namespace {
+
+// The octave of a weight e = exp((z - max) / T) in (0, 1]: 0 for e = 1, k for e in
+// [2^-k, 2^-(k-1)), kOctaves for e = 0. Larger logits never get a larger octave.
+constexpr int kOctaves = 64;
+int Octave(float e) {
+  if (!(e > 0.0f)) return kOctaves;
+  int exponent = 0;
+  std::frexp(e, &exponent);  // e = m · 2^exponent, m in [0.5, 1)
+  return std::min(1 - exponent, kOctaves - 1);
+}
+
+// Top-p without top-k, without sorting the vocabulary: sorting 16,384 ids cost about a
+// millisecond a row on the CPU, more than a small model's forward, and verification
+// processes every sampled row. Weights are monotone in the logit, so the tokens whose
+// weight reaches a power of two are a best-first prefix: one pass sums the mass per
+// octave and finds the octave where the running mass reaches top_p; only the tokens
+// down to one octave below it (rounding's margin) are sorted. The kept set, its weights
+// and the order its mass is summed in are those of sorting every id, so the
+// probabilities are too; only the total that top_p is a fraction of is summed in id
+// order rather than best-first (its last bits). False: the candidates fell short of the
+// target through rounding; the caller sorts everything.
+bool NucleusWithoutSorting(const float* logits, int vocab, const SamplingParams& params, std::vector<float>& probs,
+                           std::vector<int32_t>& candidates) {
+  const float inv_t = 1.0f / params.temperature;
+  const float max_logit = logits[Argmax(logits, vocab)];
+  double mass[kOctaves + 1] = {};
+  double total = 0.0;
+  for (int32_t i = 0; i < vocab; ++i) {
+    float e = std::exp((logits[i] - max_logit) * inv_t);
+    // Relative to the top token, whose weight is exp(0) = 1: the top token always stays.
+    if (params.min_p > 0.0f && e < params.min_p) e = 0.0f;
+    probs[static_cast<size_t>(i)] = e;
+    total += e;
+    mass[Octave(e)] += e;
+  }
+  const double target = params.top_p * total;
+  int last = kOctaves - 1;
+  double running = 0.0;
+  for (int k = 0; k < kOctaves; ++k) {
+    running += mass[k];
+    if (running >= target) {
+      last = std::min(k + 1, kOctaves - 1);
+      break;
+    }
+  }
+  candidates.clear();
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (Octave(probs[static_cast<size_t>(i)]) <= last) candidates.push_back(i);
+  }
+  std::sort(candidates.begin(), candidates.end(), [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  });
+  double cum = 0.0;
+  size_t n = 0;
+  while (n < candidates.size()) {
+    cum += probs[static_cast<size_t>(candidates[n])];
+    ++n;
+    if (cum >= target) break;
+  }
+  if (cum < target) return false;
+  // Keep the prefix's weights, zero the rest, normalise.
+  const float inv_sum = static_cast<float>(1.0 / cum);
+  std::vector<float> kept(n);
+  for (size_t j = 0; j < n; ++j) kept[j] = probs[static_cast<size_t>(candidates[j])];
+  std::fill(probs.begin(), probs.end(), 0.0f);
+  for (size_t j = 0; j < n; ++j) probs[static_cast<size_t>(candidates[j])] = kept[j] * inv_sum;
+  return true;
+}
+
+}  // namespace
+
 void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
                            std::vector<float>& probs) {
+  if (!params.greedy() && params.top_p < 1.0f && !(params.top_k > 0 && params.top_k < vocab)) {
+    thread_local std::vector<int32_t> candidates;
+    probs.resize(static_cast<size_t>(vocab));
+    if (NucleusWithoutSorting(logits, vocab, params, probs, candidates)) return;
+  }
+  ProcessedDistributionBySorting(logits, vocab, params, probs);
+}
+
+void ProcessedDistributionBySorting(const float* logits, int vocab, const SamplingParams& params,
+                                    std::vector<float>& probs) {
   probs.assign(static_cast<size_t>(vocab), 0.0f);
   if (params.greedy()) {
     probs[static_cast<size_t>(Argmax(logits, vocab))] = 1.0f;

@@ -45,6 +45,11 @@ int32_t Argmax(const float* logits, int vocab);
 // probable tokens whose mass reaches top_p (ties broken by lower id), renormalised.
 void ProcessedDistribution(const float* logits, int vocab, const SamplingParams& params,
                            std::vector<float>& probs);
+// The same P by sorting every candidate id best first: the definition the faster paths of
+// ProcessedDistribution are tested against (top-p alone finds its nucleus without sorting
+// the vocabulary, and falls back to this).
+void ProcessedDistributionBySorting(const float* logits, int vocab, const SamplingParams& params,
+                                    std::vector<float>& probs);
 
 // Inverse-CDF draw; never returns a zero-probability token.
 int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng);

@@ -149,12 +149,49 @@ def run_configs(binary, model, adapter, prompts, configs, max_new, threads, back
              "ar_share": t["ar_forwards"] / t["forwards"]} for t in totals]
 
 
+def self_drafting_configs():
+    """The rows of a model that drafts for itself in outcome blocks (pretrain --hybrid): every
+    outcome a block ("every outcome") or only outcomes n < 2 and n = γ ("R=2"), block depth at
+    most the 6 rows such a model is trained with, beside the same n-gram baselines."""
+    blocks = {"draft_layout": "blocks"}
+    every = lambda g: {**blocks, "fork_outcomes": 0, "fork_depth": min(g, 6)}  # noqa: E731
+    two = lambda g: {**blocks, "fork_outcomes": 2, "fork_depth": min(g, 6)}  # noqa: E731
+    configs = [{"name": "AR", "mode": "ar", "temperature": 0}]
+    for g in (2, 4):
+        configs.append({"name": f"lossless blocks, every outcome T=0 γ={g}", "mode": "lossless", "temperature": 0,
+                        "gamma": g, **every(g)})
+    configs.append({"name": "lossless blocks, every outcome T=0.6 γ=4", "mode": "lossless", "temperature": 0.6,
+                    "gamma": 4, **every(4)})
+    for g in (4, 8):
+        configs.append({"name": f"lossless blocks R=2 T=0 γ={g}", "mode": "lossless", "temperature": 0, "gamma": g,
+                        **two(g)})
+    configs.append({"name": "lossless blocks R=2 T=0.6 γ=4", "mode": "lossless", "temperature": 0.6, "gamma": 4,
+                    **two(4)})
+    for t, (beta, tau) in ((0, (0.5, -1.0)), (0, (0.7, -3.0)), (0.6, (0.5, -1.0))):
+        configs.append({"name": f"lossy blocks, every outcome T={t} γ=4 β={beta} τ={tau}", "mode": "lossy",
+                        "temperature": t, "gamma": 4, "beta": beta, "tau": tau, **every(4)})
+    configs.append({"name": "lossless blocks + n-gram assist, every outcome T=0 γ=4", "mode": "lossless",
+                    "temperature": 0, "gamma": 4, "ngram_assist": True, **every(4)})
+    for g in (4, 8):
+        configs.append({"name": f"n-gram T=0 γ={g}", "mode": "ngram", "temperature": 0, "gamma": g, "adapter": False})
+    for g in (4, 8):
+        configs.append({"name": f"n-gram, context only (no corpus table) T=0 γ={g}", "mode": "ngram",
+                        "temperature": 0, "gamma": g, "adapter": False, "no_table": True})
+    configs.append({"name": "adaptive γ≤8: blocks + n-gram assist T=0", "mode": "lossless", "temperature": 0,
+                    "gamma": 8, "ngram_assist": True, "adaptive": True, **every(8)})
+    configs.append({"name": "adaptive γ≤8: blocks T=0", "mode": "lossless", "temperature": 0, "gamma": 8,
+                    "adaptive": True, **every(8)})
+    configs.append({"name": "adaptive γ≤8: n-gram T=0", "mode": "ngram", "temperature": 0, "gamma": 8,
+                    "adapter": False, "adaptive": True})
+    return configs
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default=os.path.join(ROOT, "models/default"))
     ap.add_argument("--adapter", default=None,
-                    help="default: MODEL/adapter; 'none' for a model that drafts for itself "
-                         "(config.json crossreg_draft, from pretrain --hybrid)")
+                    help="default: MODEL/adapter if it exists, else none; 'none': a model that drafts "
+                         "for itself (config.json crossreg_draft, from pretrain --hybrid)")
     ap.add_argument("--binary", default=os.path.join(ROOT, "build/bin/crossreg-generate"))
     ap.add_argument("--corpus-root", default="/usr/lib/python3.11")
     ap.add_argument("--holdout-pct", type=float, default=5.0)
@@ -173,6 +210,8 @@ def main():
                          "default: every configuration")
     args = ap.parse_args()
     adapter = args.adapter or os.path.join(args.model, "adapter")
+    if args.adapter is None and not os.path.isdir(adapter):
+        adapter = "none"  # no bundled adapter: the model must draft for itself (checked below)
     if adapter == "none":
         adapter = None
         with open(os.path.join(args.model, "config.json")) as fh:
@@ -237,8 +276,8 @@ def main():
     configs.append({"name": "adaptive γ≤8: n-gram T=0", "mode": "ngram", "temperature": 0, "gamma": 8,
                     "adapter": False, "adaptive": True})
 
-    if untrained is None:  # a self-drafting model: no adapter to zero
-        configs = [c for c in configs if "adapter_dir" not in c]
+    if untrained is None:  # a self-drafting model: its own layout (outcome blocks), no adapter to zero
+        configs = self_drafting_configs()
     if args.only:
         configs = [c for c in configs if c["mode"] == "ar" or any(c["name"].startswith(t) for t in args.only)]
         if len(configs) == 1:
@@ -278,7 +317,22 @@ def main():
         ar_share = f"{100 * r['ar_share']:.0f}%" if cfg.get("adaptive") else ""
         lines.append(f"| {cfg['name']} | {r['tpf']:.2f} | {100 * r['accept_rate']:.0f}% | "
                      f"{r['tokens_per_s']:.1f} | {r['tokens_per_s'] / ar_tps:.2f} | {ar_share} |")
-    lines += ["", "Prompts: " + ", ".join(sorted({f"`{p['file']}`" for p in prompts})), "",
+    ngram_note = ("n-gram needs no drafter and is the training-free baseline: it drafts from the request's own "
+                  "context, then from the model's corpus n-gram table (`ngram_table.bin`, built by `python3 -m "
+                  "training ngram-table`) where the context has no match of 2+ tokens; the \"context only\" rows "
+                  "leave the table out.")
+    if adapter is None:
+        lines += ["", "Prompts: " + ", ".join(sorted({f"`{p['file']}`" for p in prompts})), "",
+                  "How to read it: lossless rows must stay exact (the test suite proves that); their TPF measures "
+                  "the model's own drafts. \"blocks\" is the outcome-block layout (docs/algorithm.md): "
+                  "\"every outcome\" gives each of the γ + 1 acceptance outcomes a block of min(γ, 6) placeholder "
+                  "rows, \"R=2\" only outcomes 0, 1 and γ; \"n-gram assist\" lets prompt-lookup drafts take the "
+                  "first slots where the text repeats or the corpus table knows the context. " + ngram_note +
+                  " Adaptive rows pick each forward's draft length from acceptance and this machine's measured "
+                  "forward cost (AR forwards = the share it ran as plain AR). The model card discusses the figures.",
+                  ""]
+    else:
+        lines += ["", "Prompts: " + ", ".join(sorted({f"`{p['file']}`" for p in prompts})), "",
               "How to read it: lossless rows must stay exact (the test suite proves that); their TPF "
               "measures the adapter. \"forked\" is the forked refill (fork_outcomes 2, fork_depth 3), "
               "\"n-gram assist\" lets prompt-lookup drafts take the first slots where the text repeats or the corpus table knows the context "

@@ -14,7 +14,8 @@
 #   RETURN_DIR=$OUT scripts/distill_default.sh     # device machine: also pack results there
 #   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 AUTO_STEPS=0 scripts/distill_default.sh
 #   DRAFT_LAYOUT=blocks scripts/distill_default.sh # an adapter for outcome blocks (docs/algorithm.md)
-# The shipped adapter (models/default/distill_run.json) came from the earlier recipe:
+# The adapter shipped until 2026-11-28 (git show 025c763:models/default/distill_run.json) came from
+# the earlier recipe:
 #   N_EXAMPLES=32768 PREFIX_MAX=192 GEN_BATCH=512 WARMUP=50 LR_DECAY=none AUTO_STEPS=0 \
 #   PLACEHOLDER_WEIGHT=1 PLACEHOLDER_DECAY=1 FORK_FRAC=0 TIME_BUDGET_S=520 scripts/distill_default.sh
 # Every setting below can be overridden from the environment; extra arguments go to

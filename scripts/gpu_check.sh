@@ -180,8 +180,8 @@ if want streams && [ -x "$BIN/crossreg-server" ]; then
   "$BIN/crossreg-random-adapter" --model "$STORIES" --out "$ADAPTER" --rank 8 >/dev/null 2>&1
   for target in "stories260K|$STORIES|$ADAPTER" "default model|models/default|"; do
     IFS='|' read -r name model adapter <<<"$target"
-    if [ "$name" = "default model" ] && [ ! -f models/default/adapter/adapter_config.json ]; then
-      echo "[gpu_check] streams default model: skipped (models/default/adapter was left behind)"
+    if [ "$name" = "default model" ] && [ ! -f models/default/config.json ]; then
+      echo "[gpu_check] streams default model: skipped (models/default was left behind)"
       continue
     fi
     log="$OUT/streams_${name// /_}.md"

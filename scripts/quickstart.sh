@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
 # The main job on a fresh Debian 12 machine: install packages, build, start
-# crossreg-server on the embedded default model (models/default, with its
-# Cross-Regression adapter), stream one request through it, and keep serving until
-# Ctrl-C. Without the default model it serves the stories260K model from ../shared.
+# crossreg-server on the embedded default model (models/default, a model that drafts for
+# itself), measure which exact mode serves the first request fastest on this host
+# (scripts/pick_mode.py: AR, n-gram, lossless with n-gram assist, the same request and
+# seed), stream that request's answer in that mode with its speedup over AR, and keep
+# serving until Ctrl-C. Without the default model it serves stories260K from ../shared.
+# The request samples as a user would (temperature 0.7, top-p 0.95, seed 7): greedy
+# decoding of a small model loops. Lossless speculation is exact under sampling too.
 #   scripts/quickstart.sh                 # gRPC on :50051, metrics on :9090
+#   MODE=lossless scripts/quickstart.sh   # skip the measurement, use this mode
+#   TEMPERATURE=0 SEED=1 MAX_TOKENS=64 scripts/quickstart.sh
 #   PORT=50052 METRICS_PORT=9091 HTTP_PORT=8001 scripts/quickstart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,16 +23,14 @@ HTTP_PORT=${HTTP_PORT:-8000}
 SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --adaptive_gamma)
 if [ -f models/default/config.json ]; then
   PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
-  # n-gram drafting is the default model's fastest exact mode on a CPU (docs/acceptance.md);
-  # lossless/lossy use the adapter, best with the forked refill and n-gram assist.
-  MODE=${MODE:-ngram}
-  TRY="--prompt 'import os' --mode lossless --gamma 8 --fork_outcomes 2 --fork_depth 3 --ngram_assist"
+  TRY="--prompt 'import os' --mode lossless --gamma 4 --draft_layout blocks --ngram_assist"
 else
   SERVER_ARGS+=(--model ../shared/models/stories260K/stories260K.gguf)
   PROMPT=${PROMPT:-Once upon a time}
-  MODE=${MODE:-ngram}
-  TRY="--prompt 'Tom had a red ball' --mode ar --temperature 0.8"
+  TRY="--prompt 'Tom had a red ball' --mode ngram --temperature 0.8"
 fi
+REQUEST=(--max_tokens "${MAX_TOKENS:-128}" --temperature "${TEMPERATURE:-0.7}" --top_p "${TOP_P:-0.95}"
+         --seed "${SEED:-7}")
 
 echo "[quickstart] build/bin/crossreg-server ${SERVER_ARGS[*]}"
 build/bin/crossreg-server "${SERVER_ARGS[@]}" &
@@ -38,9 +42,21 @@ for _ in $(seq 1 100); do
   sleep 0.2
 done
 
-echo "[quickstart] build/bin/crossreg --mode $MODE --prompt ..."
-build/bin/crossreg --server "127.0.0.1:$PORT" --prompt "$PROMPT" --mode "$MODE" --max_tokens "${MAX_TOKENS:-128}" --echo "$@"
+SPEEDUP=""
+if [ -z "${MODE:-}" ]; then
+  echo "[quickstart] the same request in each exact mode, twice each (scripts/pick_mode.py):"
+  pick=$(python3 scripts/pick_mode.py --server "127.0.0.1:$PORT" --prompt "$PROMPT" -- "${REQUEST[@]}" | tee /dev/stderr | tail -1)
+  read -r _ MODE MODE_TPS AR_TPS <<<"$pick"
+  SPEEDUP=$(python3 -c "print(f'{$MODE_TPS / $AR_TPS:.2f}')")
+fi
+[ "$MODE" = lossless ] && REQUEST+=(--ngram_assist)
+echo "[quickstart] build/bin/crossreg --mode $MODE ${REQUEST[*]} --prompt ..."
+build/bin/crossreg --server "127.0.0.1:$PORT" --prompt "$PROMPT" --mode "$MODE" "${REQUEST[@]}" --echo "$@"
 echo
+if [ -n "$SPEEDUP" ]; then
+  echo "[quickstart] $MODE is this host's fastest exact mode for this request: $MODE_TPS tokens/s against AR's" \
+       "$AR_TPS, ${SPEEDUP}x AR (same prompt, settings and seed)"
+fi
 echo "[quickstart] serving gRPC on 127.0.0.1:$PORT, the OpenAI HTTP API on http://127.0.0.1:$HTTP_PORT/v1" \
      "(metrics: http://127.0.0.1:$METRICS_PORT/metrics); Ctrl-C stops it."
 echo "[quickstart] try: build/bin/crossreg --server 127.0.0.1:$PORT $TRY"

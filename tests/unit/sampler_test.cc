@@ -1,5 +1,6 @@
 #include "engine/sampler.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -35,6 +36,47 @@ TEST(SamplerTest, TemperatureTopKTopP) {
   EXPECT_EQ(p[3], 1.0f);
   ProcessedDistribution(logits.data(), 4, {0.5f, 0, 1.0f, 0}, p);  // T=0.5 squares
   EXPECT_NEAR(p[3], 0.16 / 0.30, 1e-6);
+}
+
+// Top-p alone finds its nucleus without sorting the vocabulary: the probabilities equal the
+// sorting definition's, bit for bit, over peaked, flat, tied and -inf logits, temperatures
+// and min_p; a wrong octave margin or summation order would move some of them.
+TEST(SamplerTest, NucleusWithoutSortingGivesTheSortingDefinitionsBits) {
+  Rng rng(11);
+  auto normal = [&] {
+    const double u1 = std::max(rng.Uniform(), 1e-300), u2 = rng.Uniform();
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+  };
+  int cases = 0, nontrivial = 0;
+  for (int vocab : {7, 300, 16384}) {
+    for (int shape = 0; shape < 4; ++shape) {
+      std::vector<float> z(static_cast<size_t>(vocab));
+      for (int i = 0; i < vocab; ++i) {
+        const float scale = shape == 0 ? 1.0f : shape == 1 ? 6.0f : 0.05f;
+        z[static_cast<size_t>(i)] = scale * normal();
+      }
+      if (shape == 3) {  // ties (every value four times) and excluded tokens
+        for (int i = 0; i < vocab; ++i) z[static_cast<size_t>(i)] = std::floor(4.0f * normal()) / 4.0f;
+        for (int i = 0; i < vocab; i += 5) z[static_cast<size_t>(i)] = -INFINITY;
+      }
+      for (float temperature : {0.3f, 0.7f, 1.0f, 1.7f}) {
+        for (float top_p : {0.05f, 0.5f, 0.9f, 0.95f, 0.999f}) {
+          for (float min_p : {0.0f, 0.01f}) {
+            const SamplingParams params{temperature, 0, top_p, min_p, 5};
+            std::vector<float> fast, sorted;
+            ProcessedDistribution(z.data(), vocab, params, fast);
+            ProcessedDistributionBySorting(z.data(), vocab, params, sorted);
+            ASSERT_EQ(fast, sorted) << "vocab " << vocab << " shape " << shape << " T " << temperature << " top_p "
+                                    << top_p << " min_p " << min_p;
+            ++cases;
+            nontrivial += std::count_if(fast.begin(), fast.end(), [](float x) { return x > 0.0f; }) > 1;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 4 * 4 * 5 * 2);
+  EXPECT_GT(nontrivial, cases / 2);  // most nuclei hold several tokens
 }
 
 TEST(SamplerTest, SameSeedSameDrawsAndFrequenciesMatch) {

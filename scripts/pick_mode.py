@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Measures which exact decoding mode serves one request fastest on this host, through a
+running crossreg-server, and prints the figures (the quickstart's first step).
+
+Each candidate mode runs the same request (prompt, sampling settings, seed) ROUNDS times,
+the modes taking turns, through the `crossreg` CLI; a mode's speed is its best round's
+completion tokens / the server's total seconds for the request. Every candidate is exact:
+AR, n-gram (prompt lookup), and, where the server has a drafter (an adapter, or a model
+that drafts for itself), lossless with n-gram assist. The last line is machine-readable:
+    PICK <mode> <tokens/s> <AR tokens/s>
+
+    scripts/pick_mode.py --server 127.0.0.1:50051 --prompt 'def f(' -- --temperature 0.7 --seed 7
+Arguments after `--` go to every request (crossreg --help lists them).
+"""
+import argparse
+import json
+import subprocess
+import sys
+
+CANDIDATES = [
+    ("ar", []),
+    ("ngram", []),
+    ("lossless", ["--ngram_assist"]),
+]
+
+
+def run_once(cli, server, prompt, mode, extra, request_args):
+    cmd = [cli, "--server", server, "--prompt", prompt, "--mode", mode, "--format", "jsonl"] + extra + request_args
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        return None, out.stderr.strip().splitlines()[-1] if out.stderr.strip() else f"exit {out.returncode}"
+    for line in reversed(out.stdout.splitlines()):
+        msg = json.loads(line)
+        if "complete" in msg:
+            done = msg["complete"]
+            tokens = int(done["usage"]["completion_tokens"])
+            seconds = float(done["timings"]["total_seconds"])
+            return {"tokens": tokens, "tps": tokens / max(seconds, 1e-9),
+                    "tpf": float(done["spec"].get("tokens_per_forward", 1.0))}, None
+    return None, "no Complete message"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--cli", default="build/bin/crossreg")
+    ap.add_argument("--server", required=True, help="host:port of a running crossreg-server")
+    ap.add_argument("--prompt", required=True)
+    ap.add_argument("--rounds", type=int, default=2, help="runs of each mode (the best counts)")
+    ap.add_argument("request_args", nargs=argparse.REMAINDER, help="after --: flags for every request")
+    a = ap.parse_args()
+    request_args = [x for x in a.request_args if x != "--"]
+    if a.rounds < 1:
+        raise SystemExit("--rounds must be at least 1")
+    best = {}
+    notes = {}
+    for r in range(a.rounds):
+        for k in range(len(CANDIDATES)):
+            mode, extra = CANDIDATES[(k + r) % len(CANDIDATES)]
+            result, error = run_once(a.cli, a.server, a.prompt, mode, extra, request_args)
+            if result is None:
+                notes[mode] = error
+                continue
+            if mode not in best or result["tps"] > best[mode]["tps"]:
+                best[mode] = result
+    if "ar" not in best:
+        raise SystemExit(f"pick_mode: AR failed: {notes.get('ar')}")
+    ar = best["ar"]["tps"]
+    print(f"{'mode':<28} {'tokens/s':>9} {'vs AR':>6} {'tokens/forward':>15}")
+    for mode, extra in CANDIDATES:
+        name = "+".join([mode] + [e.lstrip("-") for e in extra])
+        if mode in best:
+            b = best[mode]
+            print(f"{name:<28} {b['tps']:>9.1f} {b['tps'] / ar:>5.2f}x {b['tpf']:>15.2f}")
+        else:
+            print(f"{name:<28} {'-':>9}   ({notes.get(mode, 'not run')})")
+    pick = max(best, key=lambda m: best[m]["tps"])
+    print(f"PICK {pick} {best[pick]['tps']:.1f} {ar:.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

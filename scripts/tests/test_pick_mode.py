@@ -1,0 +1,84 @@
+"""The quickstart's first request on the embedded default model: scripts/pick_mode.py measures
+every exact mode on it through a running crossreg-server, and the answer at the quickstart's
+sampling settings does not loop."""
+import collections
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+from soak_http import free_port, wait_ready  # noqa: E402
+
+BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
+MODEL = os.path.join(ROOT, "models/default")
+# scripts/quickstart.sh's request (PROMPT, REQUEST).
+PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
+REQUEST = ["--max_tokens", "128", "--temperature", "0.7", "--top_p", "0.95", "--seed", "7"]
+
+
+def program(name):
+    path = os.path.join(BIN, name)
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built")
+    return path
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not os.path.exists(os.path.join(MODEL, "config.json")):
+        pytest.skip("no embedded default model")
+    grpc_port, http_port = free_port(), free_port()
+    log = open(str(tmp_path_factory.mktemp("pick") / "server.log"), "w")
+    proc = subprocess.Popen([program("crossreg-server"), "--host", "127.0.0.1", "--port", str(grpc_port),
+                             "--http_port", str(http_port), "--metrics_port", "0", "--adaptive_gamma"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        wait_ready(http_port, proc, timeout=120)
+        yield f"127.0.0.1:{grpc_port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_every_exact_mode_is_measured_and_the_fastest_is_picked(server):
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/pick_mode.py"), "--cli", program("crossreg"),
+                          "--server", server, "--prompt", PROMPT, "--rounds", "1", "--"] + REQUEST,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.strip().splitlines()
+    rows = {ln.split()[0].split("+")[0]: ln.split() for ln in lines[1:-1]}
+    assert set(rows) == {"ar", "ngram", "lossless"}, out.stdout  # the model drafts for itself: lossless runs
+    speeds = {mode: float(r[1]) for mode, r in rows.items()}
+    assert float(rows["ar"][3]) == 1.0 and float(rows["lossless"][3]) > 1.0  # tokens per forward
+    _, pick, pick_tps, ar_tps = lines[-1].split()
+    assert pick == max(speeds, key=speeds.get)
+    assert float(pick_tps) == pytest.approx(speeds[pick], abs=0.1)
+    assert float(ar_tps) == pytest.approx(speeds["ar"], abs=0.1)
+
+
+def test_pick_mode_names_a_mode_that_fails(server):
+    # A request the server refuses in every mode (top_p out of range) is reported, not hidden.
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "scripts/pick_mode.py"), "--cli", program("crossreg"),
+                          "--server", server, "--prompt", PROMPT, "--rounds", "1", "--", "--top_p", "1.5"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode != 0 and "AR failed" in out.stderr and "top_p" in out.stderr
+
+
+def test_the_quickstart_answer_does_not_loop(server):
+    """The target: no 8-token sequence more than three times in the 128 tokens (AR and the
+    drafting modes sample the same distribution; AR's sample is the reproducible one)."""
+    out = subprocess.run([program("crossreg"), "--server", server, "--prompt", PROMPT, "--mode", "ar",
+                          "--format", "jsonl"] + REQUEST, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ids = []
+    for line in out.stdout.splitlines():
+        msg = json.loads(line)
+        if "chunk" in msg:
+            ids += msg["chunk"]["token_ids"]
+    assert len(ids) == 128
+    grams = collections.Counter(tuple(ids[i:i + 8]) for i in range(len(ids) - 7))
+    assert max(grams.values()) <= 3, grams.most_common(1)
