@@ -53,7 +53,8 @@ def test_every_exact_mode_is_measured_and_the_fastest_is_picked(server):
     rows = {ln.split()[0].split("+")[0]: ln.split() for ln in lines[1:-1]}
     assert set(rows) == {"ar", "ngram", "lossless"}, out.stdout  # the model drafts for itself: lossless runs
     speeds = {mode: float(r[1]) for mode, r in rows.items()}
-    assert float(rows["ar"][3]) == 1.0 and float(rows["lossless"][3]) > 1.0  # tokens per forward
+    # Tokens per forward: adaptive γ may run lossless as plain AR where drafts do not pay.
+    assert float(rows["ar"][3]) == 1.0 and float(rows["lossless"][3]) >= 1.0
     _, pick, pick_tps, ar_tps = lines[-1].split()
     assert pick == max(speeds, key=speeds.get)
     assert float(pick_tps) == pytest.approx(speeds[pick], abs=0.1)
