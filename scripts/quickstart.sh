@@ -5,8 +5,9 @@
 # (scripts/pick_mode.py: AR, n-gram, lossless with n-gram assist, the same request and
 # seed), stream that request's answer in that mode with its speedup over AR, and keep
 # serving until Ctrl-C. Without the default model it serves stories260K from ../shared.
-# The request samples as a user would (temperature 0.7, top-p 0.95, seed 7): greedy
-# decoding of a small model loops. Lossless speculation is exact under sampling too.
+# The request samples as a user would (temperature 0.8, top-p 0.95, repetition penalty 1.05,
+# seed 1): greedy decoding of a small model loops, and so does sampling without the penalty
+# (scripts/tests/test_pick_mode.py). Lossless speculation is exact under all of them.
 #   scripts/quickstart.sh                 # gRPC on :50051, metrics on :9090
 #   MODE=lossless scripts/quickstart.sh   # skip the measurement, use this mode
 #   TEMPERATURE=0 SEED=1 MAX_TOKENS=64 scripts/quickstart.sh
@@ -22,15 +23,15 @@ HTTP_PORT=${HTTP_PORT:-8000}
 # requests pick each forward's draft length (or plain AR) for the most tokens/s.
 SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --adaptive_gamma)
 if [ -f models/default/config.json ]; then
-  PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'}
+  PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    '}
   TRY="--prompt 'import os' --mode lossless --gamma 4 --draft_layout blocks --ngram_assist"
 else
   SERVER_ARGS+=(--model ../shared/models/stories260K/stories260K.gguf)
   PROMPT=${PROMPT:-Once upon a time}
   TRY="--prompt 'Tom had a red ball' --mode ngram --temperature 0.8"
 fi
-REQUEST=(--max_tokens "${MAX_TOKENS:-128}" --temperature "${TEMPERATURE:-0.7}" --top_p "${TOP_P:-0.95}"
-         --seed "${SEED:-7}")
+REQUEST=(--max_tokens "${MAX_TOKENS:-128}" --temperature "${TEMPERATURE:-0.8}" --top_p "${TOP_P:-0.95}"
+         --repetition_penalty "${REPETITION_PENALTY:-1.05}" --seed "${SEED:-1}")
 
 echo "[quickstart] build/bin/crossreg-server ${SERVER_ARGS[*]}"
 build/bin/crossreg-server "${SERVER_ARGS[@]}" &

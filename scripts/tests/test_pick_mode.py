@@ -16,8 +16,9 @@ from soak_http import free_port, wait_ready  # noqa: E402
 BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
 MODEL = os.path.join(ROOT, "models/default")
 # scripts/quickstart.sh's request (PROMPT, REQUEST).
-PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'
-REQUEST = ["--max_tokens", "128", "--temperature", "0.7", "--top_p", "0.95", "--seed", "7"]
+PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    '
+SETTINGS = ["--max_tokens", "128", "--temperature", "0.8", "--top_p", "0.95", "--repetition_penalty", "1.05"]
+REQUEST = SETTINGS + ["--seed", "1"]
 
 
 def program(name):
@@ -70,16 +71,24 @@ def test_pick_mode_names_a_mode_that_fails(server):
 
 
 def test_the_quickstart_answer_does_not_loop(server):
-    """The target: no 8-token sequence more than three times in the 128 tokens (AR and the
-    drafting modes sample the same distribution; AR's sample is the reproducible one)."""
-    out = subprocess.run([program("crossreg"), "--server", server, "--prompt", PROMPT, "--mode", "ar",
-                          "--format", "jsonl"] + REQUEST, capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
-    ids = []
-    for line in out.stdout.splitlines():
-        msg = json.loads(line)
-        if "chunk" in msg:
-            ids += msg["chunk"]["token_ids"]
-    assert len(ids) == 128
-    grams = collections.Counter(tuple(ids[i:i + 8]) for i in range(len(ids) - 7))
-    assert max(grams.values()) <= 3, grams.most_common(1)
+    """The target: no 8-token sequence more than three times in the answer's 128 tokens. AR's
+    samples are the reproducible ones (the drafting modes sample the same distribution), so
+    the settings are checked on the quickstart's seed and nine more; without the repetition
+    penalty 7 of seeds 1-20 loop (2026-11-28)."""
+    worst = {}
+    for seed in range(1, 11):
+        out = subprocess.run([program("crossreg"), "--server", server, "--prompt", PROMPT, "--mode", "ar",
+                              "--format", "jsonl", "--seed", str(seed)] + SETTINGS,
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        ids = []
+        for line in out.stdout.splitlines():
+            msg = json.loads(line)
+            if "chunk" in msg:
+                ids += msg["chunk"]["token_ids"]
+        assert 0 < len(ids) <= 128
+        grams = collections.Counter(tuple(ids[i:i + 8]) for i in range(len(ids) - 7))
+        worst[seed] = max(grams.values(), default=0)
+        if seed == 1:
+            assert len(ids) == 128  # the quickstart's answer runs its full length
+    assert max(worst.values()) <= 3, worst
