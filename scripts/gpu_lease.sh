@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# One GPU lease (30 minutes of device time) spent as three device-tool calls, each under its
-# 10-minute limit, with the GPU's training and the CPU's build/checks side by side:
+# Stages of GPU work, each one device-tool call under its 10-minute limit, with the GPU's
+# training and the checks side by side where they only share the GPU. A lease is 15 minutes
+# of device time today: `drafters` (one call, about 6 minutes) is the training stage that fits.
+#   drafters  the default model's drafters (issue 47): the base taught to draft for itself
+#          (pretrain --init-model --hybrid) and a LoRA adapter for outcome blocks, beside the
+#          GPU tests and the server streams, then crossreg-bench-gpu alone; pack-drafters (here)
+#          prepares .lease_drafters. drafter-speed: a self-drafting model's TPF and tokens/s
+#          through crossreg-generate on CUDA and on the CPU, after the GPU parity tests.
 #   train  the default base model's pretraining on the GPU (scripts/pretrain_default.sh) while
 #          the CPU builds the CUDA tree (niced, 12 jobs) and then runs the GPU tests and the
 #          backend-selection test (scripts/gpu_check.sh "build tests backend"): tests check
