@@ -120,12 +120,14 @@ bool NucleusWithoutSorting(const float* logits, int vocab, const SamplingParams&
     if (cum >= target) break;
   }
   if (cum < target) return false;
-  // Keep the prefix's weights, zero the rest, normalise.
+  // Zero what is not kept (the candidates past the cut, then every token below the
+  // candidates' octaves, which the kept weights are not yet scaled out of), normalise.
+  for (size_t j = n; j < candidates.size(); ++j) probs[static_cast<size_t>(candidates[j])] = 0.0f;
+  for (float& e : probs) {
+    if (Octave(e) > last) e = 0.0f;
+  }
   const float inv_sum = static_cast<float>(1.0 / cum);
-  std::vector<float> kept(n);
-  for (size_t j = 0; j < n; ++j) kept[j] = probs[static_cast<size_t>(candidates[j])];
-  std::fill(probs.begin(), probs.end(), 0.0f);
-  for (size_t j = 0; j < n; ++j) probs[static_cast<size_t>(candidates[j])] = kept[j] * inv_sum;
+  for (size_t j = 0; j < n; ++j) probs[static_cast<size_t>(candidates[j])] *= inv_sum;
   return true;
 }
 

@@ -149,6 +149,18 @@ def run_configs(binary, model, adapter, prompts, configs, max_new, threads, back
              "ar_share": t["ar_forwards"] / t["forwards"]} for t in totals]
 
 
+def ngram_baselines():
+    """n-gram drafting at γ 4 and 8, with the model's corpus table (ngram_table.bin) and
+    without it (the context alone): the training-free rows every report carries."""
+    rows = []
+    for no_table in (False, True):
+        for g in (4, 8):
+            name = "n-gram, context only (no corpus table)" if no_table else "n-gram"
+            rows.append({"name": f"{name} T=0 γ={g}", "mode": "ngram", "temperature": 0, "gamma": g,
+                         "adapter": False, **({"no_table": True} if no_table else {})})
+    return rows
+
+
 def self_drafting_configs():
     """The rows of a model that drafts for itself in outcome blocks (pretrain --hybrid): every
     outcome a block ("every outcome") or only outcomes n < 2 and n = γ ("R=2"), block depth at
@@ -172,11 +184,7 @@ def self_drafting_configs():
                         "temperature": t, "gamma": 4, "beta": beta, "tau": tau, **every(4)})
     configs.append({"name": "lossless blocks + n-gram assist, every outcome T=0 γ=4", "mode": "lossless",
                     "temperature": 0, "gamma": 4, "ngram_assist": True, **every(4)})
-    for g in (4, 8):
-        configs.append({"name": f"n-gram T=0 γ={g}", "mode": "ngram", "temperature": 0, "gamma": g, "adapter": False})
-    for g in (4, 8):
-        configs.append({"name": f"n-gram, context only (no corpus table) T=0 γ={g}", "mode": "ngram",
-                        "temperature": 0, "gamma": g, "adapter": False, "no_table": True})
+    configs += ngram_baselines()
     configs.append({"name": "adaptive γ≤8: blocks + n-gram assist T=0", "mode": "lossless", "temperature": 0,
                     "gamma": 8, "ngram_assist": True, "adaptive": True, **every(8)})
     configs.append({"name": "adaptive γ≤8: blocks T=0", "mode": "lossless", "temperature": 0, "gamma": 8,
@@ -246,12 +254,7 @@ def main():
     for g in (4, 8):
         configs.append({"name": f"lossless forked + n-gram assist T=0 γ={g}", "mode": "lossless", "temperature": 0,
                         "gamma": g, "ngram_assist": True, **fork})
-    for g in (4, 8):
-        configs.append({"name": f"n-gram T=0 γ={g}", "mode": "ngram", "temperature": 0, "gamma": g, "adapter": False})
-    # The same without the model's corpus n-gram table (ngram_table.bin): the context alone.
-    for g in (4, 8):
-        configs.append({"name": f"n-gram, context only (no corpus table) T=0 γ={g}", "mode": "ngram",
-                        "temperature": 0, "gamma": g, "adapter": False, "no_table": True})
+    configs += ngram_baselines()
     configs.append({"name": "untrained adapter (B=0), lossless T=0 γ=8", "mode": "lossless", "temperature": 0,
                     "gamma": 8, "adapter_dir": untrained})
     configs.append({"name": "untrained adapter (B=0), lossless forked T=0 γ=8", "mode": "lossless",

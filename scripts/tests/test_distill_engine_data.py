@@ -20,15 +20,9 @@ from training.hf_io import load_model_dir  # noqa: E402
 from training.layout import generate  # noqa: E402
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from soak_http import free_port, post, wait_ready  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from built_programs import program  # noqa: E402
 
-BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
-
-
-def program(name):
-    path = os.path.join(BIN, name)
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"{path} is not built")
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -12,20 +12,14 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 from soak_http import free_port, wait_ready  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from built_programs import program  # noqa: E402
 
-BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
 MODEL = os.path.join(ROOT, "models/default")
 # scripts/quickstart.sh's request (PROMPT, REQUEST).
 PROMPT = 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    '
 SETTINGS = ["--max_tokens", "128", "--temperature", "0.8", "--top_p", "0.95", "--repetition_penalty", "1.05"]
 REQUEST = SETTINGS + ["--seed", "1"]
-
-
-def program(name):
-    path = os.path.join(BIN, name)
-    if not os.access(path, os.X_OK):
-        pytest.skip(f"{path} is not built")
-    return path
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +54,17 @@ def test_every_exact_mode_is_measured_and_the_fastest_is_picked(server):
     assert pick == max(speeds, key=speeds.get)
     assert float(pick_tps) == pytest.approx(speeds[pick], abs=0.1)
     assert float(ar_tps) == pytest.approx(speeds["ar"], abs=0.1)
+
+
+def test_the_default_model_drafts_for_itself_through_the_server(server):
+    """What the lossless row measures when adaptive γ lets it draft: the model's own blocks,
+    with no adapter, accepted at a fixed γ (greedy, so the same on every run)."""
+    out = subprocess.run([program("crossreg"), "--server", server, "--prompt", PROMPT, "--mode", "lossless",
+                          "--gamma", "4", "--adaptive_gamma", "false", "--max_tokens", "64", "--format", "jsonl"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    done = [json.loads(line)["complete"] for line in out.stdout.splitlines() if '"complete"' in line][0]
+    assert float(done["spec"]["tokens_per_forward"]) > 1.2 and int(done["spec"]["accepted"]) > 0
 
 
 def test_pick_mode_names_a_mode_that_fails(server):

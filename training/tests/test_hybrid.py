@@ -12,6 +12,13 @@ from training.tests.test_model import tiny  # noqa: E402
 PH = 49
 
 
+def hybrid_trainer(model, anchors, rows, target, anchor_offset):
+    """What Trainer._hybrid_parts reads of a Trainer, around a tiny model."""
+    args = types.SimpleNamespace(hybrid_anchors=anchors, hybrid_rows=rows, hybrid_target=target)
+    return types.SimpleNamespace(a=args, model=model, device=torch.device("cpu"), placeholder=PH,
+                                 anchor_offset=anchor_offset)
+
+
 def test_hybrid_block_loss_equals_the_layout_block_by_block():
     m = tiny(seed=3)
     m.eval()
@@ -19,8 +26,7 @@ def test_hybrid_block_loss_equals_the_layout_block_by_block():
     B, T, A, f = 2, 12, 3, 4
     toks = torch.randint(0, 48, (B, T + 1), generator=g)
     x, y = toks[:, :-1], toks[:, 1:]
-    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f, hybrid_target="text")
-    trainer = types.SimpleNamespace(a=args, model=m, device=torch.device("cpu"), placeholder=PH, anchor_offset=5)
+    trainer = hybrid_trainer(m, A, f, "text", anchor_offset=5)
     with torch.no_grad():
         clean, blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
         logits, _ = m(x)
@@ -51,8 +57,7 @@ def test_self_target_scores_each_block_row_against_the_models_own_distribution()
     B, T, A, f = 2, 10, 2, 3
     toks = torch.randint(0, 48, (B, T + 1), generator=g)
     x, y = toks[:, :-1], toks[:, 1:]
-    args = types.SimpleNamespace(hybrid_anchors=A, hybrid_rows=f, hybrid_target="self")
-    trainer = types.SimpleNamespace(a=args, model=m, device=torch.device("cpu"), placeholder=PH, anchor_offset=2)
+    trainer = hybrid_trainer(m, A, f, "self", anchor_offset=2)
     with torch.no_grad():
         _, blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
         logits, _ = m(x)
@@ -69,7 +74,7 @@ def test_self_target_scores_each_block_row_against_the_models_own_distribution()
                     total += -(p * torch.log_softmax(blk[0, i], -1)).sum().item()
                     count += 1
     assert abs(blocks.item() - total / count) < 1e-4
-    args.hybrid_target = "text"
+    trainer.a.hybrid_target = "text"
     with torch.no_grad():
         _, text_blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
     assert abs(text_blocks.item() - blocks.item()) > 1e-3
