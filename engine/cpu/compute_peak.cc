@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/cpu_features.h"
 
 namespace crossreg::cpu {
@@ -62,7 +63,8 @@ double DotInt8LoopPortable(int64_t iterations) {
 
 ComputePeaks::Peak ComputePeaks::PeakFor(DType weights) const {
   if (IsQuantized(weights)) return {int8_dot_ops, "int8 dot-product"};
-  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0) {
+  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0 &&
+      ChosenBf16PanelKernel().kernel == Bf16PanelKernel::kDot) {
     return {bf16_dot_flops, "bf16 dot-product"};
   }
   return {f32_fma_flops, "f32 FMA"};

@@ -20,9 +20,9 @@ struct ComputePeaks {
   std::string f32_isa, int8_isa;  // which instructions each rate was measured with
 
   // The rate that bounds a linear layer over weights of `weights` on this CPU, and the
-  // name the benchmarks print for it: bf16 dot products where the CPU has them for
-  // bf16/f16 weights (the AVX2 and AVX-512 F paths widen them to f32 and FMA), the int8
-  // rate for quantized weights, else f32 FMA.
+  // name the benchmarks print for it: bf16 dot products for bf16/f16 weights where the
+  // CPU runs them with vdpbf16ps (engine/cpu/bf16_panel_kernel.h; the other paths widen
+  // them to f32 and FMA), the int8 rate for quantized weights, else f32 FMA.
   struct Peak {
     double rate;
     const char* name;  // "bf16 dot-product", "int8 dot-product" or "f32 FMA"

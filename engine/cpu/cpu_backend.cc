@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/kv_store.h"
 #include "engine/cpu/large_buffer.h"
@@ -49,6 +50,10 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   std::string device() const override {
     return absl::StrCat(cpu::CpuModelName(), ", ", pool_.num_threads(), " threads, SIMD ", cpu::SimdLevelName(simd_),
+                        simd_ >= cpu::SimdLevel::kAvx512
+                            ? absl::StrCat(" (bf16 weights: ",
+                                           cpu::Bf16PanelKernelName(cpu::Bf16PanelKernelAt(simd_)), ")")
+                            : std::string(),
                         ", KV ", KvDtypeName(kv_dtype_));
   }
 

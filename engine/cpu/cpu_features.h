@@ -14,7 +14,7 @@ enum class SimdLevel {
   kScalar,      // portable C++
   kAvx2,        // AVX2 + FMA + F16C
   kAvx512,      // AVX-512 F/BW/VL/DQ
-  kAvx512Bf16,  // plus AVX512_BF16: vdpbf16ps, bf16 dot products at twice the f32 FMA rate
+  kAvx512Bf16,  // plus AVX512_BF16: vdpbf16ps, used where it beats f32 FMAs (bf16_panel_kernel.h)
 };
 
 // Detected once; CROSSREG_SIMD=scalar|avx2|avx512|avx512bf16 lowers it (tests,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <vector>
 
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/linear_kernels.h"
 #include "engine/cpu/tile_order_chooser.h"
 #include "engine/dtype.h"
@@ -12,6 +13,12 @@ namespace crossreg::cpu {
 namespace {
 
 using internal::PanelArgs;
+
+// Whether bf16 panels run the widened kernel at this level (their activations then
+// travel as pairs of floats): always on AVX-512 F, by measurement with AVX512_BF16.
+bool WidenedBf16(SimdLevel level) {
+  return level >= SimdLevel::kAvx512 && Bf16PanelKernelAt(level) == Bf16PanelKernel::kWide;
+}
 
 void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) {
   if (a.w->format() == PanelFormat::kQ8) {
@@ -24,7 +31,13 @@ void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) 
     return;
   }
   switch (level) {
-    case SimdLevel::kAvx512Bf16: internal::PanelsAvx512Bf16(a, begin, end); return;
+    case SimdLevel::kAvx512Bf16:
+      if (WidenedBf16(level)) {
+        internal::PanelsAvx512(a, begin, end);
+      } else {
+        internal::PanelsAvx512Bf16(a, begin, end);
+      }
+      return;
     case SimdLevel::kAvx512: internal::PanelsAvx512(a, begin, end); return;
     case SimdLevel::kAvx2: internal::PanelsAvx2(a, begin, end); return;
     case SimdLevel::kScalar: internal::PanelsScalar(a, begin, end); return;
@@ -143,6 +156,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
   thread_local std::vector<float> x_f32;
   thread_local std::vector<uint32_t> x_bf16;
+  thread_local std::vector<float> x_wide;
   std::vector<internal::RowTile> tiles_f32, tiles_bf16;
   auto make_tiles = [&](const std::vector<int64_t>& starts, const void* base, size_t element) {
     std::vector<internal::RowTile> tiles;
@@ -159,10 +173,18 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
     const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
     const bool avx512 = level >= SimdLevel::kAvx512;
-    // The buffer is this thread's: take its address here, not inside the workers.
+    const bool widened = WidenedBf16(level);
+    if (widened) x_wide.resize(2 * x_bf16.size());
+    // The buffers are this thread's: take their addresses here, not inside the workers.
     uint32_t* const packed = x_bf16.data();
+    float* const wide = x_wide.data();
     auto pack = [&](int64_t begin, int64_t end) {
       internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
+      if (!widened) return;
+      for (int64_t t = begin; t < end; ++t) {
+        const int64_t first = starts[static_cast<size_t>(t)];
+        internal::WidenBf16Pairs(packed, first, first + (in + 1) / 2 * plan[static_cast<size_t>(t)].second, wide);
+      }
     };
     // The threads pack the row tiles between them whenever the layer itself is split.
     // Prefill's hundreds of rows take ~5% of a linear layer to round and pack, too much to
@@ -177,7 +199,8 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     } else {
       pack(0, static_cast<int64_t>(plan.size()));
     }
-    tiles_bf16 = make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
+    tiles_bf16 = widened ? make_tiles(starts, x_wide.data(), 2 * sizeof(float))
+                         : make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
   QuantizedCall quantized;
   if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0);
@@ -224,7 +247,10 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
   const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
   // Each input in its own tiles (these calls are small: the packing stays on this thread).
   thread_local std::vector<std::vector<uint32_t>> packed;
+  thread_local std::vector<std::vector<float>> widened_x;
   if (packed.size() < static_cast<size_t>(count)) packed.resize(static_cast<size_t>(count));
+  if (widened_x.size() < static_cast<size_t>(count)) widened_x.resize(static_cast<size_t>(count));
+  const bool widened = WidenedBf16(level);
   std::vector<std::vector<internal::RowTile>> tiles(static_cast<size_t>(count));
   std::vector<PanelArgs> args(static_cast<size_t>(count));
   std::vector<QuantizedCall> quantized(static_cast<size_t>(count));
@@ -255,8 +281,16 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       internal::PackRowTilesBf16Range(jobs[i].x, in, plan, starts, buf.data(), avx512, 0,
                                       static_cast<int64_t>(plan.size()));
     }
+    const bool wide = widened && w.format() == PanelFormat::kBf16;
+    std::vector<float>& wide_buf = widened_x[static_cast<size_t>(i)];
+    if (wide) {
+      wide_buf.resize(2 * buf.size());
+      internal::WidenBf16Pairs(buf.data(), 0, static_cast<int64_t>(buf.size()), wide_buf.data());
+    }
     for (size_t t = 0; t < plan.size(); ++t) {
-      tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, buf.data() + starts[t]});
+      const void* tile_x = wide ? static_cast<const void*>(wide_buf.data() + 2 * starts[t])
+                                : static_cast<const void*>(buf.data() + starts[t]);
+      tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, tile_x});
     }
     a.w = &w;
     a.tiles = tiles[static_cast<size_t>(i)].data();

@@ -1,7 +1,7 @@
 // y = x · Wᵀ for a batch of rows over packed weights (engine/cpu/packed_weights.h): the
 // one kernel that streams the weights. bf16 (and f16) weights multiply activations
-// rounded to bf16 once per call, with vdpbf16ps where the CPU has AVX512_BF16; f32
-// weights keep f32. Paths: AVX512_BF16, AVX-512 F, AVX2 + FMA, portable; the level is
+// rounded to bf16 once per call, with vdpbf16ps or widened to f32 and FMAs, whichever
+// this CPU runs faster (engine/cpu/bf16_panel_kernel.h); f32 weights keep f32. Paths: AVX512_BF16, AVX-512 F, AVX2 + FMA, portable; the level is
 // an argument so tests run every path. Each output element is accumulated in the same
 // order whatever the number of rows, so a row's result does not depend on which rows
 // ran with it (engine/cpu/linear_kernels.h).

@@ -23,7 +23,9 @@ namespace crossreg::cpu::internal {
 struct RowTile {
   int64_t first_row = 0;
   int64_t rows = 0;
-  const void* x = nullptr;  // k_steps x rows values: float (kF32 panels) or uint32 bf16 pairs (kBf16)
+  // k_steps x rows values: float (kF32 panels), uint32 bf16 pairs (kBf16, vdpbf16ps and
+  // portable kernels) or pairs of floats (kBf16, widened kernel)
+  const void* x = nullptr;
 };
 
 // Up to this many rows (a verify step) the AVX-512 kernels' tiles may take turns per K
@@ -64,6 +66,8 @@ std::vector<std::pair<int64_t, int64_t>> PlanRowTiles(int64_t rows, int64_t max)
 // y[:, 32j, 32j + 32) for panels j in [begin, end), every tile.
 void PanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
+// bf16 panels: PanelsAvx512 runs the widened kernel (tiles of WidenBf16Pairs floats),
+// PanelsAvx512Bf16 vdpbf16ps (tiles of pairs); engine/cpu/bf16_panel_kernel.h chooses.
 void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
 
@@ -96,5 +100,9 @@ std::vector<int64_t> PackRowTilesF32(const float* x, int64_t in, const std::vect
 std::vector<int64_t> RowTileStartsBf16(int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles);
 void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
                            const std::vector<int64_t>& starts, uint32_t* out, bool avx512, int64_t begin, int64_t end);
+// The widened bf16 kernel's activations (Bf16WideStep): each packed pair as two f32,
+// the even value then the odd one, exactly (a bf16 is the top half of its f32). Pairs
+// [begin, end) of `pairs` into floats [2 begin, 2 end) of `out`: tile starts double.
+void WidenBf16Pairs(const uint32_t* pairs, int64_t begin, int64_t end, float* out);
 
 }  // namespace crossreg::cpu::internal

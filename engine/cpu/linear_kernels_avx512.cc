@@ -1,5 +1,6 @@
-// AVX-512 F micro-kernels: f32 panels with FMA, and bf16 panels widened to f32 (for
-// AVX-512 CPUs without AVX512_BF16). Compiled with -mavx512f etc.; called only after
+// AVX-512 F micro-kernels: f32 panels with FMA, and bf16 panels widened to f32 (AVX-512
+// CPUs without AVX512_BF16, and those whose vdpbf16ps is slower than two FMAs:
+// engine/cpu/bf16_panel_kernel.h). Compiled with -mavx512f etc.; called only after
 // run-time detection. Also the AVX-512 packing of activation tiles to bf16.
 #include <immintrin.h>
 
@@ -31,15 +32,18 @@ struct F32Step {
   }
 };
 
-// bf16 panel without the dot-product instruction: each 32-bit lane holds a weight
-// pair; its even and odd halves widen to f32 and meet the activation pair in two FMAs.
-struct Bf16WidenStep {
+// bf16 panel through f32 FMAs: each 32-bit lane holds a weight pair, its even and odd
+// halves widened to f32 once per K step for all the tile's rows; the activations arrive
+// widened too (WidenBf16Pairs: per step and row, the even then the odd value as f32), so
+// each row costs 4 FMAs with broadcast operands and nothing else. Even before odd, as the
+// portable kernel adds them: the two agree bitwise.
+struct Bf16WideStep {
   template <int R>
   static void Run(const unsigned char* panel, int64_t k0, int64_t k1, const void* tile_x, const PanelPrefetch& pf,
                   __m512 (&acc)[R][2]) {
     const __m512i high = _mm512_set1_epi32(static_cast<int>(0xffff0000u));
-    const int* x = static_cast<const int*>(tile_x) + k0 * R;
-    for (int64_t k = k0; k < k1; ++k, x += R) {
+    const float* x = static_cast<const float*>(tile_x) + k0 * R * 2;
+    for (int64_t k = k0; k < k1; ++k, x += 2 * R) {
       const __m512i w0 = _mm512_load_si512(panel + k * kPanelStepBytes);
       const __m512i w1 = _mm512_load_si512(panel + k * kPanelStepBytes + 64);
       PrefetchStep(pf, panel, k, k - k0);
@@ -48,9 +52,8 @@ struct Bf16WidenStep {
       const __m512 w1e = _mm512_castsi512_ps(_mm512_slli_epi32(w1, 16));
       const __m512 w1o = _mm512_castsi512_ps(_mm512_and_si512(w1, high));
       for (int r = 0; r < R; ++r) {
-        const __m512i pair = _mm512_set1_epi32(x[r]);
-        const __m512 xe = _mm512_castsi512_ps(_mm512_slli_epi32(pair, 16));
-        const __m512 xo = _mm512_castsi512_ps(_mm512_and_si512(pair, high));
+        const __m512 xe = _mm512_set1_ps(x[2 * r]);
+        const __m512 xo = _mm512_set1_ps(x[2 * r + 1]);
         acc[r][0] = _mm512_fmadd_ps(w0e, xe, acc[r][0]);
         acc[r][0] = _mm512_fmadd_ps(w0o, xo, acc[r][0]);
         acc[r][1] = _mm512_fmadd_ps(w1e, xe, acc[r][1]);
@@ -119,7 +122,7 @@ void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end) {
   if (a.w->format() == PanelFormat::kF32) {
     RunPanels<F32Step>(a, begin, end);
   } else {
-    RunPanels<Bf16WidenStep>(a, begin, end);
+    RunPanels<Bf16WideStep>(a, begin, end);
   }
 }
 

@@ -1,6 +1,7 @@
 // Portable micro-kernels: the reference every SIMD path is compared with, and what a
 // CPU without AVX2 runs. Also the row-tile packing every path shares.
 #include <algorithm>
+#include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
 #include "engine/dtype.h"
@@ -62,6 +63,14 @@ void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pa
         tile_out[p * rows + r] = lo | (hi << 16);
       }
     }
+  }
+}
+
+void WidenBf16Pairs(const uint32_t* pairs, int64_t begin, int64_t end, float* out) {
+  for (int64_t i = begin; i < end; ++i) {
+    const uint32_t even = pairs[i] << 16, odd = pairs[i] & 0xffff0000u;
+    std::memcpy(out + 2 * i, &even, sizeof(float));
+    std::memcpy(out + 2 * i + 1, &odd, sizeof(float));
   }
 }
 

@@ -19,6 +19,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/compute_peak.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear.h"
@@ -253,6 +254,35 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3,
                 times[i] / times[0], math * 1e3, std::max(1.0, math / times[0]), floor * 1e3, times[i] / floor);
   }
+  // Both bf16 kernels (engine/cpu/bf16_panel_kernel.h) on the same forwards, taking
+  // turns, so their ratio holds whatever else the machine does meanwhile.
+  if (cpu::DetectedSimdLevel() == cpu::SimdLevel::kAvx512Bf16 && weight_dtype == DType::kBF16) {
+    std::vector<double> best[2];
+    double prefill_best[2] = {1e30, 1e30};
+    const cpu::Bf16PanelKernel kernels[2] = {cpu::Bf16PanelKernel::kDot, cpu::Bf16PanelKernel::kWide};
+    for (int round = 0; round < 3; ++round) {
+      for (int k = 0; k < 2; ++k) {
+        cpu::OverrideBf16PanelKernelForBenchmark(kernels[k]);
+        const std::vector<double> t = TimeRows(*engine, row_counts, context, 5);
+        if (best[k].empty()) best[k].assign(t.size(), 1e30);
+        for (size_t i = 0; i < t.size(); ++i) best[k][i] = std::min(best[k][i], t[i]);
+        if (prefill > 0) prefill_best[k] = std::min(prefill_best[k], TimePrefill(*engine, prefill, 1));
+      }
+    }
+    cpu::ClearBf16PanelKernelOverride();
+    std::printf("\nThe two bf16 kernels on these forwards, taking turns (this process serves with %s):\n"
+                "| rows | vdpbf16ps ms | T(rows)/T(1) | widened f32 FMA ms | T(rows)/T(1) | vdpbf16ps / widened |\n"
+                "|---|---|---|---|---|---|\n",
+                cpu::Bf16PanelKernelName(cpu::ChosenBf16PanelKernel().kernel));
+    for (size_t i = 0; i < row_counts.size(); ++i) {
+      std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.2f |\n", row_counts[i], best[0][i] * 1e3,
+                  best[0][i] / best[0][0], best[1][i] * 1e3, best[1][i] / best[1][0], best[0][i] / best[1][i]);
+    }
+    if (prefill > 0) {
+      std::printf("| prefill %d | %.1f | | %.1f | | %.2f |\n", prefill, prefill_best[0] * 1e3, prefill_best[1] * 1e3,
+                  prefill_best[0] / prefill_best[1]);
+    }
+  }
   // The two loop orders of multi-tile calls, as this run's forwards timed them.
   auto decided = cpu::TileOrderChooser::Global().Decided();
   if (!decided.empty()) {
@@ -349,6 +379,9 @@ int Run() {
   std::printf("# crossreg-bench-decode\nCPU backend on %s, %d threads, SIMD %s (CPU: %s)\n",
               cpu::CpuModelName().c_str(), pool.num_threads(), cpu::SimdLevelName(cpu::DetectedSimdLevel()),
               cpu::CpuIsaSummary().c_str());
+  if (cpu::DetectedSimdLevel() >= cpu::SimdLevel::kAvx512) {
+    std::printf("bf16 weights: %s\n", cpu::Bf16PanelKernelSummary().c_str());
+  }
   const double bw = cpu::MeasureReadBandwidth(pool);
   std::printf("Measured DRAM read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
   const cpu::ComputePeaks peaks = cpu::MeasureComputePeaks(pool);

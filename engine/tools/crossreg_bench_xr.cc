@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/lora_adapter.h"
@@ -273,6 +274,9 @@ int Run() {
   }
   std::printf("# crossreg-bench-xr\nCPU backend on %s, SIMD %s (CPU: %s)\n", cpu::CpuModelName().c_str(),
               cpu::SimdLevelName(cpu::DetectedSimdLevel()), cpu::CpuIsaSummary().c_str());
+  if (cpu::DetectedSimdLevel() >= cpu::SimdLevel::kAvx512) {
+    std::printf("bf16 weights: %s\n", cpu::Bf16PanelKernelSummary().c_str());
+  }
   for (const auto& path : absl::GetFlag(FLAGS_model)) {
     EngineOptions options;
     options.model_path = path;

@@ -10,6 +10,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear.h"
 #include "engine/cpu/linear_kernels.h"
@@ -254,6 +255,90 @@ TEST(PackRowTilesTest, Avx512PackingEqualsThePortableOne) {
       }
     }
   }
+}
+
+// Both kernels of bf16 panels on an AVX-512 CPU (engine/cpu/bf16_panel_kernel.h), run
+// directly whichever the process chose: the widened one adds each pair's products as the
+// portable kernel does (bitwise equal to it), vdpbf16ps in its own order (equal to
+// rounding); each gives a row the same bits alone as in any tile of up to 12 rows.
+struct Bf16Tiles {
+  std::vector<uint32_t> pairs;
+  std::vector<float> wide;
+  std::vector<internal::RowTile> pair_tiles, wide_tiles;
+};
+
+Bf16Tiles PackBf16Tiles(const std::vector<float>& x, int64_t in, int64_t rows) {
+  Bf16Tiles t;
+  const auto plan = internal::PlanRowTiles(rows, 12);
+  const auto starts = internal::RowTileStartsBf16(in, plan);
+  t.pairs.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
+  t.wide.resize(2 * t.pairs.size());
+  internal::PackRowTilesBf16Range(x.data(), in, plan, starts, t.pairs.data(), /*avx512=*/false, 0,
+                                  static_cast<int64_t>(plan.size()));
+  internal::WidenBf16Pairs(t.pairs.data(), 0, static_cast<int64_t>(t.pairs.size()), t.wide.data());
+  for (size_t i = 0; i < plan.size(); ++i) {
+    t.pair_tiles.push_back({plan[i].first, plan[i].second, t.pairs.data() + starts[i]});
+    t.wide_tiles.push_back({plan[i].first, plan[i].second, t.wide.data() + 2 * starts[i]});
+  }
+  return t;
+}
+
+std::vector<float> RunBf16Kernel(void (*kernel)(const internal::PanelArgs&, int64_t, int64_t),
+                                 const PackedWeights& w, const std::vector<internal::RowTile>& tiles, int64_t rows) {
+  std::vector<float> y(static_cast<size_t>(rows * w.out()), -7.0f);
+  internal::PanelArgs a;
+  a.w = &w;
+  a.tiles = tiles.data();
+  a.num_tiles = static_cast<int>(tiles.size());
+  a.rows = rows;
+  a.y = y.data();
+  a.y_stride = w.out();
+  kernel(a, 0, w.panels());
+  return y;
+}
+
+TEST(Bf16PanelKernelsTest, WidenedEqualsPortableBitwiseAndDotAgreesToRounding) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  const bool has_dot = DetectedSimdLevel() >= SimdLevel::kAvx512Bf16;
+  Rng rng(12);
+  for (int64_t in : {1, 33, 130, 384}) {
+    auto w = MakeWeight(DType::kBF16, 70, in, rng);
+    const PackedWeights packed = PackedWeights::Pack(w.ref);
+    for (int64_t rows : {1, 5, 12, 13, 25}) {
+      const auto x = RandomRows(rows, in, rng);
+      const Bf16Tiles t = PackBf16Tiles(x, in, rows);
+      const auto portable = RunBf16Kernel(internal::PanelsScalar, packed, t.pair_tiles, rows);
+      const auto wide = RunBf16Kernel(internal::PanelsAvx512, packed, t.wide_tiles, rows);
+      ASSERT_EQ(0, std::memcmp(portable.data(), wide.data(), sizeof(float) * wide.size()))
+          << "in=" << in << " rows=" << rows;
+      if (!has_dot) continue;
+      const auto dot = RunBf16Kernel(internal::PanelsAvx512Bf16, packed, t.pair_tiles, rows);
+      for (size_t i = 0; i < dot.size(); ++i) ASSERT_NEAR(dot[i], portable[i], 2e-6 * in + 1e-6) << i;
+      // Each kernel alone: every row equals itself computed in a one-row call.
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
+        const Bf16Tiles one = PackBf16Tiles(xr, in, 1);
+        const auto dot1 = RunBf16Kernel(internal::PanelsAvx512Bf16, packed, one.pair_tiles, 1);
+        const auto wide1 = RunBf16Kernel(internal::PanelsAvx512, packed, one.wide_tiles, 1);
+        ASSERT_EQ(0, std::memcmp(dot1.data(), dot.data() + r * 70, sizeof(float) * 70)) << "dot row " << r;
+        ASSERT_EQ(0, std::memcmp(wide1.data(), wide.data() + r * 70, sizeof(float) * 70)) << "wide row " << r;
+      }
+    }
+  }
+}
+
+// The process's choice follows its own measurement (or CROSSREG_BF16_KERNEL), and the
+// level without vdpbf16ps always widens.
+TEST(Bf16PanelKernelsTest, ChoiceFollowsTheMeasuredRates) {
+  EXPECT_EQ(Bf16PanelKernelAt(SimdLevel::kAvx512), Bf16PanelKernel::kWide);
+  if (DetectedSimdLevel() < SimdLevel::kAvx512Bf16) GTEST_SKIP() << "no AVX512_BF16 on this CPU";
+  const Bf16PanelKernelChoice& c = ChosenBf16PanelKernel();
+  if (std::string(c.reason) != "measured") GTEST_SKIP() << "chosen by " << c.reason;
+  EXPECT_GT(c.dot_flops, 0);
+  EXPECT_GT(c.fma_flops, 0);
+  EXPECT_EQ(c.kernel, c.fma_flops > kWideAdvantage * c.dot_flops ? Bf16PanelKernel::kWide : Bf16PanelKernel::kDot);
+  EXPECT_EQ(Bf16PanelKernelAt(SimdLevel::kAvx512Bf16), c.kernel);
+  EXPECT_NE(Bf16PanelKernelSummary().find(Bf16PanelKernelName(c.kernel)), std::string::npos);
 }
 
 TEST(PackedWeightsTest, PanelsHoldTheWeightsInKernelOrder) {
