@@ -1,6 +1,7 @@
 #include "engine/sampler.h"
 
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <numeric>
 
@@ -66,9 +67,14 @@ namespace {
 constexpr int kOctaves = 64;
 int Octave(float e) {
   if (!(e > 0.0f)) return kOctaves;
-  int exponent = 0;
-  std::frexp(e, &exponent);  // e = m · 2^exponent, m in [0.5, 1)
-  return std::min(1 - exponent, kOctaves - 1);
+  // frexp's exponent (e = m · 2^x, m in [0.5, 1)) read from the bits: a normal float's
+  // biased exponent b gives x = b - 126, so the octave is 1 - x = 127 - b; subnormals
+  // (b = 0) are past the last octave either way. A libm call per token was ~2% of a
+  // sampled server's time.
+  uint32_t bits;
+  std::memcpy(&bits, &e, sizeof(bits));
+  const int biased = static_cast<int>(bits >> 23);
+  return biased == 0 ? kOctaves - 1 : std::min(127 - biased, kOctaves - 1);
 }
 
 // Top-p without top-k, without sorting the vocabulary: sorting 16,384 ids cost about a

@@ -169,9 +169,11 @@ def self_drafting_configs():
     every = lambda g: {**blocks, "fork_outcomes": 0, "fork_depth": min(g, 6)}  # noqa: E731
     two = lambda g: {**blocks, "fork_outcomes": 2, "fork_depth": min(g, 6)}  # noqa: E731
     configs = [{"name": "AR", "mode": "ar", "temperature": 0}]
-    for g in (2, 4):
+    for g in (1, 2, 4):
         configs.append({"name": f"lossless blocks, every outcome T=0 γ={g}", "mode": "lossless", "temperature": 0,
                         "gamma": g, **every(g)})
+    configs.append({"name": "lossless blocks, every outcome T=0.6 γ=1", "mode": "lossless", "temperature": 0.6,
+                    "gamma": 1, **every(1)})
     configs.append({"name": "lossless blocks, every outcome T=0.6 γ=4", "mode": "lossless", "temperature": 0.6,
                     "gamma": 4, **every(4)})
     for g in (4, 8):
@@ -189,6 +191,12 @@ def self_drafting_configs():
                     "gamma": 8, "ngram_assist": True, "adaptive": True, **every(8)})
     configs.append({"name": "adaptive γ≤8: blocks T=0", "mode": "lossless", "temperature": 0, "gamma": 8,
                     "adaptive": True, **every(8)})
+    # One draft per forward: the cheapest forward with the model's own draft (1 control
+    # row, 2 one-row blocks), where the CPU's extra rows cost least per accepted token.
+    configs.append({"name": "adaptive γ≤2: blocks + n-gram assist T=0", "mode": "lossless", "temperature": 0,
+                    "gamma": 2, "ngram_assist": True, "adaptive": True, **every(2)})
+    configs.append({"name": "adaptive γ≤2: blocks T=0", "mode": "lossless", "temperature": 0, "gamma": 2,
+                    "adaptive": True, **every(2)})
     configs.append({"name": "adaptive γ≤8: n-gram T=0", "mode": "ngram", "temperature": 0, "gamma": 8,
                     "adapter": False, "adaptive": True})
     return configs

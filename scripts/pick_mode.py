@@ -6,8 +6,9 @@ Each candidate mode runs the same request (prompt, sampling settings, seed) ROUN
 the modes taking turns, through the `crossreg` CLI; a mode's speed is its best round's
 completion tokens / the server's total seconds for the request. Every candidate is exact:
 AR, n-gram (prompt lookup), and, where the server has a drafter (an adapter, or a model
-that drafts for itself), lossless with n-gram assist. The last line is machine-readable:
-    PICK <mode> <tokens/s> <AR tokens/s>
+that drafts for itself), lossless on its drafts alone and with n-gram assist. The last
+line is machine-readable (the candidate's name: its mode, then its extra flags after `+`):
+    PICK <candidate> <tokens/s> <AR tokens/s>
 
     scripts/pick_mode.py --server 127.0.0.1:50051 --prompt 'def f(' -- --temperature 0.7 --seed 7
 Arguments after `--` go to every request (crossreg --help lists them).
@@ -20,8 +21,13 @@ import sys
 CANDIDATES = [
     ("ar", []),
     ("ngram", []),
+    ("lossless", []),
     ("lossless", ["--ngram_assist"]),
 ]
+
+
+def candidate_name(mode, extra):
+    return "+".join([mode] + [e.lstrip("-") for e in extra])
 
 
 def run_once(cli, server, prompt, mode, extra, request_args):
@@ -56,23 +62,24 @@ def main():
     for r in range(a.rounds):
         for k in range(len(CANDIDATES)):
             mode, extra = CANDIDATES[(k + r) % len(CANDIDATES)]
+            name = candidate_name(mode, extra)
             result, error = run_once(a.cli, a.server, a.prompt, mode, extra, request_args)
             if result is None:
-                notes[mode] = error
+                notes[name] = error
                 continue
-            if mode not in best or result["tps"] > best[mode]["tps"]:
-                best[mode] = result
+            if name not in best or result["tps"] > best[name]["tps"]:
+                best[name] = result
     if "ar" not in best:
         raise SystemExit(f"pick_mode: AR failed: {notes.get('ar')}")
     ar = best["ar"]["tps"]
     print(f"{'mode':<28} {'tokens/s':>9} {'vs AR':>6} {'tokens/forward':>15}")
     for mode, extra in CANDIDATES:
-        name = "+".join([mode] + [e.lstrip("-") for e in extra])
-        if mode in best:
-            b = best[mode]
+        name = candidate_name(mode, extra)
+        if name in best:
+            b = best[name]
             print(f"{name:<28} {b['tps']:>9.1f} {b['tps'] / ar:>5.2f}x {b['tpf']:>15.2f}")
         else:
-            print(f"{name:<28} {'-':>9}   ({notes.get(mode, 'not run')})")
+            print(f"{name:<28} {'-':>9}   ({notes.get(name, 'not run')})")
     pick = max(best, key=lambda m: best[m]["tps"])
     print(f"PICK {pick} {best[pick]['tps']:.1f} {ar:.1f}")
     return 0

@@ -2,14 +2,15 @@
 # The main job on a fresh Debian 12 machine: install packages, build, start
 # crossreg-server on the embedded default model (models/default, a model that drafts for
 # itself), measure which exact mode serves the first request fastest on this host
-# (scripts/pick_mode.py: AR, n-gram, lossless with n-gram assist, the same request and
-# seed), stream that request's answer in that mode with its speedup over AR, and keep
+# (scripts/pick_mode.py: AR, n-gram, lossless on the model's own drafts alone and with
+# n-gram assist, the same request and seed), stream that request's answer in that mode with its speedup over AR, and keep
 # serving until Ctrl-C. Without the default model it serves stories260K from ../shared.
 # The request samples as a user would (temperature 0.8, top-p 0.95, repetition penalty 1.05,
 # seed 1): greedy decoding of a small model loops, and so does sampling without the penalty
 # (scripts/tests/test_pick_mode.py). Lossless speculation is exact under all of them.
 #   scripts/quickstart.sh                 # gRPC on :50051, metrics on :9090
 #   MODE=lossless scripts/quickstart.sh   # skip the measurement, use this mode
+#   MODE=lossless+ngram_assist scripts/quickstart.sh
 #   TEMPERATURE=0 SEED=1 MAX_TOKENS=64 scripts/quickstart.sh
 #   PORT=50052 METRICS_PORT=9091 HTTP_PORT=8001 scripts/quickstart.sh
 set -euo pipefail
@@ -50,12 +51,16 @@ if [ -z "${MODE:-}" ]; then
   read -r _ MODE MODE_TPS AR_TPS <<<"$pick"
   SPEEDUP=$(python3 -c "print(f'{$MODE_TPS / $AR_TPS:.2f}')")
 fi
-[ "$MODE" = lossless ] && REQUEST+=(--ngram_assist)
+# A candidate's extra flags follow its mode: "lossless+ngram_assist".
+PICKED=$MODE
+case "$MODE" in
+  *+ngram_assist) MODE=${MODE%%+*}; REQUEST+=(--ngram_assist) ;;
+esac
 echo "[quickstart] build/bin/crossreg --mode $MODE ${REQUEST[*]} --prompt ..."
 build/bin/crossreg --server "127.0.0.1:$PORT" --prompt "$PROMPT" --mode "$MODE" "${REQUEST[@]}" --echo "$@"
 echo
 if [ -n "$SPEEDUP" ]; then
-  echo "[quickstart] $MODE is this host's fastest exact mode for this request: $MODE_TPS tokens/s against AR's" \
+  echo "[quickstart] $PICKED is this host's fastest exact mode for this request: $MODE_TPS tokens/s against AR's" \
        "$AR_TPS, ${SPEEDUP}x AR (same prompt, settings and seed)"
 fi
 echo "[quickstart] serving gRPC on 127.0.0.1:$PORT, the OpenAI HTTP API on http://127.0.0.1:$HTTP_PORT/v1" \

@@ -198,6 +198,8 @@ SchedulerOptions SchedulerOptionsFor(const ServerOptions& options, const Engine&
 RequestDefaults RequestDefaultsFor(const ServerOptions& options, const Model& model, const LoraAdapter* adapter) {
   RequestDefaults d;
   if (DrafterLayout(model, adapter) == "blocks") d.draft_layout = DraftLayout::kBlocks;
+  // The model's own blocks (no adapter in its place): as deep as they were trained.
+  if (adapter == nullptr && model.config.self_drafting()) d.block_rows = model.config.draft_block_rows;
   d.tokenizer = model.tokenizer.get();
   d.gamma = options.default_gamma;
   d.max_tokens = options.default_max_tokens;

@@ -206,6 +206,7 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
       d.draft_layout = d.mode == DecodingMode::kLossless || d.mode == DecodingMode::kLossy ? defaults.draft_layout
                                                                                           : DraftLayout::kChain;
   }
+  DefaultForkDepthToTrainedRows(d, defaults.block_rows);
   d.adaptive_gamma = dp.has_adaptive_gamma() ? dp.adaptive_gamma()
                                              : defaults.adaptive_gamma && d.mode != DecodingMode::kAutoregressive;
 

@@ -25,6 +25,9 @@ struct RequestDefaults {
   bool adaptive_gamma = false;   // decoding.adaptive_gamma unset (speculative modes)
   // decoding.draft_layout unset (lossless and lossy): the adapter's.
   DraftLayout draft_layout = DraftLayout::kChain;
+  // decoding.fork_depth unset on the blocks layout: min(gamma, this) when > 0 (the rows
+  // per block a self-drafting model was trained with, ModelConfig::draft_block_rows).
+  int block_rows = 0;
   // Longest prompt.text accepted, checked before tokenizing so that a huge prompt
   // costs no tokenizer time; 0: no limit. See PromptByteBound.
   size_t max_prompt_bytes = 0;

@@ -246,8 +246,10 @@ class Trainer:
                 raise SystemExit("--hybrid needs a '<|draft|>' token in the tokenizer")
             if a.hybrid_anchors < 1 or a.hybrid_rows < 1:
                 raise SystemExit("--hybrid-anchors and --hybrid-rows must be >= 1")
+            # block_rows: the depth the blocks are trained at; a server serves requests that
+            # leave fork_depth unset at min(gamma, block_rows), not deeper untrained rows.
             cfg.extra["crossreg_draft"] = {"placeholder_token_id": int(self.placeholder),
-                                           "draft_layout": "blocks"}
+                                           "draft_layout": "blocks", "block_rows": int(a.hybrid_rows)}
 
     def _loss(self, x, y):
         if self.a.hybrid:

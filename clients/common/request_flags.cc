@@ -33,7 +33,8 @@ ABSL_FLAG(double, tau, 0.0, "Lossy mode: acceptance offset in nats, <= 0 (more n
 ABSL_FLAG(int, gamma, 0, "Draft slots per forward, 1..max_gamma; 0 = the server's default");
 ABSL_FLAG(int, fork_outcomes, 0,
           "Lossless/lossy: acceptance counts below this get their own placeholder draft chain (0 = off)");
-ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain or outcome block (0 = gamma)");
+ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain or outcome block (0 = gamma, or the "
+          "server model's trained block rows if fewer)");
 ABSL_FLAG(std::string, draft_layout, "",
           "Lossless/lossy: chain or blocks (one bidirectional draft block per acceptance outcome); empty = the "
           "layout the server's adapter was trained for");

@@ -46,7 +46,9 @@ def parse_args():
     p.add_argument("--gamma", type=int, default=0, help="draft slots per forward; 0 = server default")
     p.add_argument("--fork-outcomes", type=int, default=0,
                    help="lossless/lossy forked refill: outcomes with their own draft chain (0 = off)")
-    p.add_argument("--fork-depth", type=int, default=0, help="drafts per forked chain or outcome block (0 = gamma)")
+    p.add_argument("--fork-depth", type=int, default=0,
+                   help="drafts per forked chain or outcome block (0 = gamma, or the server model's trained "
+                        "block rows if fewer)")
     p.add_argument("--draft-layout", choices=["chain", "blocks"], default=None,
                    help="lossless/lossy: where drafts come from (default: the adapter's layout)")
     p.add_argument("--adaptive-gamma", choices=["true", "false"], default=None,

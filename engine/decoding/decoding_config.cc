@@ -59,6 +59,11 @@ int MaxDecodeRows(const DecodingConfig& d) {
   return (d.gamma + 1) + (d.gamma + 1 + f) + std::min(d.fork_outcomes, d.gamma) * f;
 }
 
+void DefaultForkDepthToTrainedRows(DecodingConfig& config, int block_rows) {
+  if (config.fork_depth != 0 || !config.blocks() || block_rows <= 0 || config.gamma <= 0) return;
+  config.fork_depth = std::min(config.gamma, block_rows);
+}
+
 absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool has_adapter, bool has_cost_curve) {
   auto invalid = [](absl::string_view field, auto&&... what) {
     return FieldViolation(absl::StrCat("decoding.", field), absl::StrCat(what...));

@@ -35,7 +35,7 @@ struct DecodingConfig {
   // outcome n picks which one refills the buffer, so drafts never rest on a rejected
   // token for those outcomes. Costs R·depth + depth extra predictive rows.
   int fork_outcomes = 0;
-  int fork_depth = 0;  // drafts per fork and tail; 0 = gamma
+  int fork_depth = 0;  // drafts per fork and tail; 0 = gamma (DefaultForkDepthToTrainedRows)
   // kBlocks: fork_outcomes R > 0 gives blocks to the outcomes n < R and n = m only (the
   // others carry their untested drafts); 0 gives every outcome 0 .. m a block.
   // fork_depth is the drafts per block.
@@ -58,6 +58,11 @@ struct DecodingConfig {
   bool BlockFor(int n, int m) const { return fork_outcomes == 0 || n < fork_outcomes || n == m; }
   int ForkDepth() const { return fork_depth > 0 ? fork_depth : gamma; }
 };
+
+// A request that leaves fork_depth 0 on the blocks layout, served by a model whose blocks
+// were trained `block_rows` deep (ModelConfig::draft_block_rows; 0: not recorded): its
+// blocks get min(gamma, block_rows) rows instead of gamma. Other requests are unchanged.
+void DefaultForkDepthToTrainedRows(DecodingConfig& config, int block_rows);
 
 // Most rows one decode iteration of a sequence adds to a forward (control rows,
 // predictive chains and forks); the decoder never exceeds it.

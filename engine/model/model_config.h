@@ -48,6 +48,11 @@ struct ModelConfig {
   // predictive rows run on the base weights. -1: not a drafter.
   int draft_placeholder = -1;
   std::string draft_layout = "chain";  // the layout it was trained for: "chain" or "blocks"
+  // "block_rows": the rows per outcome block it was trained with (0: not recorded).
+  // Requests that leave fork_depth unset draft min(gamma, block_rows) per block: rows
+  // past the trained depth cost a forward's time and are rarely accepted.
+  int draft_block_rows = 0;
+  static constexpr int kMaxDraftBlockRows = 64;
   bool self_drafting() const { return draft_placeholder >= 0; }
 
   int q_dim() const { return num_heads * head_dim; }

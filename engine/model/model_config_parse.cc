@@ -170,6 +170,12 @@ absl::Status ParseHfSelfDraft(const std::string& path, const JsonFields& f, Mode
     return s.Error("draft_layout", absl::StrCat("must be \"chain\" or \"blocks\", got \"",
                                                 c.draft_layout.substr(0, 64), "\""));
   }
+  if (s.HasNonNull("block_rows")) {
+    ASSIGN_OR_RETURN(c.draft_block_rows, s.Int("block_rows"));
+    if (c.draft_block_rows < 1 || c.draft_block_rows > ModelConfig::kMaxDraftBlockRows) {
+      return s.Error("block_rows", absl::StrCat("must be in [1, ", ModelConfig::kMaxDraftBlockRows, "], got ", c.draft_block_rows));
+    }
+  }
   return absl::OkStatus();
 }
 

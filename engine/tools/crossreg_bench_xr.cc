@@ -187,8 +187,11 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
   const int max_new = absl::GetFlag(FLAGS_max_new_tokens);
   std::unique_ptr<Engine> engine = MakeEngine(std::move(loaded), 4 * (max_new + 256));
   Engine& e = *engine;
-  const LoraAdapter& adapter = *e.adapter;
-  std::printf("\n## %s (adapter: %s, rank %d)\n", name.c_str(), adapter.source.c_str(), adapter.max_rank);
+  if (e.adapter != nullptr) {
+    std::printf("\n## %s (adapter: %s, rank %d)\n", name.c_str(), e.adapter->source.c_str(), e.adapter->max_rank);
+  } else {
+    std::printf("\n## %s (no adapter: the model drafts for itself)\n", name.c_str());
+  }
   const int context = 64;
   const double t1 = TimeSharedForward(e, context, 1, 0);
   std::printf("\nShared forward cost at context %d (full buffer m = γ−1: γ control + γ predictive rows):\n", context);
@@ -286,7 +289,9 @@ int Run() {
       std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(loaded.status().message()).c_str());
       return 2;
     }
-    if (loaded->adapter == nullptr) {  // neither --adapter nor one bundled with the model
+    // Neither --adapter nor one bundled with the model: a random one, unless the model
+    // drafts for itself (its predictive rows are its own, as a server runs them).
+    if (loaded->adapter == nullptr && !loaded->model->config.self_drafting()) {
       RandomLoraOptions lo;
       lo.rank = 32;
       lo.alpha = 32;

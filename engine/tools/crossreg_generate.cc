@@ -53,7 +53,9 @@ ABSL_FLAG(int, gamma, 8, "Draft slots (predictive rows) per forward, 1..64");
 ABSL_FLAG(int, fork_outcomes, 0,
           "Cross-Regression forked refill: acceptance counts n below this get their own placeholder draft chain "
           "(0 = ALGORITHM.md's carry-and-refill; see docs/algorithm.md)");
-ABSL_FLAG(int, fork_depth, 0, "Forked refill: drafts per forked chain or outcome block (0 = gamma)");
+ABSL_FLAG(int, fork_depth, 0,
+          "Forked refill: drafts per forked chain or outcome block (0 = gamma, or on a model that drafts for itself "
+          "min(gamma, the block rows it was trained with: config.json crossreg_draft.block_rows))");
 ABSL_FLAG(std::string, draft_layout, "",
           "Lossless/lossy: chain (ALGORITHM.md's predictive chain, forks with --fork_outcomes) or blocks (one "
           "bidirectional block per acceptance outcome; docs/algorithm.md); empty = the adapter's layout");
@@ -240,6 +242,9 @@ int Run() {
   if (absl::GetFlag(FLAGS_draft_layout).empty() && xr &&
       DrafterLayout(*loaded->model, loaded->adapter.get()) == "blocks") {
     request->decoding.draft_layout = DraftLayout::kBlocks;  // the layout the drafter was trained for
+  }
+  if (loaded->adapter == nullptr && loaded->model->config.self_drafting()) {
+    DefaultForkDepthToTrainedRows(request->decoding, loaded->model->config.draft_block_rows);
   }
   const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
   if (absl::GetFlag(FLAGS_prompt_ids).empty()) {

@@ -45,11 +45,13 @@ def test_every_exact_mode_is_measured_and_the_fastest_is_picked(server):
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.strip().splitlines()
-    rows = {ln.split()[0].split("+")[0]: ln.split() for ln in lines[1:-1]}
-    assert set(rows) == {"ar", "ngram", "lossless"}, out.stdout  # the model drafts for itself: lossless runs
+    rows = {ln.split()[0]: ln.split() for ln in lines[1:-1]}
+    # The model drafts for itself: both lossless candidates run.
+    assert set(rows) == {"ar", "ngram", "lossless", "lossless+ngram_assist"}, out.stdout
     speeds = {mode: float(r[1]) for mode, r in rows.items()}
     # Tokens per forward: adaptive γ may run lossless as plain AR where drafts do not pay.
     assert float(rows["ar"][3]) == 1.0 and float(rows["lossless"][3]) >= 1.0
+    assert float(rows["lossless+ngram_assist"][3]) >= 1.0
     _, pick, pick_tps, ar_tps = lines[-1].split()
     assert pick == max(speeds, key=speeds.get)
     assert float(pick_tps) == pytest.approx(speeds[pick], abs=0.1)

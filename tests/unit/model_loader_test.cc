@@ -306,12 +306,20 @@ TEST_F(ModelLoaderHfConfigTest, SelfDraftingModelDeclaresItsPlaceholderAndLayout
   EXPECT_TRUE(c->self_drafting());
   EXPECT_EQ(c->draft_placeholder, 299);
   EXPECT_EQ(c->draft_layout, "blocks");
+  EXPECT_EQ(c->draft_block_rows, 0);  // not recorded
+  auto deep = Parse("{" + base + R"(, "crossreg_draft": {"placeholder_token_id": 299, "draft_layout": "blocks",
+    "block_rows": 6}})");
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ(deep->draft_block_rows, 6);
   for (const auto& [draft, message] : std::vector<std::pair<std::string, std::string>>{
            {R"("crossreg_draft": 3)", "key 'crossreg_draft' must be an object"},
            {R"("crossreg_draft": {"draft_layout": "blocks"})", "crossreg_draft.placeholder_token_id' is missing"},
            {R"("crossreg_draft": {"placeholder_token_id": 300})", "must be in [0, 300), got 300"},
            {R"("crossreg_draft": {"placeholder_token_id": 5, "draft_layout": "tree"})",
-            "crossreg_draft.draft_layout' must be \"chain\" or \"blocks\""}}) {
+            "crossreg_draft.draft_layout' must be \"chain\" or \"blocks\""},
+           {R"("crossreg_draft": {"placeholder_token_id": 5, "block_rows": 0})",
+            "crossreg_draft.block_rows' must be in [1, 64], got 0"},
+           {R"("crossreg_draft": {"placeholder_token_id": 5, "block_rows": "six"})", "crossreg_draft.block_rows"}}) {
     auto bad = Parse("{" + base + ", " + draft + "}");
     ASSERT_FALSE(bad.ok()) << draft;
     EXPECT_THAT(std::string(bad.status().message()), ::testing::HasSubstr(message));
