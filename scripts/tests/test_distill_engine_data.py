@@ -192,7 +192,7 @@ def test_hybrid_model_drafts_for_itself_lossless(tiny):
                           "--hybrid", "--hybrid-anchors", "3", "--hybrid-rows", "4"]) == 0
     model = os.path.join(out, "model")
     cfg = json.load(open(os.path.join(model, "config.json")))
-    assert cfg["crossreg_draft"]["draft_layout"] == "blocks"
+    assert cfg["crossreg_draft"]["draft_layout"] == "blocks" and cfg["crossreg_draft"]["block_rows"] == 4
     run = json.load(open(os.path.join(out, "run.json")))
     assert run["final"]["heldout_block_loss"] > 0
     outputs = {}

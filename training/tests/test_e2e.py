@@ -79,6 +79,7 @@ def test_pretrain_init_model_starts_from_its_weights(pretrained, corpus, tmp_pat
                                  "--hybrid-target", "self", "--out", str(tmp_path / "hy")]) == 0
     cfg = json.load(open(os.path.join(tmp_path / "hy", "model", "config.json")))
     assert cfg["crossreg_draft"]["draft_layout"] == "blocks" and cfg["hidden_size"] == 32
+    assert cfg["crossreg_draft"]["block_rows"] == 2  # --hybrid-rows: the depth a server defaults to
     with pytest.raises(SystemExit, match="tokenizer.json is missing or differs"):
         pretrain.main(base + ["--steps", "1", "--vocab-size", "280", "--out", str(tmp_path / "other")])
 
