@@ -13,7 +13,7 @@
 namespace crossreg::cpu {
 namespace {
 
-// ~0.25 ms per run at 3 GHz: three interleaved runs of each loop take a few ms, once.
+// ~0.25 ms per run at 3 GHz: four runs of each loop take a few ms, once per process.
 constexpr int64_t kProbeIterations = 30'000;
 
 double BestRate(double (*loop)(int64_t)) {
@@ -56,8 +56,10 @@ const Bf16PanelKernelChoice& ChosenBf16PanelKernel() {
   return choice;
 }
 
+namespace {
 // -1: none; else the Bf16PanelKernel's value.
 std::atomic<int> g_override{-1};
+}  // namespace
 
 void OverrideBf16PanelKernelForBenchmark(Bf16PanelKernel kernel) { g_override = static_cast<int>(kernel); }
 void ClearBf16PanelKernelOverride() { g_override = -1; }
