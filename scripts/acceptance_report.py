@@ -13,6 +13,7 @@ the same LoRA shape with B = 0 (PEFT's initialisation), written next to the repo
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -297,8 +298,12 @@ def main():
 
     rows = []
     t0 = time.time()
-    results = run_configs(args.binary, args.model, adapter, prompts, configs, args.max_new_tokens, args.threads,
-                          args.backend)
+    try:
+        results = run_configs(args.binary, args.model, adapter, prompts, configs, args.max_new_tokens,
+                              args.threads, args.backend)
+    finally:
+        if untrained is not None:
+            shutil.rmtree(untrained, ignore_errors=True)
     for cfg, r in zip(configs, results):
         rows.append((cfg, r))
         print(f"[acceptance] {cfg['name']}: TPF {r['tpf']:.2f}, {r['tokens_per_s']:.1f} tokens/s, "

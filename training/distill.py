@@ -14,7 +14,9 @@ Prefixes come from --corpus (a packed corpus: train stream for training examples
 stream for evaluation; its tokenizer must be the base's), or --corpus-root / --corpus-tokens.
 GPU: bf16 base weights (--dtype auto), bf16 autocast, TF32, fused AdamW, SDPA; LoRA weights and
 optimizer stay float32. --time-budget-s ends training in time for the final evaluation and
-export (the LR is constant after warm-up, so an early stop loses steps, not a schedule).
+export. With --lr-decay none the LR is constant after warm-up, so an early stop loses steps,
+not a schedule; with --lr-decay cosine, --auto-steps fits the step count to the budget so the
+LR anneals before the stop.
 """
 import argparse
 import json

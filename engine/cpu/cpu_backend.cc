@@ -54,7 +54,18 @@ class CpuBackend final : public Backend {
                             ? absl::StrCat(" (bf16 weights: ",
                                            cpu::Bf16PanelKernelName(cpu::Bf16PanelKernelAt(simd_)), ")")
                             : std::string(),
+                        HasQuantizedWeights()
+                            ? absl::StrCat(", quantized weights: ", cpu::QuantKernelName(simd_))
+                            : std::string(),
                         ", KV ", KvDtypeName(kv_dtype_));
+  }
+
+  bool HasQuantizedWeights() const {
+    if (output_.format() == cpu::PanelFormat::kQ8) return true;
+    for (const auto& l : layers_) {
+      if (l.wq.format() == cpu::PanelFormat::kQ8 || l.w_down.format() == cpu::PanelFormat::kQ8) return true;
+    }
+    return false;
   }
 
   int64_t WeightBytesPerForward() const override {

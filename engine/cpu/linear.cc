@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "engine/cpu/bf16_panel_kernel.h"
+#include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear_kernels.h"
 #include "engine/cpu/tile_order_chooser.h"
 #include "engine/dtype.h"
@@ -20,13 +21,22 @@ bool WidenedBf16(SimdLevel level) {
   return level >= SimdLevel::kAvx512 && Bf16PanelKernelAt(level) == Bf16PanelKernel::kWide;
 }
 
+enum class QuantKernel { kScalar, kAvx2, kAvx512Vnni };
+
+// AVX-512 CPUs without VNNI run the AVX2 kernel: AVX-512 BW alone adds no 8-bit
+// multiply that beats vpmaddubsw enough to pay for a third kernel.
+QuantKernel QuantKernelAt(SimdLevel level) {
+  static const bool vnni = HasAvx512Vnni();
+  if (level >= SimdLevel::kAvx512 && vnni) return QuantKernel::kAvx512Vnni;
+  return level >= SimdLevel::kAvx2 ? QuantKernel::kAvx2 : QuantKernel::kScalar;
+}
+
 void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) {
   if (a.w->format() == PanelFormat::kQ8) {
-    // AVX-512 CPUs run the AVX2 kernel (their own is not written yet).
-    if (level >= SimdLevel::kAvx2) {
-      internal::QuantPanelsAvx2(a, begin, end);
-    } else {
-      internal::QuantPanelsScalar(a, begin, end);
+    switch (QuantKernelAt(level)) {
+      case QuantKernel::kAvx512Vnni: internal::QuantPanelsAvx512Vnni(a, begin, end); return;
+      case QuantKernel::kAvx2: internal::QuantPanelsAvx2(a, begin, end); return;
+      case QuantKernel::kScalar: internal::QuantPanelsScalar(a, begin, end); return;
     }
     return;
   }
@@ -137,6 +147,15 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
 }
 
 }  // namespace
+
+const char* QuantKernelName(SimdLevel level) {
+  switch (QuantKernelAt(level)) {
+    case QuantKernel::kAvx512Vnni: return "vpdpbusd (AVX-512 VNNI)";
+    case QuantKernel::kAvx2: return "vpmaddubsw (AVX2)";
+    case QuantKernel::kScalar: return "portable";
+  }
+  return "portable";
+}
 
 void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_t rows, ThreadPool& pool,
                   SimdLevel level) {

@@ -44,4 +44,8 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
 // the reference the kernels are tested against.
 void LinearReference(const TensorRef& w, const float* x, int64_t rows, float* y);
 
+// The instruction quantized (kQ8) weights run on at `level`, for benchmarks and logs:
+// "vpdpbusd (AVX-512 VNNI)", "vpmaddubsw (AVX2)" or "portable".
+const char* QuantKernelName(SimdLevel level);
+
 }  // namespace crossreg::cpu

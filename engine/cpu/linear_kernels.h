@@ -80,6 +80,8 @@ void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
 // (the tests hold them to it) and a row's result never depends on its tile.
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
+// vpdpbusd (AVX-512 VNNI): CPUs that have it run this at the AVX-512 levels.
+void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
 // Rows up to which one kQ8 tile runs at once.
 inline constexpr int64_t kQuantTileRows = 4;
 

@@ -382,6 +382,7 @@ int Run() {
   if (cpu::DetectedSimdLevel() >= cpu::SimdLevel::kAvx512) {
     std::printf("bf16 weights: %s\n", cpu::Bf16PanelKernelSummary().c_str());
   }
+  std::printf("quantized weights: %s\n", cpu::QuantKernelName(cpu::DetectedSimdLevel()));
   const double bw = cpu::MeasureReadBandwidth(pool);
   std::printf("Measured DRAM read bandwidth: %.2f GB/s (1 GiB buffer, best of 5)\n", bw / 1e9);
   const cpu::ComputePeaks peaks = cpu::MeasureComputePeaks(pool);

@@ -77,7 +77,8 @@ def test_engine_data_trains_on_two_processes_and_serves_lossless(tiny):
     assert (ours == theirs).float().mean().item() >= 0.9
 
     out = str(d / "drafter")
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    # TMPDIR: the launcher leaves a torchelastic_* directory behind in it on every start.
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TMPDIR=str(d))
     # The launcher's local rendezvous store can miss its first connection on a loaded 2-core
     # machine (seen once in CI: RendezvousConnectionError before any worker started); that
     # is the launcher's setup, not the training under test, so it gets one more start.

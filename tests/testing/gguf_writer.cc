@@ -2,10 +2,14 @@
 
 #include <stdlib.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <sstream>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "engine/io/write_file.h"
@@ -244,10 +248,41 @@ absl::StatusOr<std::string> ReadBytes(const std::string& path) {
   return ss.str();
 }
 
+namespace {
+
+// Directories MakeTempDir handed out, removed when the test process exits: tests keep a path in
+// a static for the whole suite, so no scope inside a test can own it, and a suite run thousands
+// of times must not fill /tmp.
+std::mutex& TempDirsMutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::vector<std::string>& TempDirs() {
+  static auto* dirs = new std::vector<std::string>();
+  return *dirs;
+}
+void RemoveTempDirs() {
+  std::lock_guard<std::mutex> lock(TempDirsMutex());
+  for (const std::string& dir : TempDirs()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  TempDirs().clear();
+}
+
+}  // namespace
+
 std::string MakeTempDir(const std::string& prefix) {
   std::string pattern = "/tmp/" + prefix + "_XXXXXX";
   char* dir = ::mkdtemp(pattern.data());
-  return dir == nullptr ? std::string() : std::string(dir);
+  if (dir == nullptr) return std::string();
+  std::lock_guard<std::mutex> lock(TempDirsMutex());
+  if (TempDirs().empty()) {
+    static const bool registered = (std::atexit(RemoveTempDirs), true);
+    (void)registered;
+  }
+  TempDirs().emplace_back(dir);
+  return std::string(dir);
 }
 
 }  // namespace crossreg::testing

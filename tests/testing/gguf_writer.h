@@ -73,7 +73,7 @@ class GgufWriter {
 absl::Status WriteBytes(const std::string& path, const std::string& bytes);
 absl::StatusOr<std::string> ReadBytes(const std::string& path);
 
-// A fresh empty directory under /tmp for one test.
+// A fresh empty directory under /tmp, removed with its contents when the process exits.
 std::string MakeTempDir(const std::string& prefix);
 
 }  // namespace crossreg::testing

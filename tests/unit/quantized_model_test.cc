@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/cpu/cpu_features.h"
+#include "engine/cpu/linear.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
@@ -102,6 +103,13 @@ TEST_P(QuantizedModelTest, LoadsWithItsMatricesQuantized) {
   // type's bytes.
   const TensorRef& wq = model->weights.layers[0].wq;
   EXPECT_EQ(wq.nbytes(), DTypeBytes(layout.type, wq.numel()));
+  // The backend says which integer kernel runs them, on each path.
+  for (cpu::SimdLevel level : cpu::AvailableSimdLevels()) {
+    auto e = testing::MakeEngine(*model, nullptr, 64, level);
+    EXPECT_NE(e.backend->device().find(std::string("quantized weights: ") + cpu::QuantKernelName(level)),
+              std::string::npos)
+        << e.backend->device();
+  }
 }
 
 TEST_P(QuantizedModelTest, LosslessAndNgramEqualArOnEverySimdPath) {

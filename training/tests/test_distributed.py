@@ -5,6 +5,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -55,10 +56,12 @@ def args_for(base, out, steps, extra=()):
 
 
 def torchrun(n, argv, env_extra=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, **(env_extra or {}))
-    cmd = [sys.executable, "-m", "training.torchrun", "--standalone", "--nnodes", "1",
-           "--nproc_per_node", str(n), "-m", "training", "distill"] + argv
-    r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    # TMPDIR: the launcher leaves a torchelastic_* directory behind in it on every start.
+    with tempfile.TemporaryDirectory(prefix="crossreg-torchrun-") as tmp:
+        env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TMPDIR=tmp, **(env_extra or {}))
+        cmd = [sys.executable, "-m", "training.torchrun", "--standalone", "--nnodes", "1",
+               "--nproc_per_node", str(n), "-m", "training", "distill"] + argv
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return r.stdout + r.stderr
 
@@ -110,7 +113,7 @@ def test_two_processes_resume_where_they_stopped(base, one_process, tmp_path):
 
 
 def test_batch_must_split_evenly(base, tmp_path):
-    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT)
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=ROOT, TMPDIR=str(tmp_path))
     cmd = [sys.executable, "-m", "training.torchrun", "--standalone", "--nproc_per_node", "2",
            "-m", "training", "distill"] + args_for(base, str(tmp_path / "x"), 1, ["--batch", "5"])
     r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
