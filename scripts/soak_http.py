@@ -26,6 +26,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -321,7 +322,8 @@ def main():
     duration = args.seconds if args.seconds is not None else args.minutes * 60
 
     http_port, metrics_port = free_port(), free_port()
-    log = open(os.path.join("/tmp", f"soak_http_server_{os.getpid()}.log"), "w")
+    log_path = os.path.join(tempfile.gettempdir(), f"soak_http_server_{os.getpid()}.log")
+    log = open(log_path, "w")
     model = [] if args.model == "default" else ["--model", args.model]
     proc = subprocess.Popen([args.server] + model + ["--host", "127.0.0.1", "--port", "0",
                              "--http_port", str(http_port), "--metrics_port", str(metrics_port),
@@ -392,6 +394,10 @@ def main():
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
     ok = summary["failed"] == 0 and summary["gauges_back_to_zero"] and summary["server_exit"] == 0
+    if ok:
+        os.remove(log_path)  # kept only when something went wrong
+    else:
+        print(f"[soak] the server's log: {log_path}", file=sys.stderr)
     return 0 if ok else 1
 
 
