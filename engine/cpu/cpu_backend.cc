@@ -63,7 +63,9 @@ class CpuBackend final : public Backend {
   bool HasQuantizedWeights() const {
     if (output_.format() == cpu::PanelFormat::kQ8) return true;
     for (const auto& l : layers_) {
-      if (l.wq.format() == cpu::PanelFormat::kQ8 || l.w_down.format() == cpu::PanelFormat::kQ8) return true;
+      for (const cpu::PackedWeights* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
+        if (w->format() == cpu::PanelFormat::kQ8) return true;
+      }
     }
     return false;
   }

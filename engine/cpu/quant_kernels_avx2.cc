@@ -22,32 +22,9 @@ inline __m256i Broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// What a tile asks the memory for while it computes: `lines` cache lines per group,
-// from `from` on. A panel's first tile reads the panel from memory: it streams it,
-// kPrefetchBytes ahead of its reads (the hardware prefetchers alone left one row's kernel
-// waiting on DRAM, batch-1 decode at about 60% of the bandwidth roofline on Zen 3; 2 KiB,
-// about two Q8_0 groups, brought it to about 80%). The panel's other tiles find it in
-// cache, and between them request the next panel, so a verify step's later tiles compute
-// while the memory works instead of leaving it idle (a prefetch never faults; past the
-// thread's range or the matrix it runs into the next panels of the arena, which the
-// forward reads next).
-struct Prefetch {
-  const unsigned char* from = nullptr;
-  int64_t lines = 0;
-};
-constexpr int64_t kPrefetchBytes = 2048;
-
-Prefetch PrefetchFor(const PanelArgs& a, const unsigned char* panel, int t) {
-  const int64_t groups = a.w->k_steps();
-  const int64_t group_bytes = a.w->quant().group_bytes();
-  if (t == 0) return {panel + kPrefetchBytes, (group_bytes + 63) / 64};
-  const int64_t share = (a.w->panel_bytes() / 64 + a.num_tiles - 2) / (a.num_tiles - 1);  // lines per tile
-  return {panel + a.w->panel_bytes() + (t - 1) * share * 64, (share + groups - 1) / groups};
-}
-
 // One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
 template <int R, int S, bool kSigned, bool kMin, int kRun>
-void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, Prefetch prefetch,
+void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
                float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
@@ -136,7 +113,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
 }
 
 template <int S, bool kSigned, bool kMin, int kRun>
-void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, Prefetch prefetch,
+void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, QuantPrefetch prefetch,
           float (*acc)[kPanelWidth]) {
   switch (tile.rows) {
     case 4: return QuantTile<4, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
@@ -154,7 +131,7 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const unsigned char* panel = a.w->panel(j);
     for (int t = 0; t < a.num_tiles; ++t) {
       const RowTile& tile = a.tiles[t];
-      Tile<S, kSigned, kMin, kRun>(a, panel, tile, PrefetchFor(a, panel, t), acc);
+      Tile<S, kSigned, kMin, kRun>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
       for (int64_t r = 0; r < tile.rows; ++r) {
         std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
       }

@@ -28,25 +28,9 @@ inline __m256i Broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// The AVX2 kernel's prefetch plan (engine/cpu/quant_kernels_avx2.cc says why): a panel's
-// first tile streams it kPrefetchBytes ahead, the other tiles request the next panel.
-struct Prefetch {
-  const unsigned char* from = nullptr;
-  int64_t lines = 0;
-};
-constexpr int64_t kPrefetchBytes = 2048;
-
-Prefetch PrefetchFor(const PanelArgs& a, const unsigned char* panel, int t) {
-  const int64_t groups = a.w->k_steps();
-  const int64_t group_bytes = a.w->quant().group_bytes();
-  if (t == 0) return {panel + kPrefetchBytes, (group_bytes + 63) / 64};
-  const int64_t share = (a.w->panel_bytes() / 64 + a.num_tiles - 2) / (a.num_tiles - 1);  // lines per tile
-  return {panel + a.w->panel_bytes() + (t - 1) * share * 64, (share + groups - 1) / groups};
-}
-
 // One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
 template <int R, int S, bool kSigned, bool kMin>
-void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, Prefetch prefetch,
+void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
                float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
@@ -115,7 +99,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
 }
 
 template <int S, bool kSigned, bool kMin>
-void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, Prefetch prefetch,
+void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, QuantPrefetch prefetch,
           float (*acc)[kPanelWidth]) {
   switch (tile.rows) {
     case 4: return QuantTile<4, S, kSigned, kMin>(a, panel, tile.first_row, prefetch, acc);
@@ -133,7 +117,7 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const unsigned char* panel = a.w->panel(j);
     for (int t = 0; t < a.num_tiles; ++t) {
       const RowTile& tile = a.tiles[t];
-      Tile<S, kSigned, kMin>(a, panel, tile, PrefetchFor(a, panel, t), acc);
+      Tile<S, kSigned, kMin>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
       for (int64_t r = 0; r < tile.rows; ++r) {
         std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
       }

@@ -31,6 +31,14 @@ void QuantizeRowsScalar(const float* x, int64_t rows, int64_t in, int8_t* q, flo
   }
 }
 
+QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, int tile) {
+  const int64_t groups = a.w->k_steps();
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  if (tile == 0) return {panel + kQuantPrefetchBytes, (group_bytes + 63) / 64};
+  const int64_t share = (a.w->panel_bytes() / 64 + a.num_tiles - 2) / (a.num_tiles - 1);  // lines per tile
+  return {panel + a.w->panel_bytes() + (tile - 1) * share * 64, (share + groups - 1) / groups};
+}
+
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
   const PackedWeights& w = *a.w;
   const QuantGroupLayout& layout = w.quant();

@@ -276,11 +276,9 @@ std::string MakeTempDir(const std::string& prefix) {
   std::string pattern = "/tmp/" + prefix + "_XXXXXX";
   char* dir = ::mkdtemp(pattern.data());
   if (dir == nullptr) return std::string();
+  static const bool registered = (std::atexit(RemoveTempDirs), true);
+  (void)registered;
   std::lock_guard<std::mutex> lock(TempDirsMutex());
-  if (TempDirs().empty()) {
-    static const bool registered = (std::atexit(RemoveTempDirs), true);
-    (void)registered;
-  }
   TempDirs().emplace_back(dir);
   return std::string(dir);
 }
