@@ -15,10 +15,12 @@ namespace {
 
 using internal::PanelArgs;
 
-// Whether bf16 panels run the widened kernel at this level (their activations then
-// travel as pairs of floats): always on AVX-512 F, by measurement with AVX512_BF16.
+// Whether bf16 panels run a widened kernel at this level (their activations then
+// travel as pairs of floats): always on AVX2 and AVX-512 F, by measurement with
+// AVX512_BF16.
 bool WidenedBf16(SimdLevel level) {
-  return level >= SimdLevel::kAvx512 && Bf16PanelKernelAt(level) == Bf16PanelKernel::kWide;
+  if (level == SimdLevel::kAvx2 || level == SimdLevel::kAvx512) return true;
+  return level == SimdLevel::kAvx512Bf16 && Bf16PanelKernelAt(level) == Bf16PanelKernel::kWide;
 }
 
 enum class QuantKernel { kScalar, kAvx2, kAvx512Vnni };
@@ -63,7 +65,7 @@ int64_t MaxRowTile(SimdLevel level) {
   switch (level) {
     case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAvx512: return 12;
-    case SimdLevel::kAvx2: return 2;
+    case SimdLevel::kAvx2: return 4;
     case SimdLevel::kScalar: return 4;
   }
   return 1;

@@ -24,7 +24,7 @@ struct RowTile {
   int64_t first_row = 0;
   int64_t rows = 0;
   // k_steps x rows values: float (kF32 panels), uint32 bf16 pairs (kBf16, vdpbf16ps and
-  // portable kernels) or pairs of floats (kBf16, widened kernel)
+  // portable kernels) or pairs of floats (kBf16, the widened AVX2 and AVX-512 kernels)
   const void* x = nullptr;
 };
 
@@ -65,6 +65,7 @@ std::vector<std::pair<int64_t, int64_t>> PlanRowTiles(int64_t rows, int64_t max)
 
 // y[:, 32j, 32j + 32) for panels j in [begin, end), every tile.
 void PanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
+// bf16 panels widened to f32 (tiles of WidenBf16Pairs floats), like PanelsAvx512's.
 void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
 // bf16 panels: PanelsAvx512 runs the widened kernel (tiles of WidenBf16Pairs floats),
 // PanelsAvx512Bf16 vdpbf16ps (tiles of pairs); engine/cpu/bf16_panel_kernel.h chooses.

@@ -1,6 +1,28 @@
-// AVX2 + FMA micro-kernels (8 lanes, 16 vector registers): tiles of up to 2 rows x 32
-// outputs, 8 accumulators. bf16 panels widen each weight pair to f32. Compiled with
-// -mavx2 -mfma; called only after run-time detection.
+// AVX2 + FMA micro-kernels (8 lanes, 16 vector registers) for f32 and bf16 panels.
+// Compiled with -mavx2 -mfma; called only after run-time detection.
+//
+// One row (batch-1 decode) streams the weights: a tile runs the whole panel, 32 outputs
+// in 4 accumulators, K in order, asking for the weights kPrefetchBytes ahead. Without
+// the requests the kernel leans on the hardware prefetchers, which a verify step's
+// repeated reads of cached panels leave throttled: on the 2-core hosts a one-row
+// forward of the default model took 2-3 ms instead of 1.2 for the first forwards after
+// a 16-34 row one, so the adaptive draft length's cost curve, which times each size
+// right after the largest, read one row as dearer than eight.
+//
+// More rows run tiles of up to 4 rows (linear.cc MaxRowTile) over half a panel (16 outputs: the
+// step's first or second 64-byte line): 2 accumulators per row, the half's weights
+// converted once per step for every row of the tile (bf16: even and odd values, 4
+// registers), the activations arriving as f32 (bf16 tiles widened once per call,
+// WidenBf16Pairs), so each row costs its broadcasts and FMAs only. A 4-row tile keeps
+// 8 accumulators, 4 weights and 2 broadcasts in 14 of the 16 registers, and per step
+// issues 16 FMAs for 4 conversions where a 2-row tile over the whole panel issued 16
+// for 12. Verify-sized calls take a K block (64 steps, 8 KiB) at a time through every
+// tile and both halves while it sits in L1, so the weights stream from memory once
+// (accumulators carried in f32 between blocks: results do not depend on the blocking).
+//
+// Every output is one accumulator that sees its K steps in order (bf16: the even
+// product, then the odd one), as in the portable kernel: the paths agree bitwise and a
+// row's result never depends on its tile.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -10,74 +32,211 @@
 namespace crossreg::cpu::internal {
 namespace {
 
-inline void Store(float* y, const __m256 (&acc)[4], int64_t width) {
-  if (width == kPanelWidth) {
+constexpr int64_t kStepBytes = kPanelStepBytes;  // f32 and bf16 panels: 32 outputs x 4 bytes
+constexpr int64_t kLine = 64;
+// Batch-1 decode: how far ahead of its reads a one-row tile asks for the weights.
+constexpr int64_t kPrefetchBytes = 2048;
+// Verify-sized calls: K steps per block (8 KiB of weights, in L1 while every tile and
+// half runs over it), and the rows up to which calls are blocked (beyond, prefill: each
+// tile runs the whole K of its half, the panel re-read from L2).
+constexpr int64_t kStepBlock = 64;
+
+inline void Store(float* y, const __m256* acc, int64_t width) {
+  if (width >= 8 * 4) {
     for (int q = 0; q < 4; ++q) _mm256_storeu_ps(y + 8 * q, acc[q]);
     return;
   }
-  alignas(32) float tmp[kPanelWidth];
+  alignas(32) float tmp[32];
   for (int q = 0; q < 4; ++q) _mm256_store_ps(tmp + 8 * q, acc[q]);
   std::copy_n(tmp, width, y);
 }
 
-template <int R>
-void F32Tile(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t width) {
-  __m256 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_ps();
-  const auto* p = reinterpret_cast<const float*>(a.w->panel(j));
-  const auto* x = static_cast<const float*>(tile.x);
-  for (int64_t k = 0; k < a.w->k_steps(); ++k, x += R) {
-    for (int q = 0; q < 4; ++q) {
-      const __m256 w = _mm256_load_ps(p + k * kPanelWidth + 8 * q);
-      for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(w, _mm256_set1_ps(x[r]), acc[r][q]);
-    }
-  }
-  for (int r = 0; r < R; ++r) Store(a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth, acc[r], width);
-}
-
-template <int R>
-void Bf16Tile(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t width) {
-  __m256 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int q = 0; q < 4; ++q) acc[r][q] = _mm256_setzero_ps();
+// One row over the whole panel j (32 outputs), streaming it.
+template <bool kBf16>
+void RowTile1(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t width) {
+  __m256 acc[4];
+  for (int q = 0; q < 4; ++q) acc[q] = _mm256_setzero_ps();
   const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
   const unsigned char* p = a.w->panel(j);
-  const auto* x = static_cast<const int*>(tile.x);
-  for (int64_t k = 0; k < a.w->k_steps(); ++k, x += R) {
-    __m256 xe[R], xo[R];
-    for (int r = 0; r < R; ++r) {
-      const __m256i v = _mm256_set1_epi32(x[r]);
-      xe[r] = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
-      xo[r] = _mm256_castsi256_ps(_mm256_and_si256(v, high));
+  const auto* x = static_cast<const float*>(tile.x);
+  const int64_t steps = a.w->k_steps();
+  for (int64_t k = 0; k < steps; ++k) {
+    const char* ahead = reinterpret_cast<const char*>(p + k * kStepBytes + kPrefetchBytes);
+    _mm_prefetch(ahead, _MM_HINT_T0);
+    _mm_prefetch(ahead + kLine, _MM_HINT_T0);
+    if constexpr (kBf16) {
+      const __m256 xe = _mm256_broadcast_ss(x + 2 * k);
+      const __m256 xo = _mm256_broadcast_ss(x + 2 * k + 1);
+      for (int q = 0; q < 4; ++q) {
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kStepBytes + 32 * q));
+        acc[q] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), xe, acc[q]);
+        acc[q] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(w, high)), xo, acc[q]);
+      }
+    } else {
+      const __m256 xb = _mm256_broadcast_ss(x + k);
+      const auto* w = reinterpret_cast<const float*>(p + k * kStepBytes);
+      for (int q = 0; q < 4; ++q) acc[q] = _mm256_fmadd_ps(_mm256_load_ps(w + 8 * q), xb, acc[q]);
     }
-    for (int q = 0; q < 4; ++q) {
-      const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(p + k * kPanelStepBytes + 32 * q));
-      const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
-      const __m256 wo = _mm256_castsi256_ps(_mm256_and_si256(w, high));
+  }
+  Store(a.y + tile.first_row * a.y_stride + j * kPanelWidth, acc, width);
+}
+
+// Where a half tile's accumulators start and end up (see the AVX-512 kernels' Carry).
+struct HalfCarry {
+  float* data = nullptr;  // R rows x 16 floats, row stride 32 (null: whole K, no carry)
+  bool resume = false;    // start from data (else zero)
+  bool final = true;      // write y (else data)
+};
+
+// What one pass over a K block asks for: `lines` cache lines from `from` on, one per
+// step from its first step (two per step where the pass is shorter than that).
+struct PassPrefetch {
+  const char* from = nullptr;
+  int64_t lines = 0;
+};
+
+inline void PrefetchAt(const PassPrefetch& pf, int64_t i, int64_t pass_steps) {
+  if (i < pf.lines) _mm_prefetch(pf.from + i * kLine, _MM_HINT_T0);
+  if (i + pass_steps < pf.lines) _mm_prefetch(pf.from + (i + pass_steps) * kLine, _MM_HINT_T0);
+}
+
+// R rows over steps [k0, k1) of half `h` of a panel.
+template <int R, bool kBf16>
+void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t k0, int64_t k1,
+              const HalfCarry& carry, PassPrefetch prefetch, int64_t width) {
+  __m256 acc[R][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < 2; ++q) {
+      acc[r][q] = carry.resume ? _mm256_load_ps(carry.data + r * kPanelWidth + 8 * q) : _mm256_setzero_ps();
+    }
+  }
+  const unsigned char* p = a.w->panel(j) + h * kLine;
+  if constexpr (kBf16) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+    const float* x = static_cast<const float*>(tile.x) + k0 * 2 * R;
+    for (int64_t k = k0; k < k1; ++k, x += 2 * R) {
+      PrefetchAt(prefetch, k - k0, k1 - k0);
+      const auto* w = reinterpret_cast<const __m256i*>(p + k * kStepBytes);
+      // Every row's even products, then every row's odd ones (each accumulator still
+      // sees even before odd): only two converted weights are live at a time, so 8
+      // accumulators, the mask and a broadcast fit the 16 registers without spills.
+      const __m256 w0e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_load_si256(w), 16));
+      const __m256 w1e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_load_si256(w + 1), 16));
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        acc[r][q] = _mm256_fmadd_ps(we, xe[r], acc[r][q]);
-        acc[r][q] = _mm256_fmadd_ps(wo, xo[r], acc[r][q]);
+        const __m256 xe = _mm256_broadcast_ss(x + 2 * r);
+        acc[r][0] = _mm256_fmadd_ps(w0e, xe, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(w1e, xe, acc[r][1]);
+      }
+      const __m256 w0o = _mm256_castsi256_ps(_mm256_and_si256(_mm256_load_si256(w), high));
+      const __m256 w1o = _mm256_castsi256_ps(_mm256_and_si256(_mm256_load_si256(w + 1), high));
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256 xo = _mm256_broadcast_ss(x + 2 * r + 1);
+        acc[r][0] = _mm256_fmadd_ps(w0o, xo, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(w1o, xo, acc[r][1]);
+      }
+    }
+  } else {
+    const float* x = static_cast<const float*>(tile.x) + k0 * R;
+    for (int64_t k = k0; k < k1; ++k, x += R) {
+      PrefetchAt(prefetch, k - k0, k1 - k0);
+      const auto* w = reinterpret_cast<const float*>(p + k * kStepBytes);
+      const __m256 w0 = _mm256_load_ps(w);
+      const __m256 w1 = _mm256_load_ps(w + 8);
+#pragma GCC unroll 4
+      for (int r = 0; r < R; ++r) {
+        const __m256 xb = _mm256_broadcast_ss(x + r);
+        acc[r][0] = _mm256_fmadd_ps(w0, xb, acc[r][0]);
+        acc[r][1] = _mm256_fmadd_ps(w1, xb, acc[r][1]);
       }
     }
   }
-  for (int r = 0; r < R; ++r) Store(a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth, acc[r], width);
+  if (!carry.final) {
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) {
+      _mm256_store_ps(carry.data + r * kPanelWidth, acc[r][0]);
+      _mm256_store_ps(carry.data + r * kPanelWidth + 8, acc[r][1]);
+    }
+    return;
+  }
+  // A narrow last panel: masked stores. Every loop over the rows is unrolled: one that
+  // indexes acc at run time makes GCC keep a copy of every accumulator on the stack,
+  // stored at every K step.
+  const int64_t half_width = std::min<int64_t>(16, width - 16 * h);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(half_width)), lane);
+  const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(half_width - 8)), lane);
+  float* y = a.y + tile.first_row * a.y_stride + j * kPanelWidth + 16 * h;
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    _mm256_maskstore_ps(y + r * a.y_stride, m0, acc[r][0]);
+    _mm256_maskstore_ps(y + r * a.y_stride + 8, m1, acc[r][1]);
+  }
+}
+
+template <bool kBf16>
+void RunHalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t k0, int64_t k1,
+                 const HalfCarry& carry, PassPrefetch prefetch, int64_t width) {
+  switch (tile.rows) {
+    case 4: return HalfTile<4, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
+    case 3: return HalfTile<3, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
+    case 2: return HalfTile<2, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
+    case 1: return HalfTile<1, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
+    default: return;  // PlanRowTiles never makes larger tiles at this level
+  }
+}
+
+template <bool kBf16>
+void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
+  const int64_t steps = a.w->k_steps();
+  if (a.num_tiles == 1 && a.tiles[0].rows == 1) {
+    for (int64_t j = begin; j < end; ++j) {
+      RowTile1<kBf16>(a, j, a.tiles[0], std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth));
+    }
+    return;
+  }
+  const bool blocked = a.rows <= kBlockedRows;
+  alignas(32) float carried[kBlockedRows * kPanelWidth];
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
+    const int halves = width > 16 ? 2 : 1;
+    if (!blocked) {
+      for (int t = 0; t < a.num_tiles; ++t) {
+        for (int h = 0; h < halves; ++h) RunHalfTile<kBf16>(a, j, a.tiles[t], h, 0, steps, {}, {}, width);
+      }
+      continue;
+    }
+    for (int64_t k0 = 0; k0 < steps; k0 += kStepBlock) {
+      const int64_t k1 = std::min(steps, k0 + kStepBlock);
+      // The passes over a block ask for the next block's lines between them, a share
+      // each, so the requests keep pace with the memory through the block (asked for
+      // all at once, they queue behind the core's few line-fill buffers and stall the
+      // first pass). Past the panel's end they are the next panel's first lines: a
+      // prefetch never faults.
+      const char* next = reinterpret_cast<const char*>(a.w->panel(j) + k1 * kStepBytes);
+      const int64_t passes = int64_t{halves} * a.num_tiles;
+      const int64_t share = (kStepBlock * kStepBytes / kLine + passes - 1) / passes;
+      int64_t pass = 0;
+      for (int h = 0; h < halves; ++h) {
+        for (int t = 0; t < a.num_tiles; ++t, ++pass) {
+          const RowTile& tile = a.tiles[t];
+          const HalfCarry carry{carried + tile.first_row * kPanelWidth + 16 * h, k0 > 0, k1 == steps};
+          RunHalfTile<kBf16>(a, j, tile, h, k0, k1, carry, {next + pass * share * kLine, share}, width);
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
 
 void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
-  const bool f32 = a.w->format() == PanelFormat::kF32;
-  for (int64_t j = begin; j < end; ++j) {
-    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
-    for (int t = 0; t < a.num_tiles; ++t) {
-      const RowTile& tile = a.tiles[t];
-      if (tile.rows == 2) {
-        f32 ? F32Tile<2>(a, j, tile, width) : Bf16Tile<2>(a, j, tile, width);
-      } else {
-        f32 ? F32Tile<1>(a, j, tile, width) : Bf16Tile<1>(a, j, tile, width);
-      }
-    }
+  if (a.w->format() == PanelFormat::kF32) {
+    Panels<false>(a, begin, end);
+  } else {
+    Panels<true>(a, begin, end);
   }
 }
 

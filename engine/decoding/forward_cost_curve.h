@@ -31,7 +31,8 @@ class ForwardCostCurve {
   // `context` cached positions, in both shapes: half control rows and half predictive
   // rows (a Cross-Regression step), and control rows only (an n-gram step). One warm-up
   // pass over all sizes, then the fastest of `repeats` rounds over every size (load from elsewhere
-  // only adds time), made non-decreasing. The scratch sequence is freed; it needs
+  // only adds time), the rounds alternately rising and falling in size (a forward right
+  // after a much larger one can run slow), made non-decreasing. The scratch sequence is freed; it needs
   // context + max_rows positions of free KV.
   static absl::StatusOr<ForwardCostCurve> Measure(Backend& backend, PagedKvCache& kv, const ModelConfig& config,
                                                   int max_rows, int context = 64, int repeats = 5);
