@@ -129,7 +129,10 @@ double TimeDecode(Engine& e, int batch, int context, int steps) {
 // Time of one forward carrying `rows` rows of a single sequence (a verify step, every
 // row with logits) for each entry of `row_counts`: rows are appended, then rolled back
 // so every measurement sees the same context. The counts take turns `repeats` times and
-// each keeps its best, so load from elsewhere on the machine hits them alike.
+// each keeps its best, so load from elsewhere on the machine hits them alike. The turns
+// alternate between rising and falling counts: a forward right after a much larger one
+// can run slow (ForwardCostCurve::Measure), and with rising turns alone every T(1) would
+// follow the widest forward and the ratios would flatter the wider ones.
 std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int context, int repeats) {
   const int vocab = e.model->config.vocab_size;
   const SequenceId id = e.kv->CreateSequence();
@@ -139,7 +142,8 @@ std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int 
   if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
   std::vector<double> best(row_counts.size(), 1e30);
   for (int rep = 0; rep < repeats; ++rep) {
-    for (size_t i = 0; i < row_counts.size(); ++i) {
+    for (size_t n = 0; n < row_counts.size(); ++n) {
+      const size_t i = rep % 2 == 0 ? n : row_counts.size() - 1 - n;
       fb.rows.clear();
       for (int r = 0; r < row_counts[i]; ++r) {
         fb.rows.push_back({.seq = id, .position = context + r, .token = (7 * r) % vocab, .want_logits = true});
