@@ -36,9 +36,9 @@ constexpr int64_t kStepBytes = kPanelStepBytes;  // f32 and bf16 panels: 32 outp
 constexpr int64_t kLine = 64;
 // Batch-1 decode: how far ahead of its reads a one-row tile asks for the weights.
 constexpr int64_t kPrefetchBytes = 2048;
-// Verify-sized calls: K steps per block (8 KiB of weights, in L1 while every tile and
-// half runs over it), and the rows up to which calls are blocked (beyond, prefill: each
-// tile runs the whole K of its half, the panel re-read from L2).
+// Verify-sized calls (up to kBlockedRows rows): K steps per block, 8 KiB of weights that
+// stay in L1 while every tile and half runs over them. Beyond (prefill) each tile runs
+// the whole K of its half, the panel re-read from L2.
 constexpr int64_t kStepBlock = 64;
 
 inline void Store(float* y, const __m256* acc, int64_t width) {
