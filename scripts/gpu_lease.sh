@@ -2,6 +2,10 @@
 # Stages of GPU work, each one device-tool call under its 10-minute limit, with the GPU's
 # training and the checks side by side where they only share the GPU. A lease is 15 minutes
 # of device time today: `drafters` (one call, about 6 minutes) is the training stage that fits.
+#   hybrid-ab  two drafters for the self-drafting default model at once (issue 47): the hybrid
+#          objective continued (HYBRID_A: extra trainer arguments) and a blocks LoRA adapter
+#          distilled over it (or, SECOND=hybrid, a second continuation with HYBRID_B); pack-drafters
+#          (here) prepares .lease_drafters.
 #   drafters  the default model's drafters (issue 47): the base taught to draft for itself
 #          (pretrain --init-model --hybrid) and a LoRA adapter for outcome blocks, beside the
 #          GPU tests and the server streams, then crossreg-bench-gpu alone; pack-drafters (here)
@@ -214,6 +218,73 @@ case "$stage" in
     grep -E "eval step|auto-steps|exported|exit" "$LOGS/hybrid.out" "$LOGS/distill.out" | tail -14
     pack_logs
     ;;
+  hybrid-ab)
+    # Two ways to a better drafter for the self-drafting default model, side by side on the one
+    # GPU (issue 47), from the model pack-drafters packed:
+    #   A  the hybrid objective continued (HYBRID_A: extra `training pretrain` arguments);
+    #   B  SECOND=distill (default): a LoRA adapter for outcome blocks distilled over the
+    #      frozen model (its control stream unchanged, the drafting rows gain capacity);
+    #      SECOND=hybrid: the hybrid objective with HYBRID_B instead.
+    # A hybrid comes back whole if its held-out next-token loss stayed within 0.01 nats of the
+    # base's; of two hybrids, the one accepting more drafts at depth 4 on the held-out stream
+    # (`heldout_block_accepted_4`). The adapter, the logs and run.json always come back.
+    # Carry [".lease_drafters"] with models/default moved out of the checkout (64 MiB).
+    D=.lease_drafters
+    mkdir -p models/default
+    for f in "$D"/base/*.json; do cp "$f" models/default/; done
+    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"models/default/$(basename "$f" .xz)"; done
+    echo "[lease] base restored at ${SECONDS}s: $(du -sh models/default | cut -f1)"
+    budget=${HYBRID_BUDGET_S:-430}
+    second=${SECOND:-distill}
+    hybrid() {  # hybrid VARIANT EXTRA-ARGS...
+      local v=$1; shift
+      INIT_MODEL=models/default HYBRID=1 HYBRID_TARGET=self HYBRID_ANCHORS=${HYBRID_ANCHORS:-64} \
+        HYBRID_ROWS=${HYBRID_ROWS:-6} LR=${HYBRID_LR:-3e-4} WARMUP=100 BATCH=${HYBRID_BATCH:-32} COMPILE=0 \
+        CORPUS=$D/corpus RUN_DIR=/tmp/hybrid-$v TIME_BUDGET_S=$budget RESERVE_S=45 \
+        timeout $((budget + 30)) scripts/pretrain_default.sh "$@" >"$LOGS/hybrid-$v.out" 2>&1
+      echo "[lease] hybrid-$v exit $? at ${SECONDS}s" >>"$LOGS/hybrid-$v.out"
+    }
+    # shellcheck disable=SC2086
+    hybrid A ${HYBRID_A:-} &
+    if [ "$second" = hybrid ]; then
+      # shellcheck disable=SC2086
+      hybrid B ${HYBRID_B:-} &
+    else
+      (BASE=models/default CORPUS=$D/corpus RUN_DIR=/tmp/distill DRAFT_LAYOUT=blocks BLOCK_ROWS=${HYBRID_ROWS:-6} \
+         N_EXAMPLES=${DISTILL_EXAMPLES:-131072} TIME_BUDGET_S=$budget RESERVE_S=45 \
+         timeout $((budget + 30)) scripts/distill_default.sh >"$LOGS/distill.out" 2>&1
+       echo "[lease] distill exit $? at ${SECONDS}s" >>"$LOGS/distill.out") &
+    fi
+    wait
+    grep -hE "auto-steps|eval step|exit" "$LOGS"/hybrid-*.out "$LOGS"/distill.out 2>/dev/null | tail -24
+    win=$(python3 - <<'PY'
+import json
+import sys
+best = None
+for v in "AB":
+    try:
+        h = json.load(open(f"/tmp/hybrid-{v}/run.json"))["history"]
+    except (OSError, ValueError, KeyError):
+        continue
+    first, last = h[0], h[-1]
+    ok = last["heldout_loss"] <= first["heldout_loss"] + 0.01
+    print(f"hybrid-{v}: accepted@4 {first.get('heldout_block_accepted_4')} -> "
+          f"{last.get('heldout_block_accepted_4')}, held-out loss {first['heldout_loss']:.4f} -> "
+          f"{last['heldout_loss']:.4f}{'' if ok else ' (worse: not returned)'}", file=sys.stderr)
+    if ok and (best is None or last["heldout_block_accepted_4"] > best[1]):
+        best = (v, last["heldout_block_accepted_4"])
+print(best[0] if best else "")
+PY
+)
+    echo "[lease] returning hybrid-${win:-none}"
+    [ -n "$win" ] && cp /tmp/hybrid-"$win"/model/model*.safetensors "$OUT"/
+    for v in A B; do
+      [ -d /tmp/hybrid-$v ] && tar czf "$OUT/hybrid-$v-files.tar.gz" -C /tmp/hybrid-$v --exclude='*.safetensors' model run.json train.log 2>/dev/null
+    done
+    [ -d /tmp/distill ] && tar czf "$OUT/distill-files.tar.gz" -C /tmp/distill adapter run.json train.log 2>/dev/null
+    echo "${win:-none}" >"$OUT/winner.txt"
+    pack_logs
+    ;;
   drafter-speed)
     # A self-drafting model (pack-drafters with DRAFTERS_MODEL=its directory and a small
     # DRAFTERS_TRAIN_TOKENS: the held-out stream gives the prompts) served by crossreg-generate
@@ -310,5 +381,5 @@ case "$stage" in
     grep -iE "error|loaded|backend|cost" "$LOGS/server.log" | head -8
     pack_logs
     ;;
-  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|pack-drafters|drafters|drafter-speed|diagnose|profile|loadgen" >&2; exit 2 ;;
+  *) echo "usage: gpu_lease.sh train|distill|bench|prebuilt|prebuilt-distill|pack-drafters|drafters|hybrid-ab|drafter-speed|diagnose|profile|loadgen" >&2; exit 2 ;;
 esac

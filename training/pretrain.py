@@ -92,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hybrid-anchors", type=int, default=4, help="--hybrid: blocks per window")
     p.add_argument("--hybrid-rows", type=int, default=8,
                    help="--hybrid: rows per block (serve with --fork_depth of at most this)")
+    p.add_argument("--hybrid-weight", type=float, default=1.0,
+                   help="--hybrid: weight of the block loss against the next-token loss's 1")
     p.add_argument("--hybrid-target", default="text", choices=["text", "self"],
                    help="--hybrid: what block row i after anchor a learns: the text's token "
                         "a+2+i (text), or the model's own next-token distribution there, read "
@@ -254,17 +256,21 @@ class Trainer:
     def _loss(self, x, y):
         if self.a.hybrid:
             clean, blocks = self._hybrid_parts(x, y)
-            return clean + blocks
+            return clean + self.a.hybrid_weight * blocks
         with accel.autocast(self.device):
             logits, _ = self.model(x)
         return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), y.reshape(-1))
 
-    def _hybrid_parts(self, x, y):
+    def _hybrid_parts(self, x, y, agreement=None):
         """--hybrid: (next-token loss, outcome-block loss). Window b's blocks start after the
         anchors a (its text 0 .. a visible, as the engine's block after outcome n sees the
         committed text and the accepted drafts); block row i at position a+1+i is scored on
         the token at a+2+i, where the window has it. Anchors are evenly spread with an offset
-        that moves every step (self.anchor_offset), so evaluation is repeatable."""
+        that moves every step (self.anchor_offset), so evaluation is repeatable.
+        agreement (a float64 tensor [2 + rows]) gathers what greedy serving accepts: per block,
+        whether each row's argmax equals the model's own argmax at its target (given the text),
+        the leading run of such rows up to depth 4 (the drafts a γ-4 step would accept), and
+        the count of blocks; only blocks whose first 4 targets lie in the window count."""
         B, T = x.shape
         A, f = self.a.hybrid_anchors, self.a.hybrid_rows
         with accel.autocast(self.device):
@@ -294,6 +300,16 @@ class Trainer:
             tgt = torch.gather(full, 1, target.clamp(max=T))
             ce = F.cross_entropy(q.float().reshape(-1, q.shape[-1]), tgt.reshape(-1), reduction="none")
         blocks = (ce * valid.reshape(-1).float()).sum() / valid.sum().clamp(min=1)
+        if agreement is not None:
+            depth = min(4, f)
+            own = torch.gather(logits.detach(), 1, (target - 1).clamp(max=T - 1)[..., None]
+                               .expand(-1, -1, logits.shape[-1])).argmax(-1)      # [B, A*f]
+            eq = ((q.argmax(-1) == own) & valid).reshape(B * A, f).double()
+            full = valid.reshape(B * A, f)[:, depth - 1]                           # whole depth in window
+            eq = eq[full]
+            agreement[0] += eq.shape[0]
+            agreement[1] += eq[:, :depth].cumprod(1).sum().item()
+            agreement[2:2 + f] += eq.sum(0).cpu()
         return clean, blocks
 
     def _guarded(self, run):
@@ -355,7 +371,8 @@ class Trainer:
             with torch.no_grad():
                 tr = evaluate(lambda x, y: self._hybrid_parts(x, y)[0], train_s, self.a)
                 ev = evaluate(lambda x, y: self._hybrid_parts(x, y)[0], eval_s, self.a)
-                evb = evaluate(lambda x, y: self._hybrid_parts(x, y)[1], eval_s, self.a)
+                agree = torch.zeros(2 + self.a.hybrid_rows, dtype=torch.float64)
+                evb = evaluate(lambda x, y: self._hybrid_parts(x, y, agree)[1], eval_s, self.a)
         else:
             tr, ev = self._guarded(lambda: (evaluate(self.loss_fn, train_s, self.a),
                                             evaluate(self.loss_fn, eval_s, self.a)))
@@ -363,8 +380,13 @@ class Trainer:
         self.history.append({"step": self.step, "train_loss": tr, "heldout_loss": ev})
         if self.a.hybrid:
             self.history[-1]["heldout_block_loss"] = evb
+            n = max(agree[0].item(), 1.0)
+            self.history[-1]["heldout_block_accepted_4"] = round(agree[1].item() / n, 4)
+            self.history[-1]["heldout_block_row_agree"] = [round(v / n, 4) for v in agree[2:].tolist()]
         log(f"eval step {self.step}: train loss {tr:.4f} held-out loss {ev:.4f}"
-            + (f" held-out block loss {evb:.4f}" if self.a.hybrid else ""))
+            + (f" held-out block loss {evb:.4f}, drafts accepted at depth 4 "
+               f"{self.history[-1]['heldout_block_accepted_4']:.3f}, row agreement "
+               f"{self.history[-1]['heldout_block_row_agree']}" if self.a.hybrid else ""))
         return time.time() - t0
 
 

@@ -78,3 +78,39 @@ def test_self_target_scores_each_block_row_against_the_models_own_distribution()
     with torch.no_grad():
         _, text_blocks = pretrain.Trainer._hybrid_parts(trainer, x, y)
     assert abs(text_blocks.item() - blocks.item()) > 1e-3
+
+
+def test_agreement_counts_the_drafts_greedy_serving_would_accept():
+    """The held-out acceptance figure: per block whose first 4 targets are in the window, the
+    leading rows whose argmax is the model's own argmax at their target, block by block
+    through the engine's layout."""
+    m = tiny(seed=7)
+    m.eval()
+    g = torch.Generator().manual_seed(8)
+    B, T, A, f = 2, 16, 3, 5
+    toks = torch.randint(0, 48, (B, T + 1), generator=g)
+    x, y = toks[:, :-1], toks[:, 1:]
+    trainer = hybrid_trainer(m, A, f, "self", anchor_offset=4)
+    agree = torch.zeros(2 + f, dtype=torch.float64)
+    with torch.no_grad():
+        pretrain.Trainer._hybrid_parts(trainer, x, y, agree)
+        logits, _ = m(x)
+    span = T - 1
+    blocks, leading, rows = 0, 0, [0] * f
+    for b in range(B):
+        for j in range(A):
+            a = (j * span // A + 4 + 13 * b) % span
+            if a + 2 + 3 > T:  # the 4th row's target is past the window
+                continue
+            _, blk = outcome_block_logits(m, x[b, :a + 1].tolist(), [int(x[b, a])], [0], f, PH)
+            eq = [int(blk[0, i].argmax()) == int(logits[b, a + 1 + i].argmax()) if a + 2 + i <= T else False
+                  for i in range(f)]
+            blocks += 1
+            for i in range(4):
+                if not eq[i]:
+                    break
+                leading += 1
+            rows = [r + int(e) for r, e in zip(rows, eq)]
+    assert blocks > 0 and agree[0].item() == blocks
+    assert agree[1].item() == leading
+    assert agree[2:].tolist() == rows
