@@ -1,17 +1,19 @@
-// AVX-512 VNNI kQ8 kernel (engine/cpu/linear_kernels.h): vpdpbusd multiplies 8 outputs'
+// AVX-512 VNNI kQ8 kernel (engine/cpu/linear_kernels.h): vpdpbusd multiplies 16 outputs'
 // 4 consecutive quants with 4 broadcast activation bytes and adds the four products to
 // each output's int32 sum in one instruction, where the AVX2 kernel needs vpmaddubsw,
 // vpmaddwd and an add. The panel layout is the AVX2 kernel's (256-bit quarters of 8
-// outputs), but a step loads all four quarters and broadcasts each row's 4 bytes once for
-// them, and the 16 extra vector registers of AVX-512 hold 4 rows x 4 quarters of sums.
+// outputs); a step joins quarters 0-1 and 2-3 into two 512-bit registers (a load and an
+// insert each, shared by every row of the tile), so a row costs one broadcast and two
+// vpdpbusd per step: at full width, a CPU with two 512-bit VNNI pipes spends its cycles
+// on the products. The tile's f32 sums stay in registers across the groups.
 //
-// vpdpbusd takes one operand unsigned and one signed. Formats with mins store unsigned
-// quants: they go in as they are, against the signed activations. Signed quants (Q8_0,
-// Q6_K) go in as the signed operand against the activations offset to unsigned (x + 128,
-// a flip of the top bit), and the group's sum of 128 * w per output, taken once per step
-// for all rows, comes off at the end. Every sum is exact in int32 and the float steps are
-// the scalar kernel's, so the results agree bit for bit. Compiled with AVX-512 F/BW/VL/DQ
-// and VNNI; called only after run-time detection.
+// vpdpbusd takes one operand unsigned and one signed; the activations are the signed one.
+// Formats with mins store unsigned quants: they go in as they are. Signed quants (Q8_0,
+// Q6_K) go in offset to unsigned (w + 128, a flip of the top bit, once per step for all
+// rows), and 128 times the row's sum of the group's activation codes (QuantizedRows::sum16,
+// exact) comes off each sum at the group's end. Every sum is exact in int32 and the float
+// steps are the scalar kernel's, so the results agree bit for bit. Compiled with AVX-512
+// F/BW/VL/DQ and VNNI; called only after run-time detection.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -22,79 +24,87 @@
 namespace crossreg::cpu::internal {
 namespace {
 
-inline __m256i Broadcast4(const int8_t* p) {
+inline __m512i Broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof v);
-  return _mm256_set1_epi32(v);
+  return _mm512_set1_epi32(v);
 }
 
-// One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
+// Quarters q and q + 1 of a step (8 outputs x 4 quants each), as 16 outputs x 4 quants.
+template <int S>
+inline __m512i LoadQuarterPair(const unsigned char* step, int q) {
+  const auto* lo = reinterpret_cast<const __m256i*>(step + q * (S / 4) * 32);
+  const auto* hi = reinterpret_cast<const __m256i*>(step + (q + 1) * (S / 4) * 32);
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(lo)), _mm256_loadu_si256(hi), 1);
+}
+
+// One tile of R rows over one panel: out (R x 32 floats) gets the tile's results. Every
+// loop over rows or halves is unrolled so that the sums live in registers (an array
+// indexed at run time would be kept in memory).
 template <int R, int S, bool kSigned, bool kMin>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
-               float (*acc)[kPanelWidth]) {
+               float (*out)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
   const int64_t groups = a.w->k_steps();
   const int64_t group_bytes = a.w->quant().group_bytes();
-  const __m256i top_bit = _mm256_set1_epi8(static_cast<char>(0x80));
-  const __m256i ones = _mm256_set1_epi8(1);
-  for (int r = 0; r < R; ++r)
-    for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
+  const __m512i top_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m512 acc[R][2];
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
   for (int64_t g = 0; g < groups; ++g) {
     const unsigned char* group = panel + g * group_bytes;
     const unsigned char* ahead = prefetch.from + g * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
     }
-    const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
     const int8_t* xq[R];
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xq[r] = qx.q + (first_row + r) * in + g * S;
-    __m256i isum[R][4];
-    __m256i wsum[4];  // signed formats: the group's quants summed per output
-    for (int q = 0; q < 4; ++q) {
-      wsum[q] = _mm256_setzero_si256();
-      for (int r = 0; r < R; ++r) isum[r][q] = _mm256_setzero_si256();
-    }
+    __m512i isum[R][2];
+#pragma GCC unroll 4
+    for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
+#pragma GCC unroll 8
     for (int step = 0; step < S / 4; ++step) {
-      __m256i w[4];
-      for (int q = 0; q < 4; ++q) {
-        w[q] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(group + (q * (S / 4) + step) * 32));
-        if constexpr (kSigned) wsum[q] = _mm256_dpbusd_epi32(wsum[q], ones, w[q]);
+      const unsigned char* at = group + step * 32;
+      __m512i w01 = LoadQuarterPair<S>(at, 0);
+      __m512i w23 = LoadQuarterPair<S>(at, 2);
+      if constexpr (kSigned) {
+        w01 = _mm512_xor_si512(w01, top_bit);  // w + 128, as unsigned bytes
+        w23 = _mm512_xor_si512(w23, top_bit);
       }
+#pragma GCC unroll 4
       for (int r = 0; r < R; ++r) {
-        const __m256i x = Broadcast4(xq[r] + step * 4);
-        if constexpr (kSigned) {
-          const __m256i xu = _mm256_xor_si256(x, top_bit);  // x + 128, as unsigned bytes
-          for (int q = 0; q < 4; ++q) isum[r][q] = _mm256_dpbusd_epi32(isum[r][q], xu, w[q]);
-        } else {
-          for (int q = 0; q < 4; ++q) isum[r][q] = _mm256_dpbusd_epi32(isum[r][q], w[q], x);
-        }
+        const __m512i x = Broadcast4(xq[r] + step * 4);
+        isum[r][0] = _mm512_dpbusd_epi32(isum[r][0], w01, x);
+        isum[r][1] = _mm512_dpbusd_epi32(isum[r][1], w23, x);
       }
     }
-    float xs[R];
-    float xsum[R];  // the row's sum of the group's codes times its scale
+    const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
+    const __m512 ws[2] = {_mm512_loadu_ps(scales), _mm512_loadu_ps(scales + 16)};
+#pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
       const int64_t row = first_row + r;
-      xs[r] = qx.scale[row * (in / 32) + (g * S) / 32];
-      if constexpr (kMin) {
-        const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
-        xsum[r] = (S == 16 ? s16[0] : s16[0] + s16[1]) * xs[r];
-      }
-    }
-    for (int q = 0; q < 4; ++q) {
-      const __m256 ws = _mm256_loadu_ps(scales + 8 * q);
-      const __m256i offset = _mm256_slli_epi32(wsum[q], 7);  // 128 * sum(w)
-      for (int r = 0; r < R; ++r) {
-        const __m256i exact = kSigned ? _mm256_sub_epi32(isum[r][q], offset) : isum[r][q];
-        __m256 v = _mm256_loadu_ps(acc[r] + 8 * q);
-        v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(exact), _mm256_mul_ps(ws, _mm256_set1_ps(xs[r])), v);
+      const float xs = qx.scale[row * (in / 32) + (g * S) / 32];
+      const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
+      const float codes = S == 16 ? s16[0] : s16[0] + s16[1];  // the row's code sum (exact)
+      const __m512 wx = _mm512_set1_ps(xs);
+      const __m512i offset = _mm512_set1_epi32(128 * static_cast<int32_t>(codes));
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i exact = kSigned ? _mm512_sub_epi32(isum[r][h], offset) : isum[r][h];
+        acc[r][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(ws[h], wx), acc[r][h]);
         if constexpr (kMin) {
-          const __m256 wm = _mm256_loadu_ps(scales + kPanelWidth + 8 * q);
-          v = _mm256_fnmadd_ps(_mm256_set1_ps(xsum[r]), wm, v);
+          const __m512 wm = _mm512_loadu_ps(scales + kPanelWidth + 16 * h);
+          acc[r][h] = _mm512_fnmadd_ps(_mm512_set1_ps(codes * xs), wm, acc[r][h]);
         }
-        _mm256_storeu_ps(acc[r] + 8 * q, v);
       }
     }
+  }
+#pragma GCC unroll 4
+  for (int r = 0; r < R; ++r) {
+    _mm512_storeu_ps(out[r], acc[r][0]);
+    _mm512_storeu_ps(out[r] + 16, acc[r][1]);
   }
 }
 
