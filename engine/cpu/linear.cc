@@ -113,6 +113,7 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
   struct Buffers {
     std::vector<int8_t> q;
     std::vector<float> scale, sum16;
+    std::vector<int32_t> offset32, offset16;
   };
   thread_local std::vector<Buffers> buffers;
   if (buffers.size() <= static_cast<size_t>(slot)) buffers.resize(static_cast<size_t>(slot) + 1);
@@ -140,8 +141,13 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
   } else {
     quantize(0, rows);
   }
+  // The VNNI kernel's starting sums (exact: code sums are small integers).
+  b.offset16.resize(static_cast<size_t>(rows * (in / 16)));
+  b.offset32.resize(static_cast<size_t>(rows * (in / 32)));
+  for (int64_t i = 0; i < rows * (in / 16); ++i) b.offset16[i] = -128 * static_cast<int32_t>(sum16[i]);
+  for (int64_t i = 0; i < rows * (in / 32); ++i) b.offset32[i] = b.offset16[2 * i] + b.offset16[2 * i + 1];
   QuantizedCall call;
-  call.rows = {q, scale, sum16, in};
+  call.rows = {q, scale, sum16, in, b.offset32.data(), b.offset16.data()};
   for (const auto& [first, count] : internal::PlanRowTiles(rows, internal::kQuantTileRows)) {
     call.tiles.push_back({first, count, nullptr});
   }

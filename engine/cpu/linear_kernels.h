@@ -43,6 +43,10 @@ struct QuantizedRows {
   const float* scale = nullptr;
   const float* sum16 = nullptr;
   int64_t in = 0;
+  // -128 times the code sums per 32 inputs (rows x in/32) and per 16 (rows x in/16), int32:
+  // where the VNNI kernel's sums of signed formats start (it feeds it w + 128).
+  const int32_t* offset32 = nullptr;
+  const int32_t* offset16 = nullptr;
 };
 
 struct PanelArgs {

@@ -10,8 +10,8 @@
 // vpdpbusd takes one operand unsigned and one signed; the activations are the signed one.
 // Formats with mins store unsigned quants: they go in as they are. Signed quants (Q8_0,
 // Q6_K) go in offset to unsigned (w + 128, a flip of the top bit, once per step for all
-// rows), and 128 times the row's sum of the group's activation codes (QuantizedRows::sum16,
-// exact) comes off each sum at the group's end. Every sum is exact in int32 and the float
+// rows), and each sum starts at -128 times the row's sum of the group's activation codes
+// (QuantizedRows::offset32 / offset16, exact), so it ends exact. Every sum is exact in int32 and the float
 // steps are the scalar kernel's, so the results agree bit for bit. Compiled with AVX-512
 // F/BW/VL/DQ and VNNI; called only after run-time detection.
 #include <immintrin.h>
@@ -61,9 +61,19 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     const int8_t* xq[R];
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) xq[r] = qx.q + (first_row + r) * in + g * S;
+    // Signed formats start each sum at -128 times the row's code sum, which the w + 128
+    // they are fed adds back, so the sum ends exact with no correction.
     __m512i isum[R][2];
 #pragma GCC unroll 4
-    for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
+    for (int r = 0; r < R; ++r) {
+      if constexpr (kSigned) {
+        const int64_t row = first_row + r;
+        const int32_t start = S == 16 ? qx.offset16[row * (in / 16) + g] : qx.offset32[row * (in / 32) + g];
+        isum[r][0] = isum[r][1] = _mm512_set1_epi32(start);
+      } else {
+        isum[r][0] = isum[r][1] = _mm512_setzero_si512();
+      }
+    }
 #pragma GCC unroll 8
     for (int step = 0; step < S / 4; ++step) {
       const unsigned char* at = group + step * 32;
@@ -86,17 +96,17 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     for (int r = 0; r < R; ++r) {
       const int64_t row = first_row + r;
       const float xs = qx.scale[row * (in / 32) + (g * S) / 32];
-      const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
-      const float codes = S == 16 ? s16[0] : s16[0] + s16[1];  // the row's code sum (exact)
       const __m512 wx = _mm512_set1_ps(xs);
-      const __m512i offset = _mm512_set1_epi32(128 * static_cast<int32_t>(codes));
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m512i exact = kSigned ? _mm512_sub_epi32(isum[r][h], offset) : isum[r][h];
-        acc[r][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(exact), _mm512_mul_ps(ws[h], wx), acc[r][h]);
-        if constexpr (kMin) {
-          const __m512 wm = _mm512_loadu_ps(scales + kPanelWidth + 16 * h);
-          acc[r][h] = _mm512_fnmadd_ps(_mm512_set1_ps(codes * xs), wm, acc[r][h]);
+        acc[r][h] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][h]), _mm512_mul_ps(ws[h], wx), acc[r][h]);
+      }
+      if constexpr (kMin) {
+        const float* s16 = qx.sum16 + row * (in / 16) + (g * S) / 16;
+        const __m512 xsum = _mm512_set1_ps((S == 16 ? s16[0] : s16[0] + s16[1]) * xs);  // code sum x scale
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          acc[r][h] = _mm512_fnmadd_ps(xsum, _mm512_loadu_ps(scales + kPanelWidth + 16 * h), acc[r][h]);
         }
       }
     }
