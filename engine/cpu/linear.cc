@@ -65,7 +65,7 @@ int64_t MaxRowTile(SimdLevel level) {
   switch (level) {
     case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAvx512: return 12;
-    case SimdLevel::kAvx2: return 4;
+    case SimdLevel::kAvx2: return 5;
     case SimdLevel::kScalar: return 4;
   }
   return 1;
