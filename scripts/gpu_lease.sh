@@ -73,6 +73,14 @@ device_env() {
   done
 }
 
+# The model pack-drafters packed (.lease_drafters/base, shards xz'd) unpacked into $1.
+restore_base() {
+  mkdir -p "$1"
+  for f in .lease_drafters/base/*.json; do cp "$f" "$1"/; done
+  for f in .lease_drafters/base/*.xz; do xz -dc -T0 "$f" >"$1/$(basename "$f" .xz)"; done
+  echo "[lease] base restored in $1 at ${SECONDS}s: $(du -sh "$1" | cut -f1)"
+}
+
 pack_logs() {
   tar czf "$OUT/lease-$stage.tar.gz" -C "$LOGS" . 2>/dev/null
   for f in "$LOGS"/check/summary.md; do [ -f "$f" ] && cat "$f"; done
@@ -183,10 +191,7 @@ case "$stage" in
     # Carry [".gpucarry", ".gpu_check", ".lease_drafters"] (this script's pack-drafters and
     # gpu_check.sh pack-prebuilt, here) with models/default moved out of the checkout.
     D=.lease_drafters
-    mkdir -p models/default
-    for f in "$D"/base/*.json; do cp "$f" models/default/; done
-    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"models/default/$(basename "$f" .xz)"; done
-    echo "[lease] base restored at ${SECONDS}s: $(du -sh models/default | cut -f1)"
+    restore_base models/default
     budget=${DRAFTERS_BUDGET_S:-400}
     (INIT_MODEL=models/default HYBRID=1 HYBRID_TARGET=${HYBRID_TARGET:-self} HYBRID_ANCHORS=${HYBRID_ANCHORS:-16} \
        HYBRID_ROWS=${HYBRID_ROWS:-6} LR=${HYBRID_LR:-5e-4} WARMUP=100 BATCH=${HYBRID_BATCH:-32} COMPILE=0 \
@@ -230,10 +235,7 @@ case "$stage" in
     # (`heldout_block_accepted_4`). The adapter, the logs and run.json always come back.
     # Carry [".lease_drafters"] with models/default moved out of the checkout (64 MiB).
     D=.lease_drafters
-    mkdir -p models/default
-    for f in "$D"/base/*.json; do cp "$f" models/default/; done
-    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"models/default/$(basename "$f" .xz)"; done
-    echo "[lease] base restored at ${SECONDS}s: $(du -sh models/default | cut -f1)"
+    restore_base models/default
     budget=${HYBRID_BUDGET_S:-430}
     second=${SECOND:-distill}
     hybrid() {  # hybrid VARIANT EXTRA-ARGS...
@@ -292,9 +294,7 @@ PY
     # SPEED_PROMPTS held-out prompts, tokens/s and TPF per backend; first the GPU parity tests
     # (FILTER). Carry [".gpucarry", ".gpu_check", ".lease_drafters"].
     D=.lease_drafters
-    mkdir -p /tmp/drafter
-    for f in "$D"/base/*.json; do cp "$f" /tmp/drafter/; done
-    for f in "$D"/base/*.xz; do xz -dc -T0 "$f" >"/tmp/drafter/$(basename "$f" .xz)"; done
+    restore_base /tmp/drafter
     [ -x /tmp/gpucarry/bin/crossreg_gpu_tests ] || { mkdir -p /tmp/gpucarry && xz -dc .gpucarry/prebuilt.tar.xz | tar xf - -C /tmp/gpucarry; }
     export LD_LIBRARY_PATH="/tmp/gpucarry/lib:/usr/local/cuda/lib64:/usr/local/cuda/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     export CROSSREG_SHARED_DIR="$PWD/.gpu_check/shared" CROSSREG_SOURCE_DIR="$PWD"

@@ -141,13 +141,17 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
   } else {
     quantize(0, rows);
   }
-  // The VNNI kernel's starting sums (exact: code sums are small integers).
-  b.offset16.resize(static_cast<size_t>(rows * (in / 16)));
-  b.offset32.resize(static_cast<size_t>(rows * (in / 32)));
-  for (int64_t i = 0; i < rows * (in / 16); ++i) b.offset16[i] = -128 * static_cast<int32_t>(sum16[i]);
-  for (int64_t i = 0; i < rows * (in / 32); ++i) b.offset32[i] = b.offset16[2 * i] + b.offset16[2 * i + 1];
   QuantizedCall call;
-  call.rows = {q, scale, sum16, in, b.offset32.data(), b.offset16.data()};
+  call.rows = {q, scale, sum16, in};
+  if (QuantKernelAt(level) == QuantKernel::kAvx512Vnni) {
+    // Where its sums of signed formats start (exact: code sums are small integers).
+    b.offset16.resize(static_cast<size_t>(rows * (in / 16)));
+    b.offset32.resize(static_cast<size_t>(rows * (in / 32)));
+    for (int64_t i = 0; i < rows * (in / 16); ++i) b.offset16[i] = -128 * static_cast<int32_t>(sum16[i]);
+    for (int64_t i = 0; i < rows * (in / 32); ++i) b.offset32[i] = b.offset16[2 * i] + b.offset16[2 * i + 1];
+    call.rows.offset32 = b.offset32.data();
+    call.rows.offset16 = b.offset16.data();
+  }
   for (const auto& [first, count] : internal::PlanRowTiles(rows, internal::kQuantTileRows)) {
     call.tiles.push_back({first, count, nullptr});
   }

@@ -11,9 +11,9 @@
 // Formats with mins store unsigned quants: they go in as they are. Signed quants (Q8_0,
 // Q6_K) go in offset to unsigned (w + 128, a flip of the top bit, once per step for all
 // rows), and each sum starts at -128 times the row's sum of the group's activation codes
-// (QuantizedRows::offset32 / offset16, exact), so it ends exact. Every sum is exact in int32 and the float
-// steps are the scalar kernel's, so the results agree bit for bit. Compiled with AVX-512
-// F/BW/VL/DQ and VNNI; called only after run-time detection.
+// (QuantizedRows::offset32 / offset16, exact), so it ends exact. Every sum is exact in
+// int32 and the float steps are the scalar kernel's, so the results agree bit for bit.
+// Compiled with AVX-512 F/BW/VL/DQ and VNNI; called only after run-time detection.
 #include <immintrin.h>
 
 #include <algorithm>
