@@ -137,5 +137,107 @@ TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
   EXPECT_NEAR(small.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(18) / 16, 1e-15);
 }
 
+// Per row count: decode-only forwards of exactly that many rows, trusted after
+// kMinObserved of them; forwards carrying prefill, and counts past kTrackedRows, are not kept.
+TEST(ForwardCostCalibrationTest, EachDecodeRowCountKeepsItsOwnObservedSeconds) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal(0.05);
+  for (int i = 0; i < ForwardCostCalibration::kMinObserved - 1; ++i) cal.Observe(curve, 4, 0, false, 0.9e-3);
+  EXPECT_FALSE(cal.ObservedSeconds(curve, DecodingMode::kNgram, 4).has_value());
+  cal.Observe(curve, 4, 0, false, 0.9e-3);
+  ASSERT_TRUE(cal.ObservedSeconds(curve, DecodingMode::kNgram, 4).has_value());
+  EXPECT_NEAR(*cal.ObservedSeconds(curve, DecodingMode::kNgram, 4), 0.9e-3, 1e-12);
+  // Other counts have their own (none yet), whatever the kind's scale says.
+  EXPECT_FALSE(cal.ObservedSeconds(curve, DecodingMode::kNgram, 3).has_value());
+  EXPECT_FALSE(cal.ObservedSeconds(curve, DecodingMode::kNgram, 5).has_value());
+  for (int i = 0; i < 10; ++i) cal.Observe(curve, 6, 0, true, 5e-3);  // carries prefill
+  EXPECT_FALSE(cal.ObservedSeconds(curve, DecodingMode::kNgram, 6).has_value());
+  const int past = ForwardCostCalibration::kTrackedRows + 1;
+  for (int i = 0; i < 10; ++i) cal.Observe(curve, past, 0, false, curve.Seconds(past));
+  EXPECT_FALSE(cal.ObservedSeconds(curve, DecodingMode::kNgram, past).has_value());
+  // The widest observed count in a range.
+  for (int i = 0; i < 3; ++i) cal.Observe(curve, 2, 0, false, 0.8e-3);
+  auto widest = cal.ObservedWidest(curve, DecodingMode::kNgram, 2, 8);
+  ASSERT_TRUE(widest.has_value());
+  EXPECT_EQ(widest->first, 4);
+  EXPECT_NEAR(widest->second, 0.9e-3, 1e-12);
+  widest = cal.ObservedWidest(curve, DecodingMode::kNgram, 1, 3);
+  ASSERT_TRUE(widest.has_value());
+  EXPECT_EQ(widest->first, 2);
+  EXPECT_FALSE(cal.ObservedWidest(curve, DecodingMode::kNgram, 5, 300).has_value());
+}
+
+AcceptanceTracker TrackerAt(double rate) {
+  AcceptanceTracker tracker(8, 1.0);
+  for (int i = 0; i < 1000; ++i) {
+    for (int k = 1; k <= 8; ++k) tracker.Record(k, i % 100 < rate * 100);
+  }
+  return tracker;
+}
+
+DecodingConfig AdaptiveNgram(int gamma) {
+  DecodingConfig d;
+  d.mode = DecodingMode::kNgram;
+  d.gamma = gamma;
+  d.adaptive_gamma = true;
+  return d;
+}
+
+// The shapes seen on two Zen 5 cores (the default model, forward_cost_calibration.h):
+// a start-up curve that reads one row at 0.57 ms and a few more as nearly free, while
+// the forwards then run one row at 0.46 ms and two or three at 0.63.
+TEST(ForwardCostCalibrationTest, ObservedForwardsOverruleACurveThatMakesRowsLookFree) {
+  auto flat = ForwardCostCurve::FromPoints({{1, 0.572e-3}, {2, 0.591e-3}, {4, 0.629e-3}, {8, 0.702e-3}});
+  ASSERT_TRUE(flat.ok()) << flat.status();
+  const AcceptanceTracker tracker = TrackerAt(0.15);
+  const DecodingConfig config = AdaptiveNgram(4);
+  DraftCost curve_only{&*flat, 1, 1, 0};
+  EXPECT_GT(ChooseGamma(config, tracker, curve_only), 0);  // 15% acceptance looks worth 19 µs a row
+
+  ForwardCostCalibration cal;
+  for (int i = 0; i < 20; ++i) cal.Observe(*flat, 1, 0, false, 0.46e-3);
+  DraftCost observed = curve_only;
+  observed.observed = &cal;
+  EXPECT_NEAR(observed.ArShare(DecodingMode::kNgram), 0.46e-3, 1e-12);
+  // Only one-row forwards seen: the rise is the curve's.
+  EXPECT_NEAR(observed.MarginalSeconds(DecodingMode::kNgram, 1), curve_only.MarginalSeconds(DecodingMode::kNgram, 1),
+              1e-15);
+  for (int i = 0; i < 3; ++i) cal.Observe(*flat, 2, 0, false, 0.63e-3);
+  EXPECT_NEAR(observed.MarginalSeconds(DecodingMode::kNgram, 1), 0.17e-3, 1e-12);
+  // Three and five rows were never run: the observed rise to two rows, then the curve's.
+  EXPECT_NEAR(observed.MarginalSeconds(DecodingMode::kNgram, 2),
+              0.17e-3 + (flat->Seconds(3) - flat->Seconds(2)), 1e-12);
+  EXPECT_NEAR(observed.MarginalSeconds(DecodingMode::kNgram, 4),
+              0.17e-3 + (flat->Seconds(5) - flat->Seconds(2)), 1e-12);
+  EXPECT_EQ(ChooseGamma(config, tracker, observed), 0);
+  // Drafts that are accepted often still pay at that price.
+  EXPECT_GT(ChooseGamma(config, TrackerAt(0.6), observed), 0);
+}
+
+TEST(ForwardCostCalibrationTest, ObservedForwardsOverruleACurveThatMakesRowsLookDear) {
+  // Timed on a bad start: one row fast, the rest slow. The forwards then run flat.
+  auto steep = ForwardCostCurve::FromPoints({{1, 0.45e-3}, {2, 0.70e-3}, {4, 0.90e-3}, {8, 1.3e-3}});
+  ASSERT_TRUE(steep.ok()) << steep.status();
+  const AcceptanceTracker tracker = TrackerAt(0.5);
+  const DecodingConfig config = AdaptiveNgram(4);
+  DraftCost curve_only{&*steep, 1, 1, 0};
+  EXPECT_EQ(ChooseGamma(config, tracker, curve_only), 0);
+  ForwardCostCalibration cal;
+  for (int i = 0; i < 20; ++i) cal.Observe(*steep, 1, 0, false, 0.45e-3);
+  for (int rows = 2; rows <= 5; ++rows) {
+    for (int i = 0; i < 3; ++i) cal.Observe(*steep, rows, 0, false, (0.45 + 0.03 * (rows - 1)) * 1e-3);
+  }
+  DraftCost observed = curve_only;
+  observed.observed = &cal;
+  EXPECT_NEAR(observed.MarginalSeconds(DecodingMode::kNgram, 4), 0.12e-3, 1e-12);
+  EXPECT_GT(ChooseGamma(config, tracker, observed), 0);
+  // Forwards that carry prefill read the curve and the scales only.
+  DraftCost with_prefill = observed;
+  with_prefill.base_rows = 300;
+  EXPECT_FALSE(with_prefill.DecodeOnly());
+  EXPECT_NEAR(with_prefill.MarginalSeconds(DecodingMode::kNgram, 4),
+              steep->Seconds(304) - steep->Seconds(300), 1e-15);
+}
+
 }  // namespace
 }  // namespace crossreg
