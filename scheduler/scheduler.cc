@@ -504,7 +504,6 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   }
   cost.decode_scale = calibration.Scale(false);
   cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
-  cost.observed = &calibration;
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;

@@ -1,7 +1,6 @@
 #include "engine/decoding/draft_length_policy.h"
 
 #include <algorithm>
-#include <optional>
 
 namespace crossreg {
 
@@ -104,30 +103,14 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
 
 double DraftCost::ArShare(DecodingMode mode) const {
   const int b = std::max(1, batch_sequences);
-  double worth =
-      std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, std::max(base_rows, b)));
-  if (observed != nullptr && DecodeOnly()) {
-    if (const std::optional<double> t = observed->ObservedSeconds(*curve, mode, b)) worth = *t;
-  }
-  return worth / b;
+  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, std::max(base_rows, b))) /
+         b;
 }
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
-  extra = std::max(0, extra);
   const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
-  const double margin =
-      std::min(1.0, forward_scale) * std::max(0.0, curve->Seconds(mode, rows + extra) - curve->Seconds(mode, rows));
-  if (observed == nullptr || extra == 0 || !DecodeOnly()) return margin;
-  const std::optional<double> at = observed->ObservedSeconds(*curve, mode, rows);
-  const std::optional<std::pair<int, double>> widest = observed->ObservedWidest(*curve, mode, rows + 1, rows + extra);
-  if (!at || !widest) return margin;
-  // The rise as it ran up to the widest observed count, either way from the curve's,
-  // then the curve's rise past it. A rise that reads too low is corrected by the
-  // forwards it then chooses, which are observed in turn.
-  const auto [seen, seconds] = *widest;
-  return std::max(0.0, seconds - *at +
-                           std::min(1.0, forward_scale) *
-                               std::max(0.0, curve->Seconds(mode, rows + extra) - curve->Seconds(mode, seen)));
+  return std::min(1.0, forward_scale) *
+         std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {

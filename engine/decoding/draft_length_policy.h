@@ -8,12 +8,10 @@
 // before the forward, never on the drafts about to be verified.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
-#include "engine/decoding/forward_cost_calibration.h"
 #include "engine/decoding/forward_cost_curve.h"
 
 namespace crossreg {
@@ -43,19 +41,10 @@ struct DraftCost {
   // (forward_cost_calibration.h); 1 and 1 price with the curve as measured.
   double decode_scale = 1.0;
   double forward_scale = 1.0;
-  // Decode-only forwards as they ran, per row count (ForwardCostCalibration::
-  // ObservedSeconds), or null. In a decode-only forward they replace the curve where
-  // they can: a token is worth the observed T(B) / B, and `extra` rows cost the
-  // observed T(R + extra) - T(R), or, with only narrower forwards than R + extra
-  // observed, the observed rise to the widest of them plus the curve's rise past it.
-  // The curve is timed once, at start-up, and its shape can be off for the whole run
-  // (forward_cost_calibration.h).
-  const ForwardCostCalibration* observed = nullptr;
   // What one AR token costs this sequence in a decode-only forward, the value of each
   // extra token a draft is expected to commit: decode_scale · T(B) / B, and never more
   // than its share of this forward with every sequence in AR, forward_scale · T(R0) / B
-  // (which keeps the all-AR guarantee above when the scales differ); in a decode-only
-  // forward, the observed T(B) / B where there is one.
+  // (which keeps the all-AR guarantee above when the scales differ).
   double ArShare(DecodingMode mode) const;
   // min(1, forward_scale) · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
   // `extra` more rows add. The forward is priced as forward_scale · T(R0) plus the
@@ -65,10 +54,8 @@ struct DraftCost {
   // `crossreg-loadgen --concurrency 16 --mode ngram`) decode-only forwards of 16, 28 and
   // 40 rows take 4.0, 5.3 and 6.9 ms against the curve's 2.1, 3.5 and 4.9: the scale at
   // 16 rows is 1.9, the rows past it cost the curve's 0.12 ms each. The all-AR guarantee
-  // holds for that price as for any other. In a decode-only forward, the observed
-  // rise where there is one (`observed` above).
+  // holds for that price as for any other.
   double MarginalSeconds(DecodingMode mode, int extra) const;
-  bool DecodeOnly() const { return base_rows <= std::max(1, batch_sequences); }
 };
 
 // Per-depth acceptance with exponential forgetting, so a sequence that moves from

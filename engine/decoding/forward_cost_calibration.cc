@@ -27,34 +27,11 @@ void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, in
   const double predicted = CurveSeconds(curve, rows, predictive_rows);
   if (!(seconds > 0.0) || !(predicted > 0.0)) return;
   const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
-  Learn(carries_prefill ? with_prefill_ : decode_only_, log_ratio);
-  if (carries_prefill || rows < 1 || rows > kTrackedRows) return;
-  if (decode_by_rows_.size() < static_cast<size_t>(rows)) decode_by_rows_.resize(static_cast<size_t>(rows));
-  Learn(decode_by_rows_[static_cast<size_t>(rows - 1)], log_ratio);
-}
-
-void ForwardCostCalibration::Learn(Kind& k, double log_ratio) const {
+  Kind& k = carries_prefill ? with_prefill_ : decode_only_;
   ++k.forwards;
   // 1/n until that falls below `weight`: the first forwards average, later ones forget.
   const double w = std::max(weight_, 1.0 / static_cast<double>(k.forwards));
   k.log_scale += w * (log_ratio - k.log_scale);
-}
-
-std::optional<double> ForwardCostCalibration::ObservedSeconds(const ForwardCostCurve& curve, DecodingMode mode,
-                                                              int rows) const {
-  if (rows < 1 || static_cast<size_t>(rows) > decode_by_rows_.size()) return std::nullopt;
-  const Kind& k = decode_by_rows_[static_cast<size_t>(rows - 1)];
-  if (k.forwards < kMinObserved) return std::nullopt;
-  return std::exp(k.log_scale) * curve.Seconds(mode, rows);
-}
-
-std::optional<std::pair<int, double>> ForwardCostCalibration::ObservedWidest(const ForwardCostCurve& curve,
-                                                                             DecodingMode mode, int lo,
-                                                                             int hi) const {
-  for (int rows = std::min(hi, static_cast<int>(decode_by_rows_.size())); rows >= std::max(1, lo); --rows) {
-    if (const std::optional<double> s = ObservedSeconds(curve, mode, rows)) return std::make_pair(rows, *s);
-  }
-  return std::nullopt;
 }
 
 double ForwardCostCalibration::Scale(bool carries_prefill) const {

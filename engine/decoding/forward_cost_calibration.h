@@ -25,10 +25,6 @@
 // same costs.
 #pragma once
 
-#include <optional>
-#include <utility>
-#include <vector>
-
 #include "engine/decoding/forward_cost_curve.h"
 
 namespace crossreg {
@@ -67,33 +63,13 @@ class ForwardCostCalibration {
   // per row).
   AffineCost Affine(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill) const;
 
-  // What decode-only forwards of exactly `rows` rows took lately, read at the curve's
-  // shape for `mode` (its scale at that row count alone, times the curve there);
-  // nullopt until kMinObserved of them ran, or past kTrackedRows. One scale per kind
-  // cannot fix a curve whose shape is off: on two Zen 5 cores one process timed the
-  // default model's curve at 0.572 ms for one row and 0.591 for two, then ran its AR
-  // forwards at 0.46 ms and its two- and three-row drafting forwards at about 0.63, so
-  // one-row drafts looked 19 µs dear where they cost 170, and adaptive chain drafting
-  // ran at 0.83x AR (`crossreg-bench-xr --model models/default`, cpu_targets.py).
-  std::optional<double> ObservedSeconds(const ForwardCostCurve& curve, DecodingMode mode, int rows) const;
-  // The widest observed row count in [lo, hi] and its ObservedSeconds; nullopt when
-  // none of them was observed.
-  std::optional<std::pair<int, double>> ObservedWidest(const ForwardCostCurve& curve, DecodingMode mode, int lo,
-                                                       int hi) const;
-
-  static constexpr int kTrackedRows = 256;
-  static constexpr int kMinObserved = 3;
-
  private:
   struct Kind {
     double log_scale = 0.0;
     long long forwards = 0;
   };
-  // One forward's log(actual / curve) into `k` (the first forwards average, later ones fade).
-  void Learn(Kind& k, double log_ratio) const;
   double weight_;
   Kind decode_only_, with_prefill_;
-  std::vector<Kind> decode_by_rows_;  // index rows - 1, grown as row counts are observed
 };
 
 }  // namespace crossreg

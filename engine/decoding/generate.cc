@@ -1,11 +1,8 @@
 #include "engine/decoding/generate.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
-#include "engine/decoding/draft_length_policy.h"
-#include "engine/decoding/forward_cost_calibration.h"
 
 namespace crossreg {
 namespace {
@@ -39,25 +36,13 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
 
   ForwardBatch batch;
   ForwardOutput out;
-  // The adaptive draft length prices rows as the scheduler does: the start-up curve,
-  // corrected by this request's own decode forwards (forward_cost_calibration.h).
-  ForwardCostCalibration calibration;
-  DraftCost cost{env.cost_curve, 1};
-  cost.observed = &calibration;
+  const DraftCost cost{env.cost_curve, 1};
   const auto t0 = std::chrono::steady_clock::now();
   auto t_decode = t0;
   while (!decoder.finished()) {
-    cost.decode_scale = cost.forward_scale = calibration.Scale(false);
     const StepPlan plan = decoder.Plan(decoder.Choose(&cost), options.prefill_chunk);
     batch.rows = plan.rows;
-    const auto t_forward = std::chrono::steady_clock::now();
     if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
-    if (env.cost_curve != nullptr && !plan.prefill()) {
-      const int predictive = static_cast<int>(
-          std::count_if(plan.rows.begin(), plan.rows.end(), [](const BatchRow& row) { return row.predictive; }));
-      calibration.Observe(*env.cost_curve, static_cast<int>(plan.rows.size()), predictive, false,
-                          std::chrono::duration<double>(std::chrono::steady_clock::now() - t_forward).count());
-    }
     absl::StatusOr<LogitRows> logits = out.RowsOf(seq, env.model->vocab_size);
     if (!logits.ok()) return logits.status();
     absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, *logits);
