@@ -446,11 +446,19 @@ void Scheduler::Impl::Loop() {
 
 void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   ++step_count;
+  const SteadyTime start = std::chrono::steady_clock::now();
   const SchedulerOutput scheduled = Schedule();
   Preempt(scheduled, out);
   if (scheduled.sequences.empty()) return;
   const ExecutedForward forward = Execute(scheduled);
   Apply(scheduled, forward, out);
+  if (forward.status.ok() && options.cost_curve != nullptr && !scheduled.carries_prefill &&
+      scheduled.sequences.size() == 1) {
+    // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
+    calibration.ObserveSingleDecodeStep(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
+                                        scheduled.predictive_rows,
+                                        SecondsBetween(start, std::chrono::steady_clock::now()));
+  }
 }
 
 SchedulerOutput Scheduler::Impl::Schedule() {
@@ -504,6 +512,7 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   }
   cost.decode_scale = calibration.Scale(false);
   cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
+  cost.decode_shape = calibration.DecodeShape();
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;
@@ -574,6 +583,10 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   report.rows = static_cast<int>(scheduled.batch.rows.size());
   report.decode_cost_scale = calibration.Scale(false);
   report.prefill_cost_scale = calibration.Scale(true);
+  if (const DecodeScaleShape shape = calibration.DecodeShape(); shape.known) {
+    report.ar_step_scale = shape.ar_scale;
+    report.drafting_step_scale = shape.draft_scale;
+  }
   if (options.cost_curve != nullptr) {
     const AffineCost cost =
         calibration.Affine(*options.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);

@@ -205,7 +205,10 @@ void PrometheusMetrics::RegisterForwardFamilies() {
                            .Name("crossreg_forward_cost_curve_scale")
                            .Help("How far the startup forward cost curve is off for the forwards this server runs: "
                                  "actual / curve seconds (recent geometric mean), by {kind}=decode (decode-only "
-                                 "forwards) or prefill (forwards carrying a prefill chunk). Adaptive gamma values "
+                                 "forwards) or prefill (forwards carrying a prefill chunk); ar_step and "
+                                 "drafting_step: whole steps (planning, forward, verification) of one sequence "
+                                 "decoding alone over the curve, without and with drafts, once both were seen. "
+                                 "Adaptive gamma prices such steps by rows between those two; otherwise it values "
                                  "drafted tokens with the decode scale and shrinks draft rows' margin by a scale "
                                  "below 1.")
                            .Register(r);
@@ -322,6 +325,10 @@ void PrometheusMetrics::OnForward(const ForwardReport& forward) {
   forward_cost_->Add({{"term", "per_row"}}).Set(forward.per_row_seconds);
   cost_curve_scale_->Add({{"kind", "decode"}}).Set(forward.decode_cost_scale);
   cost_curve_scale_->Add({{"kind", "prefill"}}).Set(forward.prefill_cost_scale);
+  if (forward.ar_step_scale > 0) {
+    cost_curve_scale_->Add({{"kind", "ar_step"}}).Set(forward.ar_step_scale);
+    cost_curve_scale_->Add({{"kind", "drafting_step"}}).Set(forward.drafting_step_scale);
+  }
   UpdateSpeedupGauges(charges);
 }
 

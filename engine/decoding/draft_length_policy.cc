@@ -101,14 +101,24 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
   return d;
 }
 
+double DraftCost::DecodeSeconds(DecodingMode mode, int rows) const {
+  return decode_shape.At(rows) * curve->Seconds(mode, rows);
+}
+
 double DraftCost::ArShare(DecodingMode mode) const {
   const int b = std::max(1, batch_sequences);
-  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, std::max(base_rows, b))) /
-         b;
+  const int r0 = std::max(base_rows, b);
+  if (Shaped()) return DecodeSeconds(mode, 1);
+  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, r0)) / b;
 }
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
-  const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
+  const int b = std::max(1, batch_sequences);
+  const int r0 = std::max(base_rows, b);
+  const int rows = r0 + std::max(0, planned_extra_rows);
+  if (Shaped()) {
+    return std::max(0.0, DecodeSeconds(mode, rows + std::max(0, extra)) - DecodeSeconds(mode, rows));
+  }
   return std::min(1.0, forward_scale) *
          std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
 }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/forward_cost_calibration.h"
 #include "engine/decoding/forward_cost_curve.h"
 
 namespace crossreg {
@@ -41,11 +42,22 @@ struct DraftCost {
   // (forward_cost_calibration.h); 1 and 1 price with the curve as measured.
   double decode_scale = 1.0;
   double forward_scale = 1.0;
+  // The single-sequence step's scale by rows, where both of its anchors were observed
+  // (ForwardCostCalibration::DecodeShape). For one sequence decoding alone, a step of R
+  // rows then costs At(R) · T(R): its share is that at one row and its draft rows cost
+  // the rise, as the steps actually ran, whatever the curve's shape. Other forwards
+  // ignore it.
+  DecodeScaleShape decode_shape{};
+  // Seconds of a single-sequence step of `rows` rows: the shaped curve.
+  double DecodeSeconds(DecodingMode mode, int rows) const;
+  // Priced by the shape: one sequence decoding alone, and the shape known.
+  bool Shaped() const { return decode_shape.known && batch_sequences <= 1 && base_rows <= 1; }
   // What one AR token costs this sequence in a decode-only forward, the value of each
   // extra token a draft is expected to commit: decode_scale · T(B) / B, and never more
   // than its share of this forward with every sequence in AR, forward_scale · T(R0) / B
   // (which keeps the all-AR guarantee above when the scales differ).
   double ArShare(DecodingMode mode) const;
+  // Shaped: DecodeSeconds(R + extra) - DecodeSeconds(R), never below 0. Otherwise
   // min(1, forward_scale) · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
   // `extra` more rows add. The forward is priced as forward_scale · T(R0) plus the
   // curve's margin above R0, shrunk where the curve runs slow but never stretched: what

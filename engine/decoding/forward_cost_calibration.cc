@@ -27,16 +27,47 @@ void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, in
   const double predicted = CurveSeconds(curve, rows, predictive_rows);
   if (!(seconds > 0.0) || !(predicted > 0.0)) return;
   const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
-  Kind& k = carries_prefill ? with_prefill_ : decode_only_;
-  ++k.forwards;
+  (carries_prefill ? with_prefill_ : decode_only_).Add(log_ratio, rows, weight_);
+}
+
+void ForwardCostCalibration::ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows,
+                                                     double seconds) {
+  const double predicted = CurveSeconds(curve, rows, predictive_rows);
+  if (!(seconds > 0.0) || !(predicted > 0.0) || rows < 1) return;
+  const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
+  (rows > 1 ? drafting_ : ar_).Add(log_ratio, rows, weight_);
+}
+
+void ForwardCostCalibration::Kind::Add(double log_ratio, int forward_rows, double weight) {
+  ++forwards;
   // 1/n until that falls below `weight`: the first forwards average, later ones forget.
-  const double w = std::max(weight_, 1.0 / static_cast<double>(k.forwards));
-  k.log_scale += w * (log_ratio - k.log_scale);
+  const double w = std::max(weight, 1.0 / static_cast<double>(forwards));
+  log_scale += w * (log_ratio - log_scale);
+  rows += w * (forward_rows - rows);
 }
 
 double ForwardCostCalibration::Scale(bool carries_prefill) const {
   const Kind& k = carries_prefill ? with_prefill_ : decode_only_;
   return k.forwards == 0 ? 1.0 : std::exp(k.log_scale);
+}
+
+DecodeScaleShape ForwardCostCalibration::DecodeShape() const {
+  DecodeScaleShape shape;
+  if (ar_.forwards < kMinAnchorForwards || drafting_.forwards < kMinAnchorForwards) {
+    return shape;
+  }
+  shape.known = true;
+  shape.ar_rows = ar_.rows;
+  shape.ar_scale = std::exp(ar_.log_scale);
+  shape.draft_rows = drafting_.rows;
+  shape.draft_scale = std::exp(drafting_.log_scale);
+  return shape;
+}
+
+double DecodeScaleShape::At(double rows) const {
+  if (!known) return 1.0;
+  const double t = std::clamp((rows - ar_rows) / (draft_rows - ar_rows), 0.0, 1.0);
+  return ar_scale + t * (draft_scale - ar_scale);
 }
 
 double ForwardCostCalibration::Predict(const ForwardCostCurve& curve, int rows, int predictive_rows,

@@ -29,6 +29,32 @@
 
 namespace crossreg {
 
+// What a step of one sequence decoding alone costs, as a multiple of the curve's
+// forward at its rows: a scale learnt at two anchors, the AR steps and the steps that
+// carried drafts, each at its mean row count, interpolated linearly in rows between
+// them and held at the nearer anchor outside. One scale for all forwards corrects the
+// curve's level, not its shape, and a curve timed at start-up in a moment slower or
+// faster for some sizes than others keeps the wrong shape. On two Zen 5 cores one
+// start-up read 1 / 2 / 4 rows at 0.57 / 0.59 / 0.63 ms for the default model, whose AR
+// forwards then ran at 0.46 ms and its drafting ones at about 0.63: drafts were priced
+// at a fifth of their cost and adaptive decoding ran at 0.83x AR. Another read 0.46 /
+// 0.59 / 0.70 ms where drafting forwards ran near 0.55, and kept every forward AR
+// (docs/benchmarks.md). Steps are timed whole (planning, forward, verification): what
+// the tokens pay for.
+//
+// Only single-sequence steps teach it and only they are priced with it: with several
+// sequences a step's cost depends on how many there are and on their contexts as much
+// as on its rows (at concurrency 8 on the default model, AR steps ran at 2.3x the
+// curve, whose points are one sequence at context 64), so anchors pooled over batch
+// sizes would read that as a slope in rows.
+struct DecodeScaleShape {
+  bool known = false;  // both anchors observed, at distinct row counts
+  double ar_rows = 1.0, ar_scale = 1.0;
+  double draft_rows = 1.0, draft_scale = 1.0;
+  // The scale at `rows` rows (1 when not known).
+  double At(double rows) const;
+};
+
 // T(R) ≈ fixed + per_row · R around one forward's shape.
 struct AffineCost {
   double fixed = 0;
@@ -49,9 +75,16 @@ class ForwardCostCalibration {
   // curve crossreg-server logs at start-up). Ignored when seconds or the curve's figure
   // is not positive.
   void Observe(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill, double seconds);
+  // A decode step of one sequence alone whose forward had `rows` rows, `predictive_rows`
+  // of them predictive, that took `seconds` from planning to its verified tokens: an AR
+  // step with one row, a drafting step with more.
+  void ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows, double seconds);
 
   // actual / curve for this kind of forward; 1 until one was observed.
   double Scale(bool carries_prefill) const;
+  // The single-sequence step's scale by rows, once each anchor has kMinAnchorForwards steps.
+  DecodeScaleShape DecodeShape() const;
+  static constexpr int kMinAnchorForwards = 3;
 
   // Seconds the model expects for a forward of this shape: the curve, between its
   // control-only and Cross-Regression points by the predictive share, times the kind's
@@ -66,10 +99,13 @@ class ForwardCostCalibration {
  private:
   struct Kind {
     double log_scale = 0.0;
+    double rows = 0.0;  // mean rows of its forwards (the decode shape's anchors)
     long long forwards = 0;
+    void Add(double log_ratio, int forward_rows, double weight);
   };
   double weight_;
   Kind decode_only_, with_prefill_;
+  Kind ar_, drafting_;  // single-sequence decode steps without and with drafts
 };
 
 }  // namespace crossreg

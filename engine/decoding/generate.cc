@@ -1,8 +1,11 @@
 #include "engine/decoding/generate.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/draft_length_policy.h"
+#include "engine/decoding/forward_cost_calibration.h"
 
 namespace crossreg {
 namespace {
@@ -36,17 +39,35 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
 
   ForwardBatch batch;
   ForwardOutput out;
-  const DraftCost cost{env.cost_curve, 1};
+  // The adaptive draft length prices rows as the scheduler does: the start-up curve,
+  // corrected by the decode forwards and steps timed as they ran (forward_cost_calibration.h).
+  ForwardCostCalibration own;
+  ForwardCostCalibration& calibration = options.calibration != nullptr ? *options.calibration : own;
+  DraftCost cost{env.cost_curve, 1};
   const auto t0 = std::chrono::steady_clock::now();
   auto t_decode = t0;
   while (!decoder.finished()) {
+    cost.decode_scale = cost.forward_scale = calibration.Scale(false);
+    cost.decode_shape = calibration.DecodeShape();
+    const auto t_step = std::chrono::steady_clock::now();
     const StepPlan plan = decoder.Plan(decoder.Choose(&cost), options.prefill_chunk);
     batch.rows = plan.rows;
+    const auto t_forward = std::chrono::steady_clock::now();
     if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
+    const auto t_forwarded = std::chrono::steady_clock::now();
     absl::StatusOr<LogitRows> logits = out.RowsOf(seq, env.model->vocab_size);
     if (!logits.ok()) return logits.status();
     absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, *logits);
     if (!step.ok()) return step.status();
+    if (env.cost_curve != nullptr && !plan.prefill()) {
+      const int rows = static_cast<int>(plan.rows.size());
+      const int predictive = static_cast<int>(
+          std::count_if(plan.rows.begin(), plan.rows.end(), [](const BatchRow& row) { return row.predictive; }));
+      auto seconds = [](auto from, auto to) { return std::chrono::duration<double>(to - from).count(); };
+      calibration.Observe(*env.cost_curve, rows, predictive, false, seconds(t_forward, t_forwarded));
+      calibration.ObserveSingleDecodeStep(*env.cost_curve, rows, predictive,
+                                          seconds(t_step, std::chrono::steady_clock::now()));
+    }
     if (auto s = kv.Commit(seq, step->kv_length); !s.ok()) return s;
     if (plan.prefill()) {
       ++result.prefill_forwards;

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
+#include "engine/decoding/forward_cost_calibration.h"
 #include "engine/decoding/generation_request.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/paged_kv_cache.h"
@@ -29,6 +30,10 @@ struct GenerationResult {
 
 struct GenerateOptions {
   int prefill_chunk = 512;  // rows per prefill forward
+  // What adaptive draft lengths learn of the forwards' real cost
+  // (forward_cost_calibration.h), kept across calls as a server keeps it across
+  // requests. Not owned; null: each call learns alone.
+  ForwardCostCalibration* calibration = nullptr;
 };
 
 // Validates the request (ValidateGenerationRequest), then runs it in a fresh sequence

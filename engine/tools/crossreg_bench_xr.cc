@@ -158,7 +158,8 @@ struct ModeResult {
   double tpf = 0;
 };
 
-ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding, bool alone) {
+ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding, bool alone,
+                   ForwardCostCalibration& calibration) {
   int64_t tokens = 0, forwards = 0;
   double seconds = 0;
   DecodingEnvironment env = e.Environment();
@@ -171,7 +172,9 @@ ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, 
     req.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
     req.stop_at_eos = false;
     req.decoding = decoding;
-    auto r = Generate(*e.backend, *e.kv, req, env);
+    GenerateOptions options;
+    if (!alone) options.calibration = &calibration;
+    auto r = Generate(*e.backend, *e.kv, req, env, nullptr, options);
     if (!r.ok()) {
       std::fprintf(stderr, "crossreg-bench-xr: %s\n", std::string(r.status().message()).c_str());
       std::exit(1);
@@ -247,9 +250,12 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
       }
     }
   }
+  // Like the acceptance memory, what the forwards cost is learnt across rows and
+  // repeats ("alone" rows learn it per prompt).
+  ForwardCostCalibration calibration;
   for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
     for (Row& row : table) {
-      const ModeResult r = RunMode(e, prompts, row.decoding, row.alone);
+      const ModeResult r = RunMode(e, prompts, row.decoding, row.alone, calibration);
       if (r.tokens_per_s > row.best.tokens_per_s) row.best = r;
     }
   }

@@ -238,24 +238,33 @@ TEST(DraftLengthPolicyTest, PrefillRowsDoNotMakeDraftsLookCheap) {
 TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
   std::mt19937 rng(7);
   std::uniform_real_distribution<double> unit(0.0, 1.0);
-  int drafted = 0, declined = 0;
+  int drafted = 0, declined = 0, shaped = 0;
   for (int trial = 0; trial < 400; ++trial) {
     ForwardCostCurve::Points points{{1, 1.0}};
     for (int rows = 2; rows <= 128; rows *= 2) {
       points.emplace_back(rows, points.back().second + unit(rng) * (unit(rng) < 0.5 ? 0.02 : 0.5) * rows);
     }
     const ForwardCostCurve curve = Curve(points);
-    const int b = 1 + static_cast<int>(unit(rng) * 24);
+    const int b = unit(rng) < 0.25 ? 1 : 1 + static_cast<int>(unit(rng) * 24);
     const int prefill = unit(rng) < 0.3 ? static_cast<int>(unit(rng) * 40) : 0;
     DraftCost cost{&curve, b, b + prefill, 0};
     if (unit(rng) < 0.5) {  // the live correction's scales (forward_cost_calibration.h)
       cost.decode_scale = 0.4 + 2.6 * unit(rng);
       cost.forward_scale = 0.4 + 2.6 * unit(rng);
     }
-    // What the forward costs as DraftCost prices it: the all-AR forward at the
-    // forward's scale, and the rows above it at the curve's margin, shrunk but never
-    // stretched by that scale.
+    if (unit(rng) < 0.4) {  // ... and its step shape, which prices one sequence decoding alone
+      cost.decode_shape.known = true;
+      cost.decode_shape.ar_scale = 0.4 + 2.6 * unit(rng);
+      cost.decode_shape.draft_rows = 1.5 + 60 * unit(rng);
+      cost.decode_shape.draft_scale = 0.4 + 2.6 * unit(rng);
+    }
+    shaped += cost.Shaped() ? 1 : 0;
+    // What the forward costs as DraftCost prices it: with the shape, one sequence and no
+    // prefill rows, the curve times the shape's scale at its rows; otherwise the all-AR
+    // forward at the forward's scale, and the rows above it at the curve's margin,
+    // shrunk but never stretched by that scale.
     auto priced = [&](int rows) {
+      if (cost.Shaped()) return cost.decode_shape.At(rows) * curve.Seconds(rows);
       const double r0 = curve.Seconds(b + prefill);
       return cost.forward_scale * r0 + std::min(1.0, cost.forward_scale) * (curve.Seconds(rows) - r0);
     };
@@ -294,6 +303,7 @@ TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
   }
   EXPECT_GT(drafted, 200);
   EXPECT_GT(declined, 200);
+  EXPECT_GT(shaped, 20);
 }
 
 TEST(DraftLengthPolicyTest, WithGammaCapsForksAndZeroMeansAr) {

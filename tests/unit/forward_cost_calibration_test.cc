@@ -3,6 +3,9 @@
 #include "engine/decoding/forward_cost_calibration.h"
 
 #include <cmath>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "engine/decoding/draft_length_policy.h"
 #include "gtest/gtest.h"
@@ -135,6 +138,115 @@ TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
   small.decode_scale = 2.0;
   small.forward_scale = 0.5;
   EXPECT_NEAR(small.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(18) / 16, 1e-15);
+}
+
+// The single-sequence step shape's anchors: AR steps (one row) and drafting steps, each
+// its mean rows and geometric-mean scale; known once each has three steps, the scale
+// interpolated in rows between them and held outside.
+TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtTwoRowCounts) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal;
+  for (int i = 0; i < 3; ++i) cal.ObserveSingleDecodeStep(curve, 1, 0, 0.5 * curve.Seconds(1));
+  cal.ObserveSingleDecodeStep(curve, 9, 4, 2.0 * curve.Seconds(9));
+  cal.ObserveSingleDecodeStep(curve, 17, 8, 2.0 * curve.Seconds(17));
+  EXPECT_FALSE(cal.DecodeShape().known);  // two drafting steps
+  cal.ObserveSingleDecodeStep(curve, 13, 6, 2.0 * curve.Seconds(13));
+  const DecodeScaleShape shape = cal.DecodeShape();
+  ASSERT_TRUE(shape.known);
+  EXPECT_NEAR(shape.ar_rows, 1.0, 1e-9);
+  EXPECT_NEAR(shape.ar_scale, 0.5, 1e-9);
+  EXPECT_NEAR(shape.draft_rows, 13.0, 1e-9);
+  EXPECT_NEAR(shape.draft_scale, 2.0, 1e-9);
+  EXPECT_NEAR(shape.At(1), 0.5, 1e-9);
+  EXPECT_NEAR(shape.At(7), 1.25, 1e-9);
+  EXPECT_NEAR(shape.At(100), 2.0, 1e-9);
+  EXPECT_DOUBLE_EQ(DecodeScaleShape{}.At(7), 1.0);
+  // The per-kind scales are the forwards' own, untouched by steps.
+  EXPECT_DOUBLE_EQ(cal.Scale(false), 1.0);
+  // Bad figures teach nothing.
+  ForwardCostCalibration bad;
+  for (int i = 0; i < 3; ++i) {
+    bad.ObserveSingleDecodeStep(curve, 1, 0, 0.0);
+    bad.ObserveSingleDecodeStep(curve, 5, 2, -1.0);
+    bad.ObserveSingleDecodeStep(curve, 0, 0, 1e-3);
+    bad.ObserveSingleDecodeStep(curve, 1, 0, 1e-3);
+  }
+  EXPECT_FALSE(bad.DecodeShape().known);
+  // Only one sequence decoding alone is priced with the shape.
+  DraftCost alone{&curve, 1, 1, 0};
+  alone.decode_shape = shape;
+  EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(1), 1e-15);
+  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 6), shape.At(7) * curve.Seconds(7) - 0.5 * curve.Seconds(1),
+              1e-15);
+  DraftCost two = alone;
+  two.batch_sequences = two.base_rows = 2;
+  EXPECT_NEAR(two.ArShare(DecodingMode::kNgram), curve.Seconds(2) / 2, 1e-15);
+  DraftCost prefill = alone;
+  prefill.base_rows = 40;
+  EXPECT_NEAR(prefill.MarginalSeconds(DecodingMode::kNgram, 6), curve.Seconds(46) - curve.Seconds(40), 1e-15);
+}
+
+// The two start-up curves of the wrong shape that docs/benchmarks.md records for the
+// default model on two Zen 5 cores, one sequence drafting outcome blocks at γ 4 (rows
+// 1 + γ' + 2 blocks of γ': 4, 7, 10, 13). Priced by the curve and one scale they
+// choose the wrong way; priced by the decode steps as they ran, the right way.
+struct WrongShape {
+  ForwardCostCurve curve;
+  double acceptance;                   // per depth
+  std::function<double(int)> actual;  // a step's seconds by rows
+  std::vector<int> drafting_rows;      // the drafting steps seen
+};
+
+std::pair<DraftCost, DraftCost> PricedWithoutAndWithShape(const WrongShape& w) {
+  ForwardCostCalibration cal;
+  for (int i = 0; i < 20; ++i) {
+    cal.ObserveSingleDecodeStep(w.curve, 1, 0, w.actual(1));
+    cal.Observe(w.curve, 1, 0, false, w.actual(1));
+  }
+  for (const int rows : w.drafting_rows) {
+    cal.ObserveSingleDecodeStep(w.curve, rows, rows / 2, w.actual(rows));
+    cal.Observe(w.curve, rows, rows / 2, false, w.actual(rows));
+  }
+  DraftCost cost{&w.curve, 1, 1, 0};
+  cost.decode_scale = cost.forward_scale = cal.Scale(false);
+  const DraftCost unshaped = cost;
+  cost.decode_shape = cal.DecodeShape();
+  EXPECT_TRUE(cost.decode_shape.known);
+  return {unshaped, cost};
+}
+
+TEST(ForwardCostCalibrationTest, TheDecodeShapeCorrectsACurveOfTheWrongShape) {
+  DecodingConfig blocks;
+  blocks.mode = DecodingMode::kLossless;
+  blocks.gamma = 4;
+  blocks.adaptive_gamma = true;
+  blocks.draft_layout = DraftLayout::kBlocks;
+  blocks.fork_outcomes = 1;
+  auto tracker = [](double alpha) {
+    AcceptanceTracker t(4, 1.0);
+    for (int i = 0; i < 1000; ++i) {
+      for (int k = 1; k <= 4; ++k) t.Record(k, i % 100 < static_cast<int>(alpha * 100));
+    }
+    return t;
+  };
+  // "Flat": one row read 0.57 ms, so drafts looked nearly free. As they ran, one row
+  // takes 0.46 ms and a γ' 1 step 0.63: its 1.25 tokens come slower than AR's.
+  const WrongShape flat{*ForwardCostCurve::FromPoints({{1, 0.572e-3}, {2, 0.591e-3}, {4, 0.629e-3},
+                                                       {8, 0.702e-3}, {16, 0.85e-3}}),
+                        0.25, [](int rows) { return rows == 1 ? 0.46e-3 : 0.63e-3 + 0.05e-3 * (rows - 4); },
+                        {4, 4, 4, 4, 7, 10}};
+  const auto [flat_unshaped, flat_shaped] = PricedWithoutAndWithShape(flat);
+  EXPECT_GT(ChooseGamma(blocks, tracker(flat.acceptance), flat_unshaped), 0);
+  EXPECT_EQ(ChooseGamma(blocks, tracker(flat.acceptance), flat_shaped), 0);
+  // "Steep": drafts looked dear. As they ran, a γ' 1 step takes 0.56 ms and commits
+  // 1.45 tokens, a γ' 2 step 0.65 ms and 1.65.
+  const WrongShape steep{*ForwardCostCurve::FromPoints({{1, 0.462e-3}, {2, 0.593e-3}, {4, 0.700e-3},
+                                                        {8, 0.861e-3}, {16, 1.4e-3}}),
+                         0.45, [](int rows) { return rows == 1 ? 0.46e-3 : 0.56e-3 + 0.03e-3 * (rows - 4); },
+                         {4, 4, 7, 10, 13, 13}};
+  const auto [steep_unshaped, steep_shaped] = PricedWithoutAndWithShape(steep);
+  EXPECT_EQ(ChooseGamma(blocks, tracker(steep.acceptance), steep_unshaped), 0);
+  EXPECT_GT(ChooseGamma(blocks, tracker(steep.acceptance), steep_shaped), 0);
 }
 
 }  // namespace
