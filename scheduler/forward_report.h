@@ -33,9 +33,9 @@ struct ForwardReport {
   // (forward_cost_calibration.h); 1 when the scheduler has no curve or saw no such forward.
   double decode_cost_scale = 1.0;
   double prefill_cost_scale = 1.0;
-  // What adaptive γ prices decode-only steps with: whole steps (planning, forward,
-  // verification) over the curve's forward, for steps that ran every sequence in AR and
-  // steps that carried drafts (ForwardCostCalibration::DecodeShape); 0 until both are known.
+  // What adaptive γ prices a sequence decoding alone with: its whole steps (planning,
+  // forward, verification) over the curve's forward, AR steps and steps that carried
+  // drafts (ForwardCostCalibration::DecodeShape); 0 until both are known.
   double ar_step_scale = 0;
   double drafting_step_scale = 0;
   // The scheduler's forward-cost model (forward_cost_calibration.h) at this forward's

@@ -48,7 +48,7 @@ namespace crossreg {
 // curve, whose points are one sequence at context 64), so anchors pooled over batch
 // sizes would read that as a slope in rows.
 struct DecodeScaleShape {
-  bool known = false;  // both anchors observed, at distinct row counts
+  bool known = false;  // both anchors observed (kMinAnchorForwards steps each)
   double ar_rows = 1.0, ar_scale = 1.0;
   double draft_rows = 1.0, draft_scale = 1.0;
   // The scale at `rows` rows (1 when not known).

@@ -547,7 +547,7 @@ class ScaleSink final : public MetricsSink {
     bool prefill = false;
     for (const SequenceForward& s : f.sequences) prefill = prefill || s.prefill;
     reports.push_back({f.sequences.size(), f.decode_cost_scale, f.prefill_cost_scale, f.fixed_seconds,
-                       f.per_row_seconds, f.rows, prefill});
+                       f.per_row_seconds, f.rows, prefill, f.ar_step_scale, f.drafting_step_scale});
     prefill_seen = prefill_seen || prefill;
   }
   void OnTokensCommitted(DecodingMode, int, double) override {}
@@ -559,6 +559,7 @@ class ScaleSink final : public MetricsSink {
     double fixed, per_row;  // the cost model the accounting charges by
     int rows;
     bool carries_prefill;
+    double ar_step, drafting_step;  // the single-sequence step shape's anchors (0: not known)
   };
   std::vector<Seen> reports;  // scheduler thread; read after Shutdown
   bool prefill_seen = false;
@@ -590,6 +591,52 @@ TEST(SchedulerTest, ForwardsCalibrateTheCostCurvePerKind) {
       const double scale = r.carries_prefill ? r.prefill : r.decode;
       EXPECT_NEAR(r.per_row, with_curve ? scale / 63 : 0.0, 1e-12);
       EXPECT_NEAR(r.fixed + r.per_row * r.rows, with_curve ? scale * (1.0 + (r.rows - 1) / 63.0) : 0.0, 1e-12);
+    }
+  }
+}
+
+// Adaptive γ's step shape (forward_cost_calibration.h) learns from the steps of one
+// sequence decoding alone, AR and drafting, and from nothing else: after an AR request
+// alone, drafting steps of two sequences side by side leave it unknown. Against a curve
+// of seconds the fake's steps read the clamp, 1/4.
+TEST(SchedulerTest, OnlyASequenceDecodingAloneTeachesTheStepShape) {
+  auto curve = ForwardCostCurve::FromPoints({{1, 1.0}, {64, 2.0}});
+  ASSERT_TRUE(curve.ok());
+  for (const bool alone : {true, false}) {
+    SCOPED_TRACE(alone ? "alone" : "side by side");
+    ScaleSink sink;
+    SchedulerOptions options;
+    options.decoding.cost_curve = &*curve;
+    FakeRig rig(options, {4, 256}, &sink);
+    EventRecorder rec;
+    rig.scheduler->Start();
+    ASSERT_TRUE(rig.scheduler->Submit(Spec("ar", {7, 8}, 8), rec.HandlerFor("ar")).ok());
+    ASSERT_TRUE(rec.WaitForFinal("ar"));
+    // The opener holds a forward, so the requests after it are admitted together and,
+    // alike, decode in lockstep.
+    rig.backend.CloseGate();
+    ASSERT_TRUE(rig.scheduler->Submit(Spec("opener", {9}, 1), rec.HandlerFor("opener")).ok());
+    rig.backend.WaitForForwardsStarted(rig.backend.forwards() + 1);
+    const std::vector<std::string> ids = alone ? std::vector<std::string>{"x"} : std::vector<std::string>{"x", "y"};
+    for (const std::string& id : ids) {
+      ASSERT_TRUE(rig.scheduler->Submit(Spec(id, {1, 2, 3, 4, 5}, 40, DecodingMode::kNgram), rec.HandlerFor(id)).ok());
+    }
+    rig.backend.OpenGate();
+    ASSERT_TRUE(rec.WaitForFinals(2 + static_cast<int>(ids.size())));
+    rig.scheduler->Shutdown(milliseconds(1000));
+    int drafting = 0;
+    for (const auto& r : sink.reports) drafting += r.rows > static_cast<int>(r.sequences) ? 1 : 0;
+    ASSERT_GE(drafting, 3);
+    if (alone) {
+      EXPECT_NEAR(sink.reports.back().ar_step, 0.25, 1e-12);
+      EXPECT_NEAR(sink.reports.back().drafting_step, 0.25, 1e-12);
+    } else {
+      for (const auto& r : sink.reports) {
+        EXPECT_EQ(r.ar_step, 0.0);
+        if (r.rows > static_cast<int>(r.sequences)) {
+          EXPECT_EQ(r.sequences, 2u);
+        }
+      }
     }
   }
 }
