@@ -513,6 +513,7 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   cost.decode_scale = calibration.Scale(false);
   cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
   cost.decode_shape = calibration.DecodeShape();
+  cost.ar_step_wanted = cost.batch_sequences == 1 && cost.base_rows == 1 && calibration.WantsArStep();
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;

@@ -66,6 +66,9 @@ int DraftLengthController::Choose(const DraftCost& cost, int max_decode_rows, in
     --probe_forwards_;
     return last_gamma_ = probe <= fits ? probe : 0;
   }
+  // A step the cost calibration times as AR; it is no verdict on the drafts, so the
+  // probe schedules and the acceptance memory do not count it.
+  if (cost.ar_step_wanted) return last_gamma_ = 0;
   const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), acceptance, cost);
   if (chosen > 0) {
     probes_.DraftsPay(first_interval);

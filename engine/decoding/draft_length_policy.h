@@ -48,6 +48,10 @@ struct DraftCost {
   // the rise, as the steps actually ran, whatever the curve's shape. Other forwards
   // ignore it.
   DecodeScaleShape decode_shape{};
+  // The calibration asks for an AR step of one sequence decoding alone
+  // (ForwardCostCalibration::WantsArStep): adaptive requests run this forward as AR
+  // (DraftLengthController::Choose), unless it verifies a probe's drafts.
+  bool ar_step_wanted = false;
   // Seconds of a single-sequence step of `rows` rows: the shaped curve.
   double DecodeSeconds(DecodingMode mode, int rows) const;
   // Priced by the shape: one sequence decoding alone, and the shape known.

@@ -64,6 +64,10 @@ DecodeScaleShape ForwardCostCalibration::DecodeShape() const {
   return shape;
 }
 
+bool ForwardCostCalibration::WantsArStep() const {
+  return drafting_.forwards >= kMinAnchorForwards && ar_.forwards < kMinAnchorForwards;
+}
+
 double DecodeScaleShape::At(double rows) const {
   if (!known) return 1.0;
   const double t = std::clamp((rows - ar_rows) / (draft_rows - ar_rows), 0.0, 1.0);

@@ -84,6 +84,12 @@ class ForwardCostCalibration {
   double Scale(bool carries_prefill) const;
   // The single-sequence step's scale by rows, once each anchor has kMinAnchorForwards steps.
   DecodeScaleShape DecodeShape() const;
+  // Drafting steps taught their anchor and AR steps have not: a sequence that always
+  // drafts, because a curve of the wrong shape makes drafts look cheap, would never
+  // correct it. A caller that keeps the calibration for long (a server, a benchmark)
+  // then runs a lone adaptive sequence's next step as AR (DraftCost::ar_step_wanted),
+  // kMinAnchorForwards such steps in its lifetime at most.
+  bool WantsArStep() const;
   static constexpr int kMinAnchorForwards = 3;
 
   // Seconds the model expects for a forward of this shape: the curve, between its

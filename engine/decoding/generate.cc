@@ -49,6 +49,9 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   while (!decoder.finished()) {
     cost.decode_scale = cost.forward_scale = calibration.Scale(false);
     cost.decode_shape = calibration.DecodeShape();
+    // Only a calibration kept across calls asks for AR steps: one call would pay them
+    // every time.
+    cost.ar_step_wanted = options.calibration != nullptr && calibration.WantsArStep();
     const auto t_step = std::chrono::steady_clock::now();
     const StepPlan plan = decoder.Plan(decoder.Choose(&cost), options.prefill_chunk);
     batch.rows = plan.rows;

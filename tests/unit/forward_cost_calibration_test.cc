@@ -163,6 +163,20 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtTwoRowCounts) {
   EXPECT_DOUBLE_EQ(DecodeScaleShape{}.At(7), 1.0);
   // The per-kind scales are the forwards' own, untouched by steps.
   EXPECT_DOUBLE_EQ(cal.Scale(false), 1.0);
+  // AR steps are wanted only while drafting steps alone taught their anchor.
+  ForwardCostCalibration drafting_only;
+  EXPECT_FALSE(drafting_only.WantsArStep());
+  for (int i = 0; i < ForwardCostCalibration::kMinAnchorForwards; ++i) {
+    drafting_only.ObserveSingleDecodeStep(curve, 9, 4, curve.Seconds(9));
+  }
+  EXPECT_TRUE(drafting_only.WantsArStep());
+  for (int i = 0; i < ForwardCostCalibration::kMinAnchorForwards; ++i) {
+    EXPECT_TRUE(drafting_only.WantsArStep());
+    drafting_only.ObserveSingleDecodeStep(curve, 1, 0, curve.Seconds(1));
+  }
+  EXPECT_FALSE(drafting_only.WantsArStep());
+  EXPECT_TRUE(drafting_only.DecodeShape().known);
+  EXPECT_FALSE(cal.WantsArStep());
   // Bad figures teach nothing.
   ForwardCostCalibration bad;
   for (int i = 0; i < 3; ++i) {

@@ -106,6 +106,13 @@ TEST(DraftLengthControllerTest, ChooseFollowsTheObservedVerdicts) {
   const int chosen = bounded.Choose(cost, reserved, 0);
   EXPECT_GT(chosen, 0);
   EXPECT_LE(MaxDecodeRows(WithGamma(req.decoding, chosen)), reserved);
+  // A step the cost calibration wants timed as AR runs as AR, and leaves the choice
+  // after it as it was.
+  DraftCost ar_wanted = cost;
+  ar_wanted.ar_step_wanted = true;
+  EXPECT_EQ(good.Choose(ar_wanted, 1 << 20, 0), 0);
+  EXPECT_EQ(good.Choose(cost, 1 << 20, 0), good.Choose(cost, 1 << 20, 0));
+  EXPECT_GT(good.Choose(cost, 1 << 20, 0), 0);
 }
 
 }  // namespace
