@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace crossreg {
 
@@ -18,24 +19,29 @@ double CurveSeconds(const ForwardCostCurve& curve, int rows, int predictive_rows
   const double share = std::clamp(2.0 * predictive_rows / rows, 0.0, 1.0);
   return control_only + share * (half_predictive - control_only);
 }
+
+// log(actual / curve) for a forward or step of this shape, clamped to ±log kMaxRatio;
+// nothing when either figure is not positive.
+std::optional<double> LogRatio(const ForwardCostCurve& curve, int rows, int predictive_rows, double seconds) {
+  const double predicted = CurveSeconds(curve, rows, predictive_rows);
+  if (!(seconds > 0.0) || !(predicted > 0.0)) return std::nullopt;
+  return std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
+}
 }  // namespace
 
 ForwardCostCalibration::ForwardCostCalibration(double weight) : weight_(std::clamp(weight, 1e-6, 1.0)) {}
 
 void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                      bool carries_prefill, double seconds) {
-  const double predicted = CurveSeconds(curve, rows, predictive_rows);
-  if (!(seconds > 0.0) || !(predicted > 0.0)) return;
-  const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
-  (carries_prefill ? with_prefill_ : decode_only_).Add(log_ratio, rows, weight_);
+  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) {
+    (carries_prefill ? with_prefill_ : decode_only_).Add(*r, rows, weight_);
+  }
 }
 
 void ForwardCostCalibration::ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                                      double seconds) {
-  const double predicted = CurveSeconds(curve, rows, predictive_rows);
-  if (!(seconds > 0.0) || !(predicted > 0.0) || rows < 1) return;
-  const double log_ratio = std::clamp(std::log(seconds / predicted), -std::log(kMaxRatio), std::log(kMaxRatio));
-  (rows > 1 ? drafting_ : ar_).Add(log_ratio, rows, weight_);
+  if (rows < 1) return;
+  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) (rows > 1 ? drafting_ : ar_).Add(*r, rows, weight_);
 }
 
 void ForwardCostCalibration::Kind::Add(double log_ratio, int forward_rows, double weight) {
