@@ -30,8 +30,8 @@ ABSL_FLAG(std::vector<std::string>, gammas, std::vector<std::string>({"2", "4", 
 ABSL_FLAG(int, max_new_tokens, 128, "Tokens generated per prompt");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
 ABSL_FLAG(bool, adaptive_alone, false,
-          "Also run the adaptive rows with every request learning alone (no acceptance memory shared across "
-          "the engine's requests)");
+          "Also run the adaptive rows with every request learning alone (no acceptance memory or cost "
+          "calibration shared across the engine's requests)");
 // Five, not three: the adaptive rows of models whose drafts do not pay run AR forwards,
 // and on a shared 2-core host the best of three (or five) runs puts them anywhere between
 // 0.94x and 1.01x AR, where nine runs of the same binary read 1.00x (--repeats). More
