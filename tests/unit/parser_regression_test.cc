@@ -37,7 +37,9 @@ double SecondsOf(const std::function<void()>& f) {
 }
 
 // 40000 added tokens starting with '<': built one sorted insertion at a time (a stable
-// sort of every entry per token), they would take minutes.
+// sort of every entry per token), they would take minutes. The bound is far from what a
+// linear build takes anywhere (0.4 s in a Release build, 2.4 s under ASan on a 2-core Zen 1
+// class host) and far below the quadratic one, so a slow or shared machine does not trip it.
 TEST(ParserRegressionTest, ManyAddedTokensSharingAFirstByteBuildQuickly) {
   json j = {{"model", {{"type", "BPE"}, {"vocab", {{"a", 0}, {"b", 1}}}, {"merges", json::array()}}},
             {"pre_tokenizer", {{"type", "ByteLevel"}}},
@@ -55,7 +57,7 @@ TEST(ParserRegressionTest, ManyAddedTokensSharingAFirstByteBuildQuickly) {
     tokenizer = Tokenizer::Create(*std::move(spec));
   });
   ASSERT_TRUE(tokenizer.ok()) << tokenizer.status();
-  EXPECT_LT(seconds, 3.0);
+  EXPECT_LT(seconds, 30.0);
   // Longest match still wins: "<t12345>" is one token, not "<t1" + ...
   EXPECT_EQ((*tokenizer)->Encode("<t12345>", false, /*parse_special=*/true),
             (std::vector<int32_t>{12347}));
