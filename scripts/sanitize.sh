@@ -27,8 +27,8 @@ export TSAN_OPTIONS=${TSAN_OPTIONS:-halt_on_error=1:second_deadlock_stack=1}
 
 configure() {  # dir, sanitizers
   # -O1 keeps the sanitized tests quick to build and not too slow to run, and line tables
-  # (-g1) are all the reports need: full debug info made the trees' compiles about a
-  # fifth slower (the ASan tree took 28 minutes at -O1 -g on a 2-core Zen 1 class host).
+  # (-g1) are all the reports need: with full debug info the ASan tree took 28 minutes
+  # to build on a 2-core Zen 1 class host, 21 with line tables.
   # Building the tests and the server at -O0 (2.3x faster to compile) made the engine's
   # tests 2-4x slower to run: the linker keeps the tests' -O0 copies of the template
   # functions that the engine calls too. The portable kernels are not forced: every SIMD
