@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/cpu/cpu_features.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 #include "engine/quant/ggml_blocks.h"
@@ -15,6 +16,11 @@ unsigned char* WeightArena::Take(size_t bytes) {
   if (begin > buffer_.size() || bytes > buffer_.size() - begin) return nullptr;
   used_ = begin + bytes;
   return buffer_.data() + begin;
+}
+
+bool NibblePanels() {
+  static const bool nibbles = !(DetectedSimdLevel() >= SimdLevel::kAvx512 && HasAvx512Vnni());
+  return nibbles;
 }
 
 namespace {
@@ -32,6 +38,7 @@ QuantGroupLayout LayoutFor(DType dtype) {
   // Steps whose int16 pair sums (at most 2 * max|q| * 127 each) add up within 32767,
   // capped at the group's steps.
   layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * codes.max_abs_quant * 127)));
+  layout.nibbles = !codes.signed_quants && codes.max_abs_quant <= 15 && codes.sub_block % 8 == 0 && NibblePanels();
   return layout;
 }
 }  // namespace
@@ -130,10 +137,15 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
           unsigned char* group = panel + g * group_bytes;
           for (int kk = 0; kk < sub; ++kk) {
             const int step = kk / 4;
-            group[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4] =
-                static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]);
+            const auto code = static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]);
+            if (quant_.nibbles) {
+              group[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
+                  static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
+            } else {
+              group[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4] = code;
+            }
           }
-          auto* scales = reinterpret_cast<float*>(group + 32 * sub);
+          auto* scales = reinterpret_cast<float*>(group + quant_.code_bytes());
           scales[o] = scale[static_cast<size_t>(s)];
           if (quant_.has_min) scales[kPanelWidth + o] = min[static_cast<size_t>(s)];
         }

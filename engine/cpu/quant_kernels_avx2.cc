@@ -4,8 +4,9 @@
 // in; signed ones (Q8_0, Q6_K) as |w| against x carrying w's sign. Where the format's
 // quants are small, several steps add in int16 before widening (QuantGroupLayout::
 // int16_steps). Integer sums are exact, and the float steps are the scalar kernel's, so
-// the results agree bit for bit. Compiled with -mavx2 -mfma; called only after run-time
-// detection.
+// the results agree bit for bit. 4-bit codes may come two a byte (nibble panels,
+// packed_weights.h): one shift and two masks per pair of steps, shared by the tile's rows.
+// Compiled with -mavx2 -mfma; called only after run-time detection.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -23,7 +24,16 @@ inline __m256i Broadcast4(const int8_t* p) {
 }
 
 // One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
-template <int R, int S, bool kSigned, bool kMin, int kRun>
+// Steps 2t and 2t + 1 of a nibble panel's quarter (packed_weights.h): one load, the low
+// nibbles, the high ones.
+inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __m256i* odd) {
+  const __m256i low4 = _mm256_set1_epi8(15);
+  const __m256i packed = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + t * 32));
+  *even = _mm256_and_si256(packed, low4);
+  *odd = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
+}
+
+template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
                float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
@@ -39,7 +49,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
     }
-    const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
+    const auto* scales = reinterpret_cast<const float*>(group + (kNib ? 16 : 32) * S);
     // The rows' scales and sums stay in memory, broadcast where used: held in registers
     // across the quarters they spill the accumulators.
     float xs[R];
@@ -58,7 +68,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     // across the four quarters and spills them (R x S/4 registers).
 #pragma GCC unroll 1
     for (int quarter = 0; quarter < 4; ++quarter) {
-      const unsigned char* quants = group + quarter * (S / 4) * 32;
+      const unsigned char* quants = group + quarter * (S / (kNib ? 8 : 4)) * 32;
       // The activation pointers made opaque per quarter: otherwise the compiler hoists
       // every step's broadcast out of this loop and spills them (R x S/4 registers),
       // turning one broadcast load into a spill store and a reload.
@@ -72,9 +82,13 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
       for (int step0 = 0; step0 < S / 4; step0 += kRun) {
         __m256i run[R];
         for (int r = 0; r < R; ++r) run[r] = _mm256_setzero_si256();
+        [[maybe_unused]] __m256i odd_codes = _mm256_setzero_si256();
+        static_assert(!kNib || (kRun % 2 == 0 && !kSigned), "nibble panels: unsigned codes, runs of whole step pairs");
         for (int t = 0; t < kRun; ++t) {
           const int step = step0 + t;
-          const __m256i w = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * 32));
+          // Byte panels: the step's codes; nibble panels read theirs below.
+          const __m256i w = kNib ? _mm256_setzero_si256()
+                                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * 32));
           if constexpr (kSigned) {
             const __m256i aw = _mm256_abs_epi8(w);
             for (int r = 0; r < R; ++r) {
@@ -83,8 +97,18 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
               if constexpr (kRun > 1) asm("" : "+x"(run[r]));
             }
           } else {
+            __m256i wu = w;
+            if constexpr (kNib) {
+              // kRun is even and runs start at even steps: t's parity is the step's, and
+              // an even step loads its odd neighbour's codes too.
+              if (t % 2 == 0) {
+                LoadNibblePair(quants, step / 2, &wu, &odd_codes);
+              } else {
+                wu = odd_codes;
+              }
+            }
             for (int r = 0; r < R; ++r) {
-              const __m256i p = _mm256_maddubs_epi16(w, Broadcast4(xr[r] + step * 4));
+              const __m256i p = _mm256_maddubs_epi16(wu, Broadcast4(xr[r] + step * 4));
               run[r] = kRun == 1 ? p : _mm256_add_epi16(run[r], p);
               asm("" : "+x"(run[r]));  // as isum below: no re-association, no spills
             }
@@ -112,18 +136,18 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
-template <int S, bool kSigned, bool kMin, int kRun>
+template <int S, bool kSigned, bool kMin, int kRun, bool kNib>
 void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, QuantPrefetch prefetch,
           float (*acc)[kPanelWidth]) {
   switch (tile.rows) {
-    case 4: return QuantTile<4, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
-    case 3: return QuantTile<3, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
-    case 2: return QuantTile<2, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
-    default: return QuantTile<1, S, kSigned, kMin, kRun>(a, panel, tile.first_row, prefetch, acc);
+    case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
+    case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
+    case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
+    default: return QuantTile<1, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
   }
 }
 
-template <int S, bool kSigned, bool kMin, int kRun>
+template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
   alignas(32) float acc[kQuantTileRows][kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {
@@ -131,7 +155,7 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const unsigned char* panel = a.w->panel(j);
     for (int t = 0; t < a.num_tiles; ++t) {
       const RowTile& tile = a.tiles[t];
-      Tile<S, kSigned, kMin, kRun>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
+      Tile<S, kSigned, kMin, kRun, kNib>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
       for (int64_t r = 0; r < tile.rows; ++r) {
         std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
       }
@@ -145,6 +169,10 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); any other falls back
   // to the portable kernel, which reads every layout.
+  if (l.nibbles) {
+    if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 8) return Panels<32, false, true, 8, true>(a, begin, end);
+    return QuantPanelsScalar(a, begin, end);
+  }
   if (l.sub_block == 32 && l.signed_quants && !l.has_min && l.int16_steps == 1) return Panels<32, true, false, 1>(a, begin, end);
   if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 8) return Panels<32, false, true, 8>(a, begin, end);
   if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 4) return Panels<32, false, true, 4>(a, begin, end);

@@ -151,6 +151,9 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); int32 sums need no
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
+  // Nibble panels are packed only where this kernel does not run (NibblePanels); should
+  // one reach it, the AVX2 kernel reads it exactly.
+  if (l.nibbles) return QuantPanelsAvx2(a, begin, end);
   if (l.sub_block == 32 && l.signed_quants && !l.has_min) return Panels<32, true, false>(a, begin, end);
   if (l.sub_block == 32 && !l.signed_quants && l.has_min) return Panels<32, false, true>(a, begin, end);
   if (l.sub_block == 16 && l.signed_quants && !l.has_min) return Panels<16, true, false>(a, begin, end);

@@ -55,7 +55,7 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
         const unsigned char* group = panel + g * layout.group_bytes();
         const auto* quants = reinterpret_cast<const int8_t*>(group);
         float scales[2 * kPanelWidth];
-        std::memcpy(scales, group + 32 * sub, (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
+        std::memcpy(scales, group + layout.code_bytes(), (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
         const float xs = a.qx->scale[r * (in / 32) + (g * sub) / 32];
         float xsum = 0;  // the group's code sum (exact: small integers) times its scale
         if (layout.has_min) {
@@ -66,7 +66,13 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
           const int quarter = o / 8, lane = o % 8;
           int32_t isum = 0;
           for (int kk = 0; kk < sub; ++kk) {
-            const int8_t wq = quants[((quarter * (sub / 4) + kk / 4) * 8 + lane) * 4 + kk % 4];
+            const int step = kk / 4;
+            const int8_t wq =
+                layout.nibbles
+                    ? static_cast<int8_t>((static_cast<uint8_t>(
+                                               quants[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4]) >>
+                                           (4 * (step % 2))) & 15)
+                    : quants[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4];
             // Unsigned formats store q in [0, 63]: as int8 the same value.
             isum += static_cast<int32_t>(layout.signed_quants ? wq : static_cast<uint8_t>(wq)) * xq[g * sub + kk];
           }
