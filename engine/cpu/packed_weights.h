@@ -22,7 +22,7 @@
 // kQ8's quarters of 8 outputs x 4 k are the operand of vpmaddubsw / vpdpbusd (a 256-bit
 // register holds 8 outputs' 4 consecutive quants, multiplied with 4 broadcast bytes of
 // the activation). Quantized weights are held quantized: one byte a weight plus the
-// group's scales (9 bits a weight for Q8_0, 10-12 for Q5_K and Q6_K), or half a byte
+// group's scales (9 bits a weight for Q8_0, 10 for Q5_K and Q6_K), or half a byte
 // for the 4-bit formats (6 bits a weight with the scales and mins): batch-1 decoding
 // streams every weight once a token, so its speed is the bytes a weight. One shift and
 // mask per 32 codes, shared by the rows of a tile, restore the bytes. Nibbles are off
