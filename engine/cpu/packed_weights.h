@@ -24,8 +24,8 @@
 // the activation). Quantized weights are held quantized: one byte a weight plus the
 // group's scales (9 bits a weight for Q8_0, 10 for Q5_K and Q6_K), or half a byte
 // for the 4-bit formats (6 bits a weight with the scales and mins): batch-1 decoding
-// streams every weight once a token, so its speed is the bytes a weight. One shift and
-// mask per 32 codes, shared by the rows of a tile, restore the bytes. Nibbles are off
+// streams every weight once a token, so its speed is the bytes a weight. A shift and two
+// masks per 64 codes, shared by the rows of a tile, restore the bytes. Nibbles are off
 // on AVX-512 VNNI CPUs, whose kernel reads the byte layout (NibblePanels).
 // Output features are padded to whole panels and K to whole pairs with zeros, so the
 // kernels have no edge cases inside a panel; the padded outputs are never stored.
