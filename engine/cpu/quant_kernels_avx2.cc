@@ -23,7 +23,6 @@ inline __m256i Broadcast4(const int8_t* p) {
   return _mm256_set1_epi32(v);
 }
 
-// One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
 // Steps 2t and 2t + 1 of a nibble panel's quarter (packed_weights.h): one load, the low
 // nibbles, the high ones.
 inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __m256i* odd) {
@@ -33,6 +32,7 @@ inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __
   *odd = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
 }
 
+// One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
 template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
                float (*acc)[kPanelWidth]) {
