@@ -86,16 +86,20 @@ void AttendOne(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   const bool avx512 = DetectedSimdLevel() >= SimdLevel::kAvx512;
   const bool avx2 = DetectedSimdLevel() >= SimdLevel::kAvx2;
-  // Groups of consecutive rows of one sequence (the same block table), up to
-  // kMaxGroupRows each, which the SIMD kernels attend together; the portable path
-  // takes them one row at a time. Grouping never changes a row's result.
+  // Groups of consecutive rows of one sequence (the same block table), up to the kernel's
+  // group size each and as even as that allows (9 rows at 8: 5 + 4, not 8 + 1), which
+  // the SIMD kernels attend together; the portable path takes them one row at a time.
+  // Grouping never changes a row's result.
+  const int max_group = avx512 ? internal::kMaxGroupRows : internal::kMaxGroupRowsAvx2;
   thread_local std::vector<int32_t> group_start;
   group_start.clear();
-  for (int r = 0; r < a.rows; ++r) {
-    if (group_start.empty() || r - group_start.back() == internal::kMaxGroupRows ||
-        a.table_offset[r] != a.table_offset[group_start.back()]) {
-      group_start.push_back(r);
-    }
+  for (int r = 0; r < a.rows;) {
+    int end = r + 1;
+    while (end < a.rows && a.table_offset[end] == a.table_offset[r]) ++end;
+    const int run = end - r;
+    const int parts = (run + max_group - 1) / max_group;
+    for (int p = 0; p < parts; ++p) group_start.push_back(r + run * p / parts);
+    r = end;
   }
   const int64_t groups = static_cast<int64_t>(group_start.size());
   group_start.push_back(a.rows);

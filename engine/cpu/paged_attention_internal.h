@@ -8,9 +8,13 @@
 
 namespace crossreg::cpu::internal {
 
-// Rows attended together by the AVX-512 and AVX2 kernels: consecutive rows of one sequence share
+// Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
 // each key load (their scores' FMA chains interleave).
 inline constexpr int kMaxGroupRows = 4;
+// The AVX2 kernel's groups: up to 8 rows (a verify step of up to 7 drafts is one group;
+// as 4 + 1 its fifth row re-read the keys and values alone, with 4 FMA chains per key
+// load, and 5 rows took 1.3 as long as 4).
+inline constexpr int kMaxGroupRowsAvx2 = 8;
 
 // Rows [r0, r0 + count) for head h, count <= kMaxGroupRows, all with the same block
 // table (one sequence), when head_dim is one the kernel is built for (a multiple of 8
@@ -21,8 +25,9 @@ inline constexpr int kMaxGroupRows = 4;
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch);
 
-// Rows [r0, r0 + count) and head h on AVX2 (engine/cpu/paged_attention_avx2.cc), as
-// AttendRowsAvx512 (each row's result bitwise the same as with count = 1), for the
+// Rows [r0, r0 + count), count <= kMaxGroupRowsAvx2, and head h on AVX2
+// (engine/cpu/paged_attention_avx2.cc), as AttendRowsAvx512 (each row's result bitwise the
+// same as with count = 1), for the
 // kBlockTransposed layout with head_dim a multiple of 64 and block_size a multiple of 8;
 // false otherwise (the portable path then runs). Call only with AVX2.
 bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch);
