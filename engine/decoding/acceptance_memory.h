@@ -18,7 +18,7 @@
 //     over all requests of the class, so probing costs a share of the engine's AR
 //     forwards, not of each request's, and the backoff may reach kMaxProbeInterval.
 // Slot 0 is a request's main tracker; slot n > 0 the adaptive n-gram tracker for
-// drafts from n-token matches.
+// drafts of match class n (NgramMatchClass, engine/decoding/ngram_drafter.h).
 //
 // Exactness is untouched: what a request reads here was measured on forwards already
 // verified (its own or other requests'), never on the drafts about to be verified.

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/decoding/ngram_drafter.h"
+
 namespace crossreg {
 
 DraftLengthController::DraftLengthController(const GenerationRequest& request, const DecodingEnvironment& env)
     : decoding_(request.decoding),
       acceptance_(std::max(1, request.decoding.gamma)),
-      match_acceptance_(static_cast<size_t>(std::max(1, request.decoding.ngram_max)),
+      match_acceptance_(static_cast<size_t>(NgramMatchClasses(std::max(1, request.decoding.ngram_max))),
                         AcceptanceTracker(std::max(1, request.decoding.gamma))) {
   if (env.acceptance_memory == nullptr || request.decoding.mode == DecodingMode::kAutoregressive) return;
   memory_ = env.acceptance_memory;

@@ -26,13 +26,13 @@ class DraftLengthController {
   DraftLengthController(const GenerationRequest& request, const DecodingEnvironment& env);
 
   // γ' for the next decode forward (0 = plain AR), among the draft lengths whose rows
-  // fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the length of the context
-  // match the drafts would come from (0 = none: AR, nothing to verify or probe).
+  // fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the match class the drafts
+  // would come from (NgramMatchClass; 0 = none: AR, nothing to verify or probe).
   // Moves the probe schedules (this request's or, with a memory, its class's): call
   // once per decode forward.
   int Choose(const DraftCost& cost, int max_decode_rows, int ngram_match);
   // The verdicts of the drafts a forward verified (verdicts[k-1]: d_k accepted), from
-  // drafts of `ngram_match` (n-gram: the match length they came from; 0 otherwise).
+  // drafts of `ngram_match` (n-gram: the match class they came from; 0 otherwise).
   void Observe(int ngram_match, const std::vector<bool>& verdicts);
 
   // Rows the next decode iteration may use, for a scheduler's token budget: the
@@ -49,7 +49,7 @@ class DraftLengthController {
   // The draft length of a probe: the cheapest that still verifies one draft.
   int ProbeGamma() const;
   AcceptanceTracker& TrackerFor(int ngram_match);
-  // Its slot in the acceptance memory: 0 for Cross-Regression, the match length for n-gram.
+  // Its slot in the acceptance memory: 0 for Cross-Regression, the match class for n-gram.
   int MemorySlot(int ngram_match) const;
 
   static constexpr int kFirstProbeInterval = 8;  // AR forwards before the first probe, at least
@@ -60,9 +60,10 @@ class DraftLengthController {
 
   const DecodingConfig decoding_;
   AcceptanceTracker acceptance_;  // recent per-depth acceptance
-  // Adaptive n-gram: the same per length of the context match the drafts came from
-  // (index n - 1). A 3-token match predicts far better than a 1-token one, and a run of
-  // failed 1-token drafts must not stop the drafts of a long repeat.
+  // Adaptive n-gram: the same per match class of the drafts (NgramMatchClass, index
+  // class - 1): the context's matches by length, then the corpus table's. A 3-token match
+  // predicts far better than a 1-token one, and a run of failed 1-token drafts must not
+  // stop the drafts of a long repeat.
   std::vector<AcceptanceTracker> match_acceptance_;
   // The engine's memory of acceptance (null: none) and this request's class there.
   AcceptanceMemory* memory_ = nullptr;

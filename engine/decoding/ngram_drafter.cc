@@ -29,9 +29,10 @@ void NgramIndex::Update(const std::vector<int32_t>& context) {
 }
 
 std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int max_tokens, int* match,
-                                       const NgramTable* table) const {
+                                       const NgramTable* table, bool* from_table) const {
   std::vector<int32_t> drafts;
   if (match != nullptr) *match = 0;
+  if (from_table != nullptr) *from_table = false;
   if (max_tokens <= 0 || context.empty()) return drafts;
   // The suffix being matched: the context's tail followed by the drafts so far.
   const int keep = std::max(max_n_, table != nullptr ? table->max_n() : 0);
@@ -54,15 +55,26 @@ std::vector<int32_t> NgramIndex::Draft(const std::vector<int32_t>& context, int 
   while (static_cast<int>(drafts.size()) < max_tokens) {
     int n = 0;
     int32_t next = local(std::max(min_n_, 2), max_n_, &n);
-    if (next < 0 && table != nullptr) next = table->Next(tail.data(), static_cast<int>(tail.size()), 2, &n);
+    bool tabled = false;
+    if (next < 0 && table != nullptr) {
+      next = table->Next(tail.data(), static_cast<int>(tail.size()), 2, &n);
+      tabled = next >= 0;
+    }
     if (next < 0 && min_n_ <= 1) next = local(1, 1, &n);
     if (next < 0) break;
     if (drafts.empty() && match != nullptr) *match = n;
+    if (drafts.empty() && from_table != nullptr) *from_table = tabled;
     drafts.push_back(next);
     tail.push_back(next);
     if (static_cast<int>(tail.size()) > keep) tail.erase(tail.begin());
   }
   return drafts;
+}
+
+int NgramMatchClass(int length, bool from_table, int ngram_max) {
+  if (length <= 0) return 0;
+  if (from_table) return ngram_max + std::min(length, kNgramTableClasses);
+  return std::min(length, ngram_max);
 }
 
 std::vector<int32_t> NgramDrafts(const std::vector<int32_t>& context, int ngram_max, int max_tokens) {

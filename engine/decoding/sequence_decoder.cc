@@ -74,8 +74,11 @@ DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) 
     }
   }
   if (mode == DecodingMode::kNgram) {
-    // The drafts first: γ' follows the acceptance of drafts from matches of this length.
-    choice.ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &choice.ngram_match, env_.ngram_table);
+    // The drafts first: γ' follows the acceptance of drafts from matches of this class.
+    int length = 0;
+    bool from_table = false;
+    choice.ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &length, env_.ngram_table, &from_table);
+    choice.ngram_match = NgramMatchClass(length, from_table, request_.decoding.ngram_max);
   }
   choice.decoding = WithGamma(request_.decoding, controller_.Choose(*cost, max_decode_rows, choice.ngram_match));
   choice.ar_fallback = choice.decoding.mode == DecodingMode::kAutoregressive;
@@ -130,9 +133,12 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
         drafts = choice.ngram_drafts;
         drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
       } else {
-        int match = 0;  // a shared memory files these drafts' verdicts by match length
-        drafts = ngrams_.Draft(tokens_, static_cast<int>(want), &match, env_.ngram_table);
-        if (env_.acceptance_memory != nullptr && !drafts.empty()) plan.ngram_match = match;
+        int match = 0;  // a shared memory files these drafts' verdicts by match class
+        bool from_table = false;
+        drafts = ngrams_.Draft(tokens_, static_cast<int>(want), &match, env_.ngram_table, &from_table);
+        if (env_.acceptance_memory != nullptr && !drafts.empty()) {
+          plan.ngram_match = NgramMatchClass(match, from_table, request_.decoding.ngram_max);
+        }
       }
       break;
     }

@@ -18,7 +18,7 @@ namespace crossreg {
 struct DraftChoice {
   DecodingConfig decoding;   // the request's, with γ' when adaptive
   bool ar_fallback = false;  // a speculative request that runs this forward as plain AR
-  int ngram_match = 0;       // adaptive n-gram: tokens of the context match its drafts come from
+  int ngram_match = 0;       // adaptive n-gram: the match class its drafts come from (NgramMatchClass)
   std::vector<int32_t> ngram_drafts;  // adaptive n-gram: the drafts γ' was chosen for (up to the request's γ)
   // N-gram under a grammar: the tokens spelling the text the grammar forces next (keys,
   // quotes, brackets of a JSON schema), drafted before any n-gram match.
@@ -44,7 +44,7 @@ struct StepPlan {
   int main_chain = 0;             // g: predictive rows of branch 0
   std::vector<int> fork_sizes;    // forks / outcome blocks: rows of the chain for outcome n = 0, 1, ... (0: none)
   bool ar_fallback = false;       // a speculative request that runs this forward as plain AR
-  int ngram_match = 0;            // n-gram: tokens of the context match its drafts came from (0: not tracked)
+  int ngram_match = 0;            // n-gram: the match class its drafts came from (NgramMatchClass; 0: not tracked)
   bool forced_drafts = false;     // the drafts spell text the grammar forces (kept out of the n-gram statistics)
   int assisted_drafts = 0;        // n-gram assist: the first drafts, one-hot from the context index
 

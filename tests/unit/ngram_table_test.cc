@@ -110,26 +110,30 @@ TEST(NgramTableTest, DrafterUsesContextMatchesFirstThenTheTableThenOneTokenMatch
   ASSERT_NE(table, nullptr);
   NgramIndex index(3);
   int match = 0;
+  bool from_table = true;
   // The context's own "1 2" was followed by 7: that beats the table's 3.
   const std::vector<int32_t> repeats = {1, 2, 7, 1, 2};
   index.Update(repeats);
-  EXPECT_EQ(index.Draft(repeats, 1, &match, table.get()), (std::vector<int32_t>{7}));
+  EXPECT_EQ(index.Draft(repeats, 1, &match, table.get(), &from_table), (std::vector<int32_t>{7}));
   EXPECT_EQ(match, 2);
+  EXPECT_FALSE(from_table);
   // No 2-token match in the context ("4 5" is new), but the table knows it: 6; then "5 6"
   // is unknown to both, and the context's 1-token match "6"... is absent, so it stops.
   NgramIndex fresh(3);
   const std::vector<int32_t> novel = {8, 4, 5};
   fresh.Update(novel);
-  EXPECT_EQ(fresh.Draft(novel, 4, &match, table.get()), (std::vector<int32_t>{6}));
+  EXPECT_EQ(fresh.Draft(novel, 4, &match, table.get(), &from_table), (std::vector<int32_t>{6}));
   EXPECT_EQ(match, 2);
+  EXPECT_TRUE(from_table);
   // A 1-token context match ("5" followed by 11) yields to the table's 2-token one.
   NgramIndex one(3);
   const std::vector<int32_t> ones = {5, 11, 4, 5};
   one.Update(ones);
   EXPECT_EQ(one.Draft(ones, 1, &match, table.get()), (std::vector<int32_t>{6}));
   // Without the table, the 1-token match drafts what followed it in the context.
-  EXPECT_EQ(one.Draft(ones, 1, &match), (std::vector<int32_t>{11}));
+  EXPECT_EQ(one.Draft(ones, 1, &match, nullptr, &from_table), (std::vector<int32_t>{11}));
   EXPECT_EQ(match, 1);
+  EXPECT_FALSE(from_table);
   // The table chains through its own drafts: "0 1 2" -> 9 only at its start.
   NgramIndex chain(3);
   const std::vector<int32_t> start = {0, 1};
@@ -140,6 +144,20 @@ TEST(NgramTableTest, DrafterUsesContextMatchesFirstThenTheTableThenOneTokenMatch
   auto chained = NgramTable::FromOrders(32, kBits, std::move(orders));
   ASSERT_TRUE(chained.ok());
   EXPECT_EQ(chain.Draft(start, 5, &match, chained->get()), (std::vector<int32_t>{2, 3, 4}));
+}
+
+// The adaptive draft length files drafts by source and length: the context's matches
+// 1..ngram_max (longer ones clamped), then the table's, apart from them.
+TEST(NgramTableTest, MatchClassesKeepTheContextAndTheTableApart) {
+  EXPECT_EQ(NgramMatchClass(0, false, 3), 0);
+  EXPECT_EQ(NgramMatchClass(0, true, 3), 0);
+  EXPECT_EQ(NgramMatchClass(1, false, 3), 1);
+  EXPECT_EQ(NgramMatchClass(3, false, 3), 3);
+  EXPECT_EQ(NgramMatchClass(5, false, 3), 3);
+  EXPECT_EQ(NgramMatchClass(2, true, 3), 5);
+  EXPECT_EQ(NgramMatchClass(3, true, 3), 6);
+  EXPECT_EQ(NgramMatchClass(40, true, 3), NgramMatchClasses(3));
+  EXPECT_EQ(NgramMatchClass(2, true, 6), 8);
 }
 
 }  // namespace
