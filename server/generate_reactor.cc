@@ -256,10 +256,14 @@ void GenerateReactor::OnWriteDone(bool ok) {
     std::lock_guard<std::mutex> lock(mu_);
     write_in_flight_ = false;
     if (!ok) {
-      // The client is gone: drop what is queued and stop generating for it.
+      // The client is gone: drop what is queued and stop generating for it. A write
+      // can fail on a stream the client's deadline closed before OnCancel runs (a busy
+      // server is writing tokens when it passes): that is the deadline, as in OnCancel.
       pending_.clear();
-      const absl::Status closed = absl::CancelledError("the stream was closed");
-      RecordEndLocked(RequestEndReason::kDisconnected, nullptr, closed);
+      const bool deadline = AtDeadline();
+      const absl::Status closed = deadline ? absl::DeadlineExceededError("the deadline passed")
+                                           : absl::CancelledError("the stream was closed");
+      RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kDisconnected, nullptr, closed);
       EndLocked(ToGrpcStatus(closed));
       abort = submitted_ && !scheduler_ended_;
     }
@@ -268,17 +272,21 @@ void GenerateReactor::OnWriteDone(bool ok) {
   Pump();
 }
 
+bool GenerateReactor::AtDeadline() const {
+  // The client's deadline runs from before the call was sent, ours from when it arrived,
+  // so the client usually gives up (and closes the stream) a little before our copy
+  // passes: an end that close to the deadline is counted as the deadline.
+  return std::chrono::system_clock::now() + kDeadlineSkew >= deadline_;
+}
+
 void GenerateReactor::OnCancel() {
   bool abort = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     abort = submitted_ && !scheduler_ended_;
     // gRPC also calls OnCancel when the deadline passes; the scheduler's own
-    // DEADLINE_EXCEEDED may not have arrived yet. The client's deadline runs from
-    // before the call was sent, ours from when it arrived, so the client usually gives
-    // up (and cancels the stream) a little before our copy passes: a cancel that close
-    // to the deadline is counted as the deadline.
-    const bool deadline = std::chrono::system_clock::now() + kDeadlineSkew >= deadline_;
+    // DEADLINE_EXCEEDED may not have arrived yet.
+    const bool deadline = AtDeadline();
     const absl::Status why = deadline ? absl::DeadlineExceededError("the deadline passed")
                                       : absl::CancelledError("the client cancelled the call");
     RecordEndLocked(deadline ? RequestEndReason::kDeadline : RequestEndReason::kCancelled, nullptr, why);

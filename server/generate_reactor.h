@@ -62,6 +62,9 @@ class GenerateReactor final : public grpc::ServerWriteReactor<grpc::ByteBuffer> 
   void FillCompleteLocked(v1::Complete& complete, const RequestEvent& finished);
   // Under mu_: the request's end, logged and counted once (later calls do nothing).
   void RecordEndLocked(RequestEndReason reason, const v1::Complete* complete, const absl::Status& error);
+  // The call's deadline has passed, or is about to on the client's clock: a stream the
+  // client closes now was closed by its deadline.
+  bool AtDeadline() const;
 
   const GenerateContext context_;
   std::shared_ptr<GenerateReactor> self_;  // keeps this alive until OnDone
