@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -20,21 +21,33 @@
 
 namespace crossreg::testing {
 
-int FreeLoopbackPort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  int port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    socklen_t len = sizeof(addr);
-    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-    port = ntohs(addr.sin_port);
+std::vector<int> FreeLoopbackPorts(int count) {
+  // Every socket stays bound until all are chosen: bound and closed one at a time, the
+  // kernel may hand out the same port twice (a server's --port and --http_port once
+  // collided that way under ASan).
+  std::vector<int> fds, ports;
+  for (int i = 0; i < count; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    int port = 0;
+    if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+      socklen_t len = sizeof(addr);
+      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port = ntohs(addr.sin_port);
+    }
+    fds.push_back(fd);
+    ports.push_back(port);
   }
-  close(fd);
-  return port;
+  for (const int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  return ports;
 }
+
+int FreeLoopbackPort() { return FreeLoopbackPorts(1)[0]; }
 
 std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double timeout_s) {
   // grpc.health.v1.HealthCheckRequest{service=""} is the empty message; the
@@ -64,9 +77,13 @@ std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double ti
 ServerProcess::ServerProcess(std::vector<std::string> extra_flags, std::string model,
                              std::shared_ptr<grpc::ChannelCredentials> credentials, std::string host, int port)
     : host_(std::move(host)) {
-  grpc_port_ = port > 0 ? port : FreeLoopbackPort();
-  metrics_port_ = FreeLoopbackPort();
-  http_port_ = FreeLoopbackPort();
+  // Distinct ports, none of them a given --port (which may be free again by now).
+  std::vector<int> ports = FreeLoopbackPorts(4);
+  ports.erase(std::remove(ports.begin(), ports.end(), port), ports.end());
+  ports.resize(std::max<size_t>(ports.size(), 3), 0);  // a failed bind reads 0, as FreeLoopbackPort's
+  grpc_port_ = port > 0 ? port : ports[0];
+  metrics_port_ = ports[1];
+  http_port_ = ports[2];
   args_ = {BinDir() + "/crossreg-server",
            "--model=" + (model.empty() ? Stories260KGguf() : model),
            "--host=" + host_,

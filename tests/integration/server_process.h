@@ -15,6 +15,8 @@ namespace crossreg::testing {
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 int FreeLoopbackPort();
+// `count` distinct free loopback ports.
+std::vector<int> FreeLoopbackPorts(int count);
 
 // Health of the whole server (service ""): "SERVING", "NOT_SERVING", or the RPC error.
 std::string CheckHealth(const std::shared_ptr<grpc::Channel>& channel, double timeout_s = 2.0);
