@@ -177,6 +177,51 @@ TEST_P(QuantizedLinearTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
 INSTANTIATE_TEST_SUITE_P(Formats, QuantizedLinearTest, ::testing::ValuesIn(kTypes),
                          [](const auto& info) { return std::string(DTypeName(info.param)); });
 
+// Q8_0 codes at the ends of their range (-128 and 127, which a file may hold though ggml's
+// quantizer writes -127..127) against activations at theirs (+-127): the products and
+// their pair sums as large as they get (2 x 128 x 127), where an int16 step would wrap or
+// saturate. Every path still equals the integer reference bit for bit.
+TEST(QuantizedLinearExtremes, Q8_0CodesAtTheirEndsSumExactlyOnEveryPath) {
+  const int64_t out = 40, in = 96, rows = 5;
+  const int64_t blocks = in / 32;
+  QuantWeight w;
+  w.bytes.resize(DTypeBytes(DType::kQ8_0, out * in));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      unsigned char* block = w.bytes.data() + (o * blocks + b) * 34;
+      block[0] = 0x00;  // f16 d = 1.0 (0x3c00), little-endian
+      block[1] = 0x3c;
+      for (int i = 0; i < 32; ++i) {
+        // Mostly -128 (|w| = 128 is where vpmaddubsw's unsigned operand ends), some 127,
+        // in patterns that differ by output and block.
+        const bool high = ((o + b + i / 4) % 5) == 0;
+        block[2 + i] = static_cast<unsigned char>(high ? 127 : -128);
+      }
+    }
+  }
+  w.ref = TensorRef{DType::kQ8_0, {out, in}, w.bytes.data()};
+  std::vector<float> x(static_cast<size_t>(rows * in));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t k = 0; k < in; ++k) {
+      // Every block's amax is 1, so the codes are +-127: all -127 on row 0 (against the
+      // -128 codes, pairs of products of +16,256), mixed signs on the others.
+      const bool neg = r == 0 ? true : ((k * 7 + r) % 3) == 0;
+      x[static_cast<size_t>(r * in + k)] = neg ? -1.0f : 1.0f;
+    }
+  }
+  const std::vector<float> want = IntegerReference(w, x, rows);
+  ThreadPool pool(2);
+  const PackedWeights packed = PackedWeights::Pack(w.ref, &pool);
+  for (SimdLevel level : AvailableSimdLevels()) {
+    for (int64_t n : {int64_t{1}, rows}) {
+      std::vector<float> y(static_cast<size_t>(n * out), -1.0f);
+      Linear(packed, x.data(), n, y.data(), pool, level);
+      ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+          << n << " rows on " << SimdLevelName(level) << ": y[0] " << y[0] << " want " << want[0];
+    }
+  }
+}
+
 // The row quantizer: every path gives the scalar path's bytes, on values that land on
 // .5 after scaling (ties to even) and on all-zero blocks.
 // The 4-bit formats' codes take half a byte where the CPU's kernel reads nibble panels
