@@ -415,13 +415,19 @@ TEST(HttpHardeningProcessTest, AbortIs499DeadlineIs504AndBothCountersSayWhich) {
   const StreamResult grpc_late = RunGenerate(*stub, request, &context);
   EXPECT_EQ(grpc_late.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
 
-  // A non-streaming client that hangs up: its KV is freed at once.
+  // A non-streaming client that hangs up: its KV is freed at once. It hangs up once its
+  // request runs (a fixed wait could end before a loaded server has read it).
   const int fd = ConnectLoopback(port);
   ASSERT_TRUE(SendAll(fd, PostText("/v1/completions",
                                    R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true})", kAliceToken)));
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_TRUE(MetricReaches(server.metrics_port(), "crossreg_num_requests_running", 1, 10));
   close(fd);
   EXPECT_TRUE(KvReturnsToZero(server.metrics_port(), 10));
+  // The ends are counted as each request's handler finishes, which can trail the freed KV.
+  EXPECT_TRUE(MetricReaches(server.metrics_port(), "crossreg_requests_ended_total{mode=\"ar\",reason=\"disconnected\"}",
+                            1, 10));
+  EXPECT_TRUE(MetricReaches(server.metrics_port(), "crossreg_requests_ended_total{mode=\"ar\",reason=\"deadline\"}", 2,
+                            10));
 
   auto m = ScrapeMetrics(server.metrics_port());
   ASSERT_TRUE(m.ok());

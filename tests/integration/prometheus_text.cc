@@ -118,4 +118,14 @@ bool KvReturnsToZero(int metrics_port, double timeout_s) {
   return false;
 }
 
+bool MetricReaches(int metrics_port, const std::string& series, double value, double timeout_s) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1e3));
+  while (std::chrono::steady_clock::now() < until) {
+    auto m = ScrapeMetrics(metrics_port);
+    if (m.ok() && m->count(series) && m->at(series) == value) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 }  // namespace crossreg::testing

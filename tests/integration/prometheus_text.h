@@ -23,4 +23,9 @@ absl::StatusOr<std::map<std::string, double>> ScrapeMetrics(int port, const std:
 // that takes longer than `timeout_s`.
 bool KvReturnsToZero(int metrics_port, double timeout_s = 15);
 
+// Polls 127.0.0.1:port/metrics until `series` (a key as ParsePrometheusText writes it) reads
+// `value`; false if that takes longer than `timeout_s`. For counters a request's last steps
+// update a moment after the client has its answer.
+bool MetricReaches(int metrics_port, const std::string& series, double value, double timeout_s = 15);
+
 }  // namespace crossreg::testing
