@@ -4,7 +4,6 @@
 #include <memory>
 #include <vector>
 
-#include "engine/cpu/cpu_features.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 #include "engine/quant/ggml_blocks.h"
@@ -16,11 +15,6 @@ unsigned char* WeightArena::Take(size_t bytes) {
   if (begin > buffer_.size() || bytes > buffer_.size() - begin) return nullptr;
   used_ = begin + bytes;
   return buffer_.data() + begin;
-}
-
-bool NibblePanels() {
-  static const bool nibbles = !(DetectedSimdLevel() >= SimdLevel::kAvx512 && HasAvx512Vnni());
-  return nibbles;
 }
 
 namespace {
@@ -38,7 +32,7 @@ QuantGroupLayout LayoutFor(DType dtype) {
   // Steps whose int16 pair sums (at most 2 * max|q| * 127 each) add up within 32767,
   // capped at the group's steps.
   layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * codes.max_abs_quant * 127)));
-  layout.nibbles = !codes.signed_quants && codes.max_abs_quant <= 15 && codes.sub_block % 8 == 0 && NibblePanels();
+  layout.nibbles = !codes.signed_quants && codes.max_abs_quant <= 15 && codes.sub_block % 8 == 0;
   return layout;
 }
 }  // namespace

@@ -7,7 +7,7 @@
 //   kQ8   (GGML block-quantized weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), per group of S
 //         input features (S = the format's sub-block: 32, or 16 for Q6_K):
 //           quants  4 quarters x S/4 steps x 8 outputs x 4 consecutive k, int8   32*S bytes
-//                   or, 4-bit codes (Q4_0, Q4_K) where nibbles are on (below),
+//                   or, for 4-bit codes (Q4_0, Q4_K), nibble panels:
 //                   4 quarters x S/8 step pairs x 8 x 4: step 2t in the low
 //                   nibble, step 2t + 1 in the high one                         16*S bytes
 //           scales  32 outputs' sub-block scales, f32                            128 bytes
@@ -25,8 +25,8 @@
 // group's scales (9 bits a weight for Q8_0, 10 for Q5_K and Q6_K), or half a byte
 // for the 4-bit formats (6 bits a weight with the scales and mins): batch-1 decoding
 // streams every weight once a token, so its speed is the bytes a weight. A shift and two
-// masks per 64 codes, shared by the rows of a tile, restore the bytes. Nibbles are off
-// on AVX-512 VNNI CPUs, whose kernel reads the byte layout (NibblePanels).
+// masks per 64 codes, shared by the rows of a tile, restore the bytes; every kernel
+// reads them.
 // Output features are padded to whole panels and K to whole pairs with zeros, so the
 // kernels have no edge cases inside a panel; the padded outputs are never stored.
 #pragma once
@@ -59,11 +59,6 @@ struct QuantGroupLayout {
   int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // the quants; the scales follow
   int64_t group_bytes() const { return code_bytes() + 128 + (has_min ? 128 : 0); }
 };
-
-// Whether 4-bit codes are packed two a byte on this CPU: yes unless it runs the AVX-512
-// VNNI kernel, which reads one byte a code. Decided once per process, so every matrix,
-// and every kernel a test runs on it, sees one layout.
-bool NibblePanels();
 
 // One mapping for many packed matrices: a model's matrices are mostly smaller than a
 // 2 MiB huge page (the ~110M model's Q, K, V and O are 1.2 MB each), so packed one

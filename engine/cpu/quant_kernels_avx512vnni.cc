@@ -13,6 +13,9 @@
 // rows), and each sum starts at -128 times the row's sum of the group's activation codes
 // (QuantizedRows::offset32 / offset16, exact), so it ends exact. Every sum is exact in
 // int32 and the float steps are the scalar kernel's, so the results agree bit for bit.
+// 4-bit codes (Q4_0, Q4_K) come two a byte (nibble panels, packed_weights.h): a step pair
+// is joined once and split into its low and high nibbles with a shift and two masks, for
+// all rows; batch-1 decoding streams half the bytes of the byte layout.
 // Compiled with AVX-512 F/BW/VL/DQ and VNNI; called only after run-time detection.
 #include <immintrin.h>
 
@@ -30,25 +33,28 @@ inline __m512i Broadcast4(const int8_t* p) {
   return _mm512_set1_epi32(v);
 }
 
-// Quarters q and q + 1 of a step (8 outputs x 4 quants each), as 16 outputs x 4 quants.
-template <int S>
-inline __m512i LoadQuarterPair(const unsigned char* step, int q) {
-  const auto* lo = reinterpret_cast<const __m256i*>(step + q * (S / 4) * 32);
-  const auto* hi = reinterpret_cast<const __m256i*>(step + (q + 1) * (S / 4) * 32);
+// Quarters q and q + 1 of a step (8 outputs x 4 quants each), as 16 outputs x 4 quants;
+// a quarter spans quarter_bytes of the group.
+inline __m512i LoadQuarterPair(const unsigned char* step, int quarter_bytes, int q) {
+  const auto* lo = reinterpret_cast<const __m256i*>(step + q * quarter_bytes);
+  const auto* hi = reinterpret_cast<const __m256i*>(step + (q + 1) * quarter_bytes);
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(lo)), _mm256_loadu_si256(hi), 1);
 }
 
 // One tile of R rows over one panel: out (R x 32 floats) gets the tile's results. Every
 // loop over rows or halves is unrolled so that the sums live in registers (an array
 // indexed at run time would be kept in memory).
-template <int R, int S, bool kSigned, bool kMin>
+template <int R, int S, bool kSigned, bool kMin, bool kNib>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
                float (*out)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
   const int64_t groups = a.w->k_steps();
   const int64_t group_bytes = a.w->quant().group_bytes();
+  static_assert(!kNib || !kSigned, "nibble panels hold unsigned codes");
+  constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
   const __m512i top_bit = _mm512_set1_epi8(static_cast<char>(0x80));
+  const __m512i low4 = _mm512_set1_epi8(15);
   __m512 acc[R][2];
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
@@ -74,11 +80,30 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         isum[r][0] = isum[r][1] = _mm512_setzero_si512();
       }
     }
+    [[maybe_unused]] __m512i odd01 = _mm512_setzero_si512(), odd23 = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int step = 0; step < S / 4; ++step) {
-      const unsigned char* at = group + step * 32;
-      __m512i w01 = LoadQuarterPair<S>(at, 0);
-      __m512i w23 = LoadQuarterPair<S>(at, 2);
+      __m512i w01, w23;
+      if constexpr (kNib) {
+        // Fully unrolled, so the parity is known: an even step reads its pair's byte,
+        // keeps the high nibbles for the odd step after it.
+        if (step % 2 == 0) {
+          const unsigned char* at = group + (step / 2) * 32;
+          const __m512i p01 = LoadQuarterPair(at, kQuarterBytes, 0);
+          const __m512i p23 = LoadQuarterPair(at, kQuarterBytes, 2);
+          w01 = _mm512_and_si512(p01, low4);
+          w23 = _mm512_and_si512(p23, low4);
+          odd01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), low4);
+          odd23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), low4);
+        } else {
+          w01 = odd01;
+          w23 = odd23;
+        }
+      } else {
+        const unsigned char* at = group + step * 32;
+        w01 = LoadQuarterPair(at, kQuarterBytes, 0);
+        w23 = LoadQuarterPair(at, kQuarterBytes, 2);
+      }
       if constexpr (kSigned) {
         w01 = _mm512_xor_si512(w01, top_bit);  // w + 128, as unsigned bytes
         w23 = _mm512_xor_si512(w23, top_bit);
@@ -90,7 +115,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         isum[r][1] = _mm512_dpbusd_epi32(isum[r][1], w23, x);
       }
     }
-    const auto* scales = reinterpret_cast<const float*>(group + 32 * S);
+    const auto* scales = reinterpret_cast<const float*>(group + 4 * kQuarterBytes);
     const __m512 ws[2] = {_mm512_loadu_ps(scales), _mm512_loadu_ps(scales + 16)};
 #pragma GCC unroll 4
     for (int r = 0; r < R; ++r) {
@@ -118,18 +143,18 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
-template <int S, bool kSigned, bool kMin>
+template <int S, bool kSigned, bool kMin, bool kNib>
 void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, QuantPrefetch prefetch,
           float (*acc)[kPanelWidth]) {
   switch (tile.rows) {
-    case 4: return QuantTile<4, S, kSigned, kMin>(a, panel, tile.first_row, prefetch, acc);
-    case 3: return QuantTile<3, S, kSigned, kMin>(a, panel, tile.first_row, prefetch, acc);
-    case 2: return QuantTile<2, S, kSigned, kMin>(a, panel, tile.first_row, prefetch, acc);
-    default: return QuantTile<1, S, kSigned, kMin>(a, panel, tile.first_row, prefetch, acc);
+    case 4: return QuantTile<4, S, kSigned, kMin, kNib>(a, panel, tile.first_row, prefetch, acc);
+    case 3: return QuantTile<3, S, kSigned, kMin, kNib>(a, panel, tile.first_row, prefetch, acc);
+    case 2: return QuantTile<2, S, kSigned, kMin, kNib>(a, panel, tile.first_row, prefetch, acc);
+    default: return QuantTile<1, S, kSigned, kMin, kNib>(a, panel, tile.first_row, prefetch, acc);
   }
 }
 
-template <int S, bool kSigned, bool kMin>
+template <int S, bool kSigned, bool kMin, bool kNib = false>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
   alignas(32) float acc[kQuantTileRows][kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {
@@ -137,7 +162,7 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const unsigned char* panel = a.w->panel(j);
     for (int t = 0; t < a.num_tiles; ++t) {
       const RowTile& tile = a.tiles[t];
-      Tile<S, kSigned, kMin>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
+      Tile<S, kSigned, kMin, kNib>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
       for (int64_t r = 0; r < tile.rows; ++r) {
         std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
       }
@@ -151,9 +176,10 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); int32 sums need no
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
-  // Nibble panels are packed only where this kernel does not run (NibblePanels); should
-  // one reach it, the AVX2 kernel reads it exactly.
-  if (l.nibbles) return QuantPanelsAvx2(a, begin, end);
+  if (l.nibbles) {
+    if (l.sub_block == 32 && !l.signed_quants && l.has_min) return Panels<32, false, true, true>(a, begin, end);
+    return QuantPanelsScalar(a, begin, end);
+  }
   if (l.sub_block == 32 && l.signed_quants && !l.has_min) return Panels<32, true, false>(a, begin, end);
   if (l.sub_block == 32 && !l.signed_quants && l.has_min) return Panels<32, false, true>(a, begin, end);
   if (l.sub_block == 16 && l.signed_quants && !l.has_min) return Panels<16, true, false>(a, begin, end);

@@ -222,12 +222,10 @@ TEST(QuantizedLinearExtremes, Q8_0CodesAtTheirEndsSumExactlyOnEveryPath) {
   }
 }
 
-// The row quantizer: every path gives the scalar path's bytes, on values that land on
-// .5 after scaling (ties to even) and on all-zero blocks.
-// The 4-bit formats' codes take half a byte where the CPU's kernel reads nibble panels
-// (packed_weights.h), so a batch-1 forward streams 6 bits a weight, not 10; the other
-// formats keep a byte a code.
-TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByteWhereNibblesAreOn) {
+// The 4-bit formats' codes take half a byte (nibble panels, packed_weights.h) on every
+// CPU, so a batch-1 forward streams 6 bits a weight, not 10; the other formats keep a
+// byte a code.
+TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
   Rng rng(3);
   for (DType type : kTypes) {
     const int64_t out = 64, in = 2 * DTypeBlockElements(type);
@@ -235,13 +233,15 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByteWhereNibblesAreOn) {
     const PackedWeights packed = PackedWeights::Pack(w.ref);
     const quant::BlockCodes codes = quant::CodesOf(type);
     const bool four_bit = !codes.signed_quants && codes.max_abs_quant <= 15;
-    EXPECT_EQ(packed.quant().nibbles, four_bit && NibblePanels()) << DTypeName(type);
+    EXPECT_EQ(packed.quant().nibbles, four_bit) << DTypeName(type);
     const int64_t code_bytes = (packed.quant().nibbles ? out * in / 2 : out * in);
     const int64_t scale_bytes = out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
     EXPECT_EQ(packed.bytes(), code_bytes + scale_bytes) << DTypeName(type);
   }
 }
 
+// The row quantizer: every path gives the scalar path's bytes, on values that land on
+// .5 after scaling (ties to even) and on all-zero blocks.
 TEST(QuantizeRows, PathsAgreeBytewise) {
   const int64_t rows = 3, in = 96;
   Rng rng(3);
