@@ -13,6 +13,8 @@
 #   MODE=lossless+ngram_assist scripts/quickstart.sh
 #   TEMPERATURE=0 SEED=1 MAX_TOKENS=64 scripts/quickstart.sh
 #   PORT=50052 METRICS_PORT=9091 HTTP_PORT=8001 scripts/quickstart.sh
+# The server's own log goes to SERVER_LOG (default build/quickstart-server.log) until the answer
+# has streamed, so its lines do not break into the answer, and is followed on the terminal after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -34,15 +36,21 @@ fi
 REQUEST=(--max_tokens "${MAX_TOKENS:-128}" --temperature "${TEMPERATURE:-0.8}" --top_p "${TOP_P:-0.95}"
          --repetition_penalty "${REPETITION_PENALTY:-1.05}" --seed "${SEED:-1}")
 
-echo "[quickstart] build/bin/crossreg-server ${SERVER_ARGS[*]}"
-build/bin/crossreg-server "${SERVER_ARGS[@]}" &
+SERVER_LOG=${SERVER_LOG:-build/quickstart-server.log}
+echo "[quickstart] build/bin/crossreg-server ${SERVER_ARGS[*]} (log: $SERVER_LOG)"
+build/bin/crossreg-server "${SERVER_ARGS[@]}" >"$SERVER_LOG" 2>&1 &
 SERVER=$!
 trap 'kill -TERM $SERVER 2>/dev/null; wait $SERVER' INT TERM
 for _ in $(seq 1 100); do
   build/bin/crossreg --server "127.0.0.1:$PORT" --model_info >/dev/null 2>&1 && break
-  kill -0 $SERVER 2>/dev/null || { echo "[quickstart] the server exited"; exit 1; }
+  if ! kill -0 $SERVER 2>/dev/null; then
+    echo "[quickstart] the server exited; the end of its log ($SERVER_LOG):"
+    tail -n 20 "$SERVER_LOG"
+    exit 1
+  fi
   sleep 0.2
 done
+grep -a -m1 'crossreg-server ready' "$SERVER_LOG" || true
 
 SPEEDUP=""
 if [ -z "${MODE:-}" ]; then
@@ -67,4 +75,6 @@ echo "[quickstart] serving gRPC on 127.0.0.1:$PORT, the OpenAI HTTP API on http:
      "(metrics: http://127.0.0.1:$METRICS_PORT/metrics); Ctrl-C stops it."
 echo "[quickstart] try: build/bin/crossreg --server 127.0.0.1:$PORT $TRY"
 echo "[quickstart]  or: curl -s 127.0.0.1:$HTTP_PORT/v1/completions -d '{\"prompt\": \"import os\", \"max_tokens\": 32, \"mode\": \"ngram\"}'"
+echo "[quickstart] the server's log from here on:"
+tail -n 0 -f --pid=$SERVER "$SERVER_LOG" &
 wait $SERVER
