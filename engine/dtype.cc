@@ -76,6 +76,11 @@ void ConvertToF32(DType src_type, const void* src, float* dst, size_t n) {
     case DType::kQ4_K:
     case DType::kQ5_K:
     case DType::kQ6_K:
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
       quant::Dequantize(src_type, src, dst, static_cast<int64_t>(n));
       return;
   }

@@ -14,7 +14,7 @@ namespace crossreg {
 // stored as GGUF files hold them: a block of 32 (or 256, the K-quants) elements is one
 // run of bytes with its scales inside (engine/quant/ggml_blocks.h has the layouts).
 // Their sizes are per block, so use DTypeBytes, not an element size, for quantized data.
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K };
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K };
 
 inline bool IsQuantized(DType t) { return t >= DType::kQ8_0; }
 
@@ -22,8 +22,8 @@ inline bool IsQuantized(DType t) { return t >= DType::kQ8_0; }
 inline int64_t DTypeBlockElements(DType t) {
   switch (t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: return 1;
-    case DType::kQ8_0: case DType::kQ4_0: return 32;
-    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: return 256;
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: return 32;
+    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kQ2_K: case DType::kQ3_K: return 256;
   }
   return 1;
 }
@@ -39,6 +39,11 @@ inline size_t DTypeBlockBytes(DType t) {
     case DType::kQ4_K: return 144;  // f16 d, f16 dmin, 12 bytes of 6-bit scales/mins, 128 nibble bytes
     case DType::kQ5_K: return 176;  // as Q4_K plus 32 bytes of fifth bits
     case DType::kQ6_K: return 210;  // 128 low nibble bytes, 64 high 2-bit bytes, 16 int8 scales, f16 d
+    case DType::kQ4_1: return 20;   // f16 scale, f16 offset, 32 nibbles
+    case DType::kQ5_0: return 22;   // f16 scale, 32 fifth bits, 32 nibbles
+    case DType::kQ5_1: return 24;   // f16 scale, f16 offset, 32 fifth bits, 32 nibbles
+    case DType::kQ2_K: return 84;   // 16 bytes of 4-bit scales/mins, 64 bytes of 2-bit codes, f16 d, f16 dmin
+    case DType::kQ3_K: return 110;  // 32 bytes of third bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
   }
   return 0;
 }
@@ -62,6 +67,11 @@ inline std::string_view DTypeName(DType t) {
     case DType::kQ4_K: return "Q4_K";
     case DType::kQ5_K: return "Q5_K";
     case DType::kQ6_K: return "Q6_K";
+    case DType::kQ4_1: return "Q4_1";
+    case DType::kQ5_0: return "Q5_0";
+    case DType::kQ5_1: return "Q5_1";
+    case DType::kQ2_K: return "Q2_K";
+    case DType::kQ3_K: return "Q3_K";
   }
   return "?";
 }

@@ -171,6 +171,7 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   // to the portable kernel, which reads every layout.
   if (l.nibbles) {
     if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 8) return Panels<32, false, true, 8, true>(a, begin, end);
+    if (l.sub_block == 16 && !l.signed_quants && l.has_min && l.int16_steps == 4) return Panels<16, false, true, 4, true>(a, begin, end);
     return QuantPanelsScalar(a, begin, end);
   }
   if (l.sub_block == 32 && l.signed_quants && !l.has_min && l.int16_steps == 1) return Panels<32, true, false, 1>(a, begin, end);

@@ -178,6 +178,7 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
   if (l.nibbles) {
     if (l.sub_block == 32 && !l.signed_quants && l.has_min) return Panels<32, false, true, true>(a, begin, end);
+    if (l.sub_block == 16 && !l.signed_quants && l.has_min) return Panels<16, false, true, true>(a, begin, end);
     return QuantPanelsScalar(a, begin, end);
   }
   if (l.sub_block == 32 && l.signed_quants && !l.has_min) return Panels<32, true, false>(a, begin, end);

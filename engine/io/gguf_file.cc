@@ -224,11 +224,16 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t type, const std::string& path,
     case 12: return DType::kQ4_K;
     case 13: return DType::kQ5_K;
     case 14: return DType::kQ6_K;
+    case 3: return DType::kQ4_1;
+    case 6: return DType::kQ5_0;
+    case 7: return DType::kQ5_1;
+    case 10: return DType::kQ2_K;
+    case 11: return DType::kQ3_K;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       path, ": tensor '", tensor, "' has unsupported ggml type ", type, " (", GgmlTypeName(type),
-      "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (the types of Q8_0, Q4_0, Q4_K_M, Q5_K_M and "
-      "Q6_K files)"));
+      "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (the types "
+      "of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M and Q6_K files)"));
 }
 
 // Reads one tensor directory entry; data range is checked later, once the data

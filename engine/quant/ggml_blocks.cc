@@ -19,16 +19,32 @@ constexpr int kQ5KQs = 48;
 constexpr int kQ6KQh = 128;
 constexpr int kQ6KScales = 192;
 constexpr int kQ6KD = 208;
+constexpr int kQ4_1Qs = 4;  // Q4_1 and Q5_1: d at 0, m at 2
+constexpr int kQ5_0Qh = 2;
+constexpr int kQ5_0Qs = 6;
+constexpr int kQ5_1Qh = 4;
+constexpr int kQ5_1Qs = 8;
+constexpr int kQ2KQs = 16;  // Q2_K: scales at 0
+constexpr int kQ2KD = 80;
+constexpr int kQ2KDmin = 82;
+constexpr int kQ3KQs = 32;  // Q3_K: hmask at 0
+constexpr int kQ3KScales = 96;
+constexpr int kQ3KD = 108;
 
 constexpr int kSuperBlock = 256;
 constexpr int kSubBlocksK = 8;     // Q4_K/Q5_K: sub-blocks of 32
 constexpr int kSubBlocksQ6K = 16;  // Q6_K: sub-blocks of 16
+constexpr int kSubBlocks16 = 16;   // Q2_K and Q3_K: sub-blocks of 16 too
 constexpr float kLargestF16 = 65504.0f;
 // Finite inputs are clipped here so that sums of squares over a block stay finite.
 constexpr float kLargestInput = 1099511627776.0f;  // 2^40
 
 // GGUF is little-endian; reading bytes keeps this independent of the host's order.
 uint16_t LoadU16(const uint8_t* p) { return static_cast<uint16_t>(p[0] | p[1] << 8); }
+uint32_t LoadU32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
+}
 float LoadF16(const uint8_t* p) { return F16ToF32(LoadU16(p)); }
 void StoreU16(uint8_t* p, uint16_t v) {
   p[0] = static_cast<uint8_t>(v & 0xff);
@@ -98,6 +114,34 @@ int Q6KLowByte(int e) { return 64 * (e / 128) + 32 * ((e % 128 / 32) & 1) + e % 
 int Q6KLowShift(int e) { return 4 * (e % 128 / 64); }
 int Q6KHighByte(int e) { return 32 * (e / 128) + e % 32; }
 int Q6KHighShift(int e) { return 2 * (e % 128 / 32); }
+// Q4_0, Q4_1, Q5_0, Q5_1: elements 0..15 in the low nibbles of qs, 16..31 in the high ones;
+// Q5_0 and Q5_1 keep element e's fifth bit in bit e of the 32-bit qh.
+int LegacyNibble(const uint8_t* qs, int e) { return (qs[e % 16] >> (4 * (e / 16))) & 15; }
+// Q2_K and Q3_K: element e's two low bits, and Q3_K's third bit (a bit of hmask[e % 32]).
+int Q2KByte(int e) { return 32 * (e / 128) + e % 32; }
+int Q2KShift(int e) { return 2 * (e % 128 / 32); }
+int Q3KHighBit(int e) { return 4 * (e / 128) + e % 128 / 32; }
+
+// Q3_K's sixteen 6-bit scales (stored + 32) in 12 bytes: scale i = 4 * group + k keeps its
+// low 4 bits in a nibble of bytes 0..7 (groups 0 and 1 in the low nibbles of bytes 0..3
+// and 4..7, groups 2 and 3 in their high nibbles) and its top 2 bits in byte 8 + k, two
+// bits per group.
+int Q3KScale(const uint8_t* packed, int i) {
+  const int k = i % 4, group = i / 4;
+  const int low = (packed[k + 4 * (group % 2)] >> (4 * (group / 2))) & 15;
+  const int high = (packed[8 + k] >> (2 * group)) & 3;
+  return (low | high << 4) - 32;
+}
+
+void PackQ3KScales(const int* scales, uint8_t* packed) {
+  std::memset(packed, 0, 12);
+  for (int i = 0; i < kSubBlocks16; ++i) {
+    const int k = i % 4, group = i / 4;
+    const int v = scales[i] + 32;
+    packed[k + 4 * (group % 2)] |= static_cast<uint8_t>((v & 15) << (4 * (group / 2)));
+    packed[8 + k] |= static_cast<uint8_t>((v >> 4) << (2 * group));
+  }
+}
 
 // ---- Dequantize, one block each, following the byte order of the layout ----
 
@@ -116,6 +160,74 @@ void DequantizeQ4_0(const uint8_t* b, float* y) {
   for (int i = 0; i < 16; ++i) {
     y[i] = d * static_cast<float>(qs[i] & 15) - offset;
     y[i + 16] = d * static_cast<float>(qs[i] >> 4) - offset;
+  }
+}
+
+// Q4_1 and Q5_1 (qh null for Q4_1): x = d * q + m.
+void DequantizeWithOffset(const uint8_t* b, const uint8_t* qs, const uint8_t* qh, float* y) {
+  const float d = LoadF16(b);
+  const float m = LoadF16(b + 2);
+  const uint32_t high = qh != nullptr ? LoadU32(qh) : 0;
+  for (int i = 0; i < 16; ++i) {
+    const int lo = (qs[i] & 15) | static_cast<int>((high >> i) & 1) << 4;
+    const int hi = (qs[i] >> 4) | static_cast<int>((high >> (i + 16)) & 1) << 4;
+    y[i] = d * static_cast<float>(lo) + m;
+    y[i + 16] = d * static_cast<float>(hi) + m;
+  }
+}
+
+void DequantizeQ5_0(const uint8_t* b, float* y) {
+  const float d = LoadF16(b);
+  const uint32_t high = LoadU32(b + kQ5_0Qh);
+  // d*q - 16*d, exact as Q4_0's (q has at most 5 bits).
+  const float offset = 16.0f * d;
+  const uint8_t* qs = b + kQ5_0Qs;
+  for (int i = 0; i < 16; ++i) {
+    y[i] = d * static_cast<float>((qs[i] & 15) | ((high >> i) & 1) << 4) - offset;
+    y[i + 16] = d * static_cast<float>((qs[i] >> 4) | ((high >> (i + 16)) & 1) << 4) - offset;
+  }
+}
+
+// Q2_K: per half of 128, four passes over its 32 code bytes, two bits each, every 16
+// elements with their own 4-bit scale (low nibble) and min (high nibble).
+void DequantizeQ2_K(const uint8_t* b, float* y) {
+  const float d = LoadF16(b + kQ2KD);
+  const float dmin = LoadF16(b + kQ2KDmin);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* q = b + kQ2KQs + 32 * h;
+    for (int pass = 0; pass < 4; ++pass) {
+      for (int part = 0; part < 2; ++part) {
+        const uint8_t sc = b[8 * h + 2 * pass + part];
+        const float scale = d * static_cast<float>(sc & 15);
+        const float min = dmin * static_cast<float>(sc >> 4);
+        for (int l = 0; l < 16; ++l) {
+          y[128 * h + 32 * pass + 16 * part + l] =
+              scale * static_cast<float>((q[16 * part + l] >> (2 * pass)) & 3) - min;
+        }
+      }
+    }
+  }
+}
+
+// Q3_K: as Q2_K's codes, less 4 where the element's bit in hmask is clear; signed 6-bit
+// scales, no mins.
+void DequantizeQ3_K(const uint8_t* b, float* y) {
+  const float d = LoadF16(b + kQ3KD);
+  int scales[kSubBlocks16];
+  for (int i = 0; i < kSubBlocks16; ++i) scales[i] = Q3KScale(b + kQ3KScales, i);
+  const uint8_t* hmask = b;
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t* q = b + kQ3KQs + 32 * h;
+    for (int pass = 0; pass < 4; ++pass) {
+      const int bit = 4 * h + pass;
+      for (int part = 0; part < 2; ++part) {
+        const float scale = d * static_cast<float>(scales[8 * h + 2 * pass + part]);
+        for (int l = 16 * part; l < 16 * part + 16; ++l) {
+          const int code = ((q[l] >> (2 * pass)) & 3) - (((hmask[l] >> bit) & 1) ? 0 : 4);
+          y[128 * h + 32 * pass + l] = scale * static_cast<float>(code);
+        }
+      }
+    }
   }
 }
 
@@ -272,20 +384,22 @@ void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
   *min = best_min;
 }
 
-// Q6_K's per-sub-block fit: x ~ scale * q with q in -32..31. The scale takes either sign
-// so that the value of largest magnitude can sit at the -32 end, one step wider.
-float FitSymmetricScale(const float* x, int n) {
+// Q6_K's and Q3_K's per-sub-block fit: x ~ scale * q with q in -half..half-1 (32 for
+// Q6_K, 4 for Q3_K). The scale takes either sign so that the value of largest magnitude
+// can sit at the -half end, one step wider.
+float FitSymmetricScale(const float* x, int n, int half) {
+  const int qlo = -half, qhi = half - 1;
   float extreme = 0.0f;
   for (int i = 0; i < n; ++i) {
     if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
   }
   if (extreme == 0.0f) return 0.0f;
-  float best_scale = extreme / -32.0f;
-  double best_err = SubBlockError(x, n, best_scale, 0.0f, -32, 31);
+  float best_scale = extreme / static_cast<float>(qlo);
+  double best_err = SubBlockError(x, n, best_scale, 0.0f, qlo, qhi);
   for (int t = 0; t <= kGridTrials; ++t) {
-    const float inv_scale = -GridSteps(32, t) / extreme;
+    const float inv_scale = -GridSteps(half, t) / extreme;
     CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(RoundClamped(x[i] * inv_scale, -32, 31), x[i]);
+    for (int i = 0; i < n; ++i) sums.Add(RoundClamped(x[i] * inv_scale, qlo, qhi), x[i]);
     if (!(sums.qq > 0)) continue;
     const double s = sums.qx / sums.qq;
     if (s == 0) continue;
@@ -298,7 +412,7 @@ float FitSymmetricScale(const float* x, int n) {
   for (int round = 0; round < kRefits; ++round) {
     const float inv_scale = Inverse(best_scale);
     CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, 0.0f, -32, 31), x[i]);
+    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, 0.0f, qlo, qhi), x[i]);
     if (!(sums.qq > 0)) break;
     best_scale = static_cast<float>(sums.qx / sums.qq);
   }
@@ -335,36 +449,44 @@ void QuantizeQ4_0(const float* x, uint8_t* b) {
   for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(code(x[i]) | code(x[i + 16]) << 4);
 }
 
-// Q4_K (nmax 15) and Q5_K (nmax 31): codes[e] get the 0..nmax codes; the caller packs them.
-void QuantizeKQuantScales(const float* x, int nmax, uint8_t* b, int* codes) {
-  float sub_scale[kSubBlocksK], sub_min[kSubBlocksK];
+// The K-quants with mins: each of `count` sub-blocks of `sub` elements gets a scale and a
+// min, stored as 0..levels steps of the super-block's d and dmin (f16). Q4_K (codes
+// 0..15) and Q5_K (0..31): 8 x 32, 6-bit steps; Q2_K (0..3): 16 x 16, 4-bit steps.
+// Fills the f16 bits of d and dmin, the steps, and codes[e] (0..nmax); the caller packs them.
+struct KQuantFit {
+  uint16_t d_bits = 0, dmin_bits = 0;
+  int sc[kSubBlocks16] = {}, m[kSubBlocks16] = {};
+};
+
+KQuantFit FitKQuantScales(const float* x, int sub, int count, int nmax, int levels, int* codes) {
+  float sub_scale[kSubBlocks16], sub_min[kSubBlocks16];
   float max_scale = 0.0f, max_min = 0.0f;
-  for (int j = 0; j < kSubBlocksK; ++j) {
-    FitScaleMin(x + 32 * j, 32, nmax, &sub_scale[j], &sub_min[j]);
+  for (int j = 0; j < count; ++j) {
+    FitScaleMin(x + sub * j, sub, nmax, &sub_scale[j], &sub_min[j]);
     max_scale = std::max(max_scale, sub_scale[j]);
     max_min = std::max(max_min, sub_min[j]);
   }
-  const uint16_t d_bits = ToF16NotSmaller(max_scale / 63.0f);
-  const uint16_t dmin_bits = ToF16NotSmaller(max_min / 63.0f);
-  StoreU16(b, d_bits);
-  StoreU16(b + kKDmin, dmin_bits);
-  const float d = F16ToF32(d_bits);
-  const float dmin = F16ToF32(dmin_bits);
-  // Rounding each fitted scale and min to its 6-bit step is not always best once the
-  // codes can move too (most of all where d is an f16 subnormal, with few significant
-  // bits): a step either way is tried for the scale, then for the min.
-  int sc[kSubBlocksK], m[kSubBlocksK];
-  for (int j = 0; j < kSubBlocksK; ++j) {
-    const float* xj = x + 32 * j;
+  KQuantFit fit;
+  fit.d_bits = ToF16NotSmaller(max_scale / static_cast<float>(levels));
+  fit.dmin_bits = ToF16NotSmaller(max_min / static_cast<float>(levels));
+  const float d = F16ToF32(fit.d_bits);
+  const float dmin = F16ToF32(fit.dmin_bits);
+  // Rounding each fitted scale and min to its step is not always best once the codes can
+  // move too (most of all where d is an f16 subnormal, with few significant bits): a
+  // step either way is tried for the scale, then for the min.
+  int* sc = fit.sc;
+  int* m = fit.m;
+  for (int j = 0; j < count; ++j) {
+    const float* xj = x + sub * j;
     auto error = [&](int sc_try, int m_try) {
-      return SubBlockError(xj, 32, d * static_cast<float>(sc_try), dmin * static_cast<float>(m_try), 0, nmax);
+      return SubBlockError(xj, sub, d * static_cast<float>(sc_try), dmin * static_cast<float>(m_try), 0, nmax);
     };
-    sc[j] = d > 0.0f ? RoundClamped(sub_scale[j] / d, 0, 63) : 0;
-    m[j] = dmin > 0.0f ? RoundClamped(sub_min[j] / dmin, 0, 63) : 0;
+    sc[j] = d > 0.0f ? RoundClamped(sub_scale[j] / d, 0, levels) : 0;
+    m[j] = dmin > 0.0f ? RoundClamped(sub_min[j] / dmin, 0, levels) : 0;
     float best_err = error(sc[j], m[j]);
     const int sc_near = sc[j];
     for (int sc_try : {sc_near - 1, sc_near + 1}) {
-      if (sc_try < 0 || sc_try > 63) continue;
+      if (sc_try < 0 || sc_try > levels) continue;
       const float err = error(sc_try, m[j]);
       if (err < best_err) {
         best_err = err;
@@ -373,7 +495,7 @@ void QuantizeKQuantScales(const float* x, int nmax, uint8_t* b, int* codes) {
     }
     const int m_near = m[j];
     for (int m_try : {m_near - 1, m_near + 1}) {
-      if (m_try < 0 || m_try > 63) continue;
+      if (m_try < 0 || m_try > levels) continue;
       const float err = error(sc[j], m_try);
       if (err < best_err) {
         best_err = err;
@@ -381,14 +503,23 @@ void QuantizeKQuantScales(const float* x, int nmax, uint8_t* b, int* codes) {
       }
     }
   }
-  PackScalesMins(sc, m, b + kKScales);
   // Codes against the values a decoder will compute.
-  for (int j = 0; j < kSubBlocksK; ++j) {
+  for (int j = 0; j < count; ++j) {
     const float scale = d * static_cast<float>(sc[j]);
     const float min = dmin * static_cast<float>(m[j]);
     const float inv_scale = Inverse(scale);
-    for (int i = 32 * j; i < 32 * j + 32; ++i) codes[i] = BestCode(x[i], inv_scale, min, 0, nmax);
+    for (int i = sub * j; i < sub * j + sub; ++i) codes[i] = BestCode(x[i], inv_scale, min, 0, nmax);
   }
+  return fit;
+}
+
+// Q4_K (nmax 15) and Q5_K (nmax 31): d, dmin and the packed scales stored; codes[e] get
+// the 0..nmax codes, which the caller packs.
+void QuantizeKQuantScales(const float* x, int nmax, uint8_t* b, int* codes) {
+  const KQuantFit fit = FitKQuantScales(x, 32, kSubBlocksK, nmax, 63, codes);
+  StoreU16(b, fit.d_bits);
+  StoreU16(b + kKDmin, fit.dmin_bits);
+  PackScalesMins(fit.sc, fit.m, b + kKScales);
 }
 
 void QuantizeQ4_K(const float* x, uint8_t* b) {
@@ -418,7 +549,7 @@ void QuantizeQ6_K(const float* x, uint8_t* b) {
   float sub_scale[kSubBlocksQ6K];
   float extreme = 0.0f;
   for (int j = 0; j < kSubBlocksQ6K; ++j) {
-    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16);
+    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, 32);
     if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
   }
   // As in Q4_0, the largest scale takes the wider (-128) end of the int8 range.
@@ -452,6 +583,104 @@ void QuantizeQ6_K(const float* x, uint8_t* b) {
   }
 }
 
+// Q4_1 (nmax 15) and Q5_1 (nmax 31): the block's minimum is the offset m and its span
+// nmax steps of d, as the reference quantizer has them; the codes are picked against the
+// stored (f16) d and m.
+void QuantizeWithOffset(const float* x, int nmax, uint8_t* b, uint8_t* qs, uint8_t* qh) {
+  float lo = x[0], hi = x[0];
+  for (int i = 0; i < 32; ++i) {
+    lo = std::min(lo, x[i]);
+    hi = std::max(hi, x[i]);
+  }
+  const uint16_t d_bits = ToF16NotSmaller((hi - lo) / static_cast<float>(nmax));
+  const uint16_t m_bits = ToF16Saturated(lo);
+  StoreU16(b, d_bits);
+  StoreU16(b + 2, m_bits);
+  const float d = F16ToF32(d_bits), m = F16ToF32(m_bits);
+  const float inv_d = Inverse(d);
+  std::memset(qs, 0, 16);
+  uint32_t high = 0;
+  for (int e = 0; e < 32; ++e) {
+    const int q = BestCode(x[e], inv_d, -m, 0, nmax);  // value d * q + m
+    qs[e % 16] |= static_cast<uint8_t>((q & 15) << (4 * (e / 16)));
+    high |= static_cast<uint32_t>(q >> 4) << e;
+  }
+  if (qh != nullptr) {
+    for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(high >> (8 * i));
+  }
+}
+
+void QuantizeQ5_0(const float* x, uint8_t* b) {
+  // As Q4_0: the value of largest magnitude maps to -16, the end with one more step.
+  float extreme = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  }
+  const float d = std::clamp(extreme / -16.0f, -kLargestF16, kLargestF16);
+  const float inv_d = d != 0.0f ? 1.0f / d : 0.0f;
+  StoreU16(b, ToF16Saturated(d));
+  uint8_t* qs = b + kQ5_0Qs;
+  std::memset(qs, 0, 16);
+  uint32_t high = 0;
+  for (int e = 0; e < 32; ++e) {
+    // +16.5 then floor: round half up, as Q4_0's reference quantizer.
+    const int q = static_cast<int>(std::floor(std::clamp(x[e] * inv_d + 16.5f, 0.0f, 31.0f)));
+    qs[e % 16] |= static_cast<uint8_t>((q & 15) << (4 * (e / 16)));
+    high |= static_cast<uint32_t>(q >> 4) << e;
+  }
+  for (int i = 0; i < 4; ++i) b[kQ5_0Qh + i] = static_cast<uint8_t>(high >> (8 * i));
+}
+
+void QuantizeQ2_K(const float* x, uint8_t* b) {
+  int codes[kSuperBlock];
+  const KQuantFit fit = FitKQuantScales(x, 16, kSubBlocks16, 3, 15, codes);
+  for (int j = 0; j < kSubBlocks16; ++j) b[j] = static_cast<uint8_t>(fit.sc[j] | fit.m[j] << 4);
+  StoreU16(b + kQ2KD, fit.d_bits);
+  StoreU16(b + kQ2KDmin, fit.dmin_bits);
+  uint8_t* qs = b + kQ2KQs;
+  std::memset(qs, 0, kSuperBlock / 4);
+  for (int e = 0; e < kSuperBlock; ++e) qs[Q2KByte(e)] |= static_cast<uint8_t>(codes[e] << Q2KShift(e));
+}
+
+void QuantizeQ3_K(const float* x, uint8_t* b) {
+  float sub_scale[kSubBlocks16];
+  float extreme = 0.0f;
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, 4);
+    if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
+  }
+  // As Q6_K's: the largest scale takes the wider (-32) end of the 6-bit range, and each
+  // sub-block the best neighbour of its rounded scale.
+  const uint16_t d_bits = ToF16NotSmaller(extreme / -32.0f);
+  StoreU16(b + kQ3KD, d_bits);
+  const float d = F16ToF32(d_bits);
+  int scales[kSubBlocks16];
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -32, 31) : 0;
+    scales[j] = near;
+    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -4, 3);
+    for (int sc_try : {near - 1, near + 1}) {
+      if (sc_try < -32 || sc_try > 31) continue;
+      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -4, 3);
+      if (err < best_err) {
+        best_err = err;
+        scales[j] = sc_try;
+      }
+    }
+  }
+  PackQ3KScales(scales, b + kQ3KScales);
+  uint8_t* hmask = b;
+  uint8_t* qs = b + kQ3KQs;
+  std::memset(hmask, 0, kSuperBlock / 8);
+  std::memset(qs, 0, kSuperBlock / 4);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const float inv_scale = Inverse(d * static_cast<float>(scales[e / 16]));
+    const int q = BestCode(x[e], inv_scale, 0.0f, -4, 3) + 4;  // 0..7: the third bit set means no -4
+    qs[Q2KByte(e)] |= static_cast<uint8_t>((q & 3) << Q2KShift(e));
+    hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << Q3KHighBit(e));
+  }
+}
+
 }  // namespace
 
 void Dequantize(DType type, const void* src, float* dst, int64_t n) {
@@ -482,6 +711,21 @@ void Dequantize(DType type, const void* src, float* dst, int64_t n) {
       case DType::kQ6_K:
         DequantizeQ6_K(b, y);
         break;
+      case DType::kQ4_1:
+        DequantizeWithOffset(b, b + kQ4_1Qs, nullptr, y);
+        break;
+      case DType::kQ5_0:
+        DequantizeQ5_0(b, y);
+        break;
+      case DType::kQ5_1:
+        DequantizeWithOffset(b, b + kQ5_1Qs, b + kQ5_1Qh, y);
+        break;
+      case DType::kQ2_K:
+        DequantizeQ2_K(b, y);
+        break;
+      case DType::kQ3_K:
+        DequantizeQ3_K(b, y);
+        break;
       default:
         break;
     }
@@ -500,6 +744,15 @@ BlockCodes CodesOf(DType type) {
       return {32, true, false, 31};
     case DType::kQ6_K:
       return {16, false, true, 32};
+    case DType::kQ4_1:
+      return {32, true, false, 15};
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+      return {32, true, false, 31};
+    case DType::kQ2_K:
+      return {16, true, false, 3};
+    case DType::kQ3_K:
+      return {16, false, true, 4};
     default:
       break;
   }
@@ -558,6 +811,44 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
       }
       return;
     }
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1: {
+      const bool offset = type != DType::kQ5_0;  // x = d * q + m, else d * (q - 16)
+      const uint8_t* qs = b + (type == DType::kQ4_1 ? kQ4_1Qs : type == DType::kQ5_0 ? kQ5_0Qs : kQ5_1Qs);
+      const uint32_t high = type == DType::kQ4_1 ? 0 : LoadU32(b + (type == DType::kQ5_0 ? kQ5_0Qh : kQ5_1Qh));
+      for (int e = 0; e < 32; ++e) {
+        q[e] = static_cast<int8_t>(LegacyNibble(qs, e) | static_cast<int>((high >> e) & 1) << 4);
+      }
+      const float d = LoadF16(b);
+      scale[0] = d;
+      // -m: scale * q - min is then d * q + m exactly. 16 * d: exact, as Q4_0's 8 * d.
+      min[0] = offset ? -LoadF16(b + 2) : 16.0f * d;
+      return;
+    }
+    case DType::kQ2_K: {
+      const float d = LoadF16(b + kQ2KD);
+      const float dmin = LoadF16(b + kQ2KDmin);
+      for (int j = 0; j < kSubBlocks16; ++j) {
+        scale[j] = d * static_cast<float>(b[j] & 15);
+        min[j] = dmin * static_cast<float>(b[j] >> 4);
+      }
+      for (int e = 0; e < kSuperBlock; ++e) q[e] = static_cast<int8_t>((b[kQ2KQs + Q2KByte(e)] >> Q2KShift(e)) & 3);
+      return;
+    }
+    case DType::kQ3_K: {
+      const float d = LoadF16(b + kQ3KD);
+      for (int j = 0; j < kSubBlocks16; ++j) {
+        scale[j] = d * static_cast<float>(Q3KScale(b + kQ3KScales, j));
+        min[j] = 0.0f;
+      }
+      for (int e = 0; e < kSuperBlock; ++e) {
+        const int low = (b[kQ3KQs + Q2KByte(e)] >> Q2KShift(e)) & 3;
+        const int third = (b[e % 32] >> Q3KHighBit(e)) & 1;
+        q[e] = static_cast<int8_t>(low - (third ? 0 : 4));
+      }
+      return;
+    }
     default:
       break;
   }
@@ -603,6 +894,21 @@ void Quantize(DType type, const float* src, void* dst, int64_t n) {
         break;
       case DType::kQ6_K:
         QuantizeQ6_K(x, b);
+        break;
+      case DType::kQ4_1:
+        QuantizeWithOffset(x, 15, b, b + kQ4_1Qs, nullptr);
+        break;
+      case DType::kQ5_0:
+        QuantizeQ5_0(x, b);
+        break;
+      case DType::kQ5_1:
+        QuantizeWithOffset(x, 31, b, b + kQ5_1Qs, b + kQ5_1Qh);
+        break;
+      case DType::kQ2_K:
+        QuantizeQ2_K(x, b);
+        break;
+      case DType::kQ3_K:
+        QuantizeQ3_K(x, b);
         break;
       default:
         break;

@@ -1,4 +1,5 @@
-// GGML's block-quantized weight formats (Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), byte for byte
+// GGML's block-quantized weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
+// Q5_K, Q6_K), byte for byte
 // as GGUF files store them: decoding to f32, decoding one block to integer codes for the
 // int8 CPU kernels, and quantizing f32 into blocks.
 //
@@ -8,6 +9,21 @@
 //     x[e] = d * qs[e]
 //   Q4_0, 32 elements, 18 bytes:  f16 d | uint8 qs[16]
 //     nibble(e) = e < 16 ? qs[e] & 15 : qs[e - 16] >> 4;   x[e] = d * (nibble(e) - 8)
+//   Q4_1, 32 elements, 20 bytes:  f16 d | f16 m | uint8 qs[16]
+//     x[e] = d * nibble(e) + m
+//   Q5_0, 32 elements, 22 bytes:  f16 d | uint32 qh | uint8 qs[16]
+//     q(e) = nibble(e) | ((qh >> e) & 1) << 4;   x[e] = d * (q(e) - 16)
+//   Q5_1, 32 elements, 24 bytes:  f16 d | f16 m | uint32 qh | uint8 qs[16]
+//     x[e] = d * q(e) + m, q as in Q5_0
+//   Q2_K, 256 elements, 84 bytes: uint8 scales[16] | uint8 qs[64] | f16 d | f16 dmin
+//     sixteen sub-blocks of 16, j = e / 16: sc[j] = scales[j] & 15, m[j] = scales[j] >> 4;
+//     q(e) = (qs[32 * (e / 128) + e % 32] >> (2 * (e % 128 / 32))) & 3
+//     x[e] = (d * sc[j]) * q(e) - dmin * m[j]
+//   Q3_K, 256 elements, 110 bytes: uint8 hmask[32] | uint8 qs[64] | uint8 scales[12] | f16 d
+//     sixteen 6-bit scales, i = 4 * g + k (k < 4): the low 4 bits are nibble g / 2 of
+//     scales[k + 4 * (g % 2)], the top 2 bits bits 2g, 2g + 1 of scales[8 + k]; sc[i] = that - 32
+//     q(e) = low 2 bits as in Q2_K, less 4 unless bit 4 * (e / 128) + e % 128 / 32 of hmask[e % 32]
+//     x[e] = (d * sc[e / 16]) * q(e)
 //   Q4_K, 256 elements, 144 bytes: f16 d | f16 dmin | uint8 scales[12] | uint8 qs[128]
 //     eight sub-blocks of 32, j = e / 32, each with a 6-bit scale sc[j] and 6-bit min m[j]:
 //       j < 4:  sc[j] = scales[j] & 63;          m[j] = scales[j + 4] & 63
@@ -44,10 +60,10 @@ void Dequantize(DType type, const void* src, float* dst, int64_t n);
 // How DecodeBlock's output of one format reads: `sub_block` consecutive elements share
 // a scale and a min, and element i's value is scale[i / sub_block] * q[i] - min[i / sub_block].
 struct BlockCodes {
-  int sub_block;       // 32 for Q8_0, Q4_0, Q4_K, Q5_K; 16 for Q6_K
-  bool has_min;        // Q4_0, Q4_K, Q5_K: min may be non-zero; Q8_0, Q6_K: min is 0
-  bool signed_quants;  // Q8_0 (q = qs, -128..127), Q6_K (q = q6 - 32, -32..31); others q >= 0
-  int max_abs_quant;   // the largest |q| a block can hold: 128, 15, 15, 31, 32
+  int sub_block;       // 32 for Q8_0 and the 32-element formats, Q4_K, Q5_K; 16 for Q2_K, Q3_K, Q6_K
+  bool has_min;        // min may be non-zero (the unsigned formats); Q8_0, Q3_K, Q6_K: min is 0
+  bool signed_quants;  // Q8_0 (-128..127), Q3_K (-4..3), Q6_K (q6 - 32, -32..31); others q >= 0
+  int max_abs_quant;   // the largest |q| a block can hold: 128 (Q8_0), 15, 31, 3 (Q2_K), 4, 32
 };
 
 // Quantized types only.
@@ -61,6 +77,8 @@ BlockCodes CodesOf(DType type);
 //   Q8_0: q = qs, scale = d.       Q4_0: q = nibble (0..15), scale = d, min = 8 * d.
 //   Q4_K/Q5_K: q = 0..15 / 0..31, scale = d * sc[j], min = dmin * m[j].
 //   Q6_K: q = q6 - 32, scale = d * scales[j].
+//   Q4_1/Q5_1: q = 0..15 / 0..31, scale = d, min = -m.   Q5_0: q = 0..31, scale = d, min = 16 * d.
+//   Q2_K: q = 0..3, scale = d * sc[j], min = dmin * m[j].   Q3_K: q = -4..3, scale = d * sc[j].
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min);
 
 // f32 into n elements (whole blocks) of `type`; element types are converted with
@@ -72,6 +90,11 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
 //     few grid placements, then the scales and mins are stored in 6 bits against the
 //     super-block's d and dmin, and the codes are picked against the stored values.
 //   Q6_K: the same for a symmetric grid on sub-blocks of 16, with int8 scales.
+//   Q2_K: Q4_K's fit on sub-blocks of 16, scales and mins in 4 bits; Q3_K: Q6_K's on a
+//     -4..3 grid, scales in 6 bits (signed).
+//   Q5_0: Q4_0's reference quantizer with 5 bits (d = signed max / -16); Q4_1, Q5_1: the
+//     block's minimum as m and its span as 15 or 31 steps of d, codes picked against the
+//     stored d and m. These need not give ggml's bytes, only valid blocks of the format.
 // For the block formats, inputs that are not finite are read as 0, finite inputs are
 // clipped to +-2^40, and where a block needs a scale beyond the largest f16 (65504) the
 // scale saturates there and the values clip: the stored values are always finite.

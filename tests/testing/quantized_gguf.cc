@@ -21,6 +21,11 @@ uint32_t GgmlTypeOf(DType type) {
     case DType::kQ4_K: return 12;
     case DType::kQ5_K: return 13;
     case DType::kQ6_K: return 14;
+    case DType::kQ4_1: return 3;
+    case DType::kQ5_0: return 6;
+    case DType::kQ5_1: return 7;
+    case DType::kQ2_K: return 10;
+    case DType::kQ3_K: return 11;
   }
   return 0;
 }

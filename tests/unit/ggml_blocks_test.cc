@@ -20,7 +20,8 @@ using quant::DecodeBlock;
 using quant::Dequantize;
 using quant::Quantize;
 
-constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
+                                  DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
 
 // f16 bit patterns of a few exact values.
 constexpr uint16_t kHalfOne = 0x3c00;
@@ -196,6 +197,118 @@ TEST(GgmlBlocks, Q6_KHandBuilt) {
   }
 }
 
+// The 32-element formats with a fifth bit keep element e's in bit e of a little-endian
+// uint32: here elements 0, 20 and 31.
+constexpr uint8_t kFifthBits[4] = {0x01, 0x00, 0x10, 0x80};
+bool FifthBit(int e) { return e == 0 || e == 20 || e == 31; }
+// Byte i of qs holds element i in its low nibble and element i + 16 in its high one.
+int LegacyNibbleOf(int e) { return e < 16 ? e : 31 - e; }
+void PutLegacyNibbles(uint8_t* qs) {
+  for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(i | (15 - i) << 4);
+}
+
+TEST(GgmlBlocks, Q4_1HandBuilt) {
+  std::vector<uint8_t> block(20);
+  PutF16(block.data(), kHalfHalf);              // d
+  PutF16(block.data() + 2, kHalfMinusQuarter);  // m
+  PutLegacyNibbles(block.data() + 4);
+  const std::vector<float> y = DequantizeAll(DType::kQ4_1, block, 32);
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], 0.5f * static_cast<float>(LegacyNibbleOf(e)) - 0.25f) << e;
+  EXPECT_EQ(y[16], 7.25f);  // nibble 15
+}
+
+TEST(GgmlBlocks, Q5_0HandBuilt) {
+  std::vector<uint8_t> block(22);
+  PutF16(block.data(), kHalfOne);
+  std::memcpy(block.data() + 2, kFifthBits, 4);
+  PutLegacyNibbles(block.data() + 6);
+  const std::vector<float> y = DequantizeAll(DType::kQ5_0, block, 32);
+  for (int e = 0; e < 32; ++e) {
+    EXPECT_EQ(y[e], static_cast<float>(LegacyNibbleOf(e) + (FifthBit(e) ? 16 : 0) - 16)) << e;
+  }
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], -15.0f);
+  EXPECT_EQ(y[20], 11.0f);  // nibble 11 and the fifth bit
+}
+
+TEST(GgmlBlocks, Q5_1HandBuilt) {
+  std::vector<uint8_t> block(24);
+  PutF16(block.data(), kHalfHalf);      // d
+  PutF16(block.data() + 2, kHalfTwo);   // m
+  std::memcpy(block.data() + 4, kFifthBits, 4);
+  PutLegacyNibbles(block.data() + 8);
+  const std::vector<float> y = DequantizeAll(DType::kQ5_1, block, 32);
+  for (int e = 0; e < 32; ++e) {
+    EXPECT_EQ(y[e], 0.5f * static_cast<float>(LegacyNibbleOf(e) + (FifthBit(e) ? 16 : 0)) + 2.0f) << e;
+  }
+  EXPECT_EQ(y[0], 10.0f);
+}
+
+// Q2_K's and Q3_K's two low bits: each half of 128 elements has 32 bytes, element
+// 128 h + 32 p + l in bits 2p, 2p + 1 of byte 32 h + l.
+int Code2(int e) { return (e * 5 + e / 7) % 4; }
+void PutTwoBitCodes(uint8_t* qs, int (*code)(int)) {
+  for (int e = 0; e < 256; ++e) qs[32 * (e / 128) + e % 32] |= static_cast<uint8_t>(code(e) << (2 * (e % 128 / 32)));
+}
+
+TEST(GgmlBlocks, Q2_KHandBuilt) {
+  std::vector<uint8_t> block(84, 0);
+  // Sub-block j (16 elements): scale j in the low nibble, min 15 - j in the high one.
+  for (int j = 0; j < 16; ++j) block[j] = static_cast<uint8_t>(j | (15 - j) << 4);
+  PutTwoBitCodes(block.data() + 16, Code2);
+  PutF16(block.data() + 80, kHalfTwo);   // d
+  PutF16(block.data() + 82, kHalfHalf);  // dmin
+  const std::vector<float> y = DequantizeAll(DType::kQ2_K, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int j = e / 16;
+    EXPECT_EQ(y[e], 2.0f * static_cast<float>(j * Code2(e)) - 0.5f * static_cast<float>(15 - j)) << e;
+  }
+
+  // One code alone: byte 16 + 37 is half 1, l = 5; bits 4-5 are element 128 + 64 + 5.
+  std::vector<uint8_t> single(84, 0);
+  for (int j = 0; j < 16; ++j) single[j] = 3;  // scale 3, min 0
+  PutF16(single.data() + 80, kHalfOne);
+  single[16 + 37] = 2 << 4;
+  const std::vector<float> z = DequantizeAll(DType::kQ2_K, single, 256);
+  for (int e = 0; e < 256; ++e) EXPECT_EQ(z[e], e == 197 ? 6.0f : 0.0f) << e;
+}
+
+// Q3_K's sixteen scales (stored as sc + 32 in 6 bits), laid out by hand: scale i = 4 g + k
+// has its low 4 bits in a nibble of byte k (g 0: low, g 2: high) or byte 4 + k (g 1: low,
+// g 3: high), its top 2 bits in bits 2g, 2g + 1 of byte 8 + k.
+int Q3Scale(int i) { return 4 * i - 31; }  // -31, -27, ..., 29: every top-bit pattern
+void PutQ3Scales(uint8_t* s) {
+  for (int i = 0; i < 16; ++i) {
+    const int v = Q3Scale(i) + 32, k = i % 4, g = i / 4;
+    const int byte = g % 2 == 0 ? k : 4 + k;
+    s[byte] |= static_cast<uint8_t>((v & 15) << (g < 2 ? 0 : 4));
+    s[8 + k] |= static_cast<uint8_t>((v >> 4) << (2 * g));
+  }
+}
+bool ThirdBit(int e) { return (e * 3 + e / 11) % 5 < 2; }
+
+TEST(GgmlBlocks, Q3_KHandBuilt) {
+  std::vector<uint8_t> block(110, 0);
+  // hmask: element e's bit is bit 4 (e / 128) + (e % 128) / 32 of byte e % 32.
+  for (int e = 0; e < 256; ++e) {
+    if (ThirdBit(e)) block[e % 32] |= static_cast<uint8_t>(1 << (4 * (e / 128) + e % 128 / 32));
+  }
+  PutTwoBitCodes(block.data() + 32, Code2);
+  PutQ3Scales(block.data() + 96);
+  PutF16(block.data() + 108, kHalfHalf);  // d
+  const std::vector<float> y = DequantizeAll(DType::kQ3_K, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    const int q = Code2(e) - (ThirdBit(e) ? 0 : 4);
+    EXPECT_EQ(y[e], 0.5f * static_cast<float>(Q3Scale(e / 16)) * static_cast<float>(q)) << e;
+  }
+  // Spot values: scale 0 is -31; element 0 has code 0 and its third bit (q = 0), element
+  // 1 code 1 and no third bit (q = -3).
+  EXPECT_TRUE(ThirdBit(0));
+  EXPECT_FALSE(ThirdBit(1));
+  EXPECT_EQ(y[0], 0.0f);
+  EXPECT_EQ(y[1], 46.5f);
+}
+
 TEST(GgmlBlocks, MultipleBlocksAdvanceByBlockBytes) {
   // Two Q8_0 blocks: the second's scale and codes must land in elements 32..63.
   std::vector<uint8_t> blocks(68, 0);
@@ -234,6 +347,22 @@ TEST(GgmlBlocks, CodesOfDescribesEachFormat) {
   EXPECT_EQ(CodesOf(DType::kQ4_K).max_abs_quant, 15);
   EXPECT_EQ(CodesOf(DType::kQ5_K).max_abs_quant, 31);
   EXPECT_EQ(CodesOf(DType::kQ6_K).max_abs_quant, 32);
+  for (DType t : {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1}) {
+    EXPECT_EQ(CodesOf(t).sub_block, 32);
+    EXPECT_TRUE(CodesOf(t).has_min);
+    EXPECT_FALSE(CodesOf(t).signed_quants);
+  }
+  EXPECT_EQ(CodesOf(DType::kQ4_1).max_abs_quant, 15);
+  EXPECT_EQ(CodesOf(DType::kQ5_0).max_abs_quant, 31);
+  EXPECT_EQ(CodesOf(DType::kQ5_1).max_abs_quant, 31);
+  EXPECT_EQ(CodesOf(DType::kQ2_K).sub_block, 16);
+  EXPECT_TRUE(CodesOf(DType::kQ2_K).has_min);
+  EXPECT_FALSE(CodesOf(DType::kQ2_K).signed_quants);
+  EXPECT_EQ(CodesOf(DType::kQ2_K).max_abs_quant, 3);
+  EXPECT_EQ(CodesOf(DType::kQ3_K).sub_block, 16);
+  EXPECT_FALSE(CodesOf(DType::kQ3_K).has_min);
+  EXPECT_TRUE(CodesOf(DType::kQ3_K).signed_quants);
+  EXPECT_EQ(CodesOf(DType::kQ3_K).max_abs_quant, 4);
 }
 
 uint16_t RandomFiniteF16(std::mt19937& rng) {
@@ -260,6 +389,21 @@ std::vector<uint8_t> RandomBlock(DType type, std::mt19937& rng) {
     case DType::kQ6_K:
       PutF16(block.data() + 208, RandomFiniteF16(rng));
       break;
+    case DType::kQ4_1:
+    case DType::kQ5_1:
+      PutF16(block.data(), RandomFiniteF16(rng));
+      PutF16(block.data() + 2, RandomFiniteF16(rng));
+      break;
+    case DType::kQ5_0:
+      PutF16(block.data(), RandomFiniteF16(rng));
+      break;
+    case DType::kQ2_K:
+      PutF16(block.data() + 80, RandomFiniteF16(rng));
+      PutF16(block.data() + 82, RandomFiniteF16(rng));
+      break;
+    case DType::kQ3_K:
+      PutF16(block.data() + 108, RandomFiniteF16(rng));
+      break;
     default:
       break;
   }
@@ -275,8 +419,10 @@ TEST(GgmlBlocks, DecodeBlockMatchesDequantizeBitwise) {
     const int sub_blocks = elements / codes.sub_block;
     int min_code = 0, max_code = 15;  // Q4_0, Q4_K
     if (type == DType::kQ8_0) min_code = -128, max_code = 127;
-    if (type == DType::kQ5_K) max_code = 31;
+    if (type == DType::kQ5_K || type == DType::kQ5_0 || type == DType::kQ5_1) max_code = 31;
     if (type == DType::kQ6_K) min_code = -32, max_code = 31;
+    if (type == DType::kQ2_K) max_code = 3;
+    if (type == DType::kQ3_K) min_code = -4, max_code = 3;
     std::vector<int8_t> q(elements);
     std::vector<float> scale(sub_blocks), min(sub_blocks), reference(elements);
     int mismatches = 0;
@@ -333,7 +479,8 @@ double RelativeRms(const std::vector<float>& x, const std::vector<float>& y) {
 }
 
 // Relative RMS error bounds on Gaussian data; measured (64 super-blocks, two scales of
-// data, sigma 1 and 0.02) Q8_0 0.53%, Q4_0 8.56%, Q4_K 7.01%, Q5_K 3.48%, Q6_K 1.72%.
+// data, sigma 1 and 0.02) Q8_0 0.53%, Q4_0 8.56%, Q4_1 7.80%, Q5_0 4.23%, Q5_1 3.78%,
+// Q2_K 26.5%, Q3_K 14.3%, Q4_K 7.01%, Q5_K 3.48%, Q6_K 1.72%.
 double ErrorBound(DType type) {
   switch (type) {
     case DType::kQ8_0:
@@ -346,6 +493,16 @@ double ErrorBound(DType type) {
       return 0.045;
     case DType::kQ6_K:
       return 0.025;
+    case DType::kQ4_1:
+      return 0.1;
+    case DType::kQ5_0:
+      return 0.055;
+    case DType::kQ5_1:
+      return 0.05;
+    case DType::kQ2_K:
+      return 0.33;
+    case DType::kQ3_K:
+      return 0.18;
     default:
       return 0;
   }

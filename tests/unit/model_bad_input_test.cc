@@ -133,13 +133,13 @@ TEST_F(ModelBadInputTest, VocabSizeDisagreesWithEmbedding) {
 
 TEST_F(ModelBadInputTest, UnsupportedGgufTensorType) {
   GgufWriter w = Stories();
-  // Q5_0 (type 6): a block type crossreg does not read; its name and the supported ones
+  // IQ4_NL (type 20): a block type crossreg does not read; its name and the supported ones
   // are in the message.
-  w.SetTensor("blk.0.ffn_up.weight", 6, {172, 64}, std::string(172 * 2 * 22, '\0'));
+  w.SetTensor("blk.0.ffn_up.weight", 20, {172, 64}, std::string(172 * 2 * 18, '\0'));
   absl::Status s = LoadGguf(w);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("Q5_0"));
-  EXPECT_THAT(s.message(), HasSubstr("type 6"));
+  EXPECT_THAT(s.message(), HasSubstr("IQ4_NL"));
+  EXPECT_THAT(s.message(), HasSubstr("type 20"));
   EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_up.weight"));
   EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
 }
