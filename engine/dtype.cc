@@ -81,6 +81,8 @@ void ConvertToF32(DType src_type, const void* src, float* dst, size_t n) {
     case DType::kQ5_1:
     case DType::kQ2_K:
     case DType::kQ3_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
       quant::Dequantize(src_type, src, dst, static_cast<int64_t>(n));
       return;
   }

@@ -14,7 +14,8 @@ namespace crossreg {
 // stored as GGUF files hold them: a block of 32 (or 256, the K-quants) elements is one
 // run of bytes with its scales inside (engine/quant/ggml_blocks.h has the layouts).
 // Their sizes are per block, so use DTypeBytes, not an element size, for quantized data.
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K };
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0, kQ4_0, kQ4_K, kQ5_K, kQ6_K, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K,
+                             kIQ4_NL, kIQ4_XS };
 
 inline bool IsQuantized(DType t) { return t >= DType::kQ8_0; }
 
@@ -22,8 +23,8 @@ inline bool IsQuantized(DType t) { return t >= DType::kQ8_0; }
 inline int64_t DTypeBlockElements(DType t) {
   switch (t) {
     case DType::kF32: case DType::kF16: case DType::kBF16: return 1;
-    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: return 32;
-    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kQ2_K: case DType::kQ3_K: return 256;
+    case DType::kQ8_0: case DType::kQ4_0: case DType::kQ4_1: case DType::kQ5_0: case DType::kQ5_1: case DType::kIQ4_NL: return 32;
+    case DType::kQ4_K: case DType::kQ5_K: case DType::kQ6_K: case DType::kQ2_K: case DType::kQ3_K: case DType::kIQ4_XS: return 256;
   }
   return 1;
 }
@@ -44,6 +45,8 @@ inline size_t DTypeBlockBytes(DType t) {
     case DType::kQ5_1: return 24;   // f16 scale, f16 offset, 32 fifth bits, 32 nibbles
     case DType::kQ2_K: return 84;   // 16 bytes of 4-bit scales/mins, 64 bytes of 2-bit codes, f16 d, f16 dmin
     case DType::kQ3_K: return 110;  // 32 bytes of third bits, 64 bytes of 2-bit codes, 12 bytes of 6-bit scales, f16 d
+    case DType::kIQ4_NL: return 18;  // f16 scale, 32 nibbles indexing a table of 16 values
+    case DType::kIQ4_XS: return 136; // f16 d, 2 + 4 bytes of 6-bit scales, 128 nibble bytes (as IQ4_NL's)
   }
   return 0;
 }
@@ -72,6 +75,8 @@ inline std::string_view DTypeName(DType t) {
     case DType::kQ5_1: return "Q5_1";
     case DType::kQ2_K: return "Q2_K";
     case DType::kQ3_K: return "Q3_K";
+    case DType::kIQ4_NL: return "IQ4_NL";
+    case DType::kIQ4_XS: return "IQ4_XS";
   }
   return "?";
 }

@@ -229,11 +229,14 @@ absl::StatusOr<DType> DTypeFromGgml(uint32_t type, const std::string& path,
     case 7: return DType::kQ5_1;
     case 10: return DType::kQ2_K;
     case 11: return DType::kQ3_K;
+    case 20: return DType::kIQ4_NL;
+    case 23: return DType::kIQ4_XS;
   }
   return absl::InvalidArgumentError(absl::StrCat(
       path, ": tensor '", tensor, "' has unsupported ggml type ", type, " (", GgmlTypeName(type),
-      "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K (the types "
-      "of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M and Q6_K files)"));
+      "); supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, "
+      "IQ4_XS (the types of Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K_S/M/L, Q4_K_S/M, Q5_K_S/M, Q6_K, "
+      "IQ4_NL and IQ4_XS files)"));
 }
 
 // Reads one tensor directory entry; data range is checked later, once the data

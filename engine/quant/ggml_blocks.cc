@@ -30,6 +30,12 @@ constexpr int kQ2KDmin = 82;
 constexpr int kQ3KQs = 32;  // Q3_K: hmask at 0
 constexpr int kQ3KScales = 96;
 constexpr int kQ3KD = 108;
+constexpr int kIq4NlQs = 2;     // IQ4_NL: d at 0
+constexpr int kIq4XsScalesH = 2;  // IQ4_XS: d at 0, a uint16 of scales' top bits, 4 bytes of low nibbles
+constexpr int kIq4XsScalesL = 4;
+constexpr int kIq4XsQs = 8;
+// The 16 values IQ4_NL's and IQ4_XS's nibbles index (ggml's non-linear 4-bit grid).
+constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
 constexpr int kSuperBlock = 256;
 constexpr int kSubBlocksK = 8;     // Q4_K/Q5_K: sub-blocks of 32
@@ -117,6 +123,13 @@ int Q6KHighShift(int e) { return 2 * (e % 128 / 32); }
 // Q4_0, Q4_1, Q5_0, Q5_1: elements 0..15 in the low nibbles of qs, 16..31 in the high ones;
 // Q5_0 and Q5_1 keep element e's fifth bit in bit e of the 32-bit qh.
 int LegacyNibble(const uint8_t* qs, int e) { return (qs[e % 16] >> (4 * (e / 16))) & 15; }
+// IQ4_XS: sub-block j's 6-bit scale (stored + 32), its low 4 bits a nibble of the low
+// bytes, its top 2 bits two of the uint16.
+int Iq4XsScale(const uint8_t* b, int j) {
+  const int low = (b[kIq4XsScalesL + j / 2] >> (4 * (j % 2))) & 15;
+  const int high = (LoadU16(b + kIq4XsScalesH) >> (2 * j)) & 3;
+  return (low | high << 4) - 32;
+}
 // Q2_K and Q3_K: element e's two low bits, and Q3_K's third bit (a bit of hmask[e % 32]).
 int Q2KByte(int e) { return 32 * (e / 128) + e % 32; }
 int Q2KShift(int e) { return 2 * (e % 128 / 32); }
@@ -227,6 +240,17 @@ void DequantizeQ3_K(const uint8_t* b, float* y) {
           y[128 * h + 32 * pass + l] = scale * static_cast<float>(code);
         }
       }
+    }
+  }
+}
+
+// IQ4_NL (one sub-block) and IQ4_XS (eight): each 32 elements' nibbles as Q4_0's, the
+// value d * table[nibble] with d per sub-block.
+void DequantizeIq4(const float* scales, const uint8_t* qs, int sub_blocks, float* y) {
+  for (int j = 0; j < sub_blocks; ++j) {
+    for (int i = 0; i < 16; ++i) {
+      y[32 * j + i] = scales[j] * static_cast<float>(kIq4Values[qs[16 * j + i] & 15]);
+      y[32 * j + i + 16] = scales[j] * static_cast<float>(kIq4Values[qs[16 * j + i] >> 4]);
     }
   }
 }
@@ -681,6 +705,106 @@ void QuantizeQ3_K(const float* x, uint8_t* b) {
   }
 }
 
+// The IQ4 grid: the table entry nearest x / scale, and the squared error of 32 values at
+// their nearest entries.
+int NearestIq4Code(float x, float scale) {
+  int best = 0;
+  float best_err = INFINITY;
+  for (int c = 0; c < 16; ++c) {
+    const float diff = x - scale * static_cast<float>(kIq4Values[c]);
+    if (diff * diff < best_err) {
+      best_err = diff * diff;
+      best = c;
+    }
+  }
+  return best;
+}
+
+float Iq4Error(const float* x, float scale) {
+  float err = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    const float diff = x[i] - scale * static_cast<float>(kIq4Values[NearestIq4Code(x[i], scale)]);
+    err += diff * diff;
+  }
+  return err;
+}
+
+// A sub-block's IQ4 scale: its value of largest magnitude at either end of the grid
+// (-127 or 113), and a few scales either side of those, by the squared error.
+float FitIq4Scale(const float* x) {
+  float extreme = 0.0f;
+  for (int i = 0; i < 32; ++i) {
+    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
+  }
+  if (extreme == 0.0f) return 0.0f;
+  float best = extreme / -127.0f;
+  float best_err = Iq4Error(x, best);
+  for (float end : {-127.0f, 113.0f}) {
+    for (float stretch : {0.85f, 0.9f, 0.95f, 1.0f, 1.05f}) {
+      const float scale = extreme / end * stretch;
+      const float err = Iq4Error(x, scale);
+      if (err < best_err) {
+        best_err = err;
+        best = scale;
+      }
+    }
+  }
+  return best;
+}
+
+void PackIq4Nibbles(const float* x, const float* scales, int sub_blocks, uint8_t* qs) {
+  for (int j = 0; j < sub_blocks; ++j) {
+    for (int i = 0; i < 16; ++i) {
+      const int lo = NearestIq4Code(x[32 * j + i], scales[j]);
+      const int hi = NearestIq4Code(x[32 * j + i + 16], scales[j]);
+      qs[16 * j + i] = static_cast<uint8_t>(lo | hi << 4);
+    }
+  }
+}
+
+void QuantizeIq4Nl(const float* x, uint8_t* b) {
+  const uint16_t d_bits = ToF16Saturated(FitIq4Scale(x));
+  StoreU16(b, d_bits);
+  const float d = F16ToF32(d_bits);
+  PackIq4Nibbles(x, &d, 1, b + kIq4NlQs);
+}
+
+void QuantizeIq4Xs(const float* x, uint8_t* b) {
+  float sub_scale[kSubBlocksK];
+  float extreme = 0.0f;
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    sub_scale[j] = FitIq4Scale(x + 32 * j);
+    if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
+  }
+  // As Q3_K's: the largest scale at the wider (-32) end of the 6-bit range, each
+  // sub-block the better neighbour of its rounded scale.
+  const uint16_t d_bits = ToF16NotSmaller(extreme / -32.0f);
+  StoreU16(b, d_bits);
+  const float d = F16ToF32(d_bits);
+  float scales[kSubBlocksK];
+  uint16_t high = 0;
+  std::memset(b + kIq4XsScalesL, 0, 4);
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -32, 31) : 0;
+    int ls = near;
+    float best_err = Iq4Error(x + 32 * j, d * static_cast<float>(near));
+    for (int try_ls : {near - 1, near + 1}) {
+      if (try_ls < -32 || try_ls > 31) continue;
+      const float err = Iq4Error(x + 32 * j, d * static_cast<float>(try_ls));
+      if (err < best_err) {
+        best_err = err;
+        ls = try_ls;
+      }
+    }
+    scales[j] = d * static_cast<float>(ls);
+    const int stored = ls + 32;
+    b[kIq4XsScalesL + j / 2] |= static_cast<uint8_t>((stored & 15) << (4 * (j % 2)));
+    high |= static_cast<uint16_t>((stored >> 4) << (2 * j));
+  }
+  StoreU16(b + kIq4XsScalesH, high);
+  PackIq4Nibbles(x, scales, kSubBlocksK, b + kIq4XsQs);
+}
+
 }  // namespace
 
 void Dequantize(DType type, const void* src, float* dst, int64_t n) {
@@ -726,6 +850,23 @@ void Dequantize(DType type, const void* src, float* dst, int64_t n) {
       case DType::kQ3_K:
         DequantizeQ3_K(b, y);
         break;
+      case DType::kIQ4_NL: {
+        const float d = LoadF16(b);
+        DequantizeIq4(&d, b + kIq4NlQs, 1, y);
+        break;
+      }
+      case DType::kIQ4_XS: {
+        // Read as ggml does: each sub-block's 6-bit scale from its nibble and its two bits.
+        const float d = LoadF16(b);
+        const uint16_t high = LoadU16(b + kIq4XsScalesH);
+        float scales[kSubBlocksK];
+        for (int j = 0; j < kSubBlocksK; ++j) {
+          const int ls = ((b[kIq4XsScalesL + j / 2] >> (4 * (j % 2))) & 15) | ((high >> (2 * j)) & 3) << 4;
+          scales[j] = d * static_cast<float>(ls - 32);
+        }
+        DequantizeIq4(scales, b + kIq4XsQs, kSubBlocksK, y);
+        break;
+      }
       default:
         break;
     }
@@ -753,6 +894,9 @@ BlockCodes CodesOf(DType type) {
       return {16, true, false, 3};
     case DType::kQ3_K:
       return {16, false, true, 4};
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return {32, false, true, 127};  // the table's values, -127..113
     default:
       break;
   }
@@ -849,6 +993,19 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
       }
       return;
     }
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: {
+      const bool xs = type == DType::kIQ4_XS;
+      const int sub_blocks = xs ? kSubBlocksK : 1;
+      const float d = LoadF16(b);
+      const uint8_t* qs = b + (xs ? kIq4XsQs : kIq4NlQs);
+      for (int j = 0; j < sub_blocks; ++j) {
+        scale[j] = xs ? d * static_cast<float>(Iq4XsScale(b, j)) : d;
+        min[j] = 0.0f;
+        for (int e = 0; e < 32; ++e) q[32 * j + e] = kIq4Values[LegacyNibble(qs + 16 * j, e)];
+      }
+      return;
+    }
     default:
       break;
   }
@@ -909,6 +1066,12 @@ void Quantize(DType type, const float* src, void* dst, int64_t n) {
         break;
       case DType::kQ3_K:
         QuantizeQ3_K(x, b);
+        break;
+      case DType::kIQ4_NL:
+        QuantizeIq4Nl(x, b);
+        break;
+      case DType::kIQ4_XS:
+        QuantizeIq4Xs(x, b);
         break;
       default:
         break;

@@ -1,5 +1,5 @@
 // GGML's block-quantized weight formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K,
-// Q5_K, Q6_K), byte for byte
+// Q5_K, Q6_K, IQ4_NL, IQ4_XS), byte for byte
 // as GGUF files store them: decoding to f32, decoding one block to integer codes for the
 // int8 CPU kernels, and quantizing f32 into blocks.
 //
@@ -24,6 +24,13 @@
 //     scales[k + 4 * (g % 2)], the top 2 bits bits 2g, 2g + 1 of scales[8 + k]; sc[i] = that - 32
 //     q(e) = low 2 bits as in Q2_K, less 4 unless bit 4 * (e / 128) + e % 128 / 32 of hmask[e % 32]
 //     x[e] = (d * sc[e / 16]) * q(e)
+//   IQ4_NL, 32 elements, 18 bytes: f16 d | uint8 qs[16]
+//     x[e] = d * grid[nibble(e)], grid = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25,
+//     38, 53, 69, 89, 113}
+//   IQ4_XS, 256 elements, 136 bytes: f16 d | uint16 scales_h | uint8 scales_l[4] | uint8 qs[128]
+//     eight sub-blocks of 32, j = e / 32: ls[j] = (scales_l[j / 2] >> 4 * (j % 2)) & 15 |
+//     ((scales_h >> 2j) & 3) << 4; each sub-block's 16 bytes of qs as IQ4_NL's
+//     x[e] = (d * (ls[j] - 32)) * grid[nibble]
 //   Q4_K, 256 elements, 144 bytes: f16 d | f16 dmin | uint8 scales[12] | uint8 qs[128]
 //     eight sub-blocks of 32, j = e / 32, each with a 6-bit scale sc[j] and 6-bit min m[j]:
 //       j < 4:  sc[j] = scales[j] & 63;          m[j] = scales[j + 4] & 63
@@ -79,6 +86,7 @@ BlockCodes CodesOf(DType type);
 //   Q6_K: q = q6 - 32, scale = d * scales[j].
 //   Q4_1/Q5_1: q = 0..15 / 0..31, scale = d, min = -m.   Q5_0: q = 0..31, scale = d, min = 16 * d.
 //   Q2_K: q = 0..3, scale = d * sc[j], min = dmin * m[j].   Q3_K: q = -4..3, scale = d * sc[j].
+//   IQ4_NL/IQ4_XS: q = grid[nibble] (-127..113), scale = d / d * (ls[j] - 32).
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min);
 
 // f32 into n elements (whole blocks) of `type`; element types are converted with
@@ -94,7 +102,9 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
 //     -4..3 grid, scales in 6 bits (signed).
 //   Q5_0: Q4_0's reference quantizer with 5 bits (d = signed max / -16); Q4_1, Q5_1: the
 //     block's minimum as m and its span as 15 or 31 steps of d, codes picked against the
-//     stored d and m. These need not give ggml's bytes, only valid blocks of the format.
+//     stored d and m. IQ4_NL, IQ4_XS: a scale per 32 by the grid's squared error among a few
+//     placements of the block's extreme value; IQ4_XS's in 6 bits against d as Q3_K's.
+//     These need not give ggml's bytes, only valid blocks of the format.
 // For the block formats, inputs that are not finite are read as 0, finite inputs are
 // clipped to +-2^40, and where a block needs a scale beyond the largest f16 (65504) the
 // scale saturates there and the values clip: the stored values are always finite.

@@ -39,7 +39,8 @@ ABSL_FLAG(std::vector<std::string>, model, {}, "Models to benchmark (.gguf or HF
 ABSL_FLAG(bool, random100m, true, "Also benchmark a random ~110M-parameter Llama (12 x 768, vocab 32000)");
 ABSL_FLAG(std::vector<std::string>, random100m_types, std::vector<std::string>({"bf16"}),
           "Weight types of the random ~110M model: bf16, f32, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (the quantized "
-          "ones in the standard quantizer's layouts), and every tensor in one of q4_1, q5_0, q5_1, q2_k, q3_k");
+          "ones in the standard quantizer's layouts), and every tensor in one of q4_1, q5_0, q5_1, q2_k, q3_k, "
+          "iq4_nl, iq4_xs");
 ABSL_FLAG(std::vector<std::string>, batches, std::vector<std::string>({"1", "8"}), "Batch sizes (sequences per forward)");
 ABSL_FLAG(std::vector<std::string>, rows, std::vector<std::string>({"1", "2", "4", "8", "16", "32"}),
           "Rows of one sequence per forward for the cost-curve table");
@@ -51,7 +52,8 @@ ABSL_FLAG(int, prefill, 512, "Prompt tokens of the prefill measurement (one forw
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
 ABSL_FLAG(bool, gemm, true, "Also time the linear kernel alone at the ~110M model's shapes");
 ABSL_FLAG(std::vector<std::string>, gemm_types, std::vector<std::string>({"bf16"}),
-          "Weight types of the --gemm table: bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k");
+          "Weight types of the --gemm table: bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
+          "iq4_nl, iq4_xs");
 
 namespace crossreg {
 namespace {
@@ -174,6 +176,8 @@ absl::StatusOr<RandomModelOptions> RandomModelOptionsFor(const std::string& type
   else if (t == "q5_1") o.dtype = DType::kQ5_1;
   else if (t == "q2_k") o.dtype = DType::kQ2_K;
   else if (t == "q3_k") o.dtype = DType::kQ3_K;
+  else if (t == "iq4_nl") o.dtype = DType::kIQ4_NL;
+  else if (t == "iq4_xs") o.dtype = DType::kIQ4_XS;
   else if (t == "q4_k_m") o.dtype = DType::kQ4_K, o.k_quant_mix = true;
   else if (t == "q5_k_m") o.dtype = DType::kQ5_K, o.k_quant_mix = true;
   else return absl::InvalidArgumentError(absl::StrCat("unknown type '", type, "'"));
@@ -342,12 +346,13 @@ std::vector<unsigned char> RandomWeights(DType type, int64_t out, int64_t in, Rn
 
 absl::StatusOr<DType> GemmType(const std::string& name) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K}) {
+                  DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL,
+                  DType::kIQ4_XS}) {
     if (absl::EqualsIgnoreCase(std::string(DTypeName(t)), name)) return t;
   }
   return absl::InvalidArgumentError(absl::StrCat("--gemm_types: unknown weight type '", name,
                                                  "'; expected bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, "
-                                                 "q3_k, q4_k, q5_k or q6_k"));
+                                                 "q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs"));
 }
 
 int BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {

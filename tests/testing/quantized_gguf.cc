@@ -26,6 +26,8 @@ uint32_t GgmlTypeOf(DType type) {
     case DType::kQ5_1: return 7;
     case DType::kQ2_K: return 10;
     case DType::kQ3_K: return 11;
+    case DType::kIQ4_NL: return 20;
+    case DType::kIQ4_XS: return 23;
   }
   return 0;
 }

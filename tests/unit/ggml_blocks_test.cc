@@ -21,7 +21,8 @@ using quant::Dequantize;
 using quant::Quantize;
 
 constexpr DType kQuantTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
-                                  DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                                  DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL,
+                                  DType::kIQ4_XS};
 
 // f16 bit patterns of a few exact values.
 constexpr uint16_t kHalfOne = 0x3c00;
@@ -309,6 +310,44 @@ TEST(GgmlBlocks, Q3_KHandBuilt) {
   EXPECT_EQ(y[1], 46.5f);
 }
 
+// ggml's IQ4 grid, written out here so the test does not read the code's copy.
+constexpr int kIq4Grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+TEST(GgmlBlocks, Iq4NlHandBuilt) {
+  std::vector<uint8_t> block(18);
+  PutF16(block.data(), kHalfHalf);
+  PutLegacyNibbles(block.data() + 2);
+  const std::vector<float> y = DequantizeAll(DType::kIQ4_NL, block, 32);
+  for (int e = 0; e < 32; ++e) EXPECT_EQ(y[e], 0.5f * static_cast<float>(kIq4Grid[LegacyNibbleOf(e)])) << e;
+  EXPECT_EQ(y[0], -63.5f);
+  EXPECT_EQ(y[16], 56.5f);  // nibble 15: 113
+}
+
+TEST(GgmlBlocks, Iq4XsHandBuilt) {
+  std::vector<uint8_t> block(136, 0);
+  PutF16(block.data(), kHalfOne);
+  // Sub-block j's scale is stored + 32 in 6 bits: low nibble j % 2 of byte 4 + j / 2, top
+  // two bits at bit 2j of the little-endian uint16 at byte 2. Scales -32, -23, ..., 31.
+  auto scale_of = [](int j) { return 9 * j - 32; };
+  uint16_t high = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int v = scale_of(j) + 32;
+    block[4 + j / 2] |= static_cast<uint8_t>((v & 15) << (4 * (j % 2)));
+    high |= static_cast<uint16_t>((v >> 4) << (2 * j));
+  }
+  PutF16(block.data() + 2, high);
+  // Each sub-block's 32 nibbles as IQ4_NL's, in 16 bytes of qs at byte 8 + 16 j.
+  for (int j = 0; j < 8; ++j) PutLegacyNibbles(block.data() + 8 + 16 * j);
+  block[8 + 16 * 3 + 5] = 0x9c;  // sub-block 3: element 5 nibble 12, element 21 nibble 9
+  const std::vector<float> y = DequantizeAll(DType::kIQ4_XS, block, 256);
+  for (int e = 0; e < 256; ++e) {
+    int nibble = LegacyNibbleOf(e % 32);
+    if (e == 3 * 32 + 5) nibble = 12;
+    if (e == 3 * 32 + 21) nibble = 9;
+    EXPECT_EQ(y[e], static_cast<float>(scale_of(e / 32) * kIq4Grid[nibble])) << e;
+  }
+}
+
 TEST(GgmlBlocks, MultipleBlocksAdvanceByBlockBytes) {
   // Two Q8_0 blocks: the second's scale and codes must land in elements 32..63.
   std::vector<uint8_t> blocks(68, 0);
@@ -363,6 +402,12 @@ TEST(GgmlBlocks, CodesOfDescribesEachFormat) {
   EXPECT_FALSE(CodesOf(DType::kQ3_K).has_min);
   EXPECT_TRUE(CodesOf(DType::kQ3_K).signed_quants);
   EXPECT_EQ(CodesOf(DType::kQ3_K).max_abs_quant, 4);
+  for (DType t : {DType::kIQ4_NL, DType::kIQ4_XS}) {
+    EXPECT_EQ(CodesOf(t).sub_block, 32);
+    EXPECT_FALSE(CodesOf(t).has_min);
+    EXPECT_TRUE(CodesOf(t).signed_quants);
+    EXPECT_EQ(CodesOf(t).max_abs_quant, 127);
+  }
 }
 
 uint16_t RandomFiniteF16(std::mt19937& rng) {
@@ -404,6 +449,10 @@ std::vector<uint8_t> RandomBlock(DType type, std::mt19937& rng) {
     case DType::kQ3_K:
       PutF16(block.data() + 108, RandomFiniteF16(rng));
       break;
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      PutF16(block.data(), RandomFiniteF16(rng));
+      break;
     default:
       break;
   }
@@ -423,6 +472,7 @@ TEST(GgmlBlocks, DecodeBlockMatchesDequantizeBitwise) {
     if (type == DType::kQ6_K) min_code = -32, max_code = 31;
     if (type == DType::kQ2_K) max_code = 3;
     if (type == DType::kQ3_K) min_code = -4, max_code = 3;
+    if (type == DType::kIQ4_NL || type == DType::kIQ4_XS) min_code = -127, max_code = 113;
     std::vector<int8_t> q(elements);
     std::vector<float> scale(sub_blocks), min(sub_blocks), reference(elements);
     int mismatches = 0;
@@ -480,7 +530,7 @@ double RelativeRms(const std::vector<float>& x, const std::vector<float>& y) {
 
 // Relative RMS error bounds on Gaussian data; measured (64 super-blocks, two scales of
 // data, sigma 1 and 0.02) Q8_0 0.53%, Q4_0 8.56%, Q4_1 7.80%, Q5_0 4.23%, Q5_1 3.78%,
-// Q2_K 26.5%, Q3_K 14.3%, Q4_K 7.01%, Q5_K 3.48%, Q6_K 1.72%.
+// Q2_K 26.5%, Q3_K 14.3%, Q4_K 7.01%, Q5_K 3.48%, Q6_K 1.72%, IQ4_NL 7.37%, IQ4_XS 7.35%.
 double ErrorBound(DType type) {
   switch (type) {
     case DType::kQ8_0:
@@ -503,6 +553,9 @@ double ErrorBound(DType type) {
       return 0.33;
     case DType::kQ3_K:
       return 0.18;
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
+      return 0.095;
     default:
       return 0;
   }
@@ -557,8 +610,10 @@ TEST(GgmlBlocks, QuantizeZeroSubBlockAmongNonZero) {
     for (int i = 32; i < 64; ++i) x[i] = 0.0f;
     const std::vector<float> y = RoundTrip(type, x);
     for (int i = 32; i < 64; ++i) EXPECT_EQ(y[i], 0.0f) << i;
-    // Q8_0 and Q4_0 also hold an exact 0 inside a non-zero block (code 0, code 8).
-    if (!CodesOf(type).has_min || type == DType::kQ4_0) {
+    // The formats with a zero code hold an exact 0 inside a non-zero block too (Q4_0:
+    // code 8); IQ4's grid has no 0 (its nearest values are 1 and -10 steps).
+    const bool iq4 = type == DType::kIQ4_NL || type == DType::kIQ4_XS;
+    if ((!CodesOf(type).has_min || type == DType::kQ4_0) && !iq4) {
       std::vector<float> partly = Gaussian(n, 1.0f, 6);
       for (int i = 3; i < 9; ++i) partly[i] = 0.0f;
       const std::vector<float> z = RoundTrip(type, partly);

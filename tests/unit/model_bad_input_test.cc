@@ -133,13 +133,13 @@ TEST_F(ModelBadInputTest, VocabSizeDisagreesWithEmbedding) {
 
 TEST_F(ModelBadInputTest, UnsupportedGgufTensorType) {
   GgufWriter w = Stories();
-  // IQ4_NL (type 20): a block type crossreg does not read; its name and the supported ones
+  // IQ2_XXS (type 16): a block type crossreg does not read; its name and the supported ones
   // are in the message.
-  w.SetTensor("blk.0.ffn_up.weight", 20, {172, 64}, std::string(172 * 2 * 18, '\0'));
+  w.SetTensor("blk.0.ffn_up.weight", 16, {172, 64}, std::string(172 * 66, '\0'));
   absl::Status s = LoadGguf(w);
   ASSERT_FALSE(s.ok());
-  EXPECT_THAT(s.message(), HasSubstr("IQ4_NL"));
-  EXPECT_THAT(s.message(), HasSubstr("type 20"));
+  EXPECT_THAT(s.message(), HasSubstr("IQ2_XXS"));
+  EXPECT_THAT(s.message(), HasSubstr("type 16"));
   EXPECT_THAT(s.message(), HasSubstr("blk.0.ffn_up.weight"));
   EXPECT_THAT(s.message(), HasSubstr("Q4_K"));
 }

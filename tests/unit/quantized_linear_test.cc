@@ -22,7 +22,8 @@ namespace crossreg::cpu {
 namespace {
 
 constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0, DType::kQ5_1,
-                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                            DType::kIQ4_NL, DType::kIQ4_XS};
 
 struct QuantWeight {
   std::vector<unsigned char> bytes;

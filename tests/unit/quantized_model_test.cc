@@ -30,7 +30,8 @@ constexpr Layout kLayouts[] = {{DType::kQ8_0, false, "Q8_0"},   {DType::kQ4_0, f
                                {DType::kQ4_K, true, "Q4_K_M"},  {DType::kQ5_K, true, "Q5_K_M"},
                                {DType::kQ6_K, false, "Q6_K"},   {DType::kQ4_1, false, "Q4_1"},
                                {DType::kQ5_0, false, "Q5_0"},   {DType::kQ5_1, false, "Q5_1"},
-                               {DType::kQ2_K, false, "Q2_K"},   {DType::kQ3_K, true, "Q3_K_mix"}};
+                               {DType::kQ2_K, false, "Q2_K"},   {DType::kQ3_K, true, "Q3_K_mix"},
+                               {DType::kIQ4_NL, false, "IQ4_NL"}, {DType::kIQ4_XS, false, "IQ4_XS"}};
 
 std::unique_ptr<Model> LoadLayout(const Layout& layout) {
   const std::string path = testing::MakeTempDir("quantized-gguf") + "/" + layout.name + ".gguf";
