@@ -569,32 +569,42 @@ void QuantizeQ5_K(const float* x, uint8_t* b) {
   }
 }
 
-void QuantizeQ6_K(const float* x, uint8_t* b) {
-  float sub_scale[kSubBlocksQ6K];
+// Q6_K and Q3_K: each of the 16 sub-blocks of 16 gets a symmetric scale for codes in
+// -half..half-1, stored as a signed step count in -steps..steps-1 of the super-block's d.
+// As in Q4_0, the largest scale takes the wider (-steps) end, and as for the K-quants'
+// 6-bit scales, each sub-block the better neighbour of its rounded step count.
+uint16_t FitSignedScales(const float* x, int half, int steps, int* scales) {
+  float sub_scale[kSubBlocks16];
   float extreme = 0.0f;
-  for (int j = 0; j < kSubBlocksQ6K; ++j) {
-    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, 32);
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, half);
     if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
   }
-  // As in Q4_0, the largest scale takes the wider (-128) end of the int8 range.
-  const uint16_t d_bits = ToF16NotSmaller(extreme / -128.0f);
-  StoreU16(b + kQ6KD, d_bits);
+  const uint16_t d_bits = ToF16NotSmaller(extreme / static_cast<float>(-steps));
   const float d = F16ToF32(d_bits);
-  // As for the K-quants' 6-bit scales: the best neighbour of the rounded int8 scale.
-  auto* scales = reinterpret_cast<int8_t*>(b + kQ6KScales);
-  for (int j = 0; j < kSubBlocksQ6K; ++j) {
-    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -128, 127) : 0;
-    scales[j] = static_cast<int8_t>(near);
-    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -32, 31);
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -steps, steps - 1) : 0;
+    scales[j] = near;
+    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -half, half - 1);
     for (int sc_try : {near - 1, near + 1}) {
-      if (sc_try < -128 || sc_try > 127) continue;
-      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -32, 31);
+      if (sc_try < -steps || sc_try > steps - 1) continue;
+      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -half, half - 1);
       if (err < best_err) {
         best_err = err;
-        scales[j] = static_cast<int8_t>(sc_try);
+        scales[j] = sc_try;
       }
     }
   }
+  return d_bits;
+}
+
+void QuantizeQ6_K(const float* x, uint8_t* b) {
+  int steps[kSubBlocks16];
+  const uint16_t d_bits = FitSignedScales(x, 32, 128, steps);
+  StoreU16(b + kQ6KD, d_bits);
+  const float d = F16ToF32(d_bits);
+  auto* scales = reinterpret_cast<int8_t*>(b + kQ6KScales);
+  for (int j = 0; j < kSubBlocks16; ++j) scales[j] = static_cast<int8_t>(steps[j]);
   uint8_t* ql = b;
   uint8_t* qh = b + kQ6KQh;
   std::memset(ql, 0, kSuperBlock / 2);
@@ -667,31 +677,10 @@ void QuantizeQ2_K(const float* x, uint8_t* b) {
 }
 
 void QuantizeQ3_K(const float* x, uint8_t* b) {
-  float sub_scale[kSubBlocks16];
-  float extreme = 0.0f;
-  for (int j = 0; j < kSubBlocks16; ++j) {
-    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, 4);
-    if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
-  }
-  // As Q6_K's: the largest scale takes the wider (-32) end of the 6-bit range, and each
-  // sub-block the best neighbour of its rounded scale.
-  const uint16_t d_bits = ToF16NotSmaller(extreme / -32.0f);
+  int scales[kSubBlocks16];
+  const uint16_t d_bits = FitSignedScales(x, 4, 32, scales);
   StoreU16(b + kQ3KD, d_bits);
   const float d = F16ToF32(d_bits);
-  int scales[kSubBlocks16];
-  for (int j = 0; j < kSubBlocks16; ++j) {
-    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -32, 31) : 0;
-    scales[j] = near;
-    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -4, 3);
-    for (int sc_try : {near - 1, near + 1}) {
-      if (sc_try < -32 || sc_try > 31) continue;
-      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -4, 3);
-      if (err < best_err) {
-        best_err = err;
-        scales[j] = sc_try;
-      }
-    }
-  }
   PackQ3KScales(scales, b + kQ3KScales);
   uint8_t* hmask = b;
   uint8_t* qs = b + kQ3KQs;

@@ -424,23 +424,20 @@ std::vector<uint8_t> RandomBlock(DType type, std::mt19937& rng) {
   switch (type) {
     case DType::kQ8_0:
     case DType::kQ4_0:
+    case DType::kQ5_0:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS:
       PutF16(block.data(), RandomFiniteF16(rng));
       break;
     case DType::kQ4_K:
     case DType::kQ5_K:
-      PutF16(block.data(), RandomFiniteF16(rng));
-      PutF16(block.data() + 2, RandomFiniteF16(rng));
-      break;
-    case DType::kQ6_K:
-      PutF16(block.data() + 208, RandomFiniteF16(rng));
-      break;
     case DType::kQ4_1:
     case DType::kQ5_1:
       PutF16(block.data(), RandomFiniteF16(rng));
       PutF16(block.data() + 2, RandomFiniteF16(rng));
       break;
-    case DType::kQ5_0:
-      PutF16(block.data(), RandomFiniteF16(rng));
+    case DType::kQ6_K:
+      PutF16(block.data() + 208, RandomFiniteF16(rng));
       break;
     case DType::kQ2_K:
       PutF16(block.data() + 80, RandomFiniteF16(rng));
@@ -448,10 +445,6 @@ std::vector<uint8_t> RandomBlock(DType type, std::mt19937& rng) {
       break;
     case DType::kQ3_K:
       PutF16(block.data() + 108, RandomFiniteF16(rng));
-      break;
-    case DType::kIQ4_NL:
-    case DType::kIQ4_XS:
-      PutF16(block.data(), RandomFiniteF16(rng));
       break;
     default:
       break;
