@@ -86,7 +86,7 @@ BlockCodes CodesOf(DType type);
 //   Q6_K: q = q6 - 32, scale = d * scales[j].
 //   Q4_1/Q5_1: q = 0..15 / 0..31, scale = d, min = -m.   Q5_0: q = 0..31, scale = d, min = 16 * d.
 //   Q2_K: q = 0..3, scale = d * sc[j], min = dmin * m[j].   Q3_K: q = -4..3, scale = d * sc[j].
-//   IQ4_NL/IQ4_XS: q = grid[nibble] (-127..113), scale = d / d * (ls[j] - 32).
+//   IQ4_NL/IQ4_XS: q = grid[nibble] (-127..113), scale = d (IQ4_NL) or d * (ls[j] - 32) (IQ4_XS).
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min);
 
 // f32 into n elements (whole blocks) of `type`; element types are converted with
