@@ -116,7 +116,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="after warm-up: constant LR, or cosine to a tenth of --lr by --steps")
     p.add_argument("--auto-steps", action="store_true",
                    help="with --time-budget-s: refit --steps to the measured step time until "
-                        "warm-up ends, so a cosine schedule reaches its end inside the budget")
+                        "warm-up ends and 20 steps are timed, so a cosine schedule reaches "
+                        "its end inside the budget")
     p.add_argument("--eval-every", type=int, default=250)
     p.add_argument("--grad-checkpoint", action="store_true",
                    help="activation checkpointing of the predictive rows' decoder layers: each "
@@ -611,6 +612,8 @@ def main(argv=None) -> int:
         opt.load_state_dict(ck["opt"])
         step, history = ck["step"], ck["history"]
         replay, has_replay = ck["replay"].cpu().to(torch.int32), ck["has_replay"].cpu()
+        if a.auto_steps and "steps" in ck:  # the fitted schedule, not the command line's
+            a.steps = int(ck["steps"])
         say(f"resumed from {ckpt_path} at step {step}")
 
     def checkpoint():
@@ -619,7 +622,8 @@ def main(argv=None) -> int:
                 "lora": {n: p_.detach().cpu() for n, p_ in model.named_parameters()
                          if "lora_" in n},
                 "opt": opt.state_dict(), "step": step, "history": history, "replay": replay,
-                "has_replay": has_replay, "args": vars(a), "world_size": world.size})
+                "has_replay": has_replay, "args": vars(a), "world_size": world.size,
+                "steps": a.steps})
         distributed.barrier(world)
 
     say(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
@@ -658,7 +662,13 @@ def main(argv=None) -> int:
     share = (mine.stop - mine.start) / a.batch
     # --auto-steps times steps from the 10th on: the first ones pay for allocation and
     # kernel selection (2.4 s against 0.17 s a step on an H100), which an average would carry.
+    # The fit also goes on for FIT_STEPS timed steps past a short warm-up: the first steps
+    # after the calibration starts can run 20% slower than the rest, and a count fitted to them
+    # leaves a tenth of the budget unspent. A cosine is flat at its start, so a refit in its
+    # first steps moves the LR by about a percent.
+    FIT_STEPS = 20
     calib_step, calib_t = None, None
+    fitting = a.auto_steps and budget.enabled and step == 0
     while step < a.steps:
         # Decisions every process must share (stop for the budget, the fitted step count) are
         # rank 0's, broadcast.
@@ -712,8 +722,9 @@ def main(argv=None) -> int:
         dt = time.time() - t_step
         step_s = dt if step_s is None else 0.9 * step_s + 0.1 * dt
         # --auto-steps: the step count fitted to the budget at every step of the warm-up (the
-        # warm-up LR does not depend on it); after that the cosine runs to the fitted end.
-        if a.auto_steps and budget.enabled and step <= a.warmup:
+        # warm-up LR does not depend on it) and FIT_STEPS timed steps; after that the cosine
+        # runs to the fitted end.
+        if fitting:
             if calib_step is None and step >= min(10, a.warmup // 2):
                 calib_step, calib_t = step, time.time()
             timed = calib_step is not None and step >= calib_step + 5
@@ -723,7 +734,8 @@ def main(argv=None) -> int:
             fitted = distributed.broadcast_(world, torch.tensor([float(max(fit, step + 1))],
                                                                 dtype=torch.float64))
             a.steps = prog.total = int(fitted.item())
-            if step == a.warmup:
+            if step >= a.warmup and calib_step is not None and step >= calib_step + FIT_STEPS:
+                fitting = False
                 say(f"auto-steps: {per_step * 1000:.1f} ms/step -> {a.steps} steps fit the budget")
         if step % a.log_every == 0 or step == a.steps:
             say(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))

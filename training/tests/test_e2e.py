@@ -164,6 +164,12 @@ def test_distill_auto_steps_fits_the_schedule_to_the_budget(pretrained, corpus, 
     planned = run["args"]["steps"]
     assert 10 < planned < 1000000          # fitted to the 8 s budget, not the asked-for count
     assert run["steps_done"] <= planned
+    # A resumed run keeps the fitted schedule (its cosine's end), not the command line's count.
+    assert distill.main(args + ["--steps", "1000000", "--auto-steps", "--time-budget-s", "8",
+                                "--reserve-s", "2", "--resume"]) == 0
+    resumed = json.load(open(os.path.join(dout, "run.json")))
+    assert resumed["args"]["steps"] == planned
+    assert resumed["steps_done"] <= planned
 
 
 def test_distill_outcome_blocks_on_the_corpus(pretrained, corpus, tmp_path, capsys):
