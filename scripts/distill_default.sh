@@ -15,8 +15,9 @@
 #   DEVICE=cpu N_EXAMPLES=256 N_EVAL=32 BATCH=8 STEPS=50 AUTO_STEPS=0 scripts/distill_default.sh
 #   DRAFT_LAYOUT=blocks scripts/distill_default.sh # an adapter for outcome blocks (docs/algorithm.md)
 # Outcome blocks learn faster than the chain. At this 520 s budget on 2 CPU cores, 3-row blocks
-# beat the shipped chain recipe on every held-out row and on forked TPF, with two seeds; on a GPU
-# they reached TPF 1.42-1.44 against the chain's 1.36 (docs/training.md, "The recipes compared").
+# beat the shipped chain recipe on held-out rows 1 and 3, fork acceptance and forked TPF with two
+# seeds (row 2 a tie); on a GPU they reached TPF 1.42-1.44 against the chain's 1.36
+# (docs/training.md, "The recipes compared").
 # The adapter shipped until 2026-11-28 (git show 025c763:models/default/distill_run.json) came from
 # the earlier recipe:
 #   N_EXAMPLES=32768 PREFIX_MAX=192 GEN_BATCH=512 WARMUP=50 LR_DECAY=none AUTO_STEPS=0 \
