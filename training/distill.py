@@ -612,8 +612,8 @@ def main(argv=None) -> int:
         opt.load_state_dict(ck["opt"])
         step, history = ck["step"], ck["history"]
         replay, has_replay = ck["replay"].cpu().to(torch.int32), ck["has_replay"].cpu()
-        if a.auto_steps and "steps" in ck:  # the fitted schedule, not the command line's
-            a.steps = int(ck["steps"])
+        if a.auto_steps:  # the fitted schedule (the checkpoint's args), not the command line's
+            a.steps = int(ck["args"]["steps"])
         say(f"resumed from {ckpt_path} at step {step}")
 
     def checkpoint():
@@ -622,8 +622,7 @@ def main(argv=None) -> int:
                 "lora": {n: p_.detach().cpu() for n, p_ in model.named_parameters()
                          if "lora_" in n},
                 "opt": opt.state_dict(), "step": step, "history": history, "replay": replay,
-                "has_replay": has_replay, "args": vars(a), "world_size": world.size,
-                "steps": a.steps})
+                "has_replay": has_replay, "args": vars(a), "world_size": world.size})
         distributed.barrier(world)
 
     say(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
