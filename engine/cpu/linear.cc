@@ -235,9 +235,12 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   }
   QuantizedCall quantized;
   if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0);
-  // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths;
-  // which is faster depends on the core, so the calls time both (tile_order_chooser.h).
-  const bool two_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && rows <= internal::kBlockedRows;
+  // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths, and
+  // on the kQ8 kernels from AVX2 up (quant_panel_order.h); which is faster depends on the
+  // core, so the calls time both (tile_order_chooser.h).
+  const bool q8_orders = any_q8 && QuantKernelAt(level) != QuantKernel::kScalar && quantized.tiles.size() > 1;
+  const bool two_orders =
+      rows <= internal::kBlockedRows && ((level >= SimdLevel::kAvx512 && plan.size() > 1) || q8_orders);
   LinearCallShape shape{.in = in, .panels = 0, .rows = rows, .threads = parallel ? pool.num_threads() : 1};
   for (int i = 0; i < count; ++i) shape.panels += outputs[i].w->panels();
   TileOrderChooser& chooser = TileOrderChooser::Global();
@@ -301,6 +304,7 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       a.rows = rows;
       a.y = jobs[i].y;
       a.y_stride = w.out();
+      a.order = TileOrder::kWholeK;  // these small calls are not timed
       continue;
     }
     if (w.format() == PanelFormat::kF32) {

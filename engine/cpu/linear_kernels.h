@@ -28,8 +28,8 @@ struct RowTile {
   const void* x = nullptr;
 };
 
-// Up to this many rows (a verify step) the AVX-512 kernels' tiles may take turns per K
-// block of a panel (TileOrder::kBlocked, engine/cpu/tile_order_chooser.h); beyond it
+// Up to this many rows (a verify step) the AVX-512 kernels' tiles, and the kQ8 kernels'
+// from AVX2 up, may take turns per K block of a panel (TileOrder::kBlocked, engine/cpu/tile_order_chooser.h); beyond it
 // (prefill) each tile runs the whole K, the panel re-read from cache.
 inline constexpr int64_t kBlockedRows = 48;
 
@@ -58,8 +58,9 @@ struct PanelArgs {
   int64_t rows = 0;   // all tiles together
   float* y = nullptr; // rows x out, row stride y_stride
   int64_t y_stride = 0;
-  // AVX-512 paths with 2+ tiles and at most kBlockedRows rows: the loop order (never
-  // changes a result bit). The other paths and shapes ignore it.
+  // AVX-512 paths, and the kQ8 kernels from AVX2 up (quant_panel_order.h), with 2+ tiles
+  // and at most kBlockedRows rows: the loop order (never changes a result bit). The other
+  // paths and shapes ignore it.
   TileOrder order = TileOrder::kBlocked;
 };
 
@@ -91,16 +92,17 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
 inline constexpr int64_t kQuantTileRows = 4;
 
 // What a kQ8 tile asks the memory for while it computes: `lines` cache lines per group,
-// from `from` on. A panel's first tile reads the panel from memory: it streams it,
-// kQuantPrefetchBytes ahead of its reads (the hardware prefetchers alone left one row's
-// kernel waiting on DRAM, batch-1 decode at about 60% of the bandwidth roofline on Zen 3;
-// 2 KiB, about two Q8_0 groups, brought it to about 80%; with the 512-bit VNNI kernel a
-// Zen 5 host decodes the ~110M Q8_0 model in 1.85 ms a token at 2 KiB, 1.72 at 4, 1.65 at
-// 8 and no faster at 16, alternating runs). The panel's other tiles find it
-// in cache, and between them request the next panel, so a verify step's later tiles
-// compute while the memory works instead of leaving it idle (a prefetch never faults; past
-// the thread's range or the matrix it runs into the next panels of the arena, which the
-// forward reads next). Shared by the AVX2 and VNNI kernels; defined in portable code.
+// from `from` on. In the whole-K order (the K-blocked one: quant_panel_order.h) a panel's
+// first tile reads the panel from memory: it streams it, kQuantPrefetchBytes ahead of its
+// reads (the hardware prefetchers alone left one row's kernel waiting on DRAM, batch-1
+// decode at about 60% of the bandwidth roofline on Zen 3; 2 KiB, about two Q8_0 groups,
+// brought it to about 80%; with the 512-bit VNNI kernel a Zen 5 host decodes the ~110M
+// Q8_0 model in 1.85 ms a token at 2 KiB, 1.72 at 4, 1.65 at 8 and no faster at 16,
+// alternating runs). The panel's other tiles find it in cache, and between them request
+// the next panel, so a verify step's later tiles compute while the memory works instead of
+// leaving it idle (a prefetch never faults; past the thread's range or the matrix it runs
+// into the next panels of the arena, which the forward reads next). Shared by the AVX2 and
+// VNNI kernels; defined in portable code.
 struct QuantPrefetch {
   const unsigned char* from = nullptr;
   int64_t lines = 0;

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
+#include "engine/cpu/quant_panel_order.h"
 
 namespace crossreg::cpu::internal {
 namespace {
@@ -34,18 +35,19 @@ inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __
 
 // One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
 template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib>
-void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, QuantPrefetch prefetch,
-               float (*acc)[kPanelWidth]) {
+void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
+               bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
-  const int64_t groups = a.w->k_steps();
   const int64_t group_bytes = a.w->quant().group_bytes();
   const __m256i ones = _mm256_set1_epi16(1);
-  for (int r = 0; r < R; ++r)
-    for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
-  for (int64_t g = 0; g < groups; ++g) {
+  if (!carry_in) {
+    for (int r = 0; r < R; ++r)
+      for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
+  }
+  for (int64_t g = g0; g < g1; ++g) {
     const unsigned char* group = panel + g * group_bytes;
-    const unsigned char* ahead = prefetch.from + g * prefetch.lines * 64;
+    const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
     }
@@ -136,31 +138,19 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
-template <int S, bool kSigned, bool kMin, int kRun, bool kNib>
-void Tile(const PanelArgs& a, const unsigned char* panel, const RowTile& tile, QuantPrefetch prefetch,
-          float (*acc)[kPanelWidth]) {
-  switch (tile.rows) {
-    case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
-    case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
-    case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
-    default: return QuantTile<1, S, kSigned, kMin, kRun, kNib>(a, panel, tile.first_row, prefetch, acc);
-  }
-}
-
 template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
-  alignas(32) float acc[kQuantTileRows][kPanelWidth];
-  for (int64_t j = begin; j < end; ++j) {
-    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
-    const unsigned char* panel = a.w->panel(j);
-    for (int t = 0; t < a.num_tiles; ++t) {
-      const RowTile& tile = a.tiles[t];
-      Tile<S, kSigned, kMin, kRun, kNib>(a, panel, tile, QuantPrefetchFor(a, panel, t), acc);
-      for (int64_t r = 0; r < tile.rows; ++r) {
-        std::copy_n(acc[r], width, a.y + (tile.first_row + r) * a.y_stride + j * kPanelWidth);
-      }
-    }
-  }
+  RunQuantPanels(a, begin, end,
+                 [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+                      QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+                   const int64_t row = tile.first_row;
+                   switch (tile.rows) {
+                     case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     default: return QuantTile<1, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                   }
+                 });
 }
 
 }  // namespace

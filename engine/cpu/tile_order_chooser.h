@@ -1,8 +1,10 @@
 // Which loop order a verify-sized linear call runs on this machine, chosen by timing
 // both orders on the calls themselves.
 //
-// A call of 13-48 rows has 2-4 row tiles (engine/cpu/linear_kernels.h). The AVX-512
-// kernels can run them in two orders over each panel of 32 outputs:
+// A call of 13-48 rows has 2-4 row tiles (engine/cpu/linear_kernels.h); a call on
+// quantized weights has tiles of 4 rows, so 2-12 from 5 rows on. The AVX-512 kernels, and
+// the quantized ones from AVX2 up (engine/cpu/quant_panel_order.h), can run them in two
+// orders over each panel of 32 outputs:
 //  - kBlocked: the tiles take turns per 8 KiB K block, so each weight streams from
 //    memory once while every tile's math runs on it from L1. The faster order on 2 Zen 5
 //    cores.

@@ -13,6 +13,8 @@
 #include "engine/cpu/linear.h"
 #include "engine/cpu/linear_kernels.h"
 #include "engine/cpu/packed_weights.h"
+#include "engine/cpu/quant_panel_order.h"
+#include "engine/cpu/tile_order_chooser.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/quant/ggml_blocks.h"
 #include "engine/sampler.h"
@@ -172,6 +174,44 @@ TEST_P(QuantizedLinearTest, ARowsResultDoesNotDependOnTheRowsBesideIt) {
       Linear(packed, x.data() + r * in, 1, one.data(), pool, level);
       EXPECT_EQ(0, std::memcmp(one.data(), all.data() + r * out, out * sizeof(float)))
           << DTypeName(type) << " row " << r << " on " << SimdLevelName(level);
+    }
+  }
+}
+
+// Verify-sized calls of several row tiles run in either loop order (whole-K or K-blocked,
+// engine/cpu/quant_panel_order.h), the chooser alternating them during its trials. K spans
+// several blocks, so the blocked order carries sums between blocks: every call must still
+// give the integer reference's bits, whichever order it ran.
+TEST_P(QuantizedLinearTest, BothLoopOrdersOfVerifySizedCallsEqualTheIntegerReference) {
+  const DType type = GetParam();
+  const int64_t in = 1024;
+  const int64_t type_index = std::find(std::begin(kTypes), std::end(kTypes), type) - std::begin(kTypes);
+  Rng rng(13);
+  ThreadPool pool(2);
+  for (SimdLevel level : AvailableSimdLevels()) {
+    // The chooser is the process's: a shape (panels) of this test's own per format and
+    // level, so no other call has decided it and both orders run here.
+    const int64_t out = 33 + kPanelWidth * (4 * type_index + static_cast<int64_t>(level));
+    const QuantWeight w = MakeWeight(type, out, in, rng);
+    const PackedWeights packed = PackedWeights::Pack(w.ref, &pool);
+    ASSERT_GT(packed.panel_bytes(), 2 * internal::kQuantBlockBytes);  // three blocks or more
+    for (const int64_t rows : {6, 16, 33}) {
+      const std::vector<float> x = RandomRows(rows, in, rng);
+      const std::vector<float> want = IntegerReference(w, x, rows);
+      for (int call = 0; call < 2 * TileOrderChooser::kTrials + 2; ++call) {
+        std::vector<float> y(static_cast<size_t>(rows * out), -1.0f);
+        Linear(packed, x.data(), rows, y.data(), pool, level);
+        ASSERT_EQ(0, std::memcmp(y.data(), want.data(), y.size() * sizeof(float)))
+            << DTypeName(type) << " rows " << rows << " on " << SimdLevelName(level) << ", call " << call;
+      }
+      // The SIMD kernels have both orders and have compared them by now.
+      if (level >= SimdLevel::kAvx2) {
+        LinearCallShape shape{.in = in, .panels = packed.panels(), .rows = rows, .threads = 1};
+        const bool decided = TileOrderChooser::Global().Chosen(shape).has_value() ||
+                             TileOrderChooser::Global().Chosen({.in = in, .panels = packed.panels(), .rows = rows,
+                                                                .threads = 2}).has_value();
+        EXPECT_TRUE(decided) << DTypeName(type) << " rows " << rows << " on " << SimdLevelName(level);
+      }
     }
   }
 }

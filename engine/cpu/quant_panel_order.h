@@ -1,0 +1,81 @@
+// The two loop orders of the kQ8 kernels over a call's panels (engine/cpu/linear_kernels.h),
+// shared by the AVX2 and VNNI kernels, which supply the tile.
+//
+// Whole-K: each row tile runs a panel's whole K in turn. The first tile streams the panel
+// from memory and the others find it in cache (QuantPrefetchFor); while the first tile
+// waits on memory, nothing else computes.
+//
+// K-blocked (verify-sized calls, TileOrder::kBlocked): the tiles take turns per block of
+// kQuantBlockBytes of a panel's groups, and while they compute on one block from L1 each
+// requests a share of the next. The weights then stream under every tile's arithmetic,
+// not only the first's, so a 16-row forward's memory and math overlap. The tiles' f32
+// sums wait in a buffer between blocks; each output still adds its groups in order with
+// the same operations, so the order never changes a bit (tests/unit/quantized_linear_test.cc).
+// Which order is faster depends on the core (a 32 KiB L1 holds less of the panel than a
+// 48 KiB one), so engine/cpu/tile_order_chooser.h times both.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+#include "engine/cpu/linear_kernels.h"
+
+namespace crossreg::cpu::internal {
+
+// Weight bytes per K block: the block and the next one's prefetched lines fit in L1 beside
+// the activations.
+inline constexpr int64_t kQuantBlockBytes = 8192;
+
+inline bool QuantBlocked(const PanelArgs& a) {
+  return a.num_tiles > 1 && a.rows <= kBlockedRows && a.order == TileOrder::kBlocked;
+}
+
+inline int64_t QuantBlockGroups(const PackedWeights& w) {
+  return std::max<int64_t>(1, kQuantBlockBytes / w.quant().group_bytes());
+}
+
+// Tile `tile`'s share of the block after groups [g0, g1) of `panel`, spread over its
+// g1 - g0 groups (past the panel's end the next panel's first lines: a prefetch never faults).
+inline QuantPrefetch QuantBlockPrefetchFor(const PanelArgs& a, const unsigned char* panel, int64_t g0, int64_t g1,
+                                           int tile) {
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  const int64_t lines = (QuantBlockGroups(*a.w) * group_bytes + 63) / 64;
+  const int64_t share = (lines + a.num_tiles - 1) / a.num_tiles;
+  return {panel + g1 * group_bytes + tile * share * 64, (share + (g1 - g0) - 1) / (g1 - g0)};
+}
+
+// run_tile(panel, tile, g0, g1, carry_in, prefetch, out): the tile's rows over groups
+// [g0, g1), each row's 32 sums in out[r], which hold the sums so far when carry_in
+// (else the tile starts from zero), and the prefetch's lines requested group by group
+// from g0 on.
+template <typename RunTile>
+void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_tile) {
+  const int64_t groups = a.w->k_steps();
+  const bool blocked = QuantBlocked(a);
+  const int64_t block = QuantBlockGroups(*a.w);
+  alignas(64) float acc[kQuantTileRows][kPanelWidth];
+  alignas(64) float carried[kBlockedRows][kPanelWidth];
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
+    const unsigned char* panel = a.w->panel(j);
+    float* const y = a.y + j * kPanelWidth;
+    if (!blocked) {
+      for (int t = 0; t < a.num_tiles; ++t) {
+        const RowTile& tile = a.tiles[t];
+        run_tile(panel, tile, 0, groups, false, QuantPrefetchFor(a, panel, t), acc);
+        for (int64_t r = 0; r < tile.rows; ++r) std::copy_n(acc[r], width, y + (tile.first_row + r) * a.y_stride);
+      }
+      continue;
+    }
+    for (int64_t g0 = 0; g0 < groups; g0 += block) {
+      const int64_t g1 = std::min(groups, g0 + block);
+      for (int t = 0; t < a.num_tiles; ++t) {
+        const RowTile& tile = a.tiles[t];
+        run_tile(panel, tile, g0, g1, g0 > 0, QuantBlockPrefetchFor(a, panel, g0, g1, t), carried + tile.first_row);
+      }
+    }
+    for (int64_t r = 0; r < a.rows; ++r) std::copy_n(carried[r], width, y + r * a.y_stride);
+  }
+}
+
+}  // namespace crossreg::cpu::internal
