@@ -33,7 +33,8 @@ inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __
   *odd = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
 }
 
-// One tile of R rows over one panel: acc (R x 32 floats) accumulates group after group.
+// One tile of R rows over groups [g0, g1) of one panel: acc (R x 32 floats) accumulates
+// group after group, from zero unless carry_in (quant_panel_order.h).
 template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {

@@ -42,7 +42,8 @@ inline __m512i LoadQuarterPair(const unsigned char* step, int quarter_bytes, int
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(lo)), _mm256_loadu_si256(hi), 1);
 }
 
-// One tile of R rows over one panel: out (R x 32 floats) gets the tile's results. Every
+// One tile of R rows over groups [g0, g1) of one panel: out (R x 32 floats) gets the
+// tile's sums, which start from out's when carry_in (quant_panel_order.h). Every
 // loop over rows or halves is unrolled so that the sums live in registers (an array
 // indexed at run time would be kept in memory).
 template <int R, int S, bool kSigned, bool kMin, bool kNib>
