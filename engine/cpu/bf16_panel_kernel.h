@@ -1,16 +1,20 @@
-// Which instruction multiplies bf16 weight panels on an AVX512_BF16 CPU.
+// Which instructions multiply bf16 weight panels on an AVX512_BF16 CPU.
 //
 // vdpbf16ps does 32 multiply-adds per instruction, twice an f32 FMA's 16, but its
 // throughput differs by core: where it issues at the FMA's rate it doubles the math of
 // a multi-row (verify, prefill) forward; where it issues at half that rate (the 2-core
 // Xeon "model 207" VMs measure 163 bf16-dot GFLOP/s against 336 f32 FMA GFLOP/s) the
 // widened path, bf16 weights turned into f32 and multiplied by FMAs with activations
-// widened once per call, does the same math in half the time. So the choice is measured,
-// once per process, from the two instruction loops of engine/cpu/compute_peak.h.
+// widened once per call, does the same math in half the time. Where the CPU has AMX
+// (engine/cpu/cpu_features.h) one tdpbf16ps does 8192 multiply-adds: on a Sapphire
+// Rapids class core about 3 TFLOP/s against the FMA's ~0.17, so 16 or 32 verify rows
+// cost the weight stream and little more. So the choice is measured, once per process,
+// from the instruction loops of engine/cpu/compute_peak.h.
 //
-// Either kernel is batch invariant on its own (linear_kernels.h); the two round
-// differently (vdpbf16ps adds each pair's odd product first, the widened path the even
-// one, as the portable reference does), so a process never mixes them.
+// Each kernel is batch invariant on its own (linear_kernels.h); they round differently
+// (vdpbf16ps adds each pair's odd product first, the widened path the even one, as the
+// portable reference does; the tile multiplier sums in its own order), so a process
+// never mixes them.
 #pragma once
 
 #include <string>
@@ -22,6 +26,7 @@ namespace crossreg::cpu {
 enum class Bf16PanelKernel {
   kDot,   // vdpbf16ps (linear_kernels_avx512bf16.cc)
   kWide,  // widened to f32, FMA (linear_kernels_avx512.cc; what AVX-512 CPUs without BF16 run)
+  kAmx,   // AMX tdpbf16ps (linear_kernels_amx.cc), where HasAmx()
 };
 
 struct Bf16PanelKernelChoice {
@@ -30,13 +35,15 @@ struct Bf16PanelKernelChoice {
   // environment chose).
   double dot_flops = 0;
   double fma_flops = 0;
+  double amx_flops = 0;     // where HasAmx()
   const char* reason = "";  // "measured", "CROSSREG_BF16_KERNEL", "no AVX512_BF16"
 };
 
-// Decided on first use: CROSSREG_BF16_KERNEL=dot|wide forces a kernel (tests, A/B
-// comparisons; `dot` on a CPU without AVX512_BF16 is ignored), otherwise the widened
-// path is used where one core's f32 FMA rate beats its bf16 dot-product rate by more
-// than the widening costs (kWideAdvantage).
+// Decided on first use: CROSSREG_BF16_KERNEL=dot|wide|amx forces a kernel (tests, A/B
+// comparisons; `dot` on a CPU without AVX512_BF16, or `amx` without HasAmx(), is
+// ignored). Otherwise AMX where one core's tile rate beats both other rates, else the
+// widened path where one core's f32 FMA rate beats its bf16 dot-product rate by more
+// than the widening costs (kWideAdvantage), else vdpbf16ps.
 const Bf16PanelKernelChoice& ChosenBf16PanelKernel();
 // Benchmarks only (crossreg-bench-decode times both kernels in one run): every later
 // forward runs `kernel`, or the chosen one again after ClearBf16PanelKernelOverride. An

@@ -29,6 +29,8 @@ double Rate(ThreadPool& pool, double (*loop)(int64_t), int repeats, int64_t iter
 // iteration, so fewer iterations keep them as short.
 constexpr int64_t kIterations = 4'000'000;
 constexpr int64_t kPortableIterations = 1'000'000;
+// A tile loop iteration is four tile multiplies (~60 cycles): as long a run in fewer.
+constexpr int64_t kAmxIterations = 500'000;
 
 }  // namespace
 
@@ -63,8 +65,11 @@ double DotInt8LoopPortable(int64_t iterations) {
 
 ComputePeaks::Peak ComputePeaks::PeakFor(DType weights) const {
   if (IsQuantized(weights)) return {int8_dot_ops, "int8 dot-product"};
-  if ((weights == DType::kBF16 || weights == DType::kF16) && bf16_dot_flops > 0 &&
-      ChosenBf16PanelKernel().kernel == Bf16PanelKernel::kDot) {
+  const bool bf16 = weights == DType::kBF16 || weights == DType::kF16;
+  if (bf16 && amx_bf16_flops > 0 && ChosenBf16PanelKernel().kernel == Bf16PanelKernel::kAmx) {
+    return {amx_bf16_flops, "AMX bf16"};
+  }
+  if (bf16 && bf16_dot_flops > 0 && ChosenBf16PanelKernel().kernel == Bf16PanelKernel::kDot) {
     return {bf16_dot_flops, "bf16 dot-product"};
   }
   return {f32_fma_flops, "f32 FMA"};
@@ -85,6 +90,10 @@ ComputePeaks MeasureComputePeaks(ThreadPool& pool, int repeats) {
   }
   if (level >= SimdLevel::kAvx512Bf16) {
     peaks.bf16_dot_flops = Rate(pool, internal::DotBf16LoopAvx512Bf16, repeats, kIterations);
+  }
+  if (HasAmx()) {
+    peaks.amx_bf16_flops = Rate(pool, internal::DotBf16LoopAmx, repeats, kAmxIterations);
+    peaks.amx_int8_ops = Rate(pool, internal::DotInt8LoopAmx, repeats, kAmxIterations);
   }
   if (level >= SimdLevel::kAvx512 && HasAvx512Vnni()) {
     peaks.int8_dot_ops = Rate(pool, internal::DotInt8LoopAvx512Vnni, repeats, kIterations);

@@ -17,15 +17,18 @@ struct ComputePeaks {
   double f32_fma_flops = 0;   // FLOP/s over all threads (AVX-512, AVX2 or portable)
   double bf16_dot_flops = 0;  // FLOP/s over all threads; 0 without AVX512_BF16
   double int8_dot_ops = 0;    // ops/s over all threads (AVX-512 VNNI, AVX-512 BW, AVX2 or portable)
+  double amx_bf16_flops = 0;  // AMX tdpbf16ps, FLOP/s over all threads; 0 where !HasAmx()
+  double amx_int8_ops = 0;    // AMX tdpbusd, ops/s over all threads; 0 where !HasAmx()
   std::string f32_isa, int8_isa;  // which instructions each rate was measured with
 
   // The rate that bounds a linear layer over weights of `weights` on this CPU, and the
-  // name the benchmarks print for it: bf16 dot products for bf16/f16 weights where the
-  // CPU runs them with vdpbf16ps (engine/cpu/bf16_panel_kernel.h; the other paths widen
-  // them to f32 and FMA), the int8 rate for quantized weights, else f32 FMA.
+  // name the benchmarks print for it: for bf16/f16 weights the AMX tile rate where they
+  // run on AMX, bf16 dot products where the CPU runs them with vdpbf16ps
+  // (engine/cpu/bf16_panel_kernel.h; the other paths widen them to f32 and FMA); the
+  // int8 rate for quantized weights; else f32 FMA.
   struct Peak {
     double rate;
-    const char* name;  // "bf16 dot-product", "int8 dot-product" or "f32 FMA"
+    const char* name;  // "AMX bf16", "bf16 dot-product", "int8 dot-product" or "f32 FMA"
   };
   Peak PeakFor(DType weights) const;
 };
@@ -49,6 +52,8 @@ double DotInt8LoopAvx512Vnni(int64_t iterations);
 double DotInt8LoopAvx512(int64_t iterations);
 double DotInt8LoopAvx2(int64_t iterations);
 double DotInt8LoopPortable(int64_t iterations);
+double DotBf16LoopAmx(int64_t iterations);
+double DotInt8LoopAmx(int64_t iterations);
 }  // namespace internal
 
 }  // namespace crossreg::cpu

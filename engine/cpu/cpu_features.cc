@@ -4,6 +4,11 @@
 #include <cstring>
 #include <fstream>
 
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
+
 namespace crossreg::cpu {
 namespace {
 
@@ -92,6 +97,53 @@ bool HasAvx512Vnni() {
 #endif
 }
 
+namespace {
+
+struct AmxState {
+  bool usable = false;
+  const char* reason = "";
+};
+
+AmxState DetectAmx() {
+#if defined(__x86_64__) && defined(__linux__)
+  if (DetectedSimdLevel() < SimdLevel::kAvx512Bf16) return {false, "CROSSREG_SIMD or the CPU is below avx512bf16"};
+  unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
+  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+  // EDX bits 22 (AMX-BF16), 24 (AMX-TILE), 25 (AMX-INT8).
+  constexpr unsigned kAmxBits = (1u << 22) | (1u << 24) | (1u << 25);
+  if ((edx & kAmxBits) != kAmxBits) return {false, "the CPU has no AMX"};
+  if (const char* env = std::getenv("CROSSREG_AMX"); env != nullptr && std::strcmp(env, "0") == 0) {
+    return {false, "CROSSREG_AMX=0"};
+  }
+  eax = 1;
+  ecx = 0;
+  __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
+  if ((ecx & (1u << 27)) == 0) return {false, "the OS does not save the tile state"};  // no OSXSAVE
+  unsigned xcr0_lo = 0, xcr0_hi = 0;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  constexpr unsigned kTileBits = (1u << 17) | (1u << 18);  // XTILECFG, XTILEDATA
+  if ((xcr0_lo & kTileBits) != kTileBits) return {false, "the OS does not save the tile state"};
+  constexpr long kArchReqXcompPerm = 0x1023;
+  constexpr long kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) {
+    return {false, "Linux refused the tile data (arch_prctl)"};
+  }
+  return {true, ""};
+#else
+  return {false, "the CPU has no AMX"};
+#endif
+}
+
+const AmxState& Amx() {
+  static const AmxState state = DetectAmx();
+  return state;
+}
+
+}  // namespace
+
+bool HasAmx() { return Amx().usable; }
+const char* AmxUnavailableReason() { return Amx().reason; }
+
 std::string CpuIsaSummary() {
   std::string out;
 #if defined(__x86_64__) || defined(__i386__)
@@ -117,7 +169,10 @@ std::string CpuIsaSummary() {
   unsigned eax = 7, ebx = 0, ecx = 0, edx = 0;
   ecx = 0;
   __asm__ volatile("cpuid" : "+a"(eax), "=b"(ebx), "+c"(ecx), "=d"(edx));
-  if (edx & (1u << 24)) out += "; AMX";
+  if (edx & (1u << 24)) {
+    out += "; AMX";
+    if (!HasAmx()) out += std::string(" (not used: ") + AmxUnavailableReason() + ")";
+  }
 #endif
   return out.empty() ? "portable (no x86 SIMD detected)" : out;
 }

@@ -32,10 +32,24 @@ SimdLevel ClampSimdLevel(SimdLevel wanted);
 std::string CpuModelName();
 
 // What the CPU offers, whatever CROSSREG_SIMD says: "AVX2 FMA F16C; AVX-512 F/BW/VL/DQ
-// VNNI BF16; AMX" or the part of it present. Benchmarks print it with every figure.
+// VNNI BF16; AMX" or the part of it present ("AMX (not used: why)" where this process
+// cannot use it). Benchmarks print it with every figure.
 std::string CpuIsaSummary();
 
 // AVX-512 VNNI (vpdpbusd: 8-bit dot products in one instruction), present or not.
 bool HasAvx512Vnni();
+
+// AMX (Advanced Matrix Extensions: tile registers of 16 rows x 64 bytes, multiplied by
+// tdpbf16ps and tdpbusd), usable by this process: the CPU reports AMX-TILE, AMX-BF16 and
+// AMX-INT8, the OS saves the tile state (XCR0 bits 17 and 18), and Linux granted the
+// process the tile data (arch_prctl ARCH_REQ_XCOMP_PERM, asked once here; without the
+// grant the first tile instruction faults). Its kernels run at the avx512bf16 level
+// (every AMX CPU has AVX512_BF16), so CROSSREG_SIMD below it turns AMX off too;
+// CROSSREG_AMX=0 turns it off alone (A/B comparisons, the other kernels' tests).
+bool HasAmx();
+// Why AMX is off: "" where HasAmx(), else "the CPU has no AMX", "CROSSREG_AMX=0",
+// "CROSSREG_SIMD or the CPU is below avx512bf16", "the OS does not save the tile
+// state" or "Linux refused the tile data (arch_prctl)".
+const char* AmxUnavailableReason();
 
 }  // namespace crossreg::cpu

@@ -23,6 +23,10 @@ bool WidenedBf16(SimdLevel level) {
   return level == SimdLevel::kAvx512Bf16 && Bf16PanelKernelAt(level) == Bf16PanelKernel::kWide;
 }
 
+// Whether bf16 panels run on AMX tiles at this level (their activations then travel in
+// AMX row tiles: engine/cpu/linear_kernels.h).
+bool AmxBf16(SimdLevel level) { return Bf16PanelKernelAt(level) == Bf16PanelKernel::kAmx; }
+
 enum class QuantKernel { kScalar, kAvx2, kAvx512Vnni };
 
 // AVX-512 CPUs without VNNI run the AVX2 kernel: AVX-512 BW alone adds no 8-bit
@@ -44,7 +48,9 @@ void RunPanels(SimdLevel level, const PanelArgs& a, int64_t begin, int64_t end) 
   }
   switch (level) {
     case SimdLevel::kAvx512Bf16:
-      if (WidenedBf16(level)) {
+      if (a.w->format() == PanelFormat::kBf16 && AmxBf16(level)) {
+        internal::PanelsAmxBf16(a, begin, end);
+      } else if (WidenedBf16(level)) {
         internal::PanelsAvx512(a, begin, end);
       } else {
         internal::PanelsAvx512Bf16(a, begin, end);
@@ -200,7 +206,29 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     x_f32.resize(static_cast<size_t>(rows * in));
     tiles_f32 = make_tiles(internal::PackRowTilesF32(x, in, plan, x_f32.data()), x_f32.data(), sizeof(float));
   }
-  if (any_bf16) {
+  thread_local std::vector<uint32_t> x_amx;
+  const bool amx = any_bf16 && AmxBf16(level);
+  if (amx) {
+    // AMX row tiles of up to 16 rows, each packed whole (zero-padded) by one thread.
+    const auto amx_plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
+    const int64_t tile_pairs = internal::AmxTilePairs(in);
+    x_amx.resize(static_cast<size_t>(tile_pairs) * amx_plan.size());
+    uint32_t* const packed = x_amx.data();
+    auto pack = [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        const auto [first, count] = amx_plan[static_cast<size_t>(t)];
+        internal::PackRowTileBf16Amx(x, in, first, count, packed + t * tile_pairs);
+      }
+    };
+    if (parallel && amx_plan.size() > 1) {
+      pool.ParallelFor(static_cast<int64_t>(amx_plan.size()), 1, pack);
+    } else {
+      pack(0, static_cast<int64_t>(amx_plan.size()));
+    }
+    for (size_t t = 0; t < amx_plan.size(); ++t) {
+      tiles_bf16.push_back({amx_plan[t].first, amx_plan[t].second, packed + static_cast<int64_t>(t) * tile_pairs});
+    }
+  } else if (any_bf16) {
     x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
     const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
     const bool avx512 = level >= SimdLevel::kAvx512;
@@ -239,8 +267,9 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // on the kQ8 kernels from AVX2 up (quant_panel_order.h); which is faster depends on the
   // core, so the calls time both (tile_order_chooser.h).
   const bool q8_orders = any_q8 && QuantKernelAt(level) != QuantKernel::kScalar && quantized.tiles.size() > 1;
-  const bool two_orders =
-      rows <= internal::kBlockedRows && ((level >= SimdLevel::kAvx512 && plan.size() > 1) || q8_orders);
+  // (The AMX kernel has one order: calls of its panels alone are not timed.)
+  const bool vector_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && (any_f32 || (any_bf16 && !amx));
+  const bool two_orders = rows <= internal::kBlockedRows && (vector_orders || q8_orders);
   LinearCallShape shape{.in = in, .panels = 0, .rows = rows, .threads = parallel ? pool.num_threads() : 1};
   for (int i = 0; i < count; ++i) shape.panels += outputs[i].w->panels();
   TileOrderChooser& chooser = TileOrderChooser::Global();
@@ -305,6 +334,23 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       a.y = jobs[i].y;
       a.y_stride = w.out();
       a.order = TileOrder::kWholeK;  // these small calls are not timed
+      continue;
+    }
+    if (w.format() == PanelFormat::kBf16 && AmxBf16(level)) {
+      const auto amx_plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
+      const int64_t tile_pairs = internal::AmxTilePairs(in);
+      buf.resize(static_cast<size_t>(tile_pairs) * amx_plan.size());
+      for (size_t t = 0; t < amx_plan.size(); ++t) {
+        uint32_t* tile_x = buf.data() + static_cast<int64_t>(t) * tile_pairs;
+        internal::PackRowTileBf16Amx(jobs[i].x, in, amx_plan[t].first, amx_plan[t].second, tile_x);
+        tiles[static_cast<size_t>(i)].push_back({amx_plan[t].first, amx_plan[t].second, tile_x});
+      }
+      a.w = &w;
+      a.tiles = tiles[static_cast<size_t>(i)].data();
+      a.num_tiles = static_cast<int>(amx_plan.size());
+      a.rows = rows;
+      a.y = jobs[i].y;
+      a.y_stride = w.out();
       continue;
     }
     if (w.format() == PanelFormat::kF32) {

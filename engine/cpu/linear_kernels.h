@@ -77,6 +77,27 @@ void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx512(const PanelArgs& a, int64_t begin, int64_t end);
 void PanelsAvx512Bf16(const PanelArgs& a, int64_t begin, int64_t end);
 
+// bf16 panels on AMX (tdpbf16ps): a tile multiply takes 16 activation rows x 16 pairs
+// (tile A) and 16 pairs x 16 outputs (tile B: the kBf16 panel's layout as it is, half a
+// panel's 128-byte step a row) into 16 rows x 16 outputs of f32 (tile C). A row tile
+// is kAmxTileRows rows in K blocks of kAmxBlockPairs pairs: block after block, each
+// block the 16 rows' pairs (1 KiB, what one tile load reads, contiguous so that its rows
+// never share an L1 set), zeros past K and in the rows past the tile
+// (PackRowTileBf16Amx), so the kernel has no edge cases and a padded row adds nothing.
+// Batch invariance: each output is one C tile element that sees its panel's K blocks in
+// order, whatever the rows beside it.
+inline constexpr int64_t kAmxTileRows = 16;
+inline constexpr int64_t kAmxBlockPairs = 16;  // pairs a tile multiply takes from each row
+inline constexpr int64_t kAmxBlockPairsPerTile = kAmxTileRows * kAmxBlockPairs;
+inline int64_t AmxBlocks(int64_t in) { return ((in + 1) / 2 + kAmxBlockPairs - 1) / kAmxBlockPairs; }
+// The pairs of one packed row tile.
+inline int64_t AmxTilePairs(int64_t in) { return AmxBlocks(in) * kAmxBlockPairsPerTile; }
+// One row tile (rows [first, first + rows) of x, rows <= kAmxTileRows) into `out`
+// (AmxTilePairs(in) pairs), rounded as F32ToBf16. AVX-512 code.
+void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out);
+// Only where HasAmx() (engine/cpu/cpu_features.h); tiles as above.
+void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end);
+
 // kQ8 panels (engine/cpu/packed_weights.h) with quantized rows: per output, per group
 // of S inputs, the exact integer sum of q_w * q_x, then in float
 //   acc = fma(float(isum), scale_w * scale_x, acc)

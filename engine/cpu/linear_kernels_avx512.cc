@@ -157,4 +157,23 @@ void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t r
   }
 }
 
+void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out) {
+  const int64_t steps = (in + 1) / 2;
+  const int64_t blocks = AmxBlocks(in);
+  // One register of 16 pairs a row and block: zeros past K and in the rows past the tile.
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t p = b * kAmxBlockPairs;
+    const int64_t k = 2 * p;
+    for (int64_t r = 0; r < kAmxTileRows; ++r) {
+      uint32_t* dst = out + b * kAmxBlockPairsPerTile + r * kAmxBlockPairs;
+      const int64_t left = r < rows && p < steps ? in - k : 0;  // values from k on
+      const __mmask16 m_lo = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);
+      const __mmask16 m_hi = left >= 32 ? __mmask16(0xffff)
+                                        : (left > 16 ? static_cast<__mmask16>((1u << (left - 16)) - 1u) : 0);
+      _mm512_storeu_si512(dst, left > 0 ? PairsOf(x + (first + r) * in + k, true, m_lo, m_hi)
+                                        : _mm512_setzero_si512());
+    }
+  }
+}
+
 }  // namespace crossreg::cpu::internal

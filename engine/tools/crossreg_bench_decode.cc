@@ -267,14 +267,17 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3,
                 times[i] / times[0], math * 1e3, std::max(1.0, math / times[0]), floor * 1e3, times[i] / floor);
   }
-  // Both bf16 kernels (engine/cpu/bf16_panel_kernel.h) on the same forwards, taking
-  // turns, so their ratio holds whatever else the machine does meanwhile.
+  // The bf16 kernels (engine/cpu/bf16_panel_kernel.h: vdpbf16ps, widened, and AMX where
+  // the process can use it) on the same forwards, taking turns, so their ratios hold
+  // whatever else the machine does meanwhile.
   if (cpu::DetectedSimdLevel() == cpu::SimdLevel::kAvx512Bf16 && weight_dtype == DType::kBF16) {
-    std::vector<double> best[2];
-    double prefill_best[2] = {1e30, 1e30};
-    const cpu::Bf16PanelKernel kernels[2] = {cpu::Bf16PanelKernel::kDot, cpu::Bf16PanelKernel::kWide};
+    std::vector<cpu::Bf16PanelKernel> kernels = {cpu::Bf16PanelKernel::kDot, cpu::Bf16PanelKernel::kWide};
+    if (cpu::HasAmx()) kernels.push_back(cpu::Bf16PanelKernel::kAmx);
+    const size_t n = kernels.size();
+    std::vector<std::vector<double>> best(n);
+    std::vector<double> prefill_best(n, 1e30);
     for (int round = 0; round < 3; ++round) {
-      for (int k = 0; k < 2; ++k) {
+      for (size_t k = 0; k < n; ++k) {
         cpu::OverrideBf16PanelKernelForBenchmark(kernels[k]);
         const std::vector<double> t = TimeRows(*engine, row_counts, context, 5);
         if (best[k].empty()) best[k].assign(t.size(), 1e30);
@@ -283,17 +286,21 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
       }
     }
     cpu::ClearBf16PanelKernelOverride();
-    std::printf("\nThe two bf16 kernels on these forwards, taking turns (this process serves with %s):\n"
-                "| rows | vdpbf16ps ms | T(rows)/T(1) | widened f32 FMA ms | T(rows)/T(1) | vdpbf16ps / widened |\n"
-                "|---|---|---|---|---|---|\n",
+    std::printf("\nThe bf16 kernels on these forwards, taking turns (this process serves with %s):\n| rows |",
                 cpu::Bf16PanelKernelName(cpu::ChosenBf16PanelKernel().kernel));
+    for (size_t k = 0; k < n; ++k) std::printf(" %s ms | T(rows)/T(1) |", cpu::Bf16PanelKernelName(kernels[k]));
+    std::printf(" %s / %s |\n|---|", cpu::Bf16PanelKernelName(kernels[0]), cpu::Bf16PanelKernelName(kernels[n - 1]));
+    for (size_t k = 0; k < n; ++k) std::printf("---|---|");
+    std::printf("---|\n");
     for (size_t i = 0; i < row_counts.size(); ++i) {
-      std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.2f |\n", row_counts[i], best[0][i] * 1e3,
-                  best[0][i] / best[0][0], best[1][i] * 1e3, best[1][i] / best[1][0], best[0][i] / best[1][i]);
+      std::printf("| %d |", row_counts[i]);
+      for (size_t k = 0; k < n; ++k) std::printf(" %.3f | %.2f |", best[k][i] * 1e3, best[k][i] / best[k][0]);
+      std::printf(" %.2f |\n", best[0][i] / best[n - 1][i]);
     }
     if (prefill > 0) {
-      std::printf("| prefill %d | %.1f | | %.1f | | %.2f |\n", prefill, prefill_best[0] * 1e3, prefill_best[1] * 1e3,
-                  prefill_best[0] / prefill_best[1]);
+      std::printf("| prefill %d |", prefill);
+      for (size_t k = 0; k < n; ++k) std::printf(" %.1f | |", prefill_best[k] * 1e3);
+      std::printf(" %.2f |\n", prefill_best[0] / prefill_best[n - 1]);
     }
   }
   // The two loop orders of multi-tile calls, as this run's forwards timed them.
@@ -408,6 +415,10 @@ int Run() {
               peaks.bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(peaks.bf16_dot_flops / 1e9)) + " GFLOP/s").c_str()
                                        : "none (no AVX512_BF16: bf16 weights run on the f32 FMA peak)",
               peaks.int8_dot_ops / 1e9, peaks.int8_isa.c_str());
+  if (peaks.amx_bf16_flops > 0) {
+    std::printf("Measured AMX peaks on %d threads: tdpbf16ps %.0f GFLOP/s, tdpbusd %.0f GOP/s\n", pool.num_threads(),
+                peaks.amx_bf16_flops / 1e9, peaks.amx_int8_ops / 1e9);
+  }
   if (absl::GetFlag(FLAGS_gemm)) {
     if (const int rc = BenchGemm(pool, peaks); rc != 0) return rc;
   }

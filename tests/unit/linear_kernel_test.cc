@@ -144,9 +144,10 @@ TEST_P(LinearKernelTest, BothLoopOrdersOfVerifySizedCallsGiveTheSameBits) {
     }
     // Every call here is large enough to be split between the two threads.
     const LinearCallShape shape{.in = in, .panels = packed.panels(), .rows = rows, .threads = 2};
-    // The AVX-512 paths have both orders and have compared them by now (the others have
-    // one order and never ask).
-    if (level() >= SimdLevel::kAvx512) {
+    // The AVX-512 vector paths have both orders and have compared them by now (the
+    // others, AMX among them, have one order and never ask).
+    const bool amx = dtype() != DType::kF32 && Bf16PanelKernelAt(level()) == Bf16PanelKernel::kAmx;
+    if (level() >= SimdLevel::kAvx512 && !amx) {
       EXPECT_TRUE(TileOrderChooser::Global().Chosen(shape).has_value()) << rows;
     }
   }
@@ -327,6 +328,87 @@ TEST(Bf16PanelKernelsTest, WidenedEqualsPortableBitwiseAndDotAgreesToRounding) {
   }
 }
 
+// AMX row tiles of x (16 rows each, zero-padded; engine/cpu/linear_kernels.h).
+struct AmxTiles {
+  std::vector<uint32_t> pairs;
+  std::vector<internal::RowTile> tiles;
+};
+
+AmxTiles PackAmxTiles(const std::vector<float>& x, int64_t in, int64_t rows) {
+  AmxTiles t;
+  const auto plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
+  const int64_t tile_pairs = internal::AmxTilePairs(in);
+  t.pairs.assign(static_cast<size_t>(tile_pairs) * plan.size(), 0xdeadbeef);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    uint32_t* tile_x = t.pairs.data() + static_cast<int64_t>(i) * tile_pairs;
+    internal::PackRowTileBf16Amx(x.data(), in, plan[i].first, plan[i].second, tile_x);
+    t.tiles.push_back({plan[i].first, plan[i].second, tile_x});
+  }
+  return t;
+}
+
+// The AMX kernel (tdpbf16ps), run directly whichever kernel the process chose: equal to
+// the portable kernel to rounding on K with a partial last block (1, 33, 130 inputs) and
+// whole blocks (64, 768); one and two row tiles at a time (up to 16, 17-32, and more
+// rows, odd counts leaving one tile alone); outputs ending mid-panel. Every row gives the
+// same bits alone as in any tile.
+TEST(Bf16PanelKernelsTest, AmxAgreesWithPortableAndEachRowEqualsItselfAlone) {
+  if (!HasAmx()) GTEST_SKIP() << "AMX not usable here: " << AmxUnavailableReason();
+  Rng rng(13);
+  for (int64_t in : {1, 33, 64, 130, 768}) {
+    auto w = MakeWeight(DType::kBF16, 70, in, rng);
+    const PackedWeights packed = PackedWeights::Pack(w.ref);
+    for (int64_t rows : {1, 5, 16, 17, 40, 70}) {
+      const auto x = RandomRows(rows, in, rng);
+      const Bf16Tiles t = PackBf16Tiles(x, in, rows);
+      const AmxTiles amx_tiles = PackAmxTiles(x, in, rows);
+      const auto portable = RunBf16Kernel(internal::PanelsScalar, packed, t.pair_tiles, rows);
+      const auto amx = RunBf16Kernel(internal::PanelsAmxBf16, packed, amx_tiles.tiles, rows);
+      for (size_t i = 0; i < amx.size(); ++i) {
+        ASSERT_NEAR(amx[i], portable[i], 2e-6 * in + 1e-6) << "in=" << in << " rows=" << rows << " at " << i;
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const std::vector<float> xr(x.begin() + r * in, x.begin() + (r + 1) * in);
+        const auto amx1 = RunBf16Kernel(internal::PanelsAmxBf16, packed, PackAmxTiles(xr, in, 1).tiles, 1);
+        ASSERT_EQ(0, std::memcmp(amx1.data(), amx.data() + r * 70, sizeof(float) * 70))
+            << "in=" << in << " rows=" << rows << " row " << r;
+      }
+    }
+  }
+}
+
+// The AMX packing: K block after K block, each the 16 rows' pairs rounded as F32ToBf16
+// (a NaN, a value that rounds up), zeros past K and in the rows past the tile.
+TEST(PackRowTilesTest, AmxTilesHoldEachBlocksRowsThenZeros) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
+  Rng rng(9);
+  for (int64_t in : {1, 2, 31, 33, 64, 100}) {
+    for (int64_t rows : {1, 7, 16}) {
+      auto x = RandomRows(rows + 1, in, rng);
+      x[static_cast<size_t>(in + in / 2)] = std::nanf("");
+      x[static_cast<size_t>(2 * in - 1)] = 1.0f + 3.0f / (1 << 9);
+      const int64_t blocks = internal::AmxBlocks(in);
+      ASSERT_GE(blocks * internal::kAmxBlockPairs, (in + 1) / 2);
+      std::vector<uint32_t> out(static_cast<size_t>(internal::AmxTilePairs(in)), 0xdeadbeef);
+      internal::PackRowTileBf16Amx(x.data(), in, 1, rows, out.data());
+      for (int64_t b = 0; b < blocks; ++b) {
+        for (int64_t r = 0; r < internal::kAmxTileRows; ++r) {
+          for (int64_t i = 0; i < internal::kAmxBlockPairs; ++i) {
+            const int64_t p = b * internal::kAmxBlockPairs + i;
+            uint32_t want = 0;
+            if (r < rows && 2 * p < in) {
+              const float* xr = x.data() + (1 + r) * in;
+              want = F32ToBf16(xr[2 * p]) | (2 * p + 1 < in ? uint32_t{F32ToBf16(xr[2 * p + 1])} << 16 : 0u);
+            }
+            const size_t at = static_cast<size_t>((b * internal::kAmxTileRows + r) * internal::kAmxBlockPairs + i);
+            ASSERT_EQ(out[at], want) << "in=" << in << " row " << r << " pair " << p;
+          }
+        }
+      }
+    }
+  }
+}
+
 // The process's choice follows its own measurement (or CROSSREG_BF16_KERNEL), and the
 // level without vdpbf16ps always widens.
 TEST(Bf16PanelKernelsTest, ChoiceFollowsTheMeasuredRates) {
@@ -336,7 +418,12 @@ TEST(Bf16PanelKernelsTest, ChoiceFollowsTheMeasuredRates) {
   if (std::string(c.reason) != "measured") GTEST_SKIP() << "chosen by " << c.reason;
   EXPECT_GT(c.dot_flops, 0);
   EXPECT_GT(c.fma_flops, 0);
-  EXPECT_EQ(c.kernel, c.fma_flops > kWideAdvantage * c.dot_flops ? Bf16PanelKernel::kWide : Bf16PanelKernel::kDot);
+  EXPECT_EQ(c.amx_flops > 0, HasAmx());
+  if (c.amx_flops > std::max(c.dot_flops, c.fma_flops)) {
+    EXPECT_EQ(c.kernel, Bf16PanelKernel::kAmx);
+  } else {
+    EXPECT_EQ(c.kernel, c.fma_flops > kWideAdvantage * c.dot_flops ? Bf16PanelKernel::kWide : Bf16PanelKernel::kDot);
+  }
   EXPECT_EQ(Bf16PanelKernelAt(SimdLevel::kAvx512Bf16), c.kernel);
   EXPECT_NE(Bf16PanelKernelSummary().find(Bf16PanelKernelName(c.kernel)), std::string::npos);
 }

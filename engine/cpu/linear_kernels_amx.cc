@@ -1,0 +1,128 @@
+// AMX micro-kernel: bf16 panels through tdpbf16ps, each instruction 16 activation rows x
+// 16 outputs x 32 inputs (engine/cpu/linear_kernels.h has the tile layouts). One
+// instruction does 8192 multiply-adds where vdpbf16ps does 32, so the rows of a verify
+// step cost little more than one row: the forward streams the weights once and the
+// tiles keep up with the memory. Compiled with -mamx-tile -mamx-bf16; called only where
+// HasAmx() (the process then holds the tile-data permission).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "engine/cpu/linear_kernels.h"
+
+namespace crossreg::cpu::internal {
+namespace {
+
+// Tile registers: C for the first row tile's outputs 0-15 and 16-31 (0, 1) and the
+// second's (2, 3); A for the two row tiles (4, 5); B for the panel's two halves (6, 7).
+// Every tile is 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+TileConfig MakeConfig() {
+  TileConfig c;
+  for (int t = 0; t < 8; ++t) {
+    c.colsb[t] = 64;
+    c.rows[t] = 16;
+  }
+  return c;
+}
+
+constexpr int64_t kBlockBytes = kAmxBlockPairs * kPanelStepBytes;  // a K block of a panel: 2 KiB
+// The first row tile's pass streams the panel from memory: it asks for the lines this
+// far ahead, so they arrive while the tiles work on the blocks before them.
+constexpr int64_t kPrefetchAheadBytes = 4 * kBlockBytes;
+constexpr int64_t kLineBytes = 64;
+constexpr int64_t kXRowBytes = kAmxBlockPairs * sizeof(uint32_t);  // a row's pairs in one K block of a row tile
+
+// One or two row tiles (kTwo) over every K block of one panel, into C tiles 0-1 (2-3).
+// `tail`: the panel's last, partial block copied and padded with zero pairs (null when
+// K is a whole number of blocks); the activations are zero there already.
+template <bool kTwo>
+void RowTilesOverPanel(const unsigned char* panel, int64_t full_blocks, const unsigned char* tail, const uint32_t* x0,
+                       const uint32_t* x1, bool prefetch) {
+  _tile_zero(0);
+  _tile_zero(1);
+  if constexpr (kTwo) {
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  auto block = [&](const unsigned char* w, int64_t b) {
+    _tile_loadd(6, w, kPanelStepBytes);
+    _tile_loadd(7, w + 64, kPanelStepBytes);
+    _tile_loadd(4, x0 + b * kAmxBlockPairsPerTile, kXRowBytes);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    if constexpr (kTwo) {
+      _tile_loadd(5, x1 + b * kAmxBlockPairsPerTile, kXRowBytes);
+      _tile_dpbf16ps(2, 5, 6);
+      _tile_dpbf16ps(3, 5, 7);
+    }
+  };
+  for (int64_t b = 0; b < full_blocks; ++b) {
+    const unsigned char* w = panel + b * kBlockBytes;
+    if (prefetch) {
+      // Past the panel's end these are the next panel's lines (a prefetch never faults).
+      for (int64_t l = 0; l < kBlockBytes; l += kLineBytes) _mm_prefetch(reinterpret_cast<const char*>(w + kPrefetchAheadBytes + l), _MM_HINT_T0);
+    }
+    block(w, b);
+  }
+  if (tail != nullptr) block(tail, full_blocks);
+}
+
+void StoreRows(const PanelArgs& a, int64_t j, const RowTile& tile, const float* c, int64_t width) {
+  float* y = a.y + tile.first_row * a.y_stride + j * kPanelWidth;
+  for (int64_t r = 0; r < tile.rows; ++r) std::memcpy(y + r * a.y_stride, c + r * kPanelWidth, sizeof(float) * width);
+}
+
+}  // namespace
+
+void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end) {
+  const PackedWeights& w = *a.w;
+  const int64_t steps = w.k_steps();
+  const int64_t full_blocks = steps / kAmxBlockPairs;
+  const int64_t tail_pairs = steps % kAmxBlockPairs;
+  static const TileConfig config = MakeConfig();
+  _tile_loadconfig(&config);
+  alignas(64) unsigned char tail[kBlockBytes];
+  alignas(64) float c[2][kAmxTileRows * kPanelWidth];
+  for (int64_t j = begin; j < end; ++j) {
+    const unsigned char* panel = w.panel(j);
+    const int64_t width = std::min<int64_t>(kPanelWidth, w.out() - j * kPanelWidth);
+    if (tail_pairs > 0) {
+      std::memcpy(tail, panel + full_blocks * kBlockBytes, static_cast<size_t>(tail_pairs * kPanelStepBytes));
+      std::memset(tail + tail_pairs * kPanelStepBytes, 0, static_cast<size_t>(kBlockBytes - tail_pairs * kPanelStepBytes));
+    }
+    const unsigned char* tail_block = tail_pairs > 0 ? tail : nullptr;
+    for (int t = 0; t < a.num_tiles; t += 2) {
+      const RowTile& t0 = a.tiles[t];
+      const auto* x0 = static_cast<const uint32_t*>(t0.x);
+      const bool prefetch = t == 0;
+      if (t + 1 < a.num_tiles) {
+        const RowTile& t1 = a.tiles[t + 1];
+        RowTilesOverPanel<true>(panel, full_blocks, tail_block, x0, static_cast<const uint32_t*>(t1.x),
+                                prefetch);
+        _tile_stored(0, c[0], kPanelWidth * sizeof(float));
+        _tile_stored(1, c[0] + 16, kPanelWidth * sizeof(float));
+        _tile_stored(2, c[1], kPanelWidth * sizeof(float));
+        _tile_stored(3, c[1] + 16, kPanelWidth * sizeof(float));
+        StoreRows(a, j, t0, c[0], width);
+        StoreRows(a, j, t1, c[1], width);
+      } else {
+        RowTilesOverPanel<false>(panel, full_blocks, tail_block, x0, nullptr, prefetch);
+        _tile_stored(0, c[0], kPanelWidth * sizeof(float));
+        _tile_stored(1, c[0] + 16, kPanelWidth * sizeof(float));
+        StoreRows(a, j, t0, c[0], width);
+      }
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace crossreg::cpu::internal
