@@ -89,7 +89,7 @@ def parse_decode(text):
                 if len(cells) >= 7:
                     fig["T" + cells[0] + "_floor"] = float(cells[6])
         for line in lines:
-            m = re.search(r"= (\d+)% of the measured (bf16 dot-product|int8 dot-product|f32 FMA) peak", line)
+            m = re.search(r"= (\d+)% of the measured (AMX bf16|bf16 dot-product|int8 dot-product|f32 FMA) peak", line)
             if m:
                 fig["prefill_pct"], fig["prefill_peak"] = float(m.group(1)), m.group(2)
             m = re.search(r"Prefill of \d+ tokens \(one forward\): [\d.]+ ms, (\d+) tokens/s", line)

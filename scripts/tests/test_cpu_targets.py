@@ -40,6 +40,23 @@ def test_decode_tables_give_every_ratio_and_percentage():
     assert fig["prefill_peak"] == "f32 FMA"
 
 
+def test_a_bf16_models_prefill_is_held_against_the_peak_of_its_kernel():
+    # The default model is bf16: its peak is the AMX tile rate, vdpbf16ps or the f32 FMA,
+    # whichever kernel this host serves bf16 weights with, and is read back in each case.
+    default = os.path.join(ROOT, "models/default")
+    if not os.path.isdir(default):
+        pytest.skip(f"{default} is missing")
+    out = subprocess.run([program("crossreg-bench-decode"), "--gemm=false", "--random100m=false", "--batches", "1",
+                          "--repeats", "1", "--steps", "4", "--rows", "1,16,32", "--prefill", "64", "--model",
+                          default], capture_output=True, text=True, check=True).stdout
+    fig = cpu_targets.parse_decode(out)[default]
+    served = next((l for l in out.splitlines() if l.startswith("bf16 weights: ")), "bf16 weights: widened")
+    want = ("AMX bf16" if served.startswith("bf16 weights: AMX tdpbf16ps") else
+            "bf16 dot-product" if served.startswith("bf16 weights: vdpbf16ps") else "f32 FMA")
+    assert fig["prefill_peak"] == want, served
+    assert fig["prefill_pct"] > 0 and fig["T16"] > 0
+
+
 def test_xr_table_gives_every_mode_with_tpf_and_speedup():
     out = subprocess.run([program("crossreg-bench-xr"), "--random100m=false", "--gammas=4", "--repeats", "1",
                           "--max_new_tokens", "8", "--model", STORIES], capture_output=True, text=True,
