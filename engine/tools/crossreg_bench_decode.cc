@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -208,6 +209,45 @@ double TimePrefill(Engine& e, int tokens, int repeats) {
   return best;
 }
 
+// One kernel of a comparison: its name and what makes the next forwards run it.
+struct KernelTurn {
+  const char* name;
+  std::function<void()> select;
+};
+
+// The rows table and prefill once per kernel, kernels taking turns for three rounds (best
+// of each), the last kernel's ratio to the first per row count.
+void PrintKernelTurns(Engine& engine, const std::vector<int>& row_counts, int context, int prefill, const char* what,
+                      const std::vector<KernelTurn>& turns, const char* serving) {
+  const size_t n = turns.size();
+  std::vector<std::vector<double>> best(n);
+  std::vector<double> prefill_best(n, 1e30);
+  for (int round = 0; round < 3; ++round) {
+    for (size_t k = 0; k < n; ++k) {
+      turns[k].select();
+      const std::vector<double> t = TimeRows(engine, row_counts, context, 5);
+      if (best[k].empty()) best[k].assign(t.size(), 1e30);
+      for (size_t i = 0; i < t.size(); ++i) best[k][i] = std::min(best[k][i], t[i]);
+      if (prefill > 0) prefill_best[k] = std::min(prefill_best[k], TimePrefill(engine, prefill, 1));
+    }
+  }
+  std::printf("\nThe %s kernels on these forwards, taking turns (this process serves with %s):\n| rows |", what, serving);
+  for (size_t k = 0; k < n; ++k) std::printf(" %s ms | T(rows)/T(1) |", turns[k].name);
+  std::printf(" %s / %s |\n|---|", turns[0].name, turns[n - 1].name);
+  for (size_t k = 0; k < n; ++k) std::printf("---|---|");
+  std::printf("---|\n");
+  for (size_t i = 0; i < row_counts.size(); ++i) {
+    std::printf("| %d |", row_counts[i]);
+    for (size_t k = 0; k < n; ++k) std::printf(" %.3f | %.2f |", best[k][i] * 1e3, best[k][i] / best[k][0]);
+    std::printf(" %.2f |\n", best[0][i] / best[n - 1][i]);
+  }
+  if (prefill > 0) {
+    std::printf("| prefill %d |", prefill);
+    for (size_t k = 0; k < n; ++k) std::printf(" %.1f | |", prefill_best[k] * 1e3);
+    std::printf(" %.2f |\n", prefill_best[0] / prefill_best[n - 1]);
+  }
+}
+
 void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dram_bandwidth,
                 const cpu::ComputePeaks& peaks) {
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -271,37 +311,14 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   // the process can use it) on the same forwards, taking turns, so their ratios hold
   // whatever else the machine does meanwhile.
   if (cpu::DetectedSimdLevel() == cpu::SimdLevel::kAvx512Bf16 && weight_dtype == DType::kBF16) {
-    std::vector<cpu::Bf16PanelKernel> kernels = {cpu::Bf16PanelKernel::kDot, cpu::Bf16PanelKernel::kWide};
-    if (cpu::HasAmx()) kernels.push_back(cpu::Bf16PanelKernel::kAmx);
-    const size_t n = kernels.size();
-    std::vector<std::vector<double>> best(n);
-    std::vector<double> prefill_best(n, 1e30);
-    for (int round = 0; round < 3; ++round) {
-      for (size_t k = 0; k < n; ++k) {
-        cpu::OverrideBf16PanelKernelForBenchmark(kernels[k]);
-        const std::vector<double> t = TimeRows(*engine, row_counts, context, 5);
-        if (best[k].empty()) best[k].assign(t.size(), 1e30);
-        for (size_t i = 0; i < t.size(); ++i) best[k][i] = std::min(best[k][i], t[i]);
-        if (prefill > 0) prefill_best[k] = std::min(prefill_best[k], TimePrefill(*engine, prefill, 1));
-      }
+    std::vector<KernelTurn> turns;
+    for (const cpu::Bf16PanelKernel k : {cpu::Bf16PanelKernel::kDot, cpu::Bf16PanelKernel::kWide, cpu::Bf16PanelKernel::kAmx}) {
+      if (k == cpu::Bf16PanelKernel::kAmx && !cpu::HasAmx()) continue;
+      turns.push_back({cpu::Bf16PanelKernelName(k), [k] { cpu::OverrideBf16PanelKernelForBenchmark(k); }});
     }
+    PrintKernelTurns(*engine, row_counts, context, prefill, "bf16", turns,
+                     cpu::Bf16PanelKernelName(cpu::ChosenBf16PanelKernel().kernel));
     cpu::ClearBf16PanelKernelOverride();
-    std::printf("\nThe bf16 kernels on these forwards, taking turns (this process serves with %s):\n| rows |",
-                cpu::Bf16PanelKernelName(cpu::ChosenBf16PanelKernel().kernel));
-    for (size_t k = 0; k < n; ++k) std::printf(" %s ms | T(rows)/T(1) |", cpu::Bf16PanelKernelName(kernels[k]));
-    std::printf(" %s / %s |\n|---|", cpu::Bf16PanelKernelName(kernels[0]), cpu::Bf16PanelKernelName(kernels[n - 1]));
-    for (size_t k = 0; k < n; ++k) std::printf("---|---|");
-    std::printf("---|\n");
-    for (size_t i = 0; i < row_counts.size(); ++i) {
-      std::printf("| %d |", row_counts[i]);
-      for (size_t k = 0; k < n; ++k) std::printf(" %.3f | %.2f |", best[k][i] * 1e3, best[k][i] / best[k][0]);
-      std::printf(" %.2f |\n", best[0][i] / best[n - 1][i]);
-    }
-    if (prefill > 0) {
-      std::printf("| prefill %d |", prefill);
-      for (size_t k = 0; k < n; ++k) std::printf(" %.1f | |", prefill_best[k] * 1e3);
-      std::printf(" %.2f |\n", prefill_best[0] / prefill_best[n - 1]);
-    }
   }
   // The two loop orders of multi-tile calls, as this run's forwards timed them.
   auto decided = cpu::TileOrderChooser::Global().Decided();
