@@ -217,7 +217,8 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     auto pack = [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
         const auto [first, count] = amx_plan[static_cast<size_t>(t)];
-        internal::PackRowTileBf16Amx(x, in, first, count, packed + t * tile_pairs);
+        internal::PackRowTileBf16Amx(x, in, first, count, internal::AmxRowsRead(count, amx_plan.size()),
+                                     packed + t * tile_pairs);
       }
     };
     if (parallel && amx_plan.size() > 1) {
@@ -342,7 +343,8 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       buf.resize(static_cast<size_t>(tile_pairs) * amx_plan.size());
       for (size_t t = 0; t < amx_plan.size(); ++t) {
         uint32_t* tile_x = buf.data() + static_cast<int64_t>(t) * tile_pairs;
-        internal::PackRowTileBf16Amx(jobs[i].x, in, amx_plan[t].first, amx_plan[t].second, tile_x);
+        internal::PackRowTileBf16Amx(jobs[i].x, in, amx_plan[t].first, amx_plan[t].second,
+                                     internal::AmxRowsRead(amx_plan[t].second, amx_plan.size()), tile_x);
         tiles[static_cast<size_t>(i)].push_back({amx_plan[t].first, amx_plan[t].second, tile_x});
       }
       a.w = &w;

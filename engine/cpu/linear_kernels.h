@@ -92,9 +92,14 @@ inline constexpr int64_t kAmxBlockPairsPerTile = kAmxTileRows * kAmxBlockPairs;
 inline int64_t AmxBlocks(int64_t in) { return ((in + 1) / 2 + kAmxBlockPairs - 1) / kAmxBlockPairs; }
 // The pairs of one packed row tile.
 inline int64_t AmxTilePairs(int64_t in) { return AmxBlocks(in) * kAmxBlockPairsPerTile; }
+// The rows of a row tile the kernel's tiles read: a call of one row tile configures its
+// tiles to its own rows (a decode step reads and stores one row, not 16); with more tiles
+// every tile reads 16.
+inline int64_t AmxRowsRead(int64_t tile_rows, size_t tiles) { return tiles == 1 ? tile_rows : kAmxTileRows; }
 // One row tile (rows [first, first + rows) of x, rows <= kAmxTileRows) into `out`
-// (AmxTilePairs(in) pairs), rounded as F32ToBf16. AVX-512 code.
-void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out);
+// (AmxTilePairs(in) pairs), rounded as F32ToBf16, and zeros in its rows up to `rows_read`
+// (the rows past those are left as they were: no tile reads them). AVX-512 code.
+void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, int64_t rows_read, uint32_t* out);
 // Only where HasAmx() (engine/cpu/cpu_features.h); tiles as above.
 void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end);
 

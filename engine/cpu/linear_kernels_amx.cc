@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
@@ -25,13 +26,26 @@ struct alignas(64) TileConfig {
   uint8_t rows[16] = {};
 };
 
-TileConfig MakeConfig() {
+// Every tile 16 rows of 64 bytes, but the A and C tiles of `rows` rows: a call of one row
+// tile multiplies and stores only its rows (a decode step's one row costs a sixteenth of
+// the tile's stores). A row's sums do not depend on the rows beside it in the tile.
+TileConfig MakeConfig(int rows) {
   TileConfig c;
   for (int t = 0; t < 8; ++t) {
     c.colsb[t] = 64;
     c.rows[t] = 16;
   }
+  for (int t : {0, 1, 2, 3, 4, 5}) c.rows[t] = static_cast<uint8_t>(rows);
   return c;
+}
+
+const TileConfig& ConfigFor(int rows) {
+  static const auto configs = [] {
+    std::array<TileConfig, kAmxTileRows + 1> all{};
+    for (int m = 1; m <= kAmxTileRows; ++m) all[static_cast<size_t>(m)] = MakeConfig(m);
+    return all;
+  }();
+  return configs[static_cast<size_t>(rows)];
 }
 
 constexpr int64_t kBlockBytes = kAmxBlockPairs * kPanelStepBytes;  // a K block of a panel: 2 KiB
@@ -88,8 +102,7 @@ void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end) {
   const int64_t steps = w.k_steps();
   const int64_t full_blocks = steps / kAmxBlockPairs;
   const int64_t tail_pairs = steps % kAmxBlockPairs;
-  static const TileConfig config = MakeConfig();
-  _tile_loadconfig(&config);
+  _tile_loadconfig(&ConfigFor(static_cast<int>(AmxRowsRead(a.tiles[0].rows, static_cast<size_t>(a.num_tiles)))));
   alignas(64) unsigned char tail[kBlockBytes];
   alignas(64) float c[2][kAmxTileRows * kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {

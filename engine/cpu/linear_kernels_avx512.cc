@@ -157,14 +157,14 @@ void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t r
   }
 }
 
-void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, uint32_t* out) {
+void PackRowTileBf16Amx(const float* x, int64_t in, int64_t first, int64_t rows, int64_t rows_read, uint32_t* out) {
   const int64_t steps = (in + 1) / 2;
   const int64_t blocks = AmxBlocks(in);
   // One register of 16 pairs a row and block: zeros past K and in the rows past the tile.
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t p = b * kAmxBlockPairs;
     const int64_t k = 2 * p;
-    for (int64_t r = 0; r < kAmxTileRows; ++r) {
+    for (int64_t r = 0; r < rows_read; ++r) {
       uint32_t* dst = out + b * kAmxBlockPairsPerTile + r * kAmxBlockPairs;
       const int64_t left = r < rows && p < steps ? in - k : 0;  // values from k on
       const __mmask16 m_lo = left >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << left) - 1u);

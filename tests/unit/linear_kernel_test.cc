@@ -341,7 +341,8 @@ AmxTiles PackAmxTiles(const std::vector<float>& x, int64_t in, int64_t rows) {
   t.pairs.assign(static_cast<size_t>(tile_pairs) * plan.size(), 0xdeadbeef);
   for (size_t i = 0; i < plan.size(); ++i) {
     uint32_t* tile_x = t.pairs.data() + static_cast<int64_t>(i) * tile_pairs;
-    internal::PackRowTileBf16Amx(x.data(), in, plan[i].first, plan[i].second, tile_x);
+    internal::PackRowTileBf16Amx(x.data(), in, plan[i].first, plan[i].second,
+                                 internal::AmxRowsRead(plan[i].second, plan.size()), tile_x);
     t.tiles.push_back({plan[i].first, plan[i].second, tile_x});
   }
   return t;
@@ -378,24 +379,25 @@ TEST(Bf16PanelKernelsTest, AmxAgreesWithPortableAndEachRowEqualsItselfAlone) {
 }
 
 // The AMX packing: K block after K block, each the 16 rows' pairs rounded as F32ToBf16
-// (a NaN, a value that rounds up), zeros past K and in the rows past the tile.
+// (a NaN, a value that rounds up), zeros past K and in the rows past the tile that the
+// tiles read, the rows past those untouched.
 TEST(PackRowTilesTest, AmxTilesHoldEachBlocksRowsThenZeros) {
   if (DetectedSimdLevel() < SimdLevel::kAvx512) GTEST_SKIP() << "no AVX-512 on this CPU";
   Rng rng(9);
   for (int64_t in : {1, 2, 31, 33, 64, 100}) {
-    for (int64_t rows : {1, 7, 16}) {
+    for (const auto& [rows, rows_read] : std::vector<std::pair<int64_t, int64_t>>{{1, 16}, {7, 16}, {16, 16}, {1, 1}, {7, 9}}) {
       auto x = RandomRows(rows + 1, in, rng);
       x[static_cast<size_t>(in + in / 2)] = std::nanf("");
       x[static_cast<size_t>(2 * in - 1)] = 1.0f + 3.0f / (1 << 9);
       const int64_t blocks = internal::AmxBlocks(in);
       ASSERT_GE(blocks * internal::kAmxBlockPairs, (in + 1) / 2);
       std::vector<uint32_t> out(static_cast<size_t>(internal::AmxTilePairs(in)), 0xdeadbeef);
-      internal::PackRowTileBf16Amx(x.data(), in, 1, rows, out.data());
+      internal::PackRowTileBf16Amx(x.data(), in, 1, rows, rows_read, out.data());
       for (int64_t b = 0; b < blocks; ++b) {
         for (int64_t r = 0; r < internal::kAmxTileRows; ++r) {
           for (int64_t i = 0; i < internal::kAmxBlockPairs; ++i) {
             const int64_t p = b * internal::kAmxBlockPairs + i;
-            uint32_t want = 0;
+            uint32_t want = r < rows_read ? 0 : 0xdeadbeef;
             if (r < rows && 2 * p < in) {
               const float* xr = x.data() + (1 + r) * in;
               want = F32ToBf16(xr[2 * p]) | (2 * p + 1 < in ? uint32_t{F32ToBf16(xr[2 * p + 1])} << 16 : 0u);
