@@ -164,6 +164,33 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
   return call;
 }
 
+// x's rows in AMX row tiles of up to 16 rows (engine/cpu/linear_kernels.h), in `buf`; with
+// a pool the threads pack the tiles between them (each tile whole, by one thread).
+std::vector<internal::RowTile> PackAmxRowTiles(const float* x, int64_t in, int64_t rows, std::vector<uint32_t>& buf,
+                                               ThreadPool* pool) {
+  const auto plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
+  const int64_t tile_pairs = internal::AmxTilePairs(in);
+  buf.resize(static_cast<size_t>(tile_pairs) * plan.size());
+  uint32_t* const packed = buf.data();
+  auto pack = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const auto [first, count] = plan[static_cast<size_t>(t)];
+      internal::PackRowTileBf16Amx(x, in, first, count, internal::AmxRowsRead(count, plan.size()),
+                                   packed + t * tile_pairs);
+    }
+  };
+  if (pool != nullptr && plan.size() > 1) {
+    pool->ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
+  } else {
+    pack(0, static_cast<int64_t>(plan.size()));
+  }
+  std::vector<internal::RowTile> tiles;
+  for (size_t t = 0; t < plan.size(); ++t) {
+    tiles.push_back({plan[t].first, plan[t].second, packed + static_cast<int64_t>(t) * tile_pairs});
+  }
+  return tiles;
+}
+
 }  // namespace
 
 const char* QuantKernelName(SimdLevel level) {
@@ -209,26 +236,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   thread_local std::vector<uint32_t> x_amx;
   const bool amx = any_bf16 && AmxBf16(level);
   if (amx) {
-    // AMX row tiles of up to 16 rows, each packed whole (zero-padded) by one thread.
-    const auto amx_plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
-    const int64_t tile_pairs = internal::AmxTilePairs(in);
-    x_amx.resize(static_cast<size_t>(tile_pairs) * amx_plan.size());
-    uint32_t* const packed = x_amx.data();
-    auto pack = [&](int64_t begin, int64_t end) {
-      for (int64_t t = begin; t < end; ++t) {
-        const auto [first, count] = amx_plan[static_cast<size_t>(t)];
-        internal::PackRowTileBf16Amx(x, in, first, count, internal::AmxRowsRead(count, amx_plan.size()),
-                                     packed + t * tile_pairs);
-      }
-    };
-    if (parallel && amx_plan.size() > 1) {
-      pool.ParallelFor(static_cast<int64_t>(amx_plan.size()), 1, pack);
-    } else {
-      pack(0, static_cast<int64_t>(amx_plan.size()));
-    }
-    for (size_t t = 0; t < amx_plan.size(); ++t) {
-      tiles_bf16.push_back({amx_plan[t].first, amx_plan[t].second, packed + static_cast<int64_t>(t) * tile_pairs});
-    }
+    tiles_bf16 = PackAmxRowTiles(x, in, rows, x_amx, parallel ? &pool : nullptr);
   } else if (any_bf16) {
     x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
     const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
@@ -338,24 +346,8 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       continue;
     }
     if (w.format() == PanelFormat::kBf16 && AmxBf16(level)) {
-      const auto amx_plan = internal::PlanRowTiles(rows, internal::kAmxTileRows);
-      const int64_t tile_pairs = internal::AmxTilePairs(in);
-      buf.resize(static_cast<size_t>(tile_pairs) * amx_plan.size());
-      for (size_t t = 0; t < amx_plan.size(); ++t) {
-        uint32_t* tile_x = buf.data() + static_cast<int64_t>(t) * tile_pairs;
-        internal::PackRowTileBf16Amx(jobs[i].x, in, amx_plan[t].first, amx_plan[t].second,
-                                     internal::AmxRowsRead(amx_plan[t].second, amx_plan.size()), tile_x);
-        tiles[static_cast<size_t>(i)].push_back({amx_plan[t].first, amx_plan[t].second, tile_x});
-      }
-      a.w = &w;
-      a.tiles = tiles[static_cast<size_t>(i)].data();
-      a.num_tiles = static_cast<int>(amx_plan.size());
-      a.rows = rows;
-      a.y = jobs[i].y;
-      a.y_stride = w.out();
-      continue;
-    }
-    if (w.format() == PanelFormat::kF32) {
+      tiles[static_cast<size_t>(i)] = PackAmxRowTiles(jobs[i].x, in, rows, buf, nullptr);
+    } else if (w.format() == PanelFormat::kF32) {
       buf.resize(static_cast<size_t>(rows * in));
       starts = internal::PackRowTilesF32(jobs[i].x, in, plan, reinterpret_cast<float*>(buf.data()));
     } else {
@@ -364,20 +356,22 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
       internal::PackRowTilesBf16Range(jobs[i].x, in, plan, starts, buf.data(), avx512, 0,
                                       static_cast<int64_t>(plan.size()));
     }
-    const bool wide = widened && w.format() == PanelFormat::kBf16;
-    std::vector<float>& wide_buf = widened_x[static_cast<size_t>(i)];
-    if (wide) {
-      wide_buf.resize(2 * buf.size());
-      internal::WidenBf16Pairs(buf.data(), 0, static_cast<int64_t>(buf.size()), wide_buf.data());
-    }
-    for (size_t t = 0; t < plan.size(); ++t) {
-      const void* tile_x = wide ? static_cast<const void*>(wide_buf.data() + 2 * starts[t])
-                                : static_cast<const void*>(buf.data() + starts[t]);
-      tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, tile_x});
+    if (tiles[static_cast<size_t>(i)].empty()) {  // (AMX row tiles are made above)
+      const bool wide = widened && w.format() == PanelFormat::kBf16;
+      std::vector<float>& wide_buf = widened_x[static_cast<size_t>(i)];
+      if (wide) {
+        wide_buf.resize(2 * buf.size());
+        internal::WidenBf16Pairs(buf.data(), 0, static_cast<int64_t>(buf.size()), wide_buf.data());
+      }
+      for (size_t t = 0; t < plan.size(); ++t) {
+        const void* tile_x = wide ? static_cast<const void*>(wide_buf.data() + 2 * starts[t])
+                                  : static_cast<const void*>(buf.data() + starts[t]);
+        tiles[static_cast<size_t>(i)].push_back({plan[t].first, plan[t].second, tile_x});
+      }
     }
     a.w = &w;
     a.tiles = tiles[static_cast<size_t>(i)].data();
-    a.num_tiles = static_cast<int>(plan.size());
+    a.num_tiles = static_cast<int>(tiles[static_cast<size_t>(i)].size());
     a.rows = rows;
     a.y = jobs[i].y;
     a.y_stride = w.out();

@@ -10,6 +10,7 @@
 #include <array>
 #include <cstring>
 
+#include "engine/cpu/amx_tile_config.h"
 #include "engine/cpu/linear_kernels.h"
 
 namespace crossreg::cpu::internal {
@@ -17,31 +18,18 @@ namespace {
 
 // Tile registers: C for the first row tile's outputs 0-15 and 16-31 (0, 1) and the
 // second's (2, 3); A for the two row tiles (4, 5); B for the panel's two halves (6, 7).
-// Every tile is 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// Every tile 16 rows of 64 bytes, but the A and C tiles of `rows` rows: a call of one row
-// tile multiplies and stores only its rows (a decode step's one row costs a sixteenth of
-// the tile's stores). A row's sums do not depend on the rows beside it in the tile.
-TileConfig MakeConfig(int rows) {
-  TileConfig c;
-  for (int t = 0; t < 8; ++t) {
-    c.colsb[t] = 64;
-    c.rows[t] = 16;
-  }
+// Every tile is 64 bytes a row and 16 rows, but A and C have `rows` rows: a call of one
+// row tile multiplies and stores only its rows (a decode step's one row, not 16). A row's
+// sums do not depend on the rows beside it in the tile.
+AmxTileConfig MakeConfig(int rows) {
+  AmxTileConfig c = AmxFullTiles();
   for (int t : {0, 1, 2, 3, 4, 5}) c.rows[t] = static_cast<uint8_t>(rows);
   return c;
 }
 
-const TileConfig& ConfigFor(int rows) {
+const AmxTileConfig& ConfigFor(int rows) {
   static const auto configs = [] {
-    std::array<TileConfig, kAmxTileRows + 1> all{};
+    std::array<AmxTileConfig, kAmxTileRows + 1> all{};
     for (int m = 1; m <= kAmxTileRows; ++m) all[static_cast<size_t>(m)] = MakeConfig(m);
     return all;
   }();
