@@ -158,7 +158,9 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
     call.rows.offset32 = b.offset32.data();
     call.rows.offset16 = b.offset16.data();
   }
-  for (const auto& [first, count] : internal::PlanRowTiles(rows, internal::kQuantTileRows)) {
+  const int64_t tile_rows =
+      QuantKernelAt(level) == QuantKernel::kAvx512Vnni ? internal::kQuantTileRowsVnni : internal::kQuantTileRows;
+  for (const auto& [first, count] : internal::PlanRowTiles(rows, tile_rows)) {
     call.tiles.push_back({first, count, nullptr});
   }
   return call;

@@ -114,8 +114,11 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
 // vpdpbusd (AVX-512 VNNI): CPUs that have it run this at the AVX-512 levels.
 void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
-// Rows up to which one kQ8 tile runs at once.
+// Rows up to which one kQ8 tile runs at once: the AVX2 and portable kernels (16 vector
+// registers), the VNNI kernel (32), and the most any kernel takes (buffers).
 inline constexpr int64_t kQuantTileRows = 4;
+inline constexpr int64_t kQuantTileRowsVnni = 6;
+inline constexpr int64_t kQuantTileRowsMax = 6;
 
 // What a kQ8 tile asks the memory for while it computes: `lines` cache lines per group,
 // from `from` on. In the whole-K order (the K-blocked one: quant_panel_order.h) a panel's

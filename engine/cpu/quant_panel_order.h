@@ -53,7 +53,7 @@ void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_
   const int64_t groups = a.w->k_steps();
   const bool blocked = QuantBlocked(a);
   const int64_t block = QuantBlockGroups(*a.w);
-  alignas(64) float acc[kQuantTileRows][kPanelWidth];
+  alignas(64) float acc[kQuantTileRowsMax][kPanelWidth];
   alignas(64) float carried[kBlockedRows][kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {
     const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);

@@ -49,7 +49,7 @@ ABSL_FLAG(std::vector<std::string>, modes, std::vector<std::string>({"lossless",
 ABSL_FLAG(std::vector<std::string>, layouts, std::vector<std::string>({"chain", "blocks"}),
           "Draft layouts of the lossless rows: chain (ALGORITHM.md's), forked (forked refill, fork_outcomes 1) and "
           "blocks (outcome blocks for n = 0 and n = m; docs/algorithm.md)");
-ABSL_FLAG(int, repeats, 5, "Runs of every decoding configuration (taking turns); the best tokens/s is reported");
+ABSL_FLAG(int, repeats, 5, "Runs of every decoding configuration (taking turns, every other round in reverse order); the best tokens/s is reported");
 
 namespace crossreg {
 namespace {
@@ -253,8 +253,13 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
   // Like the acceptance memory, what the forwards cost is learnt across rows and
   // repeats ("alone" rows learn it per prompt).
   ForwardCostCalibration calibration;
+  // Every other round runs the table backwards: the machine's speed drifts over a round
+  // (down by 5-10% over the five rounds on a shared 2-core host, AR first each time), so a
+  // fixed order favoured the rows that run early, AR among them, and read a few percent
+  // off the rows at the end: the adaptive ones.
   for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
-    for (Row& row : table) {
+    for (size_t i = 0; i < table.size(); ++i) {
+      Row& row = table[rep % 2 == 0 ? i : table.size() - 1 - i];
       const ModeResult r = RunMode(e, prompts, row.decoding, row.alone, calibration);
       if (r.tokens_per_s > row.best.tokens_per_s) row.best = r;
     }

@@ -195,7 +195,8 @@ TEST_P(QuantizedLinearTest, BothLoopOrdersOfVerifySizedCallsEqualTheIntegerRefer
     const QuantWeight w = MakeWeight(type, out, in, rng);
     const PackedWeights packed = PackedWeights::Pack(w.ref, &pool);
     ASSERT_GT(packed.panel_bytes(), 2 * internal::kQuantBlockBytes);  // three blocks or more
-    for (const int64_t rows : {6, 16, 33}) {
+    // Every count makes two tiles or more on every kernel (the orders differ only then).
+    for (const int64_t rows : {internal::kQuantTileRowsMax + 2, int64_t{16}, int64_t{33}}) {
       const std::vector<float> x = RandomRows(rows, in, rng);
       const std::vector<float> want = IntegerReference(w, x, rows);
       for (int call = 0; call < 2 * TileOrderChooser::kTrials + 2; ++call) {
