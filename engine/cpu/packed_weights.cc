@@ -136,7 +136,7 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
               group[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
                   static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
             } else {
-              group[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4] = code;
+              group[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
             }
           }
           auto* scales = reinterpret_cast<float*>(group + quant_.code_bytes());

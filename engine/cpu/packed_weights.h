@@ -6,7 +6,9 @@
 //
 //   kQ8   (GGML block-quantized weights: Q8_0, Q4_0, Q4_K, Q5_K, Q6_K), per group of S
 //         input features (S = the format's sub-block: 32, or 16 for Q6_K):
-//           quants  4 quarters x S/4 steps x 8 outputs x 4 consecutive k, int8   32*S bytes
+//           quants  S/4 steps x 4 quarters x 8 outputs x 4 consecutive k, int8   32*S bytes
+//                   (a step's 128 bytes hold its 32 outputs' 4 codes each, so
+//                   16 outputs are one 64-byte line: a 512-bit operand, an AMX tile row)
 //                   or, for 4-bit codes (Q4_0, Q4_K), nibble panels:
 //                   4 quarters x S/8 step pairs x 8 x 4: step 2t in the low
 //                   nibble, step 2t + 1 in the high one                         16*S bytes

@@ -18,6 +18,9 @@
 namespace crossreg::cpu::internal {
 namespace {
 
+// A byte panel's step: 4 quarters of 8 outputs x 4 codes (packed_weights.h).
+constexpr int kByteStepBytes = 128;
+
 inline __m256i Broadcast4(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, sizeof v);
@@ -71,7 +74,9 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     // across the four quarters and spills them (R x S/4 registers).
 #pragma GCC unroll 1
     for (int quarter = 0; quarter < 4; ++quarter) {
-      const unsigned char* quants = group + quarter * (S / (kNib ? 8 : 4)) * 32;
+      // Nibble panels hold a quarter's step pairs together; byte panels a step's quarters
+      // (packed_weights.h), so a byte step of this quarter is kByteStepBytes on.
+      const unsigned char* quants = group + (kNib ? quarter * (S / 8) * 32 : quarter * 32);
       // The activation pointers made opaque per quarter: otherwise the compiler hoists
       // every step's broadcast out of this loop and spills them (R x S/4 registers),
       // turning one broadcast load into a spill store and a reload.
@@ -91,7 +96,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
           const int step = step0 + t;
           // Byte panels: the step's codes; nibble panels read theirs below.
           const __m256i w = kNib ? _mm256_setzero_si256()
-                                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * 32));
+                                 : _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
           if constexpr (kSigned) {
             const __m256i aw = _mm256_abs_epi8(w);
             for (int r = 0; r < R; ++r) {

@@ -2,9 +2,9 @@
 // 4 consecutive quants with 4 broadcast activation bytes and adds the four products to
 // each output's int32 sum in one instruction, where the AVX2 kernel needs vpmaddubsw,
 // vpmaddwd and an add. The panel layout is the AVX2 kernel's (256-bit quarters of 8
-// outputs); a step joins quarters 0-1 and 2-3 into two 512-bit registers (a load and an
-// insert each, shared by every row of the tile), so a row costs one broadcast and two
-// vpdpbusd per step: at full width, a CPU with two 512-bit VNNI pipes spends its cycles
+// outputs): a byte panel's step holds quarters 0-1 and 2-3 as two 64-byte lines, one load
+// each; a nibble panel's step joins them (a load and an insert each, shared by every row
+// of the tile). So a row costs one broadcast and two vpdpbusd per step: at full width, a CPU with two 512-bit VNNI pipes spends its cycles
 // on the products. The tile's f32 sums stay in registers across the groups. Tiles take up
 // to kQuantTileRowsVnni (6) rows: 12 f32 sums and 12 int32 ones in 24 of the 32 registers
 // spread the step's joins and offsets over more rows than the AVX2 kernel's 4 (one core,
@@ -109,9 +109,10 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
           w23 = odd23;
         }
       } else {
-        const unsigned char* at = group + step * 32;
-        w01 = LoadQuarterPair(at, kQuarterBytes, 0);
-        w23 = LoadQuarterPair(at, kQuarterBytes, 2);
+        // A byte step holds its 4 quarters in order: quarters 0-1 are its first 64 bytes.
+        const unsigned char* at = group + step * 128;
+        w01 = _mm512_loadu_si512(at);
+        w23 = _mm512_loadu_si512(at + 64);
       }
       if constexpr (kSigned) {
         w01 = _mm512_xor_si512(w01, top_bit);  // w + 128, as unsigned bytes

@@ -72,7 +72,7 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
                     ? static_cast<int8_t>((static_cast<uint8_t>(
                                                quants[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4]) >>
                                            (4 * (step % 2))) & 15)
-                    : quants[((quarter * (sub / 4) + step) * 8 + lane) * 4 + kk % 4];
+                    : quants[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4];
             // Unsigned formats store q in [0, 63]: as int8 the same value.
             isum += static_cast<int32_t>(layout.signed_quants ? wq : static_cast<uint8_t>(wq)) * xq[g * sub + kk];
           }
