@@ -9,7 +9,8 @@
 // a 16-34 row one, so the adaptive draft length's cost curve, which times each size
 // right after the largest, read one row as dearer than eight.
 //
-// More rows run tiles of up to 5 rows (linear.cc MaxRowTile) over half a panel (16 outputs: the
+// Tiles of 2 and 3 rows run the whole panel (PanelTile: enough independent sums to hide the
+// FMA latency). Tiles of 4 and 5 rows (linear.cc MaxRowTile) run half a panel (16 outputs: the
 // step's first or second 64-byte line): 2 accumulators per row, the half's weights
 // converted once per step for every row of the tile (bf16: even and odd values, 4
 // registers), the activations arriving as f32 (bf16 tiles widened once per call,
@@ -178,6 +179,93 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
   }
 }
 
+// Two or three rows over steps [k0, k1) of the whole panel (32 outputs). Every output's
+// products form one chain of dependent FMAs (its order is the contract), so a tile needs
+// about 8 independent accumulators to keep both FMA pipes busy (4-cycle latency): 2 rows
+// over half a panel hold 4 and 3 rows 6, and wait on latency (a forward of the default
+// model cost 1.6x one row at 2 rows and 1.8x at 3, on 2 cores). Over the whole panel they
+// hold 8 or 12. Three rows take all 16 registers (12 sums, a weight, 3 broadcasts), so their
+// odd weights are masked by two shifts instead of an AND with a held mask. `carry` as
+// HalfTile's for h = 0, both halves.
+template <int R, bool kBf16>
+void PanelTile(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t k0, int64_t k1, const HalfCarry& carry,
+               PassPrefetch prefetch, int64_t width) {
+  static_assert(R == 2 || R == 3);
+  __m256 acc[R][4];
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int q = 0; q < 4; ++q) {
+      acc[r][q] = carry.resume ? _mm256_load_ps(carry.data + r * kPanelWidth + 8 * q) : _mm256_setzero_ps();
+    }
+  }
+  const unsigned char* p = a.w->panel(j);
+  if constexpr (kBf16) {
+    const float* x = static_cast<const float*>(tile.x) + k0 * 2 * R;
+    for (int64_t k = k0; k < k1; ++k, x += 2 * R) {
+      PrefetchAt(prefetch, k - k0, k1 - k0);
+      const auto* w = reinterpret_cast<const __m256i*>(p + k * kStepBytes);
+      // Each output sees its even product, then its odd one: all the even ones first.
+      __m256 xb[R];
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) xb[r] = _mm256_broadcast_ss(x + 2 * r);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m256 we = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_load_si256(w + q), 16));
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(we, xb[r], acc[r][q]);
+      }
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) xb[r] = _mm256_broadcast_ss(x + 2 * r + 1);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m256i wq = _mm256_load_si256(w + q);
+        const __m256 wo = _mm256_castsi256_ps(
+            R == 2 ? _mm256_and_si256(wq, _mm256_set1_epi32(static_cast<int>(0xffff0000u)))
+                   : _mm256_slli_epi32(_mm256_srli_epi32(wq, 16), 16));
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(wo, xb[r], acc[r][q]);
+      }
+    }
+  } else {
+    const float* x = static_cast<const float*>(tile.x) + k0 * R;
+    for (int64_t k = k0; k < k1; ++k, x += R) {
+      PrefetchAt(prefetch, k - k0, k1 - k0);
+      const auto* w = reinterpret_cast<const float*>(p + k * kStepBytes);
+      __m256 xb[R];
+#pragma GCC unroll 3
+      for (int r = 0; r < R; ++r) xb[r] = _mm256_broadcast_ss(x + r);
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) {
+        const __m256 wq = _mm256_load_ps(w + 8 * q);
+#pragma GCC unroll 3
+        for (int r = 0; r < R; ++r) acc[r][q] = _mm256_fmadd_ps(wq, xb[r], acc[r][q]);
+      }
+    }
+  }
+  if (!carry.final) {
+#pragma GCC unroll 3
+    for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+      for (int q = 0; q < 4; ++q) _mm256_store_ps(carry.data + r * kPanelWidth + 8 * q, acc[r][q]);
+    }
+    return;
+  }
+  float* y = a.y + tile.first_row * a.y_stride + j * kPanelWidth;
+#pragma GCC unroll 3
+  for (int r = 0; r < R; ++r) Store(y + r * a.y_stride, acc[r], width);
+}
+
+// The whole-panel tiles' row counts (PanelTile); other tiles run by halves.
+inline bool WholePanelTile(int64_t rows) { return rows == 2 || rows == 3; }
+
+template <bool kBf16>
+void RunPanelTile(const PanelArgs& a, int64_t j, const RowTile& tile, int64_t k0, int64_t k1, const HalfCarry& carry,
+                  PassPrefetch prefetch, int64_t width) {
+  if (tile.rows == 2) return PanelTile<2, kBf16>(a, j, tile, k0, k1, carry, prefetch, width);
+  PanelTile<3, kBf16>(a, j, tile, k0, k1, carry, prefetch, width);
+}
+
 template <bool kBf16>
 void RunHalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t k0, int64_t k1,
                  const HalfCarry& carry, PassPrefetch prefetch, int64_t width) {
@@ -207,6 +295,10 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
     const int halves = width > 16 ? 2 : 1;
     if (!blocked) {
       for (int t = 0; t < a.num_tiles; ++t) {
+        if (WholePanelTile(a.tiles[t].rows)) {
+          RunPanelTile<kBf16>(a, j, a.tiles[t], 0, steps, {}, {}, width);
+          continue;
+        }
         for (int h = 0; h < halves; ++h) RunHalfTile<kBf16>(a, j, a.tiles[t], h, 0, steps, {}, {}, width);
       }
       continue;
@@ -226,6 +318,11 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
         for (int t = 0; t < a.num_tiles; ++t, ++pass) {
           const RowTile& tile = a.tiles[t];
           const HalfCarry carry{carried + tile.first_row * kPanelWidth + 16 * h, k0 > 0, k1 == steps};
+          if (WholePanelTile(tile.rows)) {
+            // The whole panel in the first half's pass, asking for both passes' shares.
+            if (h == 0) RunPanelTile<kBf16>(a, j, tile, k0, k1, carry, {next + pass * share * kLine, share * halves}, width);
+            continue;
+          }
           RunHalfTile<kBf16>(a, j, tile, h, k0, k1, carry, {next + pass * share * kLine, share}, width);
         }
       }
