@@ -63,6 +63,7 @@ void Softmax(float* x, int64_t n) {
 
 int32_t Argmax(const float* x, int64_t n) {
   if (Avx512()) return internal::ArgmaxAvx512(x, n);
+  if (Avx2()) return internal::ArgmaxAvx2(x, n);
   return internal::ArgmaxScalar(x, n);
 }
 

@@ -63,6 +63,7 @@ void AxpyAvx512(float* out, float p, const float* v, int64_t n);
 void AxpyBf16Avx512(float* out, float p, const uint16_t* v, int64_t n);
 void AddInPlaceAvx512(float* out, const float* x, int64_t n);
 int32_t ArgmaxAvx512(const float* x, int64_t n);
+int32_t ArgmaxAvx2(const float* x, int64_t n);
 // The portable scan, the reference of every path.
 int32_t ArgmaxScalar(const float* x, int64_t n);
 }  // namespace internal
