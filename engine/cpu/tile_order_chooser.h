@@ -2,7 +2,8 @@
 // both orders on the calls themselves.
 //
 // A call of 13-48 rows has 2-4 row tiles (engine/cpu/linear_kernels.h); a call on
-// quantized weights has tiles of 4 rows, so 2-12 from 5 rows on. The AVX-512 kernels, and
+// quantized weights has tiles of 4 rows (6 on the VNNI kernel), so 2-12 from 5 rows on
+// (2-8 from 7). The AVX-512 kernels, and
 // the quantized ones from AVX2 up (engine/cpu/quant_panel_order.h), can run them in two
 // orders over each panel of 32 outputs:
 //  - kBlocked: the tiles take turns per 8 KiB K block, so each weight streams from
