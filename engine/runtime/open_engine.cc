@@ -228,12 +228,12 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const Eng
   if (!backend.ok()) return backend.status();
   engine->backend = std::move(*backend);
   engine->kv = std::make_unique<PagedKvCache>(*kv);
-  if (options.cost_curve_rows > 0) {
-    const int rows = std::min(options.cost_curve_rows, config.max_position - 1);
+  if (const int widest = std::max(options.cost_curve_rows, options.warm_up_rows); widest > 0) {
+    const int rows = std::min(widest, config.max_position - 1);
     const int context = std::max(1, std::min(64, config.max_position - rows));
     auto curve = ForwardCostCurve::Measure(*engine->backend, *engine->kv, config, rows, context);
     if (!curve.ok()) return WithPrefix("measuring the forward cost curve: ", curve.status());
-    engine->cost_curve = *std::move(curve);
+    if (options.cost_curve_rows > 0) engine->cost_curve = *std::move(curve);
   }
   return engine;
 }

@@ -62,11 +62,17 @@ ABSL_FLAG(std::string, draft_layout, "",
 ABSL_FLAG(bool, adaptive_gamma, false,
           "Speculative modes: measure this machine's forward cost curve at start, then pick each forward's draft "
           "length (0 = AR) for the most tokens per second; --gamma is the ceiling");
+ABSL_FLAG(bool, warm_up, true,
+          "Run the forwards of a cost-curve measurement (up to 32 rows) before decoding, in every mode, so the "
+          "reported tokens/s of different modes compare; false: decode at once (its first forwards run cold)");
 ABSL_FLAG(bool, ngram_assist, false,
           "Cross-Regression: prompt-lookup drafts take the first draft slots where the text repeats (exact)");
 
 namespace crossreg {
 namespace {
+
+// The widest forward of the warm-up (--warm_up), whatever the mode's own widest.
+constexpr int kWarmUpRows = 32;
 
 int Fail(const std::string& message) {
   std::cerr << "crossreg-generate: " << message << "\n";
@@ -256,9 +262,14 @@ int Run() {
   // context (up to 64 positions) plus the widest forward.
   const int widest = MaxDecodeRows(request->decoding);
   if (request->decoding.adaptive_gamma) options->cost_curve_rows = widest;
+  // Every mode's decoding is timed warm, as an adaptive run's is after its curve: a fresh
+  // process's first forwards run slow (new pages and buffers, the thread pool still
+  // learning its cores' speeds), and warmed only up to its own widest forward, AR read
+  // 8% below an adaptive run of AR forwards; up to 32 rows, level with it.
+  if (absl::GetFlag(FLAGS_warm_up)) options->warm_up_rows = std::max(widest, kWarmUpRows);
   const int64_t positions = std::max<int64_t>(
       static_cast<int64_t>(request->prompt_ids.size()) + request->max_new_tokens + request->decoding.gamma + 1,
-      64 + widest);
+      64 + std::max(widest, options->warm_up_rows));
   options->kv_block_size = 16;
   options->kv_blocks = KvBlocksFor(positions, options->kv_block_size);
   auto opened = OpenEngine(*std::move(loaded), *options);
