@@ -118,7 +118,7 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
 // registers), the VNNI kernel (32), and the most any kernel takes (buffers).
 inline constexpr int64_t kQuantTileRows = 4;
 inline constexpr int64_t kQuantTileRowsVnni = 6;
-inline constexpr int64_t kQuantTileRowsMax = 6;
+inline constexpr int64_t kQuantTileRowsMax = kQuantTileRowsVnni > kQuantTileRows ? kQuantTileRowsVnni : kQuantTileRows;
 
 // What a kQ8 tile asks the memory for while it computes: `lines` cache lines per group,
 // from `from` on. In the whole-K order (the K-blocked one: quant_panel_order.h) a panel's
