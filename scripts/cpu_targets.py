@@ -20,6 +20,17 @@ It runs the benchmark programs that print the figures and reads their tables bac
 Every ratio comes from one program's run, never from two runs' figures. The programs'
 own output goes to --log (default /tmp/crossreg-cpu-targets.log) so the tables can be
 read whole. Exit status 0 whatever is met: this reports, it does not gate CI.
+
+Some targets hold on one class of host only, and the table says which (the class is the
+SIMD level the backend runs, so CROSSREG_SIMD=avx2 on an AVX-512 host is judged as AVX2):
+  - AVX-512 hosts (issue 12): verify rows nearly free, T(16)/T(1) and T(32)/T(1). Two
+    256-bit FMA pipes cannot make 16 rows cost near one; on AVX2 they are reported.
+  - AVX2-only hosts (issue 41): the quantized layouts' AR against the roofline, their
+    prefill against 1.5x the leading CPU engine's figures on that class, and 16 rows
+    within 1.3x of the floor. On AVX-512 hosts they are reported.
+  - every host: the rest.
+A target reported on this class shows its figure and "reported" in place of yes or no, and
+the count of those met is out of the targets that hold here.
 """
 import argparse
 import os
@@ -105,6 +116,28 @@ def parse_xr(text):
             for name, lines in sections(text).items()}
 
 
+ALL_HOSTS, AVX512, AVX2 = "all", "AVX-512", "AVX2-only"
+
+
+def simd_class(decode_text):
+    """The class of host whose targets hold: AVX-512 where the backend runs an AVX-512 level
+    (avx512, avx512bf16), AVX2-only where it runs avx2 (a Zen 3 host, or CROSSREG_SIMD=avx2),
+    and the portable path counted with AVX2. Read from crossreg-bench-decode's first line:
+    'CPU backend on <model>, <n> threads, SIMD <level> (...)'."""
+    m = re.search(r"^CPU backend on .*?, SIMD (\S+)", decode_text, re.M)
+    if m is None:
+        raise SystemExit("[targets] crossreg-bench-decode printed no 'CPU backend on ..., SIMD <level>' line")
+    return AVX512 if m.group(1).startswith("avx512") else AVX2
+
+
+def summary(results, host_class):
+    """'N of M met on this AVX-512 host (K reported)': M counts the targets that hold here."""
+    held = [r for r in results if r[3] is not None]
+    reported = len(results) - len(held)
+    return (f"\n{sum(1 for r in held if r[3])} of {len(held)} met on this {host_class} host" +
+            (f" ({reported} more reported: their targets hold on another class)" if reported else ""))
+
+
 def short(name):
     return {RANDOM_110M: "~110M bf16", Q8_110M: "~110M Q8_0", Q4KM_110M: "~110M Q4_K_M"}.get(
         name, os.path.basename(name.rstrip("/")))
@@ -142,15 +175,19 @@ def main():
     xr = parse_xr(run([os.path.join(args.bin, "crossreg-bench-xr"), "--gammas=4,8", "--repeats",
                        str(args.xr_repeats), "--model", models], args.log))
 
-    results = []  # (figure, target, measured text, met)
+    host_class = simd_class(decode_text)
+    results = []  # (figure, target, measured text, met: True, False or None where only reported)
 
-    def check(figure, target, value, met, fmt="{:.2f}"):
-        results.append((figure, target, fmt.format(value) if value is not None else "not printed",
-                        value is not None and met(value)))
+    def check(figure, target, value, met, fmt="{:.2f}", holds_on=ALL_HOSTS):
+        text = fmt.format(value) if value is not None else "not printed"
+        if holds_on != ALL_HOSTS and holds_on != host_class:
+            results.append((figure, f"{target} on {holds_on} hosts", text, None))
+        else:
+            results.append((figure, target, text, value is not None and met(value)))
 
     big = decode.get(RANDOM_110M, {})
-    check("~110M bf16, T(16)/T(1)", "≤ 1.6", big.get("T16"), lambda v: v <= 1.6)
-    check("~110M bf16, T(32)/T(1)", "≤ 2.5", big.get("T32"), lambda v: v <= 2.5)
+    check("~110M bf16, T(16)/T(1)", "≤ 1.6", big.get("T16"), lambda v: v <= 1.6, holds_on=AVX512)
+    check("~110M bf16, T(32)/T(1)", "≤ 2.5", big.get("T32"), lambda v: v <= 2.5, holds_on=AVX512)
     check("~110M bf16, batch-1 AR of the working-set roofline", "≥ 80%", big.get("roofline_pct"),
           lambda v: v >= 80, "{:.0f}%")
     # Held against the peak of the path that runs: bf16 dot products where the CPU has
@@ -163,16 +200,18 @@ def main():
     for name, prefill_target in ((Q8_110M, 940), (Q4KM_110M, 1030)):
         fig = decode.get(name, {})
         check(f"{short(name)}, batch-1 AR of the working-set roofline", "≥ 85%", fig.get("roofline_pct"),
-              lambda v: v >= 85, "{:.0f}%")
+              lambda v: v >= 85, "{:.0f}%", holds_on=AVX2)
         check(f"{short(name)}, prefill 512 tokens/s (int8 peak: {fig.get('prefill_pct', 0):.0f}%)",
               f"≥ {prefill_target} or ≥ 70% of peak", fig.get("prefill_tps"),
-              lambda v, t=prefill_target, f=fig: v >= t or f.get("prefill_pct", 0) >= 70, "{:.0f}")
-        check(f"{short(name)}, T(16) over its floor", "≤ 1.3", fig.get("T16_floor"), lambda v: v <= 1.3)
+              lambda v, t=prefill_target, f=fig: v >= t or f.get("prefill_pct", 0) >= 70, "{:.0f}", holds_on=AVX2)
+        check(f"{short(name)}, T(16) over its floor", "≤ 1.3", fig.get("T16_floor"), lambda v: v <= 1.3,
+              holds_on=AVX2)
     for name, fig in decode.items():
         if name in (RANDOM_110M, Q8_110M, Q4KM_110M):
             continue
         limit = 4.0 if "stories" in name else 3.0
-        check(f"{short(name)}, T(16)/T(1)", f"≤ {limit:g}", fig.get("T16"), lambda v, l=limit: v <= l)
+        check(f"{short(name)}, T(16)/T(1)", f"≤ {limit:g}", fig.get("T16"), lambda v, l=limit: v <= l,
+              holds_on=AVX512)
     big_xr = xr.get(RANDOM_110M, [])
     ngram8 = [r[3] for r in big_xr if r[0] == "ngram" and r[1] == "8"]
     check("~110M, n-gram TPF at γ 8 (greedy)", "≥ 5", ngram8[0] if ngram8 else None, lambda v: v >= 5)
@@ -215,10 +254,11 @@ def main():
     print()
     for line in machine:
         print(line)
+    print(f"Host class: {host_class}")
     print("\n| figure | target | measured | met |\n|---|---|---|---|")
     for figure, target, value, met in results:
-        print(f"| {figure} | {target} | {value} | {'yes' if met else '**no**'} |")
-    print(f"\n{sum(r[3] for r in results)} of {len(results)} met; the programs' tables are in {args.log}")
+        print(f"| {figure} | {target} | {value} | {'reported' if met is None else 'yes' if met else '**no**'} |")
+    print(summary(results, host_class) + f"; the programs' tables are in {args.log}")
 
 
 if __name__ == "__main__":

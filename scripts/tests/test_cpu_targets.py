@@ -76,3 +76,25 @@ def test_sections_name_a_model_alike_in_both_programs():
     assert list(cpu_targets.sections(text)) == [cpu_targets.RANDOM_110M]
     rows = cpu_targets.table_rows(["x", "| rows | a |", "|---|---|", "| 1 | 2 |", "", "| 9 | 9 |"], "| rows |")
     assert rows == [["1", "2"]]
+
+
+def test_host_class_is_the_simd_level_the_backend_runs():
+    line = "CPU backend on AMD EPYC (family 25, model 1), 2 threads, SIMD {} (CPU: AVX2 FMA F16C)\n"
+    assert cpu_targets.simd_class(line.format("avx512bf16")) == cpu_targets.AVX512
+    assert cpu_targets.simd_class(line.format("avx512")) == cpu_targets.AVX512
+    assert cpu_targets.simd_class(line.format("avx2")) == cpu_targets.AVX2
+    assert cpu_targets.simd_class(line.format("scalar")) == cpu_targets.AVX2
+    with pytest.raises(SystemExit):
+        cpu_targets.simd_class("# crossreg-bench-decode\n")
+    # The real program's line, with the AVX2 kernels forced: judged as an AVX2-only host.
+    out = subprocess.run([program("crossreg-bench-decode"), "--gemm=false", "--random100m=false", "--batches=",
+                          "--rows=", "--prefill", "0", "--model", STORIES], capture_output=True, text=True,
+                         check=True, env=dict(os.environ, CROSSREG_SIMD="avx2")).stdout
+    assert cpu_targets.simd_class(out) == cpu_targets.AVX2
+
+
+def test_summary_counts_only_the_targets_that_hold_on_this_class():
+    results = [("a", "≤ 1", "0.5", True), ("b", "≤ 1", "2.0", False), ("c", "≤ 1.3 on AVX2-only hosts", "2.5", None)]
+    text = cpu_targets.summary(results, cpu_targets.AVX512)
+    assert "1 of 2 met on this AVX-512 host" in text and "1 more reported" in text
+    assert "reported" not in cpu_targets.summary(results[:2], cpu_targets.AVX512)
