@@ -85,8 +85,9 @@ inline void PrefetchBlock(const PagedAttentionArgs& a, const T* cache, const int
 // Scores of R rows against V vectors of 16 keys each, keys t .. t + 16V (col[v]: element
 // d of vector v's keys at col[v] + d * bs), one FMA chain per (row, vector) over d in
 // order, stored for each row's own keys (s[i][t...], lanes below n_cached[i]). R x V
-// accumulators in registers, each key vector loaded once for every row: 16 chains hide
-// the FMA latency, and a step loads V vectors and R query elements for R x V FMAs.
+// accumulators in registers (16 to 24), each key vector loaded once for every row: the
+// chains hide the FMA latency, and a step loads V vectors and R query elements for R x V
+// FMAs.
 template <int R, int V, typename T>
 inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs, const float (*qs)[256], int64_t t,
                          const int64_t* n_cached, float* const* s) {
@@ -118,7 +119,8 @@ inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs
 }
 
 // Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
-// head, keys in lanes, four vectors of 16 keys at a time (ScoreVectors). Row i's lanes
+// head, keys in lanes, four vectors of 16 keys at a time for up to 4 rows and three for
+// more (ScoreVectors; 24 accumulators at 8 rows). Row i's lanes
 // see exactly the per-row arithmetic (the same chain over d for each of its keys,
 // whichever vectors share the step), so its scores do not depend on which rows share
 // the call; lanes past a row's own keys are computed but never stored. With
@@ -137,7 +139,7 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   const T* vt = static_cast<const T*>(a.v_cache);
   const int64_t blocks = (n_max + bs - 1) / bs;
   int64_t keys_prefetched = 0, values_prefetched = 0;  // blocks asked for so far
-  constexpr int kVectors = 4;
+  constexpr int kVectors = R > 4 ? 3 : 4;
   for (int64_t t = 0; t < n_max; t += 16 * kVectors) {
     if (prefetch) {
       const int64_t last_block = (std::min(n_max, t + 16 * kVectors) - 1) / bs;
@@ -156,11 +158,21 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
       col[vectors] = kt + ((int64_t{table[tv / bs]} * a.num_kv_heads + kv_head) * hd) * bs + tv % bs;
       m[vectors] = LanesBelow(n_max - tv);
     }
-    switch (vectors) {
-      case 4: ScoreVectors<R, 4, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-      case 3: ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-      case 2: ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-      default: ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+    if constexpr (kVectors == 4) {
+      switch (vectors) {
+        case 4: ScoreVectors<R, 4, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+        case 3: ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+        case 2: ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+        default: ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s); break;
+      }
+    } else {
+      if (vectors == 3) {
+        ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s);
+      } else if (vectors == 2) {
+        ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s);
+      } else {
+        ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s);
+      }
     }
   }
 }
@@ -169,11 +181,14 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
 // values laid out a position's head slice contiguous (kBlockTransposed), head elements
 // in lanes: each value vector is loaded once for every row, and row i's accumulators
 // take one FMA per position, in order, from zero, whichever rows share the call, so its
-// result does not depend on them. R x NV accumulators stay in registers (R x NV <= 16).
+// result does not depend on them. R x NV accumulators stay in registers (at most
+// kValueAccumulators<NV>).
+template <int NV>
+inline constexpr int kValueAccumulators = NV <= 4 ? 24 : 16;  // beside NV value vectors
 template <int R, int NV, typename T>
 void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
                    const float* const* p, __mmask16 last, float (*out)[256]) {
-  static_assert(R * NV <= 16);
+  static_assert(R * NV <= kValueAccumulators<NV>);
   const int64_t hd = a.head_dim;
   const int64_t bs = a.block_size;
   const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd;
@@ -209,12 +224,12 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
   }
 }
 
-// SumValuesRows for any R: rows in passes of at most 16 / NV (a pass per row for head_dim
-// 256), each pass reading the values again (from cache).
+// SumValuesRows for any R: rows in passes of at most kValueAccumulators / NV (a pass per
+// row for head_dim 256), each pass reading the values again (from cache).
 template <int R, int NV, typename T>
 void SumValuesGroup(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
                     const float* const* p, __mmask16 last, float (*out)[256]) {
-  constexpr int kPass = std::max(1, std::min(R, 16 / NV));
+  constexpr int kPass = std::max(1, std::min(R, kValueAccumulators<NV> / NV));
   if constexpr (kPass >= R) {
     SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out);
   } else {
@@ -378,7 +393,11 @@ void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, floa
       case 1: return AttendLanes<1, NV, T>(a, r0, h, s, last, prefetch);
       case 2: return AttendLanes<2, NV, T>(a, r0, h, s, last, prefetch);
       case 3: return AttendLanes<3, NV, T>(a, r0, h, s, last, prefetch);
-      default: return AttendLanes<4, NV, T>(a, r0, h, s, last, prefetch);
+      case 4: return AttendLanes<4, NV, T>(a, r0, h, s, last, prefetch);
+      case 5: return AttendLanes<5, NV, T>(a, r0, h, s, last, prefetch);
+      case 6: return AttendLanes<6, NV, T>(a, r0, h, s, last, prefetch);
+      case 7: return AttendLanes<7, NV, T>(a, r0, h, s, last, prefetch);
+      default: return AttendLanes<8, NV, T>(a, r0, h, s, last, prefetch);
     }
   }
   for (int i = 0; i < count; ++i) AttendKeys<NV, T>(a, r0 + i, h, s[i], last);

@@ -9,8 +9,12 @@
 namespace crossreg::cpu::internal {
 
 // Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
-// each key load (their scores' FMA chains interleave).
-inline constexpr int kMaxGroupRows = 4;
+// each key load (their scores' FMA chains interleave). 8 rather than 4: a verify step of
+// up to 7 drafts reads the head's keys once, and a prefill reads them half as often (one
+// layer of the ~110M model at context 512, 2 threads, against 4: 8 rows 0.097-0.100 ->
+// 0.082-0.087 ms, 5 rows 0.080 -> 0.057, prefill 512 2.83-2.89 -> 2.44-2.61); groups of 6
+// ran 8 rows as 4 + 4 and lost that (0.100-0.104 ms).
+inline constexpr int kMaxGroupRows = 8;
 // The AVX2 kernel's groups: up to 8 rows (a verify step of up to 7 drafts is one group;
 // as 4 + 1 its fifth row re-read the keys and values alone, with 4 FMA chains per key
 // load, and 5 rows took 1.3 as long as 4).

@@ -148,31 +148,39 @@ TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
 }
 
 // Lossless = AR rests on it: the SIMD kernels attend consecutive rows of one sequence
-// together (AVX2 up to 8, AVX-512 up to 4; longer runs split evenly), and each row's
+// together (up to 8 on AVX2 and AVX-512; longer runs split evenly), and each row's
 // output must be bitwise what the row gets alone. Rows with contexts that end in
 // different blocks and inside groups of 8, and predictive rows; every row count from 1
-// to 13, so that every group size and split (9 rows: 5 + 4, 13: 7 + 6) runs.
+// to 13, so that every group size and split (9 rows: 5 + 4, 13: 7 + 6) runs. Two sets of
+// contexts: a group's longest context ends 1, 2 or 3 vectors of 16 keys into the
+// kernels' last step of keys (the AVX-512 kernel scores 4 vectors a step for up to 4
+// rows, 3 for more).
 TEST_P(PagedAttentionTest, ARowsResultIsBitwiseTheSameAloneAndInAGroup) {
   const auto [element, hd] = GetParam();
-  // Predictive rows have 1-3 own keys.
-  const AttentionInputs in(element, hd, /*heads=*/2, /*kv_heads=*/1, /*bs=*/16, {4, 1, 5, 0, 3, 2},
-                           {70, 33, 8, 95, 41, 41, 41, 17, 64, 3, 90, 41, 41}, {0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 1, 2},
-                           {4, 5, 6}, 9);
-  const int rows = static_cast<int>(in.num_cached.size());
-  const int64_t stride = in.stride();
-  auto run = [&](int first, int count, float* out) { PagedAttention(in.Args(first, count, out), nullptr); };
-  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
-    run(r, 1, alone[static_cast<size_t>(r)].data());
-  }
-  for (int count = 2; count <= rows; ++count) {
-    std::vector<float> together(in.q.size(), -7.0f);
-    run(0, count, together.data());
-    for (int r = 0; r < count; ++r) {
-      for (int64_t e = 0; e < stride; ++e) {
-        ASSERT_EQ(alone[static_cast<size_t>(r)][static_cast<size_t>(e)], together[static_cast<size_t>(r * stride + e)])
-            << "row " << r << " of " << count << ", element " << e << " on " << SimdLevelName(DetectedSimdLevel());
+  for (const std::vector<int32_t>& contexts :
+       {std::vector<int32_t>{70, 33, 8, 95, 41, 41, 41, 17, 64, 3, 90, 41, 41},
+        std::vector<int32_t>{75, 33, 8, 70, 41, 41, 41, 17, 26, 3, 22, 41, 41}}) {
+    // Predictive rows have 1-3 own keys.
+    const AttentionInputs in(element, hd, /*heads=*/2, /*kv_heads=*/1, /*bs=*/16, {4, 1, 5, 0, 3, 2}, contexts,
+                             {0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 1, 2}, {4, 5, 6}, 9);
+    const int rows = static_cast<int>(in.num_cached.size());
+    const int64_t stride = in.stride();
+    auto run = [&](int first, int count, float* out) { PagedAttention(in.Args(first, count, out), nullptr); };
+    std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
+    for (int r = 0; r < rows; ++r) {
+      alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
+      run(r, 1, alone[static_cast<size_t>(r)].data());
+    }
+    for (int count = 2; count <= rows; ++count) {
+      std::vector<float> together(in.q.size(), -7.0f);
+      run(0, count, together.data());
+      for (int r = 0; r < count; ++r) {
+        for (int64_t e = 0; e < stride; ++e) {
+          ASSERT_EQ(alone[static_cast<size_t>(r)][static_cast<size_t>(e)],
+                    together[static_cast<size_t>(r * stride + e)])
+              << "row " << r << " of " << count << ", element " << e << " (longest context " << contexts[3] << ") on "
+              << SimdLevelName(DetectedSimdLevel());
+        }
       }
     }
   }
