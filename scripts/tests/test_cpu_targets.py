@@ -94,7 +94,8 @@ def test_host_class_is_the_simd_level_the_backend_runs():
 
 
 def test_summary_counts_only_the_targets_that_hold_on_this_class():
-    results = [("a", "≤ 1", "0.5", True), ("b", "≤ 1", "2.0", False), ("c", "≤ 1.3 on AVX2-only hosts", "2.5", None)]
+    results = [("a", "≤ 1", "0.5", True), ("b", "≤ 1", "2.0", False),
+               ("c", "≤ 1.3 on AVX2-only hosts", "2.5", None)]
     text = cpu_targets.summary(results, cpu_targets.AVX512)
     assert "1 of 2 met on this AVX-512 host" in text and "1 more reported" in text
     assert "reported" not in cpu_targets.summary(results[:2], cpu_targets.AVX512)
