@@ -5,9 +5,11 @@
 //   crossreg-bench-decode [--model PATH] [--random100m] [--batches 1,8] [--prefill 512]
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -27,6 +29,7 @@
 #include "engine/cpu/large_buffer.h"
 #include "engine/cpu/memory_bandwidth.h"
 #include "engine/cpu/packed_weights.h"
+#include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cpu/tile_order_chooser.h"
 #include "engine/kv_storage.h"
@@ -52,6 +55,12 @@ ABSL_FLAG(int, repeats, 3, "Measurements per figure; the best is reported");
 ABSL_FLAG(int, prefill, 512, "Prompt tokens of the prefill measurement (one forward); 0 = skip");
 ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16");
 ABSL_FLAG(bool, gemm, true, "Also time the linear kernel alone at the ~110M model's shapes");
+ABSL_FLAG(bool, attention, false,
+          "Also time one layer's attention alone (cpu::PagedAttention) at each model's shapes: the rows of "
+          "--attention_rows after --attention_context cached positions, and a prefill of --prefill rows");
+ABSL_FLAG(std::vector<std::string>, attention_rows, std::vector<std::string>({"1", "5", "8", "16"}),
+          "Rows of one sequence per --attention measurement (a verify step's rows)");
+ABSL_FLAG(int, attention_context, 512, "Cached positions before the first of the --attention rows");
 ABSL_FLAG(std::vector<std::string>, gemm_types, std::vector<std::string>({"bf16"}),
           "Weight types of the --gemm table: bf16, f32, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, "
           "iq4_nl, iq4_xs");
@@ -248,6 +257,8 @@ void PrintKernelTurns(Engine& engine, const std::vector<int>& row_counts, int co
   }
 }
 
+void BenchAttention(const ModelConfig& cfg, int prefill, int repeats);
+
 void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dram_bandwidth,
                 const cpu::ComputePeaks& peaks) {
   const int steps = absl::GetFlag(FLAGS_steps);
@@ -337,6 +348,7 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
                   o.chosen == cpu::TileOrder::kWholeK ? "whole-K" : "K-blocked");
     }
   }
+  if (absl::GetFlag(FLAGS_attention)) BenchAttention(model.config, prefill, repeats);
   if (prefill > 0) {
     const double t = TimePrefill(*engine, prefill, std::max(repeats, 3));
     const double flops = 2 * LinearMacsPerToken(model.config) * prefill / t;
@@ -344,6 +356,85 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
                 "%.0f%% of the measured %s peak (%.0f GFLOP/s)\n",
                 prefill, t * 1e3, prefill / t, flops / 1e9, row_peak > 0 ? 100 * flops / row_peak : 0.0,
                 peak.name, row_peak / 1e9);
+  }
+}
+
+// One layer's attention alone (cpu::PagedAttention over the CPU backend's block-transposed
+// cache, random queries, keys and values): `rows` consecutive rows of one sequence, row r
+// attending its first context + r + 1 positions (a verify step's rows after `context`
+// cached ones, or with context 0 a prefill's). Seconds, best of `repeats`.
+double TimeAttention(const ModelConfig& cfg, cpu::KvElement element, int rows, int context, int repeats,
+                     cpu::ThreadPool& pool) {
+  constexpr int kBlock = 16;
+  const int positions = context + rows;
+  const int blocks = (positions + kBlock - 1) / kBlock;
+  const int64_t kv_elements = int64_t{blocks} * cfg.kv_dim() * kBlock;
+  Rng rng(11);
+  auto uniform = [&rng] { return static_cast<float>(rng.Uniform() - 0.5); };
+  std::vector<float> q(static_cast<size_t>(int64_t{rows} * cfg.q_dim())), out(q.size());
+  std::vector<float> k(static_cast<size_t>(kv_elements)), v(k.size());
+  std::vector<uint16_t> k16, v16;
+  for (auto* buf : {&q, &k, &v})
+    for (auto& x : *buf) x = uniform();
+  if (element == cpu::KvElement::kBf16) {
+    for (size_t i = 0; i < k.size(); ++i) k16.push_back(F32ToBf16(k[i])), v16.push_back(F32ToBf16(v[i]));
+  }
+  // The blocks in a scrambled order, as a paged cache hands them out (b -> 7b mod blocks is
+  // a permutation unless 7 divides the count).
+  std::vector<int32_t> table(static_cast<size_t>(blocks));
+  for (int b = 0; b < blocks; ++b) table[static_cast<size_t>(b)] = static_cast<int32_t>((int64_t{b} * 7) % blocks);
+  if (blocks % 7 == 0) std::iota(table.begin(), table.end(), 0);
+  std::vector<int32_t> offset(static_cast<size_t>(rows), 0), cached(static_cast<size_t>(rows)),
+      own(static_cast<size_t>(rows), 0), group_begin(static_cast<size_t>(rows), 0), group_rows(1, 0);
+  for (int r = 0; r < rows; ++r) cached[static_cast<size_t>(r)] = context + r + 1;
+  cpu::PagedAttentionArgs a;
+  a.q = q.data();
+  a.q_stride = cfg.q_dim();
+  a.cache_element = element;
+  a.kv_layout = cpu::KvLayout::kBlockTransposed;
+  a.k_cache = element == cpu::KvElement::kBf16 ? static_cast<const void*>(k16.data()) : k.data();
+  a.v_cache = element == cpu::KvElement::kBf16 ? static_cast<const void*>(v16.data()) : v.data();
+  a.block_tables = table.data();
+  a.table_offset = offset.data();
+  a.num_cached = cached.data();
+  a.num_own = own.data();
+  a.group_begin = group_begin.data();
+  a.group_rows = group_rows.data();
+  a.rows = rows;
+  a.num_heads = cfg.num_heads;
+  a.num_kv_heads = cfg.num_kv_heads;
+  a.head_dim = cfg.head_dim;
+  a.block_size = kBlock;
+  a.scale = 1.0f / std::sqrt(static_cast<float>(cfg.head_dim));
+  a.out = out.data();
+  a.out_stride = cfg.q_dim();
+  double best = 1e30;
+  for (int rep = 0; rep <= repeats; ++rep) {
+    const auto t0 = Clock::now();
+    cpu::PagedAttention(a, &pool);
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (rep > 0) best = std::min(best, t);  // the first call warms the caches
+  }
+  return best;
+}
+
+void BenchAttention(const ModelConfig& cfg, int prefill, int repeats) {
+  cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
+  const absl::StatusOr<KvDtype> kv = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  const cpu::KvElement element = kv.ok() && *kv == KvDtype::kBf16 ? cpu::KvElement::kBf16 : cpu::KvElement::kF32;
+  const int context = std::max(0, absl::GetFlag(FLAGS_attention_context));
+  std::printf("\nOne layer's attention alone (PagedAttention, %s, K/V %s, %d heads / %d K/V heads x %d, %d threads; "
+              "best of %d):\n| rows | positions attended by the first row | ms | GFLOP/s |\n|---|---|---|---|\n",
+              cpu::SimdLevelName(cpu::DetectedSimdLevel()), element == cpu::KvElement::kBf16 ? "bf16" : "f32",
+              cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, pool.num_threads(), std::max(repeats, 20));
+  std::vector<std::pair<int, int>> shapes;  // (rows, context)
+  for (int rows : ParseInts(absl::GetFlag(FLAGS_attention_rows))) shapes.emplace_back(rows, context);
+  if (prefill > 0) shapes.emplace_back(prefill, 0);
+  for (const auto& [rows, ctx] : shapes) {
+    const double t = TimeAttention(cfg, element, rows, ctx, std::max(repeats, 20), pool);
+    double flops = 0;  // scores and weighted values: 2 x 2 x head_dim per attended position and head
+    for (int r = 0; r < rows; ++r) flops += 4.0 * (ctx + r + 1) * cfg.head_dim * cfg.num_heads;
+    std::printf("| %d%s | %d | %.4f | %.1f |\n", rows, ctx == 0 ? " (prefill)" : "", ctx + 1, t * 1e3, flops / t / 1e9);
   }
 }
 
