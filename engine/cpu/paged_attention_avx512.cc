@@ -119,8 +119,8 @@ inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs
 }
 
 // Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
-// head, keys in lanes, four vectors of 16 keys at a time for up to 4 rows and three for
-// more (ScoreVectors; 24 accumulators at 8 rows). Row i's lanes
+// head, keys in lanes, four vectors of 16 keys at a time for up to 4 rows, three up to 8
+// and two up to 12 (ScoreVectors; 24 accumulators at 8 and 12 rows). Row i's lanes
 // see exactly the per-row arithmetic (the same chain over d for each of its keys,
 // whichever vectors share the step), so its scores do not depend on which rows share
 // the call; lanes past a row's own keys are computed but never stored. With
@@ -139,7 +139,7 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   const T* vt = static_cast<const T*>(a.v_cache);
   const int64_t blocks = (n_max + bs - 1) / bs;
   int64_t keys_prefetched = 0, values_prefetched = 0;  // blocks asked for so far
-  constexpr int kVectors = R > 4 ? 3 : 4;
+  constexpr int kVectors = R > 8 ? 2 : R > 4 ? 3 : 4;
   for (int64_t t = 0; t < n_max; t += 16 * kVectors) {
     if (prefetch) {
       const int64_t last_block = (std::min(n_max, t + 16 * kVectors) - 1) / bs;
@@ -166,9 +166,13 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
         default: ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s); break;
       }
     } else {
-      if (vectors == 3) {
-        ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s);
-      } else if (vectors == 2) {
+      if constexpr (kVectors == 3) {
+        if (vectors == 3) {
+          ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s);
+          continue;
+        }
+      }
+      if (vectors == 2) {
         ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s);
       } else {
         ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s);
@@ -397,7 +401,11 @@ void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, floa
       case 5: return AttendLanes<5, NV, T>(a, r0, h, s, last, prefetch);
       case 6: return AttendLanes<6, NV, T>(a, r0, h, s, last, prefetch);
       case 7: return AttendLanes<7, NV, T>(a, r0, h, s, last, prefetch);
-      default: return AttendLanes<8, NV, T>(a, r0, h, s, last, prefetch);
+      case 8: return AttendLanes<8, NV, T>(a, r0, h, s, last, prefetch);
+      case 9: return AttendLanes<9, NV, T>(a, r0, h, s, last, prefetch);
+      case 10: return AttendLanes<10, NV, T>(a, r0, h, s, last, prefetch);
+      case 11: return AttendLanes<11, NV, T>(a, r0, h, s, last, prefetch);
+      default: return AttendLanes<12, NV, T>(a, r0, h, s, last, prefetch);
     }
   }
   for (int i = 0; i < count; ++i) AttendKeys<NV, T>(a, r0 + i, h, s[i], last);

@@ -9,13 +9,13 @@
 namespace crossreg::cpu::internal {
 
 // Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
-// each key load (their scores' FMA chains interleave). 8 rather than 4: a verify step of
-// up to 7 drafts reads the head's keys once, and a prefill reads them half as often
-// (`crossreg-bench-decode --attention`, a layer of the ~110M model after 512 positions,
-// against groups of 4: 5 rows 0.095-0.106 -> 0.062 ms, 16 rows 0.254-0.267 -> 0.192-0.198,
-// prefill 512 2.95-3.11 -> 2.68-2.72; docs/benchmarks.md). Groups of at most 6 split 8
+// each key load (their scores' FMA chains interleave). 12 rather than 4: a verify step of
+// up to 11 drafts reads the head's keys once, and a prefill reads them a third as often
+// (`crossreg-bench-decode --attention`, a layer after 512 positions, docs/benchmarks.md;
+// the ~110M model against groups of 4: 5 rows 0.095-0.106 -> 0.065-0.077 ms, 16 rows
+// 0.254-0.267 -> 0.176-0.192, prefill 512 2.95-3.11 -> 2.30-2.43). Groups of at most 6 split 8
 // rows as 4 + 4 and lost that.
-inline constexpr int kMaxGroupRows = 8;
+inline constexpr int kMaxGroupRows = 12;
 // The AVX2 kernel's groups: up to 8 rows (a verify step of up to 7 drafts is one group;
 // as 4 + 1 its fifth row re-read the keys and values alone, with 4 FMA chains per key
 // load, and 5 rows took 1.3 as long as 4).

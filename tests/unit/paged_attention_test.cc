@@ -148,13 +148,13 @@ TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
 }
 
 // Lossless = AR rests on it: the SIMD kernels attend consecutive rows of one sequence
-// together (up to 8 on AVX2 and AVX-512; longer runs split evenly), and each row's
+// together (AVX2 up to 8, AVX-512 up to 12; longer runs split evenly), and each row's
 // output must be bitwise what the row gets alone. Rows with contexts that end in
 // different blocks and inside groups of 8, and predictive rows; every row count from 1
 // to 13, so that every group size and split (9 rows: 5 + 4, 13: 7 + 6) runs. Two sets of
 // contexts: a group's longest context ends 1, 2 or 3 vectors of 16 keys into the
 // kernels' last step of keys (the AVX-512 kernel scores 4 vectors a step for up to 4
-// rows, 3 for more).
+// rows, 3 up to 8, 2 up to 12).
 TEST_P(PagedAttentionTest, ARowsResultIsBitwiseTheSameAloneAndInAGroup) {
   const auto [element, hd] = GetParam();
   for (const std::vector<int32_t>& contexts :
