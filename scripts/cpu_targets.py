@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The CPU engine's performance targets, all measured in one run, one figure per line.
 
-    /usr/bin/python3 scripts/cpu_targets.py                 # about a minute on 2 cores
+    /usr/bin/python3 scripts/cpu_targets.py                 # three to five minutes on 2 cores
     /usr/bin/python3 scripts/cpu_targets.py --skip-acceptance
 
 It runs the benchmark programs that print the figures and reads their tables back:

@@ -118,6 +118,16 @@ inline void ScoreVectors(const T* const* col, const __mmask16* m, int hd, int bs
   }
 }
 
+// ScoreVectors for the step's `vectors` (1 to V) vectors of keys.
+template <int R, int V, typename T>
+inline void ScoreUpTo(int vectors, const T* const* col, const __mmask16* m, int hd, int bs, const float (*qs)[256],
+                      int64_t t, const int64_t* n_cached, float* const* s) {
+  if constexpr (V > 1) {
+    if (vectors < V) return ScoreUpTo<R, V - 1, T>(vectors, col, m, hd, bs, qs, t, n_cached, s);
+  }
+  ScoreVectors<R, V, T>(col, m, hd, bs, qs, t, n_cached, s);
+}
+
 // Cached scores of up to kMaxGroupRows rows of one sequence (one block table) for one
 // head, keys in lanes, four vectors of 16 keys at a time for up to 4 rows, three up to 8
 // and two up to 12 (ScoreVectors; 24 accumulators at 8 and 12 rows). Row i's lanes
@@ -158,26 +168,7 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
       col[vectors] = kt + ((int64_t{table[tv / bs]} * a.num_kv_heads + kv_head) * hd) * bs + tv % bs;
       m[vectors] = LanesBelow(n_max - tv);
     }
-    if constexpr (kVectors == 4) {
-      switch (vectors) {
-        case 4: ScoreVectors<R, 4, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-        case 3: ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-        case 2: ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-        default: ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s); break;
-      }
-    } else {
-      if constexpr (kVectors == 3) {
-        if (vectors == 3) {
-          ScoreVectors<R, 3, T>(col, m, hd, bs, qs, t, n_cached, s);
-          continue;
-        }
-      }
-      if (vectors == 2) {
-        ScoreVectors<R, 2, T>(col, m, hd, bs, qs, t, n_cached, s);
-      } else {
-        ScoreVectors<R, 1, T>(col, m, hd, bs, qs, t, n_cached, s);
-      }
-    }
+    ScoreUpTo<R, kVectors, T>(vectors, col, m, hd, bs, qs, t, n_cached, s);
   }
 }
 
