@@ -50,6 +50,9 @@ ABSL_FLAG(std::vector<std::string>, rows, std::vector<std::string>({"1", "2", "4
           "Rows of one sequence per forward for the cost-curve table");
 ABSL_FLAG(int, steps, 64, "Decode steps timed per measurement");
 ABSL_FLAG(int, context, 64, "Prompt tokens before decoding starts");
+ABSL_FLAG(bool, step_times, false,
+          "Also print each decode forward's time of the first measurement per batch size (how the "
+          "speed moves over the steps: caches, frequency, the host)");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core");
 ABSL_FLAG(int, repeats, 3, "Measurements per figure; the best is reported");
 ABSL_FLAG(int, prefill, 512, "Prompt tokens of the prefill measurement (one forward); 0 = skip");
@@ -106,7 +109,9 @@ std::unique_ptr<Engine> OpenBenchEngine(const std::string& name, std::unique_ptr
 
 // Prefills `batch` sequences with `context` random tokens, then times `steps`
 // greedy decode forwards of one row per sequence. Returns seconds per forward.
-double TimeDecode(Engine& e, int batch, int context, int steps) {
+// The mean seconds of `steps` decode forwards of `batch` sequences; each forward's own time
+// into `step_seconds` when given.
+double TimeDecode(Engine& e, int batch, int context, int steps, std::vector<double>* step_seconds = nullptr) {
   const int vocab = e.model->config.vocab_size;
   Rng rng(1);
   std::vector<SequenceId> seqs;
@@ -130,7 +135,11 @@ double TimeDecode(Engine& e, int batch, int context, int steps) {
     for (int b = 0; b < batch; ++b) {
       fb.rows.push_back({.seq = seqs[b], .position = context + step, .token = last[b], .want_logits = true});
     }
+    const auto step_start = Clock::now();
     if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
+    if (step_seconds != nullptr) {
+      step_seconds->push_back(std::chrono::duration<double>(Clock::now() - step_start).count());
+    }
     for (int b = 0; b < batch; ++b) last[b] = Argmax(logits.data() + static_cast<size_t>(b) * vocab, vocab);
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - t0).count() / steps;
@@ -288,15 +297,26 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
               weight_bytes / 1e6, bandwidth / 1e9, dram_bandwidth / 1e9);
   std::printf("| batch | ms/forward | tokens/s | roofline tokens/s | of roofline | DRAM roofline tokens/s |\n"
               "|---|---|---|---|---|---|\n");
+  std::vector<std::pair<int, std::vector<double>>> step_times;  // --step_times: per batch size
   for (int batch : batches) {
     double best = 1e30;
-    for (int rep = 0; rep < repeats; ++rep) best = std::min(best, TimeDecode(*engine, batch, context, steps));
+    std::vector<double> step_seconds;
+    for (int rep = 0; rep < repeats; ++rep) {
+      const bool record = rep == 0 && absl::GetFlag(FLAGS_step_times);
+      best = std::min(best, TimeDecode(*engine, batch, context, steps, record ? &step_seconds : nullptr));
+    }
+    if (!step_seconds.empty()) step_times.emplace_back(batch, std::move(step_seconds));
     // Memory-bound bound: every forward reads all weights once plus each row's KV.
     const double bytes = weight_bytes + batch * kv_bytes_per_token * (context + steps / 2.0);
     const double roof_tps = batch * bandwidth / bytes;
     const double tps = batch / best;
     std::printf("| %d | %.3f | %.1f | %.1f | %.0f%% | %.1f |\n", batch, best * 1e3, tps, roof_tps,
                 100.0 * tps / roof_tps, batch * dram_bandwidth / bytes);
+  }
+  for (const auto& [batch, seconds] : step_times) {
+    std::printf("decode forwards of batch %d in order (first measurement), ms:", batch);
+    for (double t : seconds) std::printf(" %.2f", t * 1e3);
+    std::printf("\n");
   }
   std::printf("\nCost of one forward by rows of one sequence (verify step), context %d:\n", context);
   // The floor of each ratio on this machine in this run: the rows' linear-layer math at
