@@ -172,45 +172,58 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   }
 }
 
-// Σ_t p_i[t] · V[t] over the cached positions of R rows (one sequence, one head),
-// values laid out a position's head slice contiguous (kBlockTransposed), head elements
-// in lanes: each value vector is loaded once for every row, and row i's accumulators
-// take one FMA per position, in order, from zero, whichever rows share the call, so its
-// result does not depend on them. R x NV accumulators stay in registers (at most
-// kValueAccumulators<NV>).
+// Σ_t p_i[t] · V[t] over cached positions [t_begin, t_end) of R rows (one sequence, one
+// head), values laid out a position's head slice contiguous (kBlockTransposed), head
+// elements in lanes: each value vector is loaded once for every row, and row i's
+// accumulators take one FMA per position, in order, from zero (or from `out`, where an
+// earlier stretch left them: carry_in), whichever rows share the call, so its result does
+// not depend on them. R x NV accumulators stay in registers (at most
+// kValueAccumulators<NV>). t_begin is a multiple of the block size.
 template <int NV>
 inline constexpr int kValueAccumulators = NV <= 4 ? 24 : 16;  // beside NV value vectors
 template <int R, int NV, typename T>
 void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
-                   const float* const* p, __mmask16 last, float (*out)[256]) {
+                   const float* const* p, __mmask16 last, float (*out)[256], int64_t t_begin, int64_t t_end,
+                   bool carry_in) {
   static_assert(R * NV <= kValueAccumulators<NV>);
   const int64_t hd = a.head_dim;
   const int64_t bs = a.block_size;
   const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd;
   const int64_t block_elements = int64_t{a.num_kv_heads} * bs * hd;
-  int64_t n_max = n_cached[0];
-  for (int i = 1; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
+  int64_t n_max = n_cached[0], n_min = n_cached[0];
+  for (int i = 1; i < R; ++i) {
+    n_max = std::max(n_max, n_cached[i]);
+    n_min = std::min(n_min, n_cached[i]);
+  }
+  t_end = std::min(t_end, n_max);
   __m512 o[R][NV];
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
-    for (int v = 0; v < NV; ++v) o[i][v] = _mm512_setzero_ps();
-  }
-  for (int64_t b = 0, t0 = 0; t0 < n_max; ++b, t0 += bs) {
-    const T* vb = vt + int64_t{table[b]} * block_elements - t0 * hd;
-    const int64_t t1 = std::min(n_max, t0 + bs);
-    for (int64_t t = t0; t < t1; ++t) {
-      __m512 v[NV];
-#pragma GCC unroll 16
-      for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
-#pragma GCC unroll 16
-      for (int i = 0; i < R; ++i) {
-        if (t >= n_cached[i]) continue;  // past this row's own positions (a later row's)
-        const __m512 pt = _mm512_set1_ps(p[i][t]);
-#pragma GCC unroll 16
-        for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
-      }
+    for (int v = 0; v < NV; ++v) {
+      o[i][v] = carry_in ? _mm512_maskz_loadu_ps(MaskOf<NV>(v, last), out[i] + 16 * v) : _mm512_setzero_ps();
     }
+  }
+  // One position's values into every row that attends it (all rows below n_min: no
+  // per-row test there, which was a compare and a branch per row and position).
+  auto position = [&](const T* vb, int64_t t, bool all_rows) {
+    __m512 v[NV];
+#pragma GCC unroll 16
+    for (int k = 0; k < NV; ++k) v[k] = Load16(vb + t * hd + 16 * k, MaskOf<NV>(k, last));
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      if (!all_rows && t >= n_cached[i]) continue;  // past this row's own positions (a later row's)
+      const __m512 pt = _mm512_set1_ps(p[i][t]);
+#pragma GCC unroll 16
+      for (int k = 0; k < NV; ++k) o[i][k] = _mm512_fmadd_ps(pt, v[k], o[i][k]);
+    }
+  };
+  for (int64_t t0 = t_begin; t0 < t_end; t0 += bs) {
+    const T* vb = vt + int64_t{table[t0 / bs]} * block_elements - t0 * hd;
+    const int64_t t1 = std::min(t_end, t0 + bs);
+    const int64_t all_end = std::clamp(n_min, t0, t1);
+    for (int64_t t = t0; t < all_end; ++t) position(vb, t, true);
+    for (int64_t t = all_end; t < t1; ++t) position(vb, t, false);
   }
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
@@ -219,21 +232,33 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
   }
 }
 
+// Positions a group's passes take in turn (rounded to whole blocks): the passes of more
+// rows than one pass holds read these values from L1, not each pass the whole context
+// from L2. Each row's sums carry from one stretch to the next through memory, exactly.
+inline constexpr int64_t kValueStretch = 64;
+
 // SumValuesRows for any R: rows in passes of at most kValueAccumulators / NV (a pass per
-// row for head_dim 256), each pass reading the values again (from cache).
+// row for head_dim 256), the passes taking turns per stretch of positions.
 template <int R, int NV, typename T>
 void SumValuesGroup(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
                     const float* const* p, __mmask16 last, float (*out)[256]) {
   constexpr int kPass = std::max(1, std::min(R, kValueAccumulators<NV> / NV));
+  int64_t n_max = n_cached[0];
+  for (int i = 1; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   if constexpr (kPass >= R) {
-    SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out);
+    SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out, 0, n_max, false);
   } else {
     constexpr int kFull = R / kPass * kPass;
-    for (int i = 0; i < kFull; i += kPass) {
-      SumValuesRows<kPass, NV, T>(a, table, kv_head, n_cached + i, p + i, last, out + i);
-    }
-    if constexpr (R % kPass != 0) {
-      SumValuesRows<R % kPass, NV, T>(a, table, kv_head, n_cached + kFull, p + kFull, last, out + kFull);
+    const int64_t stretch = std::max<int64_t>(1, kValueStretch / a.block_size) * a.block_size;
+    for (int64_t t0 = 0; t0 < n_max; t0 += stretch) {
+      const int64_t t1 = std::min(n_max, t0 + stretch);
+      for (int i = 0; i < kFull; i += kPass) {
+        SumValuesRows<kPass, NV, T>(a, table, kv_head, n_cached + i, p + i, last, out + i, t0, t1, t0 > 0);
+      }
+      if constexpr (R % kPass != 0) {
+        SumValuesRows<R % kPass, NV, T>(a, table, kv_head, n_cached + kFull, p + kFull, last, out + kFull, t0, t1,
+                                        t0 > 0);
+      }
     }
   }
 }
