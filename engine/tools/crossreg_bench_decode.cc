@@ -108,9 +108,8 @@ std::unique_ptr<Engine> OpenBenchEngine(const std::string& name, std::unique_ptr
 }
 
 // Prefills `batch` sequences with `context` random tokens, then times `steps`
-// greedy decode forwards of one row per sequence. Returns seconds per forward.
-// The mean seconds of `steps` decode forwards of `batch` sequences; each forward's own time
-// into `step_seconds` when given.
+// greedy decode forwards of one row per sequence. Returns seconds per forward (the mean);
+// each forward's own time goes into `step_seconds` when given.
 double TimeDecode(Engine& e, int batch, int context, int steps, std::vector<double>* step_seconds = nullptr) {
   const int vocab = e.model->config.vocab_size;
   Rng rng(1);
