@@ -114,31 +114,61 @@ struct QuantizedCall {
   std::vector<internal::RowTile> tiles;
 };
 
+// What a call's kQ8 panels read of its quantized rows: blocks of 32, of 256, or both.
+struct QuantizedNeeds {
+  bool per32 = false;
+  bool per256 = false;
+  void Add(const PackedWeights& w) { (w.quant().super_block > 0 ? per256 : per32) = true; }
+};
+
 QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool parallel, ThreadPool& pool,
-                               SimdLevel level, int slot) {
+                               SimdLevel level, int slot, QuantizedNeeds needs) {
   struct Buffers {
-    std::vector<int8_t> q;
-    std::vector<float> scale, sum16;
+    std::vector<int8_t> q, q256;
+    std::vector<float> scale, sum16, scale256;
     std::vector<int32_t> offset32, offset16;
+    std::vector<int16_t> isum16, isum32;
   };
   thread_local std::vector<Buffers> buffers;
   if (buffers.size() <= static_cast<size_t>(slot)) buffers.resize(static_cast<size_t>(slot) + 1);
   Buffers& b = buffers[static_cast<size_t>(slot)];
-  b.q.resize(static_cast<size_t>(rows * in));
-  b.scale.resize(static_cast<size_t>(rows * (in / 32)));
-  b.sum16.resize(static_cast<size_t>(rows * (in / 16)));
+  if (needs.per32) {
+    b.q.resize(static_cast<size_t>(rows * in));
+    b.scale.resize(static_cast<size_t>(rows * (in / 32)));
+    b.sum16.resize(static_cast<size_t>(rows * (in / 16)));
+  }
+  if (needs.per256) {
+    b.q256.resize(static_cast<size_t>(rows * in));
+    b.scale256.resize(static_cast<size_t>(rows * (in / 256)));
+    b.isum16.resize(static_cast<size_t>(rows * (in / 16)));
+    b.isum32.resize(static_cast<size_t>(rows * (in / 32)));
+  }
   int8_t* const q = b.q.data();
   float* const scale = b.scale.data();
   float* const sum16 = b.sum16.data();
   auto quantize = [&](int64_t begin, int64_t end) {
     const float* xr = x + begin * in;
-    int8_t* qr = q + begin * in;
-    float* sr = scale + begin * (in / 32);
-    float* ur = sum16 + begin * (in / 16);
-    if (level >= SimdLevel::kAvx2) {
-      internal::QuantizeRowsAvx2(xr, end - begin, in, qr, sr, ur);
-    } else {
-      internal::QuantizeRowsScalar(xr, end - begin, in, qr, sr, ur);
+    const bool avx2 = level >= SimdLevel::kAvx2;
+    if (needs.per32) {
+      int8_t* qr = q + begin * in;
+      float* sr = scale + begin * (in / 32);
+      float* ur = sum16 + begin * (in / 16);
+      if (avx2) {
+        internal::QuantizeRowsAvx2(xr, end - begin, in, qr, sr, ur);
+      } else {
+        internal::QuantizeRowsScalar(xr, end - begin, in, qr, sr, ur);
+      }
+    }
+    if (needs.per256) {
+      int8_t* qr = b.q256.data() + begin * in;
+      float* sr = b.scale256.data() + begin * (in / 256);
+      int16_t* u16 = b.isum16.data() + begin * (in / 16);
+      int16_t* u32 = b.isum32.data() + begin * (in / 32);
+      if (avx2) {
+        internal::QuantizeRows256Avx2(xr, end - begin, in, qr, sr, u16, u32);
+      } else {
+        internal::QuantizeRows256Scalar(xr, end - begin, in, qr, sr, u16, u32);
+      }
     }
   };
   // Rows are independent: prefill's hundreds are split between the cores.
@@ -149,7 +179,13 @@ QuantizedCall QuantizeCallRows(const float* x, int64_t rows, int64_t in, bool pa
   }
   QuantizedCall call;
   call.rows = {q, scale, sum16, in};
-  if (QuantKernelAt(level) == QuantKernel::kAvx512Vnni) {
+  if (needs.per256) {
+    call.rows.q256 = b.q256.data();
+    call.rows.scale256 = b.scale256.data();
+    call.rows.isum16 = b.isum16.data();
+    call.rows.isum32 = b.isum32.data();
+  }
+  if (needs.per32 && QuantKernelAt(level) == QuantKernel::kAvx512Vnni) {
     // Where its sums of signed formats start (exact: code sums are small integers).
     b.offset16.resize(static_cast<size_t>(rows * (in / 16)));
     b.offset32.resize(static_cast<size_t>(rows * (in / 32)));
@@ -213,10 +249,12 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // pairs for bf16 panels (a group may mix them).
   const auto plan = internal::PlanRowTiles(rows, MaxRowTile(level));
   bool any_f32 = false, any_bf16 = false, any_q8 = false;
+  QuantizedNeeds q8_needs;
   int64_t macs = 0;
   for (int i = 0; i < count; ++i) {
     const PanelFormat f = outputs[i].w->format();
     (f == PanelFormat::kF32 ? any_f32 : f == PanelFormat::kQ8 ? any_q8 : any_bf16) = true;
+    if (f == PanelFormat::kQ8) q8_needs.Add(*outputs[i].w);
     macs += rows * outputs[i].w->in() * outputs[i].w->out();
   }
   const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
@@ -273,7 +311,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
                          : make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
   }
   QuantizedCall quantized;
-  if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0);
+  if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0, q8_needs);
   // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths, and
   // on the kQ8 kernels from AVX2 up (quant_panel_order.h); which is faster depends on the
   // core, so the calls time both (tile_order_chooser.h).
@@ -336,7 +374,9 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
     PanelArgs& a = args[static_cast<size_t>(i)];
     if (w.format() == PanelFormat::kQ8) {
       QuantizedCall& call = quantized[static_cast<size_t>(i)];
-      call = QuantizeCallRows(jobs[i].x, rows, in, false, pool, level, i);
+      QuantizedNeeds needs;
+      needs.Add(w);
+      call = QuantizeCallRows(jobs[i].x, rows, in, false, pool, level, i, needs);
       a.w = &w;
       a.qx = &call.rows;
       a.tiles = call.tiles.data();

@@ -47,6 +47,14 @@ struct QuantizedRows {
   // where the VNNI kernel's sums of signed formats start (it feeds it w + 128).
   const int32_t* offset32 = nullptr;
   const int32_t* offset16 = nullptr;
+  // For panels of integer sub-block scales (packed_weights.h): the rows quantized again,
+  // per block of 256 inputs (a super-block): q256 (rows x in), scale256 (rows x in/256),
+  // and the code sums per 16 and per 32 inputs as int16 (rows x in/16, rows x in/32; at
+  // most 32 x 127), which the mins multiply. Null when no panel of the call needs them.
+  const int8_t* q256 = nullptr;
+  const float* scale256 = nullptr;
+  const int16_t* isum16 = nullptr;
+  const int16_t* isum32 = nullptr;
 };
 
 struct PanelArgs {
@@ -108,7 +116,14 @@ void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end);
 //   acc = fma(float(isum), scale_w * scale_x, acc)
 //   acc = fma(-(float(sum_x) * scale_x), min_w, acc)      (formats with mins)
 // group after group (the min term's product is the row's, one per group, not one per
-// output), the same operations on every path, so the paths agree bitwise
+// output); for integer sub-block scales, per super-block of 256 with the rows'
+// per-256 codes and scale, the exact integer sums isum = sum_j sc_j * (q_w . q_x)_j and
+// msum = sum_j m_j * (sum q_x)_j, then
+//   acc = fma(float(isum), d_w * scale_x, acc)
+//   acc = fma(-float(msum), dmin_w * scale_x, acc)
+// or, where the mins are 32 times the scales and dmin = d (Q6_K), the one step
+//   acc = fma(float(isum - msum), d_w * scale_x, acc)
+// the same operations on every path, so the paths agree bitwise
 // (the tests hold them to it) and a row's result never depends on its tile.
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
@@ -143,6 +158,12 @@ QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, i
 // the same bytes: d = amax / 127, q = nearest-even(x * (1 / d)).
 void QuantizeRowsScalar(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16);
 void QuantizeRowsAvx2(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, float* sum16);
+// The same per block of 256 (in a multiple of 256): d = amax / 127 over the block, and
+// the code sums per 16 and per 32 as int16 (QuantizedRows::q256 and the rest).
+void QuantizeRows256Scalar(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, int16_t* sum16,
+                           int16_t* sum32);
+void QuantizeRows256Avx2(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, int16_t* sum16,
+                         int16_t* sum32);
 
 // Row tiles of x (rows x in, f32, row stride in) into `out`, transposed as above:
 // f32 values, or bf16 pairs rounded to nearest even (K padded with zeros to whole pairs;

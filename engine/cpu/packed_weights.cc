@@ -33,6 +33,16 @@ QuantGroupLayout LayoutFor(DType dtype) {
   // capped at the group's steps.
   layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * codes.max_abs_quant * 127)));
   layout.nibbles = !codes.signed_quants && codes.max_abs_quant <= 15 && codes.sub_block % 8 == 0;
+  if (quant::HasIntegerSubBlockScales(dtype)) {
+    // Unsigned codes (Q6_K's q6 in 0..63 with its offset as a min), one float step per
+    // super-block.
+    const int max_code = dtype == DType::kQ6_K ? 63 : codes.max_abs_quant;
+    layout.super_block = 256;
+    layout.signed_quants = false;
+    layout.has_min = true;
+    layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_code * 127)));
+    layout.mins_from_scales = dtype == DType::kQ6_K;
+  }
   return layout;
 }
 }  // namespace
@@ -43,7 +53,7 @@ void PackedWeights::SetShape(DType source, int64_t out, int64_t in) {
   in_ = in;
   if (format_ == PanelFormat::kQ8) {
     quant_ = LayoutFor(source);
-    k_steps_ = in / quant_.sub_block;
+    k_steps_ = in / quant_.group_inputs();
   } else {
     quant_ = QuantGroupLayout{};
     k_steps_ = format_ == PanelFormat::kF32 ? in : (in + 1) / 2;
@@ -110,6 +120,10 @@ PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool, WeightAr
 }
 
 void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64_t end) {
+  if (quant_.super_block > 0) {
+    PackSuperBlockPanels(w, begin, end);
+    return;
+  }
   const int64_t block = DTypeBlockElements(w.dtype);
   const int sub = quant_.sub_block;
   const int64_t group_bytes = quant_.group_bytes();
@@ -143,6 +157,52 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
           scales[o] = scale[static_cast<size_t>(s)];
           if (quant_.has_min) scales[kPanelWidth + o] = min[static_cast<size_t>(s)];
         }
+      }
+    }
+  }
+}
+
+void PackedWeights::PackSuperBlockPanels(const TensorRef& w, int64_t begin, int64_t end) {
+  const int sub = quant_.sub_block;
+  const int n = quant_.sub_blocks();
+  const int64_t group_bytes = quant_.group_bytes();
+  const size_t row_bytes = w.row_bytes();
+  uint8_t q[256];
+  int16_t sc[16], m[16];
+  for (int64_t j = begin; j < end; ++j) {
+    unsigned char* panel = mutable_panel(j);
+    for (int o = 0; o < kPanelWidth; ++o) {
+      const int64_t oo = j * kPanelWidth + o;
+      if (oo >= out_) break;  // padded outputs keep zero quants and scales
+      const auto* row = static_cast<const unsigned char*>(w.data) + static_cast<size_t>(oo) * row_bytes;
+      const int quarter = o / 8, lane = o % 8;
+      for (int64_t g = 0; g < k_steps_; ++g) {
+        float d, dmin;
+        quant::DecodeSuperBlock(w.dtype, row + static_cast<size_t>(g) * DTypeBlockBytes(w.dtype), q, sc, m, &d, &dmin);
+        unsigned char* group = panel + g * group_bytes;
+        for (int s = 0; s < n; ++s) {
+          unsigned char* codes = group + s * quant_.code_bytes();
+          for (int kk = 0; kk < sub; ++kk) {
+            const int step = kk / 4;
+            const uint8_t code = q[s * sub + kk];
+            if (quant_.nibbles) {
+              codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
+                  static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
+            } else {
+              codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
+            }
+          }
+          auto* sc_pairs = reinterpret_cast<int16_t*>(group + quant_.int_scales_offset() + (s * 4 + quarter) * 32);
+          sc_pairs[2 * lane] = sc_pairs[2 * lane + 1] = sc[s];
+          if (!quant_.mins_from_scales) {
+            auto* m_pairs =
+                reinterpret_cast<int16_t*>(group + quant_.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32);
+            m_pairs[2 * lane + s % 2] = m[s];
+          }
+        }
+        auto* scales = reinterpret_cast<float*>(group + quant_.super_scales_offset());
+        scales[o] = d;
+        scales[kPanelWidth + o] = dmin;
       }
     }
   }

@@ -17,6 +17,22 @@
 //         A weight is scale * q - min, exactly as the file's values dequantize
 //         (engine/quant/ggml_blocks.h); quants stay integers, so a row's dot product
 //         with 8-bit activations is an exact integer sum per group.
+//       or, for the K-quants with integer sub-block scales (Q2_K, Q4_K, Q5_K, Q6_K:
+//         quant::HasIntegerSubBlockScales), per super-block of 256 input features, its
+//         n = 256 / S sub-blocks:
+//           quants  each sub-block's, as above (Q6_K's codes unsigned, 0..63)   n x 32*S or 16*S
+//           sc      per sub-block and quarter, 8 outputs' integer scale as an int16
+//                   pair (sc, sc): the vpmaddwd operand that scales and widens a
+//                   sub-block's int16 sums                                       n x 128 bytes
+//           m       per quarter and pair of sub-blocks (2i, 2i + 1), 8 outputs' integer
+//                   mins as int16 pairs (m[2i], m[2i + 1])                       n x 64 bytes
+//                   (none for Q6_K, whose m is 32 sc: the kernels form the pairs
+//                   from the sc pairs and multiply the sum by 32)
+//           d, dmin the super-block's scales, f32 per output                    256 bytes
+//         A weight is d * (sc * q) - dmin * m, and with activations quantized per 256
+//         (one scale a super-block) a row's product is two exact integer sums per
+//         super-block, sum_j sc_j * (q . x)_j and sum_j m_j * (sum x)_j, then two float
+//         steps: 8 (Q4_K) or 16 (Q6_K) times fewer than one per sub-block.
 //
 // kBf16 is the operand layout of vdpbf16ps: a 16-lane register holds 16 outputs' weight
 // pairs, multiplied with one broadcast pair of the activation. f16 weights are rounded
@@ -58,8 +74,21 @@ struct QuantGroupLayout {
   // without overflow: 2 * max|q| * 127 per step, at most 32767 in all.
   int int16_steps = 1;
   bool nibbles = false;  // two 4-bit codes a byte (the layout above)
-  int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // the quants; the scales follow
-  int64_t group_bytes() const { return code_bytes() + 128 + (has_min ? 128 : 0); }
+  // 256 for integer sub-block scales (a group is then a super-block of sub-blocks), else 0.
+  int super_block = 0;
+  // Integer-scale groups whose mins are 32 times their scales (Q6_K): no m pairs stored.
+  bool mins_from_scales = false;
+  int sub_blocks() const { return super_block > 0 ? super_block / sub_block : 1; }
+  int group_inputs() const { return super_block > 0 ? super_block : sub_block; }
+  int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // one sub-block's quants
+  // Integer-scale groups: where the sc pairs, the m pairs and d (dmin 128 bytes after) start.
+  int64_t int_scales_offset() const { return sub_blocks() * code_bytes(); }
+  int64_t int_mins_offset() const { return int_scales_offset() + sub_blocks() * 128; }
+  int64_t super_scales_offset() const { return int_mins_offset() + (mins_from_scales ? 0 : sub_blocks() * 64); }
+  int64_t group_bytes() const {
+    if (super_block > 0) return super_scales_offset() + 256;
+    return code_bytes() + 128 + (has_min ? 128 : 0);
+  }
 };
 
 // One mapping for many packed matrices: a model's matrices are mostly smaller than a
@@ -108,7 +137,7 @@ class PackedWeights {
   int64_t out() const { return out_; }
   int64_t in() const { return in_; }
   // K steps per panel: `in` (kF32), the k-pairs ceil(in / 2) (kBf16), or the groups
-  // in / sub_block (kQ8).
+  // in / group_inputs() (kQ8).
   int64_t k_steps() const { return k_steps_; }
   int64_t panels() const { return (out_ + kPanelWidth - 1) / kPanelWidth; }
   int64_t panel_bytes() const {
@@ -124,6 +153,7 @@ class PackedWeights {
   size_t StorageBytes() const;  // bytes(), at least 64
   void Allocate(DType source, int64_t out, int64_t in, WeightArena* arena);
   void PackQuantizedPanels(const TensorRef& w, int64_t begin, int64_t end);
+  void PackSuperBlockPanels(const TensorRef& w, int64_t begin, int64_t end);
   unsigned char* mutable_panel(int64_t j) { return data_ + j * panel_bytes(); }
 
   PanelFormat format_ = PanelFormat::kF32;

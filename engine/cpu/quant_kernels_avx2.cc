@@ -144,6 +144,147 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
+// One tile of R rows over super-blocks [g0, g1) of a panel of integer sub-block scales
+// (packed_weights.h): per quarter, each sub-block's int16 runs go through vpmaddwd with
+// the sub-block's scale pairs instead of ones, so they widen and scale in one
+// instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
+// pair of sub-blocks; then one float step per super-block where the per-sub-block
+// layout takes one per sub-block.
+template <int R, int S, int kRun, bool kNib, bool kMinsFromScales>
+void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
+                    bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+  const QuantizedRows& qx = *a.qx;
+  const int64_t in = qx.in;
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  constexpr int kSubs = 256 / S;
+  constexpr int64_t kCodeBytes = (kNib ? 16 : 32) * S;
+  // QuantGroupLayout's offsets, known at compile time here.
+  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
+  constexpr int64_t kDAt = kMinsAt + (kMinsFromScales ? 0 : kSubs * 64);
+  static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
+  if (!carry_in) {
+    for (int r = 0; r < R; ++r)
+      for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    const unsigned char* group = panel + g * group_bytes;
+    // The super-block's prefetches spread over its 4 x kSubs sub-block passes: requested
+    // all at once (90 lines for Q4_K) they stall the loads behind them.
+    const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
+    const int64_t per_pass = (prefetch.lines + 4 * kSubs - 1) / (4 * kSubs);
+    const unsigned char* sc_pairs = group + kScalesAt;
+    const unsigned char* m_pairs = group + kMinsAt;
+    const auto* d = reinterpret_cast<const float*>(group + kDAt);
+    float xs[R];
+    const int8_t* xq[R];
+    const int16_t* xsum[R];  // the row's code sums per sub-block
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = first_row + r;
+      xs[r] = qx.scale256[row * (in / 256) + g];
+      xq[r] = qx.q256 + row * in + g * 256;
+      xsum[r] = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * kSubs;
+    }
+#pragma GCC unroll 1
+    for (int quarter = 0; quarter < 4; ++quarter) {
+      // Opaque per quarter, as in QuantTile: no broadcast hoisted out and spilled.
+      const int8_t* xr[R];
+      for (int r = 0; r < R; ++r) {
+        xr[r] = xq[r];
+        asm("" : "+r"(xr[r]));
+      }
+      __m256i isum[R];
+      for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int sb = 0; sb < kSubs; ++sb) {
+        const int64_t pass = quarter * kSubs + sb;
+        for (int64_t line = pass * per_pass; line < std::min(prefetch.lines, (pass + 1) * per_pass); ++line) {
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T0);
+        }
+        const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * (S / 8) * 32 : quarter * 32);
+        const __m256i sc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc_pairs + (sb * 4 + quarter) * 32));
+#pragma GCC unroll 8
+        for (int step0 = 0; step0 < S / 4; step0 += kRun) {
+          __m256i run[R];
+          for (int r = 0; r < R; ++r) run[r] = _mm256_setzero_si256();
+          [[maybe_unused]] __m256i odd_codes = _mm256_setzero_si256();
+#pragma GCC unroll 8
+          for (int t = 0; t < kRun; ++t) {
+            const int step = step0 + t;
+            __m256i wu;
+            if constexpr (kNib) {
+              if (t % 2 == 0) {
+                LoadNibblePair(quants, step / 2, &wu, &odd_codes);
+              } else {
+                wu = odd_codes;
+              }
+            } else {
+              wu = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
+            }
+            for (int r = 0; r < R; ++r) {
+              const __m256i p = _mm256_maddubs_epi16(wu, Broadcast4(xr[r] + sb * S + step * 4));
+              run[r] = t == 0 ? p : _mm256_add_epi16(run[r], p);
+              asm("" : "+x"(run[r]));
+            }
+          }
+          for (int r = 0; r < R; ++r) {
+            isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(run[r], sc));
+            asm("" : "+x"(isum[r]));
+          }
+        }
+      }
+      __m256i msum[R];
+      for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_si256();
+      for (int i = 0; i < kSubs / 2; ++i) {
+        __m256i m;
+        if constexpr (kMinsFromScales) {
+          // (sc[2i], sc[2i + 1]) from the two scale pairs; the sum is multiplied by 32 below.
+          const auto* even = reinterpret_cast<const __m256i*>(sc_pairs + (2 * i * 4 + quarter) * 32);
+          const auto* odd = reinterpret_cast<const __m256i*>(sc_pairs + ((2 * i + 1) * 4 + quarter) * 32);
+          m = _mm256_blend_epi16(_mm256_loadu_si256(even), _mm256_loadu_si256(odd), 0xAA);
+        } else {
+          m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_pairs + (quarter * (kSubs / 2) + i) * 32));
+        }
+        for (int r = 0; r < R; ++r) {
+          int32_t pair;
+          std::memcpy(&pair, xsum[r] + 2 * i, sizeof pair);
+          msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
+        }
+      }
+      if constexpr (kMinsFromScales) {
+        for (int r = 0; r < R; ++r) msum[r] = _mm256_slli_epi32(msum[r], 5);
+      }
+      const __m256 dq = _mm256_loadu_ps(d + 8 * quarter);
+      const __m256 dminq = _mm256_loadu_ps(d + kPanelWidth + 8 * quarter);
+      for (int r = 0; r < R; ++r) {
+        __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
+        const __m256 xsr = _mm256_broadcast_ss(&xs[r]);
+        if constexpr (kMinsFromScales) {
+          v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r], msum[r])), _mm256_mul_ps(dq, xsr), v);
+        } else {
+          v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dq, xsr), v);
+          v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dminq, xsr), v);
+        }
+        _mm256_storeu_ps(acc[r] + 8 * quarter, v);
+      }
+    }
+  }
+}
+
+template <int S, int kRun, bool kNib, bool kMinsFromScales = false>
+void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
+  RunQuantPanels(a, begin, end,
+                 [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+                      QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+                   const int64_t row = tile.first_row;
+                   switch (tile.rows) {
+                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     default: return SuperBlockTile<1, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                   }
+                 });
+}
+
 template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
@@ -165,6 +306,16 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); any other falls back
   // to the portable kernel, which reads every layout.
+  if (l.super_block == 256) {
+    // Q4_K, Q2_K (nibbles), Q5_K, Q6_K.
+    if (l.nibbles && l.sub_block == 32 && l.int16_steps == 8) return SuperBlockPanels<32, 8, true>(a, begin, end);
+    if (l.nibbles && l.sub_block == 16 && l.int16_steps == 4) return SuperBlockPanels<16, 4, true>(a, begin, end);
+    if (!l.nibbles && l.sub_block == 32 && l.int16_steps == 4) return SuperBlockPanels<32, 4, false>(a, begin, end);
+    if (!l.nibbles && l.sub_block == 16 && l.int16_steps == 2 && l.mins_from_scales) {
+      return SuperBlockPanels<16, 2, false, true>(a, begin, end);
+    }
+    return QuantPanelsScalar(a, begin, end);
+  }
   if (l.nibbles) {
     if (l.sub_block == 32 && !l.signed_quants && l.has_min && l.int16_steps == 8) return Panels<32, false, true, 8, true>(a, begin, end);
     if (l.sub_block == 16 && !l.signed_quants && l.has_min && l.int16_steps == 4) return Panels<16, false, true, 4, true>(a, begin, end);
@@ -217,6 +368,49 @@ void QuantizeRowsAvx2(const float* x, int64_t rows, int64_t in, int8_t* q, float
       p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + r * in + b * 32), p8);
       scale[r * (in / 32) + b] = d;
+    }
+  }
+}
+
+void QuantizeRows256Avx2(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, int16_t* sum16,
+                         int16_t* sum32) {
+  const __m256 sign_mask = _mm256_set1_ps(-0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / 256; ++b) {
+      const float* v = x + r * in + b * 256;
+      __m256 amax = _mm256_setzero_ps();
+      for (int i = 0; i < 32; ++i) amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign_mask, _mm256_loadu_ps(v + 8 * i)));
+      __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+      m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+      m = _mm_max_ss(m, _mm_movehdup_ps(m));
+      const float d = _mm_cvtss_f32(m) / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      const __m256 vid = _mm256_set1_ps(id);
+      for (int c = 0; c < 8; ++c) {  // chunks of 32, as QuantizeRowsAvx2's blocks
+        __m256i i32[4];
+        for (int i = 0; i < 4; ++i) {
+          __m256 t = _mm256_round_ps(_mm256_mul_ps(_mm256_loadu_ps(v + 32 * c + 8 * i), vid),
+                                     _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+          t = _mm256_min_ps(_mm256_max_ps(t, _mm256_set1_ps(-127.0f)), _mm256_set1_ps(127.0f));
+          i32[i] = _mm256_cvtps_epi32(t);
+        }
+        int halves[2];
+        for (int h = 0; h < 2; ++h) {
+          __m256i s = _mm256_add_epi32(i32[2 * h], i32[2 * h + 1]);
+          __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+          s4 = _mm_hadd_epi32(s4, s4);
+          s4 = _mm_hadd_epi32(s4, s4);
+          halves[h] = _mm_cvtsi128_si32(s4);
+          sum16[r * (in / 16) + b * 16 + 2 * c + h] = static_cast<int16_t>(halves[h]);
+        }
+        sum32[r * (in / 32) + b * 8 + c] = static_cast<int16_t>(halves[0] + halves[1]);
+        const __m256i p16a = _mm256_packs_epi32(i32[0], i32[1]);
+        const __m256i p16b = _mm256_packs_epi32(i32[2], i32[3]);
+        __m256i p8 = _mm256_packs_epi16(p16a, p16b);
+        p8 = _mm256_permutevar8x32_epi32(p8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(q + r * in + b * 256 + 32 * c), p8);
+      }
+      scale[r * (in / 256) + b] = d;
     }
   }
 }

@@ -153,6 +153,155 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
+// One tile of R rows over super-blocks [g0, g1) of a panel of integer sub-block scales
+// (packed_weights.h): each sub-block's vpdpbusd sums, exact in int32, times the
+// sub-block's scale (vpmulld; a scale pair's low half, sign-extended) into one int32 sum
+// per super-block; the mins' sum is a vpdpwssd per pair of sub-blocks (Q6_K's sums
+// start at its offset instead); then the float steps, once per super-block. The f32 sums wait in `out` between super-blocks (the registers
+// hold the tile's sub-block and super-block sums).
+template <int R, int S, bool kNib, bool kMinsFromScales>
+void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
+                    bool carry_in, QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
+  const QuantizedRows& qx = *a.qx;
+  const int64_t in = qx.in;
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  constexpr int kSubs = 256 / S;
+  constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
+  constexpr int64_t kCodeBytes = 4 * kQuarterBytes;
+  // QuantGroupLayout's offsets, known at compile time here.
+  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
+  constexpr int64_t kDAt = kMinsAt + (kMinsFromScales ? 0 : kSubs * 64);
+  const __m512i low4 = _mm512_set1_epi8(15);
+  if (!carry_in) {
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      _mm512_storeu_ps(out[r], _mm512_setzero_ps());
+      _mm512_storeu_ps(out[r] + 16, _mm512_setzero_ps());
+    }
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    const unsigned char* group = panel + g * group_bytes;
+    // The super-block's prefetches spread over its sub-blocks: requested all at once
+    // (90 lines for Q4_K) they stall the loads behind them.
+    const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
+    const int64_t per_pass = (prefetch.lines + kSubs - 1) / kSubs;
+    const int8_t* xq[R];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) xq[r] = qx.q256 + (first_row + r) * in + g * 256;
+    __m512i isum[R][2];
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int sb = 0; sb < kSubs; ++sb) {
+      for (int64_t line = sb * per_pass; line < std::min(prefetch.lines, (sb + 1) * per_pass); ++line) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T0);
+      }
+      const unsigned char* codes = group + sb * kCodeBytes;
+      __m512i dot[R][2];
+#pragma GCC unroll 8
+      for (int r = 0; r < R; ++r) {
+        if constexpr (kMinsFromScales) {
+          // Q6_K: the sums start at -32 times the row's code sum, so they end at
+          // ((q - 32) . x) and, scaled, at isum - msum: no mins pass.
+          const int64_t row = first_row + r;
+          dot[r][0] = dot[r][1] = _mm512_set1_epi32(-32 * qx.isum16[row * (in / 16) + g * kSubs + sb]);
+        } else {
+          dot[r][0] = dot[r][1] = _mm512_setzero_si512();
+        }
+      }
+      [[maybe_unused]] __m512i odd01 = _mm512_setzero_si512(), odd23 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+      for (int step = 0; step < S / 4; ++step) {
+        __m512i w01, w23;
+        if constexpr (kNib) {
+          if (step % 2 == 0) {
+            const unsigned char* at = codes + (step / 2) * 32;
+            const __m512i p01 = LoadQuarterPair(at, kQuarterBytes, 0);
+            const __m512i p23 = LoadQuarterPair(at, kQuarterBytes, 2);
+            w01 = _mm512_and_si512(p01, low4);
+            w23 = _mm512_and_si512(p23, low4);
+            odd01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), low4);
+            odd23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), low4);
+          } else {
+            w01 = odd01;
+            w23 = odd23;
+          }
+        } else {
+          const unsigned char* at = codes + step * 128;
+          w01 = _mm512_loadu_si512(at);
+          w23 = _mm512_loadu_si512(at + 64);
+        }
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const __m512i x = Broadcast4(xq[r] + sb * S + step * 4);
+          dot[r][0] = _mm512_dpbusd_epi32(dot[r][0], w01, x);
+          dot[r][1] = _mm512_dpbusd_epi32(dot[r][1], w23, x);
+        }
+      }
+      // The scale pairs of quarters 0-1 and 2-3: (sc, sc) as int16, so the int32 lane
+      // shifted up and back is sc.
+      const unsigned char* sc_at = group + kScalesAt + sb * 128;
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(_mm512_loadu_si512(sc_at + 64 * h), 16), 16);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) isum[r][h] = _mm512_add_epi32(isum[r][h], _mm512_mullo_epi32(dot[r][h], sc));
+      }
+    }
+    const auto* d = reinterpret_cast<const float*>(group + kDAt);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = first_row + r;
+      const __m512 wx = _mm512_set1_ps(qx.scale256[row * (in / 256) + g]);
+      if constexpr (kMinsFromScales) {
+#pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+          __m512 v = _mm512_loadu_ps(out[r] + 16 * h);
+          v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][h]), _mm512_mul_ps(_mm512_loadu_ps(d + 16 * h), wx), v);
+          _mm512_storeu_ps(out[r] + 16 * h, v);
+        }
+        continue;
+      }
+      const int16_t* xsum = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * kSubs;
+      __m512i msum[2] = {_mm512_setzero_si512(), _mm512_setzero_si512()};
+#pragma GCC unroll 8
+      for (int i = 0; i < kSubs / 2; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, xsum + 2 * i, sizeof pair);
+        const __m512i xp = _mm512_set1_epi32(pair);
+        const unsigned char* m_at = group + kMinsAt + i * 32;
+        msum[0] = _mm512_dpwssd_epi32(msum[0], LoadQuarterPair(m_at, (kSubs / 2) * 32, 0), xp);
+        msum[1] = _mm512_dpwssd_epi32(msum[1], LoadQuarterPair(m_at, (kSubs / 2) * 32, 2), xp);
+      }
+#pragma GCC unroll 2
+      for (int h = 0; h < 2; ++h) {
+        __m512 v = _mm512_loadu_ps(out[r] + 16 * h);
+        v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[r][h]), _mm512_mul_ps(_mm512_loadu_ps(d + 16 * h), wx), v);
+        v = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(msum[h]), _mm512_mul_ps(_mm512_loadu_ps(d + kPanelWidth + 16 * h), wx),
+                             v);
+        _mm512_storeu_ps(out[r] + 16 * h, v);
+      }
+    }
+  }
+}
+
+template <int S, bool kNib, bool kMinsFromScales = false>
+void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
+  RunQuantPanels(a, begin, end,
+                 [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+                      QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
+                   const int64_t row = tile.first_row;
+                   switch (tile.rows) {
+                     case 6: return SuperBlockTile<6, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 5: return SuperBlockTile<5, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 4: return SuperBlockTile<4, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 3: return SuperBlockTile<3, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 2: return SuperBlockTile<2, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     default: return SuperBlockTile<1, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                   }
+                 });
+}
+
 template <int S, bool kSigned, bool kMin, bool kNib = false>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
@@ -176,6 +325,14 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); int32 sums need no
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
+  if (l.super_block == 256) {
+    if (l.sub_block == 32 && !l.mins_from_scales) {
+      return l.nibbles ? SuperBlockPanels<32, true>(a, begin, end) : SuperBlockPanels<32, false>(a, begin, end);
+    }
+    if (l.sub_block == 16 && l.nibbles && !l.mins_from_scales) return SuperBlockPanels<16, true>(a, begin, end);
+    if (l.sub_block == 16 && !l.nibbles && l.mins_from_scales) return SuperBlockPanels<16, false, true>(a, begin, end);
+    return QuantPanelsScalar(a, begin, end);
+  }
   if (l.nibbles) {
     if (l.sub_block == 32 && !l.signed_quants && l.has_min) return Panels<32, false, true, true>(a, begin, end);
     if (l.sub_block == 16 && !l.signed_quants && l.has_min) return Panels<16, false, true, true>(a, begin, end);

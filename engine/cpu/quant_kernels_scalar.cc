@@ -31,6 +31,31 @@ void QuantizeRowsScalar(const float* x, int64_t rows, int64_t in, int8_t* q, flo
   }
 }
 
+void QuantizeRows256Scalar(const float* x, int64_t rows, int64_t in, int8_t* q, float* scale, int16_t* sum16,
+                           int16_t* sum32) {
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t b = 0; b < in / 256; ++b) {
+      const float* v = x + r * in + b * 256;
+      float amax = 0;
+      for (int i = 0; i < 256; ++i) amax = std::max(amax, std::fabs(v[i]));
+      const float d = amax / 127.0f;
+      const float id = d > 0 ? 1.0f / d : 0.0f;
+      int8_t* out = q + r * in + b * 256;
+      int sums[16] = {};
+      for (int i = 0; i < 256; ++i) {
+        const float t = std::nearbyint(v[i] * id);
+        out[i] = static_cast<int8_t>(std::clamp(t, -127.0f, 127.0f));
+        sums[i / 16] += out[i];
+      }
+      scale[r * (in / 256) + b] = d;
+      for (int i = 0; i < 16; ++i) sum16[r * (in / 16) + b * 16 + i] = static_cast<int16_t>(sums[i]);
+      for (int i = 0; i < 8; ++i) {
+        sum32[r * (in / 32) + b * 8 + i] = static_cast<int16_t>(sums[2 * i] + sums[2 * i + 1]);
+      }
+    }
+  }
+}
+
 QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, int tile) {
   const int64_t groups = a.w->k_steps();
   const int64_t group_bytes = a.w->quant().group_bytes();
@@ -39,9 +64,80 @@ QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, i
   return {panel + a.w->panel_bytes() + (tile - 1) * share * 64, (share + groups - 1) / groups};
 }
 
+namespace {
+
+// One sub-block's code k of output o (quarter o / 8, lane o % 8) in its layout.
+int SubBlockCode(const QuantGroupLayout& layout, const unsigned char* codes, int o, int kk) {
+  const int sub = layout.sub_block;
+  const int quarter = o / 8, lane = o % 8, step = kk / 4;
+  if (layout.nibbles) {
+    return (codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] >> (4 * (step % 2))) & 15;
+  }
+  const auto wq = static_cast<int8_t>(codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4]);
+  // Unsigned formats store q in [0, 63]: as int8 the same value.
+  return layout.signed_quants ? wq : static_cast<uint8_t>(wq);
+}
+
+// Panels of integer sub-block scales (packed_weights.h): a super-block's two integer sums
+// per output, then its two float steps.
+void SuperBlockPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
+  const PackedWeights& w = *a.w;
+  const QuantGroupLayout& layout = w.quant();
+  const int sub = layout.sub_block, n = layout.sub_blocks();
+  const int64_t in = a.qx->in;
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, w.out() - j * kPanelWidth);
+    const unsigned char* panel = w.panel(j);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const int8_t* xq = a.qx->q256 + r * in;
+      const int16_t* xsums = sub == 16 ? a.qx->isum16 + r * (in / 16) : a.qx->isum32 + r * (in / 32);
+      float acc[kPanelWidth] = {};
+      for (int64_t g = 0; g < w.k_steps(); ++g) {
+        const unsigned char* group = panel + g * layout.group_bytes();
+        const float xs = a.qx->scale256[r * (in / 256) + g];
+        float d[kPanelWidth], dmin[kPanelWidth];
+        std::memcpy(d, group + layout.super_scales_offset(), sizeof d);
+        std::memcpy(dmin, group + layout.super_scales_offset() + sizeof d, sizeof dmin);
+        for (int o = 0; o < kPanelWidth; ++o) {
+          const int quarter = o / 8, lane = o % 8;
+          int32_t isum = 0, msum = 0;
+          for (int s = 0; s < n; ++s) {
+            const unsigned char* codes = group + s * layout.code_bytes();
+            int32_t dot = 0;
+            for (int kk = 0; kk < sub; ++kk) dot += SubBlockCode(layout, codes, o, kk) * xq[g * 256 + s * sub + kk];
+            int16_t sc, m;
+            std::memcpy(&sc, group + layout.int_scales_offset() + (s * 4 + quarter) * 32 + 4 * lane, sizeof sc);
+            if (layout.mins_from_scales) {
+              m = static_cast<int16_t>(32 * sc);
+            } else {
+              std::memcpy(&m, group + layout.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32 + 4 * lane + 2 * (s % 2),
+                          sizeof m);
+            }
+            isum += sc * dot;
+            msum += m * xsums[g * n + s];
+          }
+          if (layout.mins_from_scales) {  // d = dmin: one step, sum_j sc_j * ((q - 32) . x)_j
+            acc[o] = std::fma(static_cast<float>(isum - msum), d[o] * xs, acc[o]);
+          } else {
+            acc[o] = std::fma(static_cast<float>(isum), d[o] * xs, acc[o]);
+            acc[o] = std::fma(-static_cast<float>(msum), dmin[o] * xs, acc[o]);
+          }
+        }
+      }
+      std::copy_n(acc, width, a.y + r * a.y_stride + j * kPanelWidth);
+    }
+  }
+}
+
+}  // namespace
+
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
   const PackedWeights& w = *a.w;
   const QuantGroupLayout& layout = w.quant();
+  if (layout.super_block > 0) {
+    SuperBlockPanelsScalar(a, begin, end);
+    return;
+  }
   const int sub = layout.sub_block;
   const int64_t groups = w.k_steps();
   const int64_t in = a.qx->in;

@@ -893,6 +893,63 @@ BlockCodes CodesOf(DType type) {
   return {1, false, false, 0};
 }
 
+bool HasIntegerSubBlockScales(DType type) {
+  return type == DType::kQ2_K || type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+}
+
+void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, int16_t* m, float* d, float* dmin) {
+  assert(HasIntegerSubBlockScales(type));
+  const auto* b = static_cast<const uint8_t*>(block);
+  switch (type) {
+    case DType::kQ4_K:
+    case DType::kQ5_K: {
+      const bool five_bit = type == DType::kQ5_K;
+      *d = LoadF16(b);
+      *dmin = LoadF16(b + kKDmin);
+      for (int j = 0; j < kSubBlocksK; ++j) {
+        int s, mm;
+        UnpackScaleMin(b + kKScales, j, &s, &mm);
+        sc[j] = static_cast<int16_t>(s);
+        m[j] = static_cast<int16_t>(mm);
+      }
+      const uint8_t* qs = b + (five_bit ? kQ5KQs : kQ4KQs);
+      for (int e = 0; e < kSuperBlock; ++e) {
+        int code = (qs[Q4KNibbleByte(e)] >> Q4KNibbleShift(e)) & 15;
+        if (five_bit) code |= ((b[kQ5KQh + e % 32] >> Q5KHighBit(e)) & 1) << 4;
+        q[e] = static_cast<uint8_t>(code);
+      }
+      return;
+    }
+    case DType::kQ6_K: {
+      *d = LoadF16(b + kQ6KD);
+      *dmin = *d;
+      const auto* scales = reinterpret_cast<const int8_t*>(b + kQ6KScales);
+      for (int j = 0; j < kSubBlocksQ6K; ++j) {
+        sc[j] = scales[j];
+        m[j] = static_cast<int16_t>(32 * scales[j]);
+      }
+      for (int e = 0; e < kSuperBlock; ++e) {
+        const int low = (b[Q6KLowByte(e)] >> Q6KLowShift(e)) & 15;
+        const int high = (b[kQ6KQh + Q6KHighByte(e)] >> Q6KHighShift(e)) & 3;
+        q[e] = static_cast<uint8_t>(low | high << 4);
+      }
+      return;
+    }
+    case DType::kQ2_K: {
+      *d = LoadF16(b + kQ2KD);
+      *dmin = LoadF16(b + kQ2KDmin);
+      for (int j = 0; j < kSubBlocks16; ++j) {
+        sc[j] = static_cast<int16_t>(b[j] & 15);
+        m[j] = static_cast<int16_t>(b[j] >> 4);
+      }
+      for (int e = 0; e < kSuperBlock; ++e) q[e] = static_cast<uint8_t>((b[kQ2KQs + Q2KByte(e)] >> Q2KShift(e)) & 3);
+      return;
+    }
+    default:
+      break;
+  }
+}
+
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min) {
   const auto* b = static_cast<const uint8_t*>(block);
   switch (type) {

@@ -89,6 +89,20 @@ BlockCodes CodesOf(DType type);
 //   IQ4_NL/IQ4_XS: q = grid[nibble] (-127..113), scale = d (IQ4_NL) or d * (ls[j] - 32) (IQ4_XS).
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min);
 
+// The K-quant formats whose sub-block scales (and mins) are small integers under the
+// super-block's f16 d (and dmin), with unsigned codes: Q2_K, Q4_K, Q5_K, and Q6_K read as
+// q6 in 0..63 with a min of 32 times its scale. A product with 8-bit activations that
+// share one scale per super-block is then one exact integer sum per super-block
+// (engine/cpu/packed_weights.h).
+bool HasIntegerSubBlockScales(DType type);
+
+// One super-block (256 elements) of such a `type`: q gets 256 unsigned codes, sc and m
+// DTypeBlockElements(type) / CodesOf(type).sub_block integers each, and element e's
+// value is, in exact arithmetic, d * (sc[j] * q[e]) - dmin * m[j] with j = e / sub_block.
+//   Q4_K/Q5_K/Q2_K: sc, m the stored 6-bit (4-bit for Q2_K) scales and mins.
+//   Q6_K: q = q6 (0..63), sc = scales[j], m = 32 * scales[j], dmin = d.
+void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, int16_t* m, float* d, float* dmin);
+
 // f32 into n elements (whole blocks) of `type`; element types are converted with
 // rounding to nearest even. Blocks are independent, so callers may split a tensor at
 // block boundaries across threads.

@@ -51,12 +51,79 @@ std::vector<float> RandomRows(int64_t rows, int64_t in, Rng& rng) {
   return x;
 }
 
+// Inputs per activation scale: 256 (a super-block) for the formats of integer sub-block
+// scales, else 32.
+int64_t ActivationBlock(DType type) { return quant::HasIntegerSubBlockScales(type) ? 256 : 32; }
+
+// x's row r quantized per `block` inputs: d = amax / 127, q = nearest-even(x / d).
+void QuantizeRow(const std::vector<float>& x, int64_t r, int64_t in, int64_t block, std::vector<int8_t>& xq,
+                 std::vector<float>& xd) {
+  for (int64_t b = 0; b < in / block; ++b) {
+    float amax = 0;
+    for (int64_t i = 0; i < block; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + b * block + i)]));
+    const float d = amax / 127.0f;
+    const float id = d > 0 ? 1.0f / d : 0.0f;
+    xd[static_cast<size_t>(b)] = d;
+    for (int64_t i = 0; i < block; ++i) {
+      xq[static_cast<size_t>(b * block + i)] = static_cast<int8_t>(
+          std::clamp(std::nearbyint(x[static_cast<size_t>(r * in + b * block + i)] * id), -127.0f, 127.0f));
+    }
+  }
+}
+
+// The formats of integer sub-block scales, from their definition: x quantized per 256,
+// each super-block decoded to unsigned codes and integer scales and mins, the two exact
+// integer sums sum_j sc_j * (q . x)_j and sum_j m_j * (sum x)_j, then the two float steps
+// (Q6_K: their difference, one step).
+std::vector<float> SuperBlockReference(const QuantWeight& w, const std::vector<float>& x, int64_t rows) {
+  const DType type = w.ref.dtype;
+  const int64_t out = w.ref.rows(), in = w.ref.cols();
+  const int sub = quant::CodesOf(type).sub_block;
+  std::vector<float> y(static_cast<size_t>(rows * out));
+  std::vector<int8_t> xq(static_cast<size_t>(in));
+  std::vector<float> xd(static_cast<size_t>(in / 256));
+  uint8_t q[256];
+  int16_t sc[16], m[16];
+  for (int64_t r = 0; r < rows; ++r) {
+    QuantizeRow(x, r, in, 256, xq, xd);
+    for (int64_t o = 0; o < out; ++o) {
+      float acc = 0;
+      for (int64_t b = 0; b < in / 256; ++b) {
+        float d, dmin;
+        quant::DecodeSuperBlock(type, w.bytes.data() + static_cast<size_t>(o) * w.ref.row_bytes() + b * DTypeBlockBytes(type),
+                                q, sc, m, &d, &dmin);
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 256 / sub; ++s) {
+          int32_t dot = 0, xsum = 0;
+          for (int kk = 0; kk < sub; ++kk) {
+            const int8_t v = xq[static_cast<size_t>(b * 256 + s * sub + kk)];
+            dot += q[s * sub + kk] * v;
+            xsum += v;
+          }
+          isum += sc[s] * dot;
+          msum += m[s] * xsum;
+        }
+        const float xs = xd[static_cast<size_t>(b)];
+        if (type == DType::kQ6_K) {  // m = 32 sc and dmin = d: one step for sum_j sc_j * ((q - 32) . x)_j
+          acc = std::fma(static_cast<float>(isum - msum), d * xs, acc);
+        } else {
+          acc = std::fma(static_cast<float>(isum), d * xs, acc);
+          acc = std::fma(-static_cast<float>(msum), dmin * xs, acc);
+        }
+      }
+      y[static_cast<size_t>(r * out + o)] = acc;
+    }
+  }
+  return y;
+}
+
 // The definition, written independently of the kernels' layout: x quantized per 32
 // inputs (d = amax / 127, q = nearest-even(x / d)), each weight block decoded to its
 // integer codes, per sub-block an exact integer dot product, then the float steps in
-// the documented order.
+// the documented order; the formats of integer sub-block scales as SuperBlockReference.
 std::vector<float> IntegerReference(const QuantWeight& w, const std::vector<float>& x, int64_t rows) {
   const DType type = w.ref.dtype;
+  if (quant::HasIntegerSubBlockScales(type)) return SuperBlockReference(w, x, rows);
   const int64_t out = w.ref.rows(), in = w.ref.cols();
   const quant::BlockCodes codes = quant::CodesOf(type);
   const int64_t block = DTypeBlockElements(type);
@@ -67,17 +134,7 @@ std::vector<float> IntegerReference(const QuantWeight& w, const std::vector<floa
   std::vector<int8_t> q(static_cast<size_t>(block));
   std::vector<float> scale(static_cast<size_t>(block / sub)), min(static_cast<size_t>(block / sub));
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t b = 0; b < in / 32; ++b) {
-      float amax = 0;
-      for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + b * 32 + i)]));
-      const float d = amax / 127.0f;
-      const float id = d > 0 ? 1.0f / d : 0.0f;
-      xd[static_cast<size_t>(b)] = d;
-      for (int i = 0; i < 32; ++i) {
-        xq[static_cast<size_t>(b * 32 + i)] =
-            static_cast<int8_t>(std::clamp(std::nearbyint(x[static_cast<size_t>(r * in + b * 32 + i)] * id), -127.0f, 127.0f));
-      }
-    }
+    QuantizeRow(x, r, in, 32, xq, xd);
     for (int64_t o = 0; o < out; ++o) {
       float acc = 0;
       for (int64_t b = 0; b < in / block; ++b) {
@@ -131,7 +188,8 @@ TEST_P(QuantizedLinearTest, EveryPathEqualsTheIntegerReferenceBitwise) {
 
 // Against the dequantized weights times unquantized activations, in double: the one
 // approximation is the activations' 8-bit rounding, an error of at most d/2 = amax/254
-// per input, so |error| <= sum_k |w_k| * amax_block(k) / 254 (plus float rounding).
+// per input, so |error| <= sum_k |w_k| * amax_block(k) / 254 (plus float rounding), the
+// block the activation scale's (ActivationBlock).
 TEST_P(QuantizedLinearTest, WithinTheActivationRoundingOfTheDequantizedProduct) {
   const DType type = GetParam();
   const int64_t in = 2 * DTypeBlockElements(type), out = 40, rows = 6;
@@ -148,8 +206,11 @@ TEST_P(QuantizedLinearTest, WithinTheActivationRoundingOfTheDequantizedProduct) 
       for (int64_t k = 0; k < in; ++k) {
         const double wk = w.dequantized[static_cast<size_t>(o * in + k)];
         exact += wk * x[static_cast<size_t>(r * in + k)];
+        const int64_t block = ActivationBlock(type);
         float amax = 0;
-        for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + (k / 32) * 32 + i)]));
+        for (int64_t i = 0; i < block; ++i) {
+          amax = std::max(amax, std::fabs(x[static_cast<size_t>(r * in + (k / block) * block + i)]));
+        }
         bound += std::fabs(wk) * amax / 254.0;
       }
       EXPECT_NEAR(y[static_cast<size_t>(r * out + o)], exact, bound * 1.001 + 1e-5)
@@ -278,7 +339,12 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
     const bool four_bit = !codes.signed_quants && codes.max_abs_quant <= 15;
     EXPECT_EQ(packed.quant().nibbles, four_bit) << DTypeName(type);
     const int64_t code_bytes = (packed.quant().nibbles ? out * in / 2 : out * in);
-    const int64_t scale_bytes = out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
+    // Integer sub-block scales: per super-block and output, an int16 scale pair and an
+    // int16 min per sub-block (Q6_K's mins are 32 times its scales: none), and f32 d and dmin.
+    const int64_t sub_blocks = 256 / codes.sub_block;
+    const int64_t scale_bytes = quant::HasIntegerSubBlockScales(type)
+                                    ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K ? 4 : 6) + 8)
+                                    : out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
     EXPECT_EQ(packed.bytes(), code_bytes + scale_bytes) << DTypeName(type);
   }
 }
@@ -302,6 +368,34 @@ TEST(QuantizeRows, PathsAgreeBytewise) {
   EXPECT_EQ(q0, q1);
   EXPECT_EQ(s0, s1);
   EXPECT_EQ(u0, u1);
+}
+
+// The per-256 row quantizer (formats of integer sub-block scales): the AVX2 path gives
+// the scalar path's bytes and sums, with a zero block, ties, and sums at their ends.
+TEST(QuantizeRows, PerSuperBlockPathsAgreeBytewise) {
+  const int64_t rows = 3, in = 768;
+  Rng rng(4);
+  std::vector<float> x = RandomRows(rows, in, rng);
+  for (int i = 0; i < 256; ++i) x[static_cast<size_t>(256 + i)] = 0;                // a zero block
+  for (int i = 0; i < 256; ++i) x[static_cast<size_t>(512 + i)] = (i % 64 - 32) * 0.5f;  // ties after scaling
+  x[512] = 127.0f * 0.5f;
+  for (int i = 0; i < 32; ++i) x[static_cast<size_t>(in + i)] = -4.0f;  // row 1: a sum of 32 x -127
+  x[static_cast<size_t>(in + 40)] = 4.0f;
+  std::vector<int8_t> q0(rows * in), q1(rows * in);
+  std::vector<float> s0(rows * in / 256), s1(s0.size());
+  std::vector<int16_t> a0(rows * in / 16), a1(a0.size()), b0(rows * in / 32), b1(b0.size());
+  internal::QuantizeRows256Scalar(x.data(), rows, in, q0.data(), s0.data(), a0.data(), b0.data());
+  EXPECT_EQ(s0[1], 0.0f);
+  EXPECT_EQ(b0[static_cast<size_t>(in / 32)], -32 * 127);
+  for (int64_t i = 0; i < rows * in / 32; ++i) {
+    EXPECT_EQ(b0[static_cast<size_t>(i)], a0[static_cast<size_t>(2 * i)] + a0[static_cast<size_t>(2 * i + 1)]);
+  }
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  internal::QuantizeRows256Avx2(x.data(), rows, in, q1.data(), s1.data(), a1.data(), b1.data());
+  EXPECT_EQ(q0, q1);
+  EXPECT_EQ(s0, s1);
+  EXPECT_EQ(a0, a1);
+  EXPECT_EQ(b0, b1);
 }
 
 }  // namespace
