@@ -36,12 +36,13 @@ QuantGroupLayout LayoutFor(DType dtype) {
   if (quant::HasIntegerSubBlockScales(dtype)) {
     // Unsigned codes (Q6_K's q6 in 0..63 with its offset as a min), one float step per
     // super-block.
-    const int max_code = dtype == DType::kQ6_K ? 63 : codes.max_abs_quant;
+    const int max_code = dtype == DType::kQ6_K ? 63 : dtype == DType::kQ3_K ? 7 : codes.max_abs_quant;
     layout.super_block = 256;
     layout.signed_quants = false;
     layout.has_min = true;
     layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_code * 127)));
-    layout.mins_from_scales = dtype == DType::kQ6_K;
+    layout.nibbles = max_code <= 15 && codes.sub_block % 8 == 0;
+    layout.min_shift = dtype == DType::kQ6_K ? 5 : dtype == DType::kQ3_K ? 2 : 0;
   }
   return layout;
 }
@@ -194,7 +195,7 @@ void PackedWeights::PackSuperBlockPanels(const TensorRef& w, int64_t begin, int6
           }
           auto* sc_pairs = reinterpret_cast<int16_t*>(group + quant_.int_scales_offset() + (s * 4 + quarter) * 32);
           sc_pairs[2 * lane] = sc_pairs[2 * lane + 1] = sc[s];
-          if (!quant_.mins_from_scales) {
+          if (quant_.min_shift == 0) {
             auto* m_pairs =
                 reinterpret_cast<int16_t*>(group + quant_.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32);
             m_pairs[2 * lane + s % 2] = m[s];

@@ -26,8 +26,8 @@
 //                   sub-block's int16 sums                                       n x 128 bytes
 //           m       per quarter and pair of sub-blocks (2i, 2i + 1), 8 outputs' integer
 //                   mins as int16 pairs (m[2i], m[2i + 1])                       n x 64 bytes
-//                   (none for Q6_K, whose m is 32 sc: the kernels form the pairs
-//                   from the sc pairs and multiply the sum by 32)
+//                   (none for Q6_K and Q3_K, whose m is 32 sc and 4 sc: the kernels
+//                   form the pairs from the sc pairs and shift the sum)
 //           d, dmin the super-block's scales, f32 per output                    256 bytes
 //         A weight is d * (sc * q) - dmin * m, and with activations quantized per 256
 //         (one scale a super-block) a row's product is two exact integer sums per
@@ -76,15 +76,16 @@ struct QuantGroupLayout {
   bool nibbles = false;  // two 4-bit codes a byte (the layout above)
   // 256 for integer sub-block scales (a group is then a super-block of sub-blocks), else 0.
   int super_block = 0;
-  // Integer-scale groups whose mins are 32 times their scales (Q6_K): no m pairs stored.
-  bool mins_from_scales = false;
+  // Integer-scale groups whose mins are 2^min_shift times their scales and dmin = d
+  // (Q6_K: 5, Q3_K: 2): no m pairs stored; 0 where the mins are stored.
+  int min_shift = 0;
   int sub_blocks() const { return super_block > 0 ? super_block / sub_block : 1; }
   int group_inputs() const { return super_block > 0 ? super_block : sub_block; }
   int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // one sub-block's quants
   // Integer-scale groups: where the sc pairs, the m pairs and d (dmin 128 bytes after) start.
   int64_t int_scales_offset() const { return sub_blocks() * code_bytes(); }
   int64_t int_mins_offset() const { return int_scales_offset() + sub_blocks() * 128; }
-  int64_t super_scales_offset() const { return int_mins_offset() + (mins_from_scales ? 0 : sub_blocks() * 64); }
+  int64_t super_scales_offset() const { return int_mins_offset() + (min_shift > 0 ? 0 : sub_blocks() * 64); }
   int64_t group_bytes() const {
     if (super_block > 0) return super_scales_offset() + 256;
     return code_bytes() + 128 + (has_min ? 128 : 0);

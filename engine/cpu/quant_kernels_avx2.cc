@@ -150,7 +150,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
 // instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
 // pair of sub-blocks; then one float step per super-block where the per-sub-block
 // layout takes one per sub-block.
-template <int R, int S, int kRun, bool kNib, bool kMinsFromScales>
+template <int R, int S, int kRun, bool kNib, int kMinShift>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
@@ -160,7 +160,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   constexpr int64_t kCodeBytes = (kNib ? 16 : 32) * S;
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
-  constexpr int64_t kDAt = kMinsAt + (kMinsFromScales ? 0 : kSubs * 64);
+  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * 64);
   static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
   if (!carry_in) {
     for (int r = 0; r < R; ++r)
@@ -236,8 +236,8 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_si256();
       for (int i = 0; i < kSubs / 2; ++i) {
         __m256i m;
-        if constexpr (kMinsFromScales) {
-          // (sc[2i], sc[2i + 1]) from the two scale pairs; the sum is multiplied by 32 below.
+        if constexpr (kMinShift > 0) {
+          // (sc[2i], sc[2i + 1]) from the two scale pairs; the sum is shifted below.
           const auto* even = reinterpret_cast<const __m256i*>(sc_pairs + (2 * i * 4 + quarter) * 32);
           const auto* odd = reinterpret_cast<const __m256i*>(sc_pairs + ((2 * i + 1) * 4 + quarter) * 32);
           m = _mm256_blend_epi16(_mm256_loadu_si256(even), _mm256_loadu_si256(odd), 0xAA);
@@ -250,15 +250,15 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
           msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
         }
       }
-      if constexpr (kMinsFromScales) {
-        for (int r = 0; r < R; ++r) msum[r] = _mm256_slli_epi32(msum[r], 5);
+      if constexpr (kMinShift > 0) {
+        for (int r = 0; r < R; ++r) msum[r] = _mm256_slli_epi32(msum[r], kMinShift);
       }
       const __m256 dq = _mm256_loadu_ps(d + 8 * quarter);
       const __m256 dminq = _mm256_loadu_ps(d + kPanelWidth + 8 * quarter);
       for (int r = 0; r < R; ++r) {
         __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
         const __m256 xsr = _mm256_broadcast_ss(&xs[r]);
-        if constexpr (kMinsFromScales) {
+        if constexpr (kMinShift > 0) {
           v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r], msum[r])), _mm256_mul_ps(dq, xsr), v);
         } else {
           v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dq, xsr), v);
@@ -270,17 +270,17 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
 }
 
-template <int S, int kRun, bool kNib, bool kMinsFromScales = false>
+template <int S, int kRun, bool kNib, int kMinShift = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
                    switch (tile.rows) {
-                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     default: return SuperBlockTile<1, S, kRun, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     default: return SuperBlockTile<1, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
                    }
                  });
 }
@@ -307,12 +307,21 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); any other falls back
   // to the portable kernel, which reads every layout.
   if (l.super_block == 256) {
-    // Q4_K, Q2_K (nibbles), Q5_K, Q6_K.
-    if (l.nibbles && l.sub_block == 32 && l.int16_steps == 8) return SuperBlockPanels<32, 8, true>(a, begin, end);
-    if (l.nibbles && l.sub_block == 16 && l.int16_steps == 4) return SuperBlockPanels<16, 4, true>(a, begin, end);
-    if (!l.nibbles && l.sub_block == 32 && l.int16_steps == 4) return SuperBlockPanels<32, 4, false>(a, begin, end);
-    if (!l.nibbles && l.sub_block == 16 && l.int16_steps == 2 && l.mins_from_scales) {
-      return SuperBlockPanels<16, 2, false, true>(a, begin, end);
+    // Q4_K, Q2_K (nibbles), Q5_K, Q6_K, Q3_K (nibbles).
+    if (l.min_shift == 0 && l.nibbles && l.sub_block == 32 && l.int16_steps == 8) {
+      return SuperBlockPanels<32, 8, true>(a, begin, end);
+    }
+    if (l.min_shift == 0 && l.nibbles && l.sub_block == 16 && l.int16_steps == 4) {
+      return SuperBlockPanels<16, 4, true>(a, begin, end);
+    }
+    if (l.min_shift == 0 && !l.nibbles && l.sub_block == 32 && l.int16_steps == 4) {
+      return SuperBlockPanels<32, 4, false>(a, begin, end);
+    }
+    if (!l.nibbles && l.sub_block == 16 && l.int16_steps == 2 && l.min_shift == 5) {
+      return SuperBlockPanels<16, 2, false, 5>(a, begin, end);
+    }
+    if (l.nibbles && l.sub_block == 16 && l.int16_steps == 4 && l.min_shift == 2) {
+      return SuperBlockPanels<16, 4, true, 2>(a, begin, end);
     }
     return QuantPanelsScalar(a, begin, end);
   }

@@ -159,7 +159,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
 // per super-block; the mins' sum is a vpdpwssd per pair of sub-blocks (Q6_K's sums
 // start at its offset instead); then the float steps, once per super-block. The f32 sums wait in `out` between super-blocks (the registers
 // hold the tile's sub-block and super-block sums).
-template <int R, int S, bool kNib, bool kMinsFromScales>
+template <int R, int S, bool kNib, int kMinShift>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
@@ -170,7 +170,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   constexpr int64_t kCodeBytes = 4 * kQuarterBytes;
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
-  constexpr int64_t kDAt = kMinsAt + (kMinsFromScales ? 0 : kSubs * 64);
+  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * 64);
   const __m512i low4 = _mm512_set1_epi8(15);
   if (!carry_in) {
 #pragma GCC unroll 8
@@ -200,11 +200,11 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       __m512i dot[R][2];
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        if constexpr (kMinsFromScales) {
-          // Q6_K: the sums start at -32 times the row's code sum, so they end at
-          // ((q - 32) . x) and, scaled, at isum - msum: no mins pass.
+        if constexpr (kMinShift > 0) {
+          // Q6_K, Q3_K: the sums start at -2^shift times the row's code sum, so they end
+          // at ((q - 2^shift) . x) and, scaled, at isum - msum: no mins pass.
           const int64_t row = first_row + r;
-          dot[r][0] = dot[r][1] = _mm512_set1_epi32(-32 * qx.isum16[row * (in / 16) + g * kSubs + sb]);
+          dot[r][0] = dot[r][1] = _mm512_set1_epi32(-(1 << kMinShift) * qx.isum16[row * (in / 16) + g * kSubs + sb]);
         } else {
           dot[r][0] = dot[r][1] = _mm512_setzero_si512();
         }
@@ -253,7 +253,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
     for (int r = 0; r < R; ++r) {
       const int64_t row = first_row + r;
       const __m512 wx = _mm512_set1_ps(qx.scale256[row * (in / 256) + g]);
-      if constexpr (kMinsFromScales) {
+      if constexpr (kMinShift > 0) {
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
           __m512 v = _mm512_loadu_ps(out[r] + 16 * h);
@@ -285,19 +285,19 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
 }
 
-template <int S, bool kNib, bool kMinsFromScales = false>
+template <int S, bool kNib, int kMinShift = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
                    switch (tile.rows) {
-                     case 6: return SuperBlockTile<6, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 5: return SuperBlockTile<5, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 4: return SuperBlockTile<4, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 3: return SuperBlockTile<3, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 2: return SuperBlockTile<2, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     default: return SuperBlockTile<1, S, kNib, kMinsFromScales>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 6: return SuperBlockTile<6, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 5: return SuperBlockTile<5, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 4: return SuperBlockTile<4, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 3: return SuperBlockTile<3, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 2: return SuperBlockTile<2, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     default: return SuperBlockTile<1, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
                    }
                  });
 }
@@ -326,11 +326,12 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); int32 sums need no
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
   if (l.super_block == 256) {
-    if (l.sub_block == 32 && !l.mins_from_scales) {
+    if (l.sub_block == 32 && l.min_shift == 0) {
       return l.nibbles ? SuperBlockPanels<32, true>(a, begin, end) : SuperBlockPanels<32, false>(a, begin, end);
     }
-    if (l.sub_block == 16 && l.nibbles && !l.mins_from_scales) return SuperBlockPanels<16, true>(a, begin, end);
-    if (l.sub_block == 16 && !l.nibbles && l.mins_from_scales) return SuperBlockPanels<16, false, true>(a, begin, end);
+    if (l.sub_block == 16 && l.nibbles && l.min_shift == 0) return SuperBlockPanels<16, true>(a, begin, end);
+    if (l.sub_block == 16 && l.nibbles && l.min_shift == 2) return SuperBlockPanels<16, true, 2>(a, begin, end);
+    if (l.sub_block == 16 && !l.nibbles && l.min_shift == 5) return SuperBlockPanels<16, false, 5>(a, begin, end);
     return QuantPanelsScalar(a, begin, end);
   }
   if (l.nibbles) {

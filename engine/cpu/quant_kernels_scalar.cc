@@ -107,8 +107,8 @@ void SuperBlockPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
             for (int kk = 0; kk < sub; ++kk) dot += SubBlockCode(layout, codes, o, kk) * xq[g * 256 + s * sub + kk];
             int16_t sc, m;
             std::memcpy(&sc, group + layout.int_scales_offset() + (s * 4 + quarter) * 32 + 4 * lane, sizeof sc);
-            if (layout.mins_from_scales) {
-              m = static_cast<int16_t>(32 * sc);
+            if (layout.min_shift > 0) {
+              m = static_cast<int16_t>(sc * (1 << layout.min_shift));
             } else {
               std::memcpy(&m, group + layout.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32 + 4 * lane + 2 * (s % 2),
                           sizeof m);
@@ -116,7 +116,7 @@ void SuperBlockPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
             isum += sc * dot;
             msum += m * xsums[g * n + s];
           }
-          if (layout.mins_from_scales) {  // d = dmin: one step, sum_j sc_j * ((q - 32) . x)_j
+          if (layout.min_shift > 0) {  // d = dmin: one step, sum_j sc_j * ((q - 2^shift) . x)_j
             acc[o] = std::fma(static_cast<float>(isum - msum), d[o] * xs, acc[o]);
           } else {
             acc[o] = std::fma(static_cast<float>(isum), d[o] * xs, acc[o]);

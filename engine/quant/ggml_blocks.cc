@@ -894,7 +894,8 @@ BlockCodes CodesOf(DType type) {
 }
 
 bool HasIntegerSubBlockScales(DType type) {
-  return type == DType::kQ2_K || type == DType::kQ4_K || type == DType::kQ5_K || type == DType::kQ6_K;
+  return type == DType::kQ2_K || type == DType::kQ3_K || type == DType::kQ4_K || type == DType::kQ5_K ||
+         type == DType::kQ6_K;
 }
 
 void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, int16_t* m, float* d, float* dmin) {
@@ -932,6 +933,20 @@ void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, in
         const int low = (b[Q6KLowByte(e)] >> Q6KLowShift(e)) & 15;
         const int high = (b[kQ6KQh + Q6KHighByte(e)] >> Q6KHighShift(e)) & 3;
         q[e] = static_cast<uint8_t>(low | high << 4);
+      }
+      return;
+    }
+    case DType::kQ3_K: {
+      *d = LoadF16(b + kQ3KD);
+      *dmin = *d;
+      for (int j = 0; j < kSubBlocks16; ++j) {
+        sc[j] = static_cast<int16_t>(Q3KScale(b + kQ3KScales, j));
+        m[j] = static_cast<int16_t>(4 * sc[j]);
+      }
+      for (int e = 0; e < kSuperBlock; ++e) {
+        const int low = (b[kQ3KQs + Q2KByte(e)] >> Q2KShift(e)) & 3;
+        const int third = (b[e % 32] >> Q3KHighBit(e)) & 1;
+        q[e] = static_cast<uint8_t>(low + (third ? 4 : 0));
       }
       return;
     }

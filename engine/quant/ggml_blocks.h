@@ -91,7 +91,8 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
 
 // The K-quant formats whose sub-block scales (and mins) are small integers under the
 // super-block's f16 d (and dmin), with unsigned codes: Q2_K, Q4_K, Q5_K, and Q6_K read as
-// q6 in 0..63 with a min of 32 times its scale. A product with 8-bit activations that
+// q6 in 0..63 with a min of 32 times its scale, Q3_K as q3 + 4 in 0..7 with a min of 4
+// times its scale. A product with 8-bit activations that
 // share one scale per super-block is then one exact integer sum per super-block
 // (engine/cpu/packed_weights.h).
 bool HasIntegerSubBlockScales(DType type);
@@ -101,6 +102,7 @@ bool HasIntegerSubBlockScales(DType type);
 // value is, in exact arithmetic, d * (sc[j] * q[e]) - dmin * m[j] with j = e / sub_block.
 //   Q4_K/Q5_K/Q2_K: sc, m the stored 6-bit (4-bit for Q2_K) scales and mins.
 //   Q6_K: q = q6 (0..63), sc = scales[j], m = 32 * scales[j], dmin = d.
+//   Q3_K: q = q3 + 4 (0..7), sc = the signed 6-bit scale, m = 4 * sc, dmin = d.
 void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, int16_t* m, float* d, float* dmin);
 
 // f32 into n elements (whole blocks) of `type`; element types are converted with

@@ -74,7 +74,7 @@ void QuantizeRow(const std::vector<float>& x, int64_t r, int64_t in, int64_t blo
 // The formats of integer sub-block scales, from their definition: x quantized per 256,
 // each super-block decoded to unsigned codes and integer scales and mins, the two exact
 // integer sums sum_j sc_j * (q . x)_j and sum_j m_j * (sum x)_j, then the two float steps
-// (Q6_K: their difference, one step).
+// (Q6_K and Q3_K, whose mins are 32 and 4 times their scales: their difference, one step).
 std::vector<float> SuperBlockReference(const QuantWeight& w, const std::vector<float>& x, int64_t rows) {
   const DType type = w.ref.dtype;
   const int64_t out = w.ref.rows(), in = w.ref.cols();
@@ -104,7 +104,7 @@ std::vector<float> SuperBlockReference(const QuantWeight& w, const std::vector<f
           msum += m[s] * xsum;
         }
         const float xs = xd[static_cast<size_t>(b)];
-        if (type == DType::kQ6_K) {  // m = 32 sc and dmin = d: one step for sum_j sc_j * ((q - 32) . x)_j
+        if (type == DType::kQ6_K || type == DType::kQ3_K) {  // m = 32 sc or 4 sc, dmin = d: one step
           acc = std::fma(static_cast<float>(isum - msum), d * xs, acc);
         } else {
           acc = std::fma(static_cast<float>(isum), d * xs, acc);
@@ -336,14 +336,16 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
     const QuantWeight w = MakeWeight(type, out, in, rng);
     const PackedWeights packed = PackedWeights::Pack(w.ref);
     const quant::BlockCodes codes = quant::CodesOf(type);
-    const bool four_bit = !codes.signed_quants && codes.max_abs_quant <= 15;
+    // Q3_K's codes read unsigned (q3 + 4) are 3-bit.
+    const bool four_bit = (!codes.signed_quants && codes.max_abs_quant <= 15) || type == DType::kQ3_K;
     EXPECT_EQ(packed.quant().nibbles, four_bit) << DTypeName(type);
     const int64_t code_bytes = (packed.quant().nibbles ? out * in / 2 : out * in);
     // Integer sub-block scales: per super-block and output, an int16 scale pair and an
-    // int16 min per sub-block (Q6_K's mins are 32 times its scales: none), and f32 d and dmin.
+    // int16 min per sub-block (Q6_K's and Q3_K's mins are multiples of their scales: none),
+    // and f32 d and dmin.
     const int64_t sub_blocks = 256 / codes.sub_block;
     const int64_t scale_bytes = quant::HasIntegerSubBlockScales(type)
-                                    ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K ? 4 : 6) + 8)
+                                    ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K || type == DType::kQ3_K ? 4 : 6) + 8)
                                     : out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
     EXPECT_EQ(packed.bytes(), code_bytes + scale_bytes) << DTypeName(type);
   }
