@@ -120,6 +120,20 @@ PackedWeights PackedWeights::Pack(const TensorRef& w, ThreadPool* pool, WeightAr
   return p;
 }
 
+namespace {
+// Code kk of output o (quarter o / 8, lane o % 8) into one sub-block's codes, in the
+// layout packed_weights.h describes (codes start zero: nibbles are or-ed in).
+void PlaceCode(const QuantGroupLayout& layout, unsigned char* codes, int o, int kk, unsigned char code) {
+  const int sub = layout.sub_block, quarter = o / 8, lane = o % 8, step = kk / 4;
+  if (layout.nibbles) {
+    codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
+        static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
+  } else {
+    codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
+  }
+}
+}  // namespace
+
 void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64_t end) {
   if (quant_.super_block > 0) {
     PackSuperBlockPanels(w, begin, end);
@@ -137,7 +151,6 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
       const int64_t oo = j * kPanelWidth + o;
       if (oo >= out_) break;  // padded outputs keep zero quants and scales
       const auto* row = static_cast<const unsigned char*>(w.data) + static_cast<size_t>(oo) * row_bytes;
-      const int quarter = o / 8, lane = o % 8;
       for (int64_t b = 0; b < in_ / block; ++b) {
         quant::DecodeBlock(w.dtype, row + static_cast<size_t>(b) * DTypeBlockBytes(w.dtype), q.data(), scale.data(),
                            min.data());
@@ -145,14 +158,7 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
           const int64_t g = (b * block) / sub + s;
           unsigned char* group = panel + g * group_bytes;
           for (int kk = 0; kk < sub; ++kk) {
-            const int step = kk / 4;
-            const auto code = static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]);
-            if (quant_.nibbles) {
-              group[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
-                  static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
-            } else {
-              group[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
-            }
+            PlaceCode(quant_, group, o, kk, static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]));
           }
           auto* scales = reinterpret_cast<float*>(group + quant_.code_bytes());
           scales[o] = scale[static_cast<size_t>(s)];
@@ -183,16 +189,7 @@ void PackedWeights::PackSuperBlockPanels(const TensorRef& w, int64_t begin, int6
         unsigned char* group = panel + g * group_bytes;
         for (int s = 0; s < n; ++s) {
           unsigned char* codes = group + s * quant_.code_bytes();
-          for (int kk = 0; kk < sub; ++kk) {
-            const int step = kk / 4;
-            const uint8_t code = q[s * sub + kk];
-            if (quant_.nibbles) {
-              codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
-                  static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
-            } else {
-              codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
-            }
-          }
+          for (int kk = 0; kk < sub; ++kk) PlaceCode(quant_, codes, o, kk, q[s * sub + kk]);
           auto* sc_pairs = reinterpret_cast<int16_t*>(group + quant_.int_scales_offset() + (s * 4 + quarter) * 32);
           sc_pairs[2 * lane] = sc_pairs[2 * lane + 1] = sc[s];
           if (quant_.min_shift == 0) {

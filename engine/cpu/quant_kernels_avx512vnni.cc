@@ -47,6 +47,35 @@ inline __m512i LoadQuarterPair(const unsigned char* step, int quarter_bytes, int
   return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(lo)), _mm256_loadu_si256(hi), 1);
 }
 
+// Step `step` of a group's codes as quarters 0-1 (w01) and 2-3 (w23), 16 outputs x 4 codes
+// each. Nibble panels: called for every step in order, fully unrolled so the parity is
+// known, an even step reads its pair's bytes and keeps the high nibbles in odd01/odd23
+// for the odd step after it. Byte panels: a step holds its 4 quarters in order, so
+// quarters 0-1 are its first 64 bytes.
+template <bool kNib, int kQuarterBytes>
+inline void LoadStepCodes(const unsigned char* group, int step, __m512i* w01, __m512i* w23, __m512i* odd01,
+                          __m512i* odd23) {
+  if constexpr (kNib) {
+    if (step % 2 == 0) {
+      const __m512i low4 = _mm512_set1_epi8(15);
+      const unsigned char* at = group + (step / 2) * 32;
+      const __m512i p01 = LoadQuarterPair(at, kQuarterBytes, 0);
+      const __m512i p23 = LoadQuarterPair(at, kQuarterBytes, 2);
+      *w01 = _mm512_and_si512(p01, low4);
+      *w23 = _mm512_and_si512(p23, low4);
+      *odd01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), low4);
+      *odd23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), low4);
+    } else {
+      *w01 = *odd01;
+      *w23 = *odd23;
+    }
+  } else {
+    const unsigned char* at = group + step * 128;
+    *w01 = _mm512_loadu_si512(at);
+    *w23 = _mm512_loadu_si512(at + 64);
+  }
+}
+
 // One tile of R rows over groups [g0, g1) of one panel: out (R x 32 floats) gets the
 // tile's sums, which start from out's when carry_in (quant_panel_order.h). Every
 // loop over rows or halves is unrolled so that the sums live in registers (an array
@@ -60,7 +89,6 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   static_assert(!kNib || !kSigned, "nibble panels hold unsigned codes");
   constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
   const __m512i top_bit = _mm512_set1_epi8(static_cast<char>(0x80));
-  const __m512i low4 = _mm512_set1_epi8(15);
   __m512 acc[R][2];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
@@ -93,27 +121,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
 #pragma GCC unroll 8
     for (int step = 0; step < S / 4; ++step) {
       __m512i w01, w23;
-      if constexpr (kNib) {
-        // Fully unrolled, so the parity is known: an even step reads its pair's byte,
-        // keeps the high nibbles for the odd step after it.
-        if (step % 2 == 0) {
-          const unsigned char* at = group + (step / 2) * 32;
-          const __m512i p01 = LoadQuarterPair(at, kQuarterBytes, 0);
-          const __m512i p23 = LoadQuarterPair(at, kQuarterBytes, 2);
-          w01 = _mm512_and_si512(p01, low4);
-          w23 = _mm512_and_si512(p23, low4);
-          odd01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), low4);
-          odd23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), low4);
-        } else {
-          w01 = odd01;
-          w23 = odd23;
-        }
-      } else {
-        // A byte step holds its 4 quarters in order: quarters 0-1 are its first 64 bytes.
-        const unsigned char* at = group + step * 128;
-        w01 = _mm512_loadu_si512(at);
-        w23 = _mm512_loadu_si512(at + 64);
-      }
+      LoadStepCodes<kNib, kQuarterBytes>(group, step, &w01, &w23, &odd01, &odd23);
       if constexpr (kSigned) {
         w01 = _mm512_xor_si512(w01, top_bit);  // w + 128, as unsigned bytes
         w23 = _mm512_xor_si512(w23, top_bit);
@@ -171,7 +179,6 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
   constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * 64);
-  const __m512i low4 = _mm512_set1_epi8(15);
   if (!carry_in) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -213,24 +220,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
 #pragma GCC unroll 8
       for (int step = 0; step < S / 4; ++step) {
         __m512i w01, w23;
-        if constexpr (kNib) {
-          if (step % 2 == 0) {
-            const unsigned char* at = codes + (step / 2) * 32;
-            const __m512i p01 = LoadQuarterPair(at, kQuarterBytes, 0);
-            const __m512i p23 = LoadQuarterPair(at, kQuarterBytes, 2);
-            w01 = _mm512_and_si512(p01, low4);
-            w23 = _mm512_and_si512(p23, low4);
-            odd01 = _mm512_and_si512(_mm512_srli_epi16(p01, 4), low4);
-            odd23 = _mm512_and_si512(_mm512_srli_epi16(p23, 4), low4);
-          } else {
-            w01 = odd01;
-            w23 = odd23;
-          }
-        } else {
-          const unsigned char* at = codes + step * 128;
-          w01 = _mm512_loadu_si512(at);
-          w23 = _mm512_loadu_si512(at + 64);
-        }
+        LoadStepCodes<kNib, kQuarterBytes>(codes, step, &w01, &w23, &odd01, &odd23);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m512i x = Broadcast4(xq[r] + sb * S + step * 4);

@@ -149,7 +149,6 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
       float acc[kPanelWidth] = {};
       for (int64_t g = 0; g < groups; ++g) {
         const unsigned char* group = panel + g * layout.group_bytes();
-        const auto* quants = reinterpret_cast<const int8_t*>(group);
         float scales[2 * kPanelWidth];
         std::memcpy(scales, group + layout.code_bytes(), (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
         const float xs = a.qx->scale[r * (in / 32) + (g * sub) / 32];
@@ -159,19 +158,8 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
           xsum = (sub == 16 ? s16[0] : s16[0] + s16[1]) * xs;
         }
         for (int o = 0; o < kPanelWidth; ++o) {
-          const int quarter = o / 8, lane = o % 8;
           int32_t isum = 0;
-          for (int kk = 0; kk < sub; ++kk) {
-            const int step = kk / 4;
-            const int8_t wq =
-                layout.nibbles
-                    ? static_cast<int8_t>((static_cast<uint8_t>(
-                                               quants[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4]) >>
-                                           (4 * (step % 2))) & 15)
-                    : quants[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4];
-            // Unsigned formats store q in [0, 63]: as int8 the same value.
-            isum += static_cast<int32_t>(layout.signed_quants ? wq : static_cast<uint8_t>(wq)) * xq[g * sub + kk];
-          }
+          for (int kk = 0; kk < sub; ++kk) isum += SubBlockCode(layout, group, o, kk) * xq[g * sub + kk];
           acc[o] = std::fma(static_cast<float>(isum), scales[o] * xs, acc[o]);
           if (layout.has_min) acc[o] = std::fma(-xsum, scales[kPanelWidth + o], acc[o]);
         }
