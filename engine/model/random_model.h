@@ -32,4 +32,9 @@ std::unique_ptr<Model> MakeRandomModel(const ModelConfig& config, const RandomMo
 // used by the CPU benchmarks.
 ModelConfig Llama100MConfig();
 
+// A ~1.1B-parameter Llama shape (TinyLlama-1.1B's: 22 layers, d 2048, ffn 5632, 32 query
+// heads over 4 K/V heads, vocab 32000, untied output): weights no CPU cache holds, so a
+// decode step streams them from DRAM, as a user's model does.
+ModelConfig Llama1BConfig();
+
 }  // namespace crossreg

@@ -2,7 +2,7 @@
 // decode against the memory-bandwidth roofline, the cost of a forward as its row count
 // grows (T(rows)/T(1), every row with logits, as a verify step), and prefill against
 // the measured bf16 dot-product (or f32 FMA) peak.
-//   crossreg-bench-decode [--model PATH] [--random100m] [--batches 1,8] [--prefill 512]
+//   crossreg-bench-decode [--model PATH] [--random100m] [--random1b_types q4_k_m] [--batches 1,8] [--prefill 512]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -45,6 +45,10 @@ ABSL_FLAG(std::vector<std::string>, random100m_types, std::vector<std::string>({
           "Weight types of the random ~110M model: bf16, f32, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (the quantized "
           "ones in the standard quantizer's layouts), and every tensor in one of q4_1, q5_0, q5_1, q2_k, q3_k, "
           "iq4_nl, iq4_xs");
+ABSL_FLAG(std::vector<std::string>, random1b_types, {},
+          "Also benchmark a random ~1.1B-parameter Llama (TinyLlama-1.1B's shape: 22 x 2048, ffn 5632, 4 K/V heads, "
+          "vocab 32000, untied output) in these weight types (those of --random100m_types): weights no CPU cache "
+          "holds, so its decode figures are DRAM's on every host. Off by default (it takes 1-2 GB and a minute)");
 ABSL_FLAG(std::vector<std::string>, batches, std::vector<std::string>({"1", "8"}), "Batch sizes (sequences per forward)");
 ABSL_FLAG(std::vector<std::string>, rows, std::vector<std::string>({"1", "2", "4", "8", "16", "32"}),
           "Rows of one sequence per forward for the cost-curve table");
@@ -558,17 +562,27 @@ int Run() {
     }
     BenchModel(path, *std::move(model), bw, peaks);
   }
+  struct RandomShape {
+    const char* name;
+    const char* flag;
+    std::vector<std::string> types;
+    ModelConfig config;
+  };
+  std::vector<RandomShape> shapes;
   if (absl::GetFlag(FLAGS_random100m)) {
-    for (const std::string& type : absl::GetFlag(FLAGS_random100m_types)) {
+    shapes.push_back({"~110M", "--random100m_types", absl::GetFlag(FLAGS_random100m_types), Llama100MConfig()});
+  }
+  shapes.push_back({"~1.1B", "--random1b_types", absl::GetFlag(FLAGS_random1b_types), Llama1BConfig()});
+  for (const RandomShape& shape : shapes) {
+    for (const std::string& type : shape.types) {
       auto options = RandomModelOptionsFor(type);
       if (!options.ok()) {
-        std::fprintf(stderr, "crossreg-bench-decode: --random100m_types: %s\n",
-                     std::string(options.status().message()).c_str());
+        std::fprintf(stderr, "crossreg-bench-decode: %s: %s\n", shape.flag, std::string(options.status().message()).c_str());
         return 2;
       }
-      BenchModel(absl::StrCat("random Llama ~110M, ", type == "bf16" || type == "f32" ? type : absl::AsciiStrToUpper(type),
-                              " weights"),
-                 MakeRandomModel(Llama100MConfig(), *options), bw, peaks);
+      BenchModel(absl::StrCat("random Llama ", shape.name, ", ",
+                              type == "bf16" || type == "f32" ? type : absl::AsciiStrToUpper(type), " weights"),
+                 MakeRandomModel(shape.config, *options), bw, peaks);
     }
   }
   return 0;
