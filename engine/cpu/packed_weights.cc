@@ -182,7 +182,6 @@ void PackedWeights::PackSuperBlockPanels(const TensorRef& w, int64_t begin, int6
       const int64_t oo = j * kPanelWidth + o;
       if (oo >= out_) break;  // padded outputs keep zero quants and scales
       const auto* row = static_cast<const unsigned char*>(w.data) + static_cast<size_t>(oo) * row_bytes;
-      const int quarter = o / 8, lane = o % 8;
       for (int64_t g = 0; g < k_steps_; ++g) {
         float d, dmin;
         quant::DecodeSuperBlock(w.dtype, row + static_cast<size_t>(g) * DTypeBlockBytes(w.dtype), q, sc, m, &d, &dmin);
@@ -190,13 +189,10 @@ void PackedWeights::PackSuperBlockPanels(const TensorRef& w, int64_t begin, int6
         for (int s = 0; s < n; ++s) {
           unsigned char* codes = group + s * quant_.code_bytes();
           for (int kk = 0; kk < sub; ++kk) PlaceCode(quant_, codes, o, kk, q[s * sub + kk]);
-          auto* sc_pairs = reinterpret_cast<int16_t*>(group + quant_.int_scales_offset() + (s * 4 + quarter) * 32);
-          sc_pairs[2 * lane] = sc_pairs[2 * lane + 1] = sc[s];
-          if (quant_.min_shift == 0) {
-            auto* m_pairs =
-                reinterpret_cast<int16_t*>(group + quant_.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32);
-            m_pairs[2 * lane + s % 2] = m[s];
-          }
+          // Every format's integer scales fit a signed byte and its mins an unsigned one
+          // (quant::DecodeSuperBlock).
+          group[quant_.int_scale_at(s, o)] = static_cast<unsigned char>(static_cast<int8_t>(sc[s]));
+          if (quant_.min_shift == 0) group[quant_.int_min_at(s, o)] = static_cast<unsigned char>(m[s]);
         }
         auto* scales = reinterpret_cast<float*>(group + quant_.super_scales_offset());
         scales[o] = d;

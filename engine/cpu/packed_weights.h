@@ -21,14 +21,16 @@
 //         quant::HasIntegerSubBlockScales), per super-block of 256 input features, its
 //         n = 256 / S sub-blocks:
 //           quants  each sub-block's, as above (Q6_K's codes unsigned, 0..63)   n x 32*S or 16*S
-//           sc      per sub-block and quarter, 8 outputs' integer scale as an int16
-//                   pair (sc, sc): the vpmaddwd operand that scales and widens a
-//                   sub-block's int16 sums                                       n x 128 bytes
-//           m       per quarter and pair of sub-blocks (2i, 2i + 1), 8 outputs' integer
-//                   mins as int16 pairs (m[2i], m[2i + 1])                       n x 64 bytes
+//           sc      per sub-block, the 32 outputs' integer scales, int8 (signed for
+//                   Q6_K and Q3_K)                                               n x 32 bytes
+//           m       per pair of sub-blocks (2i, 2i + 1), each output's two integer
+//                   mins (m[2i], m[2i + 1]), uint8                               n x 32 bytes
 //                   (none for Q6_K and Q3_K, whose m is 32 sc and 4 sc: the kernels
-//                   form the pairs from the sc pairs and shift the sum)
+//                   form the pairs from the scales and shift the sum)
 //           d, dmin the super-block's scales, f32 per output                    256 bytes
+//         The kernels widen sc and m where they use them (vpmaddwd pairs on AVX2, int32
+//         lanes on VNNI), once per sub-block and tile, not per row: stored widened they
+//         took a fifth of a Q4_K panel's bytes, and a decode step streams every byte.
 //         A weight is d * (sc * q) - dmin * m, and with activations quantized per 256
 //         (one scale a super-block) a row's product is two exact integer sums per
 //         super-block, sum_j sc_j * (q . x)_j and sum_j m_j * (sum x)_j, then two float
@@ -40,8 +42,9 @@
 // kQ8's quarters of 8 outputs x 4 k are the operand of vpmaddubsw / vpdpbusd (a 256-bit
 // register holds 8 outputs' 4 consecutive quants, multiplied with 4 broadcast bytes of
 // the activation). Quantized weights are held quantized: one byte a weight plus the
-// group's scales (9 bits a weight for Q8_0, 10 for Q5_K and Q6_K), or half a byte
-// for the 4-bit formats (6 bits a weight with the scales and mins): batch-1 decoding
+// group's scales (9 bits a weight for Q8_0, 8.75 for Q5_K and Q6_K), or half a byte
+// for the 4-bit formats (4.75 bits a weight for Q4_K with its scales and mins, 6 for
+// Q4_0 and Q4_1 with f32 ones): batch-1 decoding
 // streams every weight once a token, so its speed is the bytes a weight. A shift and two
 // masks per 64 codes, shared by the rows of a tile, restore the bytes; every kernel
 // reads them.
@@ -82,10 +85,13 @@ struct QuantGroupLayout {
   int sub_blocks() const { return super_block > 0 ? super_block / sub_block : 1; }
   int group_inputs() const { return super_block > 0 ? super_block : sub_block; }
   int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // one sub-block's quants
-  // Integer-scale groups: where the sc pairs, the m pairs and d (dmin 128 bytes after) start.
+  // Integer-scale groups: where the scales, the mins and d (dmin 128 bytes after) start,
+  // and the bytes of sub-block s's scale and min of output o.
   int64_t int_scales_offset() const { return sub_blocks() * code_bytes(); }
-  int64_t int_mins_offset() const { return int_scales_offset() + sub_blocks() * 128; }
-  int64_t super_scales_offset() const { return int_mins_offset() + (min_shift > 0 ? 0 : sub_blocks() * 64); }
+  int64_t int_mins_offset() const { return int_scales_offset() + sub_blocks() * kPanelWidth; }
+  int64_t super_scales_offset() const { return int_mins_offset() + (min_shift > 0 ? 0 : sub_blocks() * kPanelWidth); }
+  int64_t int_scale_at(int s, int o) const { return int_scales_offset() + s * kPanelWidth + o; }
+  int64_t int_min_at(int s, int o) const { return int_mins_offset() + (s / 2) * 2 * kPanelWidth + 2 * o + s % 2; }
   int64_t group_bytes() const {
     if (super_block > 0) return super_scales_offset() + 256;
     return code_bytes() + 128 + (has_min ? 128 : 0);

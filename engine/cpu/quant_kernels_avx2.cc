@@ -144,9 +144,29 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
+// A quarter's 8 integer scales (bytes) as the int16 pairs (sc, sc) of vpmaddwd: the 8 bytes
+// in both 128-bit lanes, each shuffled into both halves of its output's int32 lane. Signed
+// scales (Q6_K, Q3_K) go to the high bytes and shift down arithmetically.
+template <bool kSignedScales>
+inline __m256i ScalePairs(const unsigned char* p) {
+  int64_t eight;
+  std::memcpy(&eight, p, sizeof eight);
+  const __m256i bytes = _mm256_set1_epi64x(eight);
+  constexpr char z = -128;  // vpshufb: a zero byte
+  if constexpr (kSignedScales) {
+    const __m256i high = _mm256_setr_epi8(z, 0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3,  //
+                                          z, 4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7);
+    return _mm256_srai_epi16(_mm256_shuffle_epi8(bytes, high), 8);
+  } else {
+    const __m256i low = _mm256_setr_epi8(0, z, 0, z, 1, z, 1, z, 2, z, 2, z, 3, z, 3, z,  //
+                                         4, z, 4, z, 5, z, 5, z, 6, z, 6, z, 7, z, 7, z);
+    return _mm256_shuffle_epi8(bytes, low);
+  }
+}
+
 // One tile of R rows over super-blocks [g0, g1) of a panel of integer sub-block scales
 // (packed_weights.h): per quarter, each sub-block's int16 runs go through vpmaddwd with
-// the sub-block's scale pairs instead of ones, so they widen and scale in one
+// the sub-block's scale pairs (ScalePairs) instead of ones, so they widen and scale in one
 // instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
 // pair of sub-blocks; then one float step per super-block where the per-sub-block
 // layout takes one per sub-block.
@@ -159,8 +179,8 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   constexpr int kSubs = 256 / S;
   constexpr int64_t kCodeBytes = (kNib ? 16 : 32) * S;
   // QuantGroupLayout's offsets, known at compile time here.
-  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
-  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * 64);
+  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
+  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
   static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
   if (!carry_in) {
     for (int r = 0; r < R; ++r)
@@ -172,8 +192,8 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
     // all at once (90 lines for Q4_K) they stall the loads behind them.
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     const int64_t per_pass = (prefetch.lines + 4 * kSubs - 1) / (4 * kSubs);
-    const unsigned char* sc_pairs = group + kScalesAt;
-    const unsigned char* m_pairs = group + kMinsAt;
+    const unsigned char* sc_bytes = group + kScalesAt;
+    const unsigned char* m_bytes = group + kMinsAt;
     const auto* d = reinterpret_cast<const float*>(group + kDAt);
     float xs[R];
     const int8_t* xq[R];
@@ -201,7 +221,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
           _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T0);
         }
         const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * (S / 8) * 32 : quarter * 32);
-        const __m256i sc = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sc_pairs + (sb * 4 + quarter) * 32));
+        const __m256i sc = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + quarter * 8);
 #pragma GCC unroll 8
         for (int step0 = 0; step0 < S / 4; step0 += kRun) {
           __m256i run[R];
@@ -237,12 +257,16 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       for (int i = 0; i < kSubs / 2; ++i) {
         __m256i m;
         if constexpr (kMinShift > 0) {
-          // (sc[2i], sc[2i + 1]) from the two scale pairs; the sum is shifted below.
-          const auto* even = reinterpret_cast<const __m256i*>(sc_pairs + (2 * i * 4 + quarter) * 32);
-          const auto* odd = reinterpret_cast<const __m256i*>(sc_pairs + ((2 * i + 1) * 4 + quarter) * 32);
-          m = _mm256_blend_epi16(_mm256_loadu_si256(even), _mm256_loadu_si256(odd), 0xAA);
+          // (sc[2i], sc[2i + 1]) per output from the two sub-blocks' scales, interleaved
+          // and sign-extended; the sum is shifted below.
+          const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + 2 * i * kPanelWidth + quarter * 8));
+          const __m128i odd =
+              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + (2 * i + 1) * kPanelWidth + quarter * 8));
+          m = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
         } else {
-          m = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(m_pairs + (quarter * (kSubs / 2) + i) * 32));
+          // The quarter's 8 outputs' (m[2i], m[2i + 1]) bytes, widened to int16 pairs.
+          m = _mm256_cvtepu8_epi16(
+              _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_bytes + i * 2 * kPanelWidth + quarter * 16)));
         }
         for (int r = 0; r < R; ++r) {
           int32_t pair;

@@ -177,8 +177,8 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
   constexpr int64_t kCodeBytes = 4 * kQuarterBytes;
   // QuantGroupLayout's offsets, known at compile time here.
-  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * 128;
-  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * 64);
+  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
+  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
   if (!carry_in) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
@@ -228,12 +228,11 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
           dot[r][1] = _mm512_dpbusd_epi32(dot[r][1], w23, x);
         }
       }
-      // The scale pairs of quarters 0-1 and 2-3: (sc, sc) as int16, so the int32 lane
-      // shifted up and back is sc.
-      const unsigned char* sc_at = group + kScalesAt + sb * 128;
+      // The scales of outputs 0-15 and 16-31, a signed byte each, to int32 lanes.
+      const unsigned char* sc_at = group + kScalesAt + sb * kPanelWidth;
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {
-        const __m512i sc = _mm512_srai_epi32(_mm512_slli_epi32(_mm512_loadu_si512(sc_at + 64 * h), 16), 16);
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(sc_at + 16 * h)));
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) isum[r][h] = _mm512_add_epi32(isum[r][h], _mm512_mullo_epi32(dot[r][h], sc));
       }
@@ -259,9 +258,10 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
         int32_t pair;
         std::memcpy(&pair, xsum + 2 * i, sizeof pair);
         const __m512i xp = _mm512_set1_epi32(pair);
-        const unsigned char* m_at = group + kMinsAt + i * 32;
-        msum[0] = _mm512_dpwssd_epi32(msum[0], LoadQuarterPair(m_at, (kSubs / 2) * 32, 0), xp);
-        msum[1] = _mm512_dpwssd_epi32(msum[1], LoadQuarterPair(m_at, (kSubs / 2) * 32, 2), xp);
+        // Each output's mins of sub-blocks 2i and 2i + 1, bytes widened to the int16 pairs.
+        const auto* m_at = reinterpret_cast<const __m256i*>(group + kMinsAt + i * 2 * kPanelWidth);
+        msum[0] = _mm512_dpwssd_epi32(msum[0], _mm512_cvtepu8_epi16(_mm256_loadu_si256(m_at)), xp);
+        msum[1] = _mm512_dpwssd_epi32(msum[1], _mm512_cvtepu8_epi16(_mm256_loadu_si256(m_at + 1)), xp);
       }
 #pragma GCC unroll 2
       for (int h = 0; h < 2; ++h) {

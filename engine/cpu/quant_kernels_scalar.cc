@@ -99,20 +99,13 @@ void SuperBlockPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
         std::memcpy(d, group + layout.super_scales_offset(), sizeof d);
         std::memcpy(dmin, group + layout.super_scales_offset() + sizeof d, sizeof dmin);
         for (int o = 0; o < kPanelWidth; ++o) {
-          const int quarter = o / 8, lane = o % 8;
           int32_t isum = 0, msum = 0;
           for (int s = 0; s < n; ++s) {
             const unsigned char* codes = group + s * layout.code_bytes();
             int32_t dot = 0;
             for (int kk = 0; kk < sub; ++kk) dot += SubBlockCode(layout, codes, o, kk) * xq[g * 256 + s * sub + kk];
-            int16_t sc, m;
-            std::memcpy(&sc, group + layout.int_scales_offset() + (s * 4 + quarter) * 32 + 4 * lane, sizeof sc);
-            if (layout.min_shift > 0) {
-              m = static_cast<int16_t>(sc * (1 << layout.min_shift));
-            } else {
-              std::memcpy(&m, group + layout.int_mins_offset() + (quarter * (n / 2) + s / 2) * 32 + 4 * lane + 2 * (s % 2),
-                          sizeof m);
-            }
+            const int32_t sc = static_cast<int8_t>(group[layout.int_scale_at(s, o)]);
+            const int32_t m = layout.min_shift > 0 ? sc * (1 << layout.min_shift) : group[layout.int_min_at(s, o)];
             isum += sc * dot;
             msum += m * xsums[g * n + s];
           }

@@ -327,8 +327,8 @@ TEST(QuantizedLinearExtremes, Q8_0CodesAtTheirEndsSumExactlyOnEveryPath) {
 }
 
 // The 4-bit formats' codes take half a byte (nibble panels, packed_weights.h) on every
-// CPU, so a batch-1 forward streams 6 bits a weight, not 10; the other formats keep a
-// byte a code.
+// CPU, so a batch-1 forward streams 4.75 (Q4_K) to 6 bits a weight, not 10; the other
+// formats keep a byte a code, and the integer sub-block scales and mins a byte each.
 TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
   Rng rng(3);
   for (DType type : kTypes) {
@@ -340,12 +340,12 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
     const bool four_bit = (!codes.signed_quants && codes.max_abs_quant <= 15) || type == DType::kQ3_K;
     EXPECT_EQ(packed.quant().nibbles, four_bit) << DTypeName(type);
     const int64_t code_bytes = (packed.quant().nibbles ? out * in / 2 : out * in);
-    // Integer sub-block scales: per super-block and output, an int16 scale pair and an
-    // int16 min per sub-block (Q6_K's and Q3_K's mins are multiples of their scales: none),
-    // and f32 d and dmin.
+    // Integer sub-block scales: per super-block and output, a byte scale and a byte min per
+    // sub-block (Q6_K's and Q3_K's mins are multiples of their scales: none), and f32 d
+    // and dmin.
     const int64_t sub_blocks = 256 / codes.sub_block;
     const int64_t scale_bytes = quant::HasIntegerSubBlockScales(type)
-                                    ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K || type == DType::kQ3_K ? 4 : 6) + 8)
+                                    ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K || type == DType::kQ3_K ? 1 : 2) + 8)
                                     : out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
     EXPECT_EQ(packed.bytes(), code_bytes + scale_bytes) << DTypeName(type);
   }
