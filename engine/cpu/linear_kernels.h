@@ -142,7 +142,9 @@ inline constexpr int64_t kQuantTileRowsMax = kQuantTileRowsVnni > kQuantTileRows
 // decode at about 60% of the bandwidth roofline on Zen 3; 2 KiB, about two Q8_0 groups,
 // brought it to about 80%; with the 512-bit VNNI kernel a Zen 5 host decodes the ~110M
 // Q8_0 model in 1.85 ms a token at 2 KiB, 1.72 at 4, 1.65 at 8 and no faster at 16,
-// alternating runs). The panel's other tiles find it in cache, and between them request
+// alternating runs; on the AMX Xeon's AVX2 path a ~1.1B Q4_K_M model, whose weights no
+// cache holds, decodes in 34-36 ms at 2-4 KiB, 42-44 at 8-12 and 32-34 at 14-32, where
+// Q8_0, Q6_K and the VNNI kernel moved by less than 5%: docs/benchmarks.md). The panel's other tiles find it in cache, and between them request
 // the next panel, so a verify step's later tiles compute while the memory works instead of
 // leaving it idle (a prefetch never faults; past the thread's range or the matrix it runs
 // into the next panels of the arena, which the forward reads next). Shared by the AVX2 and
@@ -151,7 +153,7 @@ struct QuantPrefetch {
   const unsigned char* from = nullptr;
   int64_t lines = 0;
 };
-inline constexpr int64_t kQuantPrefetchBytes = 8192;
+inline constexpr int64_t kQuantPrefetchBytes = 16384;
 QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, int tile);
 
 // x (rows x in, f32) into QuantizedRows' arrays (in a multiple of 32). The paths give
