@@ -144,7 +144,11 @@ inline constexpr int64_t kQuantTileRowsMax = kQuantTileRowsVnni > kQuantTileRows
 // Q8_0 model in 1.85 ms a token at 2 KiB, 1.72 at 4, 1.65 at 8 and no faster at 16,
 // alternating runs; on the AMX Xeon's AVX2 path a ~1.1B Q4_K_M model, whose weights no
 // cache holds, decodes in 34-36 ms at 2-4 KiB, 42-44 at 8-12 and 32-34 at 14-32, where
-// Q8_0, Q6_K and the VNNI kernel moved by less than 5%: docs/benchmarks.md). The panel's other tiles find it in cache, and between them request
+// Q8_0, Q6_K and the VNNI kernel moved by less than 5%: docs/benchmarks.md). The requests
+// go to L2 (prefetcht1): into L1 they held the line-fill buffers that the loads need, and
+// the profile of one row's kernel put two thirds of its time on the prefetch instruction;
+// to L2 the ~1.1B model decodes 10-12% faster (Q4_K_M and Q8_0, AVX2 and VNNI), the ~110M
+// model, in this guest's L3, about 5% slower. The panel's other tiles find it in cache, and between them request
 // the next panel, so a verify step's later tiles compute while the memory works instead of
 // leaving it idle (a prefetch never faults; past the thread's range or the matrix it runs
 // into the next panels of the arena, which the forward reads next). Shared by the AVX2 and

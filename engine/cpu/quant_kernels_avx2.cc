@@ -53,7 +53,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     const unsigned char* group = panel + g * group_bytes;
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
     }
     const auto* scales = reinterpret_cast<const float*>(group + (kNib ? 16 : 32) * S);
     // The rows' scales and sums stay in memory, broadcast where used: held in registers
@@ -218,7 +218,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       for (int sb = 0; sb < kSubs; ++sb) {
         const int64_t pass = quarter * kSubs + sb;
         for (int64_t line = pass * per_pass; line < std::min(prefetch.lines, (pass + 1) * per_pass); ++line) {
-          _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T0);
+          _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
         }
         const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * (S / 8) * 32 : quarter * 32);
         const __m256i sc = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + quarter * 8);

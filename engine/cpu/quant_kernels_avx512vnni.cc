@@ -99,7 +99,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     const unsigned char* group = panel + g * group_bytes;
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
     }
     const int8_t* xq[R];
 #pragma GCC unroll 8
@@ -201,7 +201,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
 #pragma GCC unroll 1
     for (int sb = 0; sb < kSubs; ++sb) {
       for (int64_t line = sb * per_pass; line < std::min(prefetch.lines, (sb + 1) * per_pass); ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
       }
       const unsigned char* codes = group + sb * kCodeBytes;
       __m512i dot[R][2];
