@@ -1,6 +1,7 @@
 #include "engine/cpu/packed_weights.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -33,6 +34,7 @@ QuantGroupLayout LayoutFor(DType dtype) {
   // capped at the group's steps.
   layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * codes.max_abs_quant * 127)));
   layout.nibbles = !codes.signed_quants && codes.max_abs_quant <= 15 && codes.sub_block % 8 == 0;
+  layout.f16_scales = dtype != DType::kIQ4_XS;
   if (quant::HasIntegerSubBlockScales(dtype)) {
     // Unsigned codes (Q6_K's q6 in 0..63 with its offset as a min), one float step per
     // super-block.
@@ -43,6 +45,7 @@ QuantGroupLayout LayoutFor(DType dtype) {
     layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_code * 127)));
     layout.nibbles = max_code <= 15 && codes.sub_block % 8 == 0;
     layout.min_shift = dtype == DType::kQ6_K ? 5 : dtype == DType::kQ3_K ? 2 : 0;
+    layout.f16_scales = false;  // the super-block's d and dmin stay f32 (packed_weights.h)
   }
   return layout;
 }
@@ -160,9 +163,19 @@ void PackedWeights::PackQuantizedPanels(const TensorRef& w, int64_t begin, int64
           for (int kk = 0; kk < sub; ++kk) {
             PlaceCode(quant_, group, o, kk, static_cast<unsigned char>(q[static_cast<size_t>(s * sub + kk)]));
           }
-          auto* scales = reinterpret_cast<float*>(group + quant_.code_bytes());
-          scales[o] = scale[static_cast<size_t>(s)];
-          if (quant_.has_min) scales[kPanelWidth + o] = min[static_cast<size_t>(s)];
+          unsigned char* scales = group + quant_.code_bytes();
+          auto put = [&](int at, float v) {
+            if (quant_.f16_scales) {
+              // Exact: these formats' scales and mins are f16 values (tests compare every
+              // kernel bitwise with a reference that reads them from the file).
+              const uint16_t h = F32ToF16(v);
+              std::memcpy(scales + 2 * at, &h, sizeof h);
+            } else {
+              std::memcpy(scales + 4 * at, &v, sizeof v);
+            }
+          };
+          put(o, scale[static_cast<size_t>(s)]);
+          if (quant_.has_min) put(kPanelWidth + o, min[static_cast<size_t>(s)]);
         }
       }
     }

@@ -12,8 +12,9 @@
 //                   or, for 4-bit codes (Q4_0, Q4_K), nibble panels:
 //                   4 quarters x S/8 step pairs x 8 x 4: step 2t in the low
 //                   nibble, step 2t + 1 in the high one                         16*S bytes
-//           scales  32 outputs' sub-block scales, f32                            128 bytes
-//           mins    32 outputs' sub-block mins, f32 (formats with mins only)     128 bytes
+//           scales  32 outputs' sub-block scales, f16 as the file has them  64 bytes
+//                   (f32 for IQ4_XS, whose scales are d times an integer: 128 bytes)
+//           mins    32 outputs' sub-block mins, likewise (formats with mins only)
 //         A weight is scale * q - min, exactly as the file's values dequantize
 //         (engine/quant/ggml_blocks.h); quants stay integers, so a row's dot product
 //         with 8-bit activations is an exact integer sum per group.
@@ -42,9 +43,9 @@
 // kQ8's quarters of 8 outputs x 4 k are the operand of vpmaddubsw / vpdpbusd (a 256-bit
 // register holds 8 outputs' 4 consecutive quants, multiplied with 4 broadcast bytes of
 // the activation). Quantized weights are held quantized: one byte a weight plus the
-// group's scales (9 bits a weight for Q8_0, 8.75 for Q5_K and Q6_K), or half a byte
-// for the 4-bit formats (4.75 bits a weight for Q4_K with its scales and mins, 6 for
-// Q4_0 and Q4_1 with f32 ones): batch-1 decoding
+// group's scales (8.5 bits a weight for Q8_0, as in its file; 8.75 for Q5_K and Q6_K), or
+// half a byte for the 4-bit formats (4.75 bits a weight for Q4_K with its scales and mins,
+// 4.5 for Q4_0, 5 for Q4_1): batch-1 decoding
 // streams every weight once a token, so its speed is the bytes a weight. A shift and two
 // masks per 64 codes, shared by the rows of a tile, restore the bytes; every kernel
 // reads them.
@@ -82,6 +83,10 @@ struct QuantGroupLayout {
   // Integer-scale groups whose mins are 2^min_shift times their scales and dmin = d
   // (Q6_K: 5, Q3_K: 2): no m pairs stored; 0 where the mins are stored.
   int min_shift = 0;
+  // Per-group formats whose scales (and mins) are the file's f16 values (Q8_0, Q4_0, Q4_1,
+  // Q5_0, Q5_1, IQ4_NL) keep them as f16, exactly; IQ4_XS's, d times a 6-bit integer, need f32.
+  bool f16_scales = false;
+  int scale_bytes() const { return f16_scales ? 2 : 4; }
   int sub_blocks() const { return super_block > 0 ? super_block / sub_block : 1; }
   int group_inputs() const { return super_block > 0 ? super_block : sub_block; }
   int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // one sub-block's quants
@@ -94,7 +99,7 @@ struct QuantGroupLayout {
   int64_t int_min_at(int s, int o) const { return int_mins_offset() + (s / 2) * 2 * kPanelWidth + 2 * o + s % 2; }
   int64_t group_bytes() const {
     if (super_block > 0) return super_scales_offset() + 256;
-    return code_bytes() + 128 + (has_min ? 128 : 0);
+    return code_bytes() + kPanelWidth * scale_bytes() * (has_min ? 2 : 1);
   }
 };
 

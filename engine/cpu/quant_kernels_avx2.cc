@@ -36,9 +36,19 @@ inline void LoadNibblePair(const unsigned char* quants, int t, __m256i* even, __
   *odd = _mm256_and_si256(_mm256_srli_epi16(packed, 4), low4);
 }
 
+// 8 of a group's scales (or mins) from index i on, f16 or f32 (QuantGroupLayout::f16_scales).
+template <bool kF16>
+inline __m256 LoadScales8(const unsigned char* scales, int i) {
+  if constexpr (kF16) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(scales + 2 * i)));
+  } else {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(scales + 4 * i));
+  }
+}
+
 // One tile of R rows over groups [g0, g1) of one panel: acc (R x 32 floats) accumulates
 // group after group, from zero unless carry_in (quant_panel_order.h).
-template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib>
+template <int R, int S, bool kSigned, bool kMin, int kRun, bool kNib, bool kF16>
 void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
@@ -55,7 +65,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
     }
-    const auto* scales = reinterpret_cast<const float*>(group + (kNib ? 16 : 32) * S);
+    const unsigned char* scales = group + (kNib ? 16 : 32) * S;
     // The rows' scales and sums stay in memory, broadcast where used: held in registers
     // across the quarters they spill the accumulators.
     float xs[R];
@@ -129,13 +139,13 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
           asm("" : "+x"(isum[r]));
         }
       }
-      const __m256 ws = _mm256_loadu_ps(scales + 8 * quarter);
+      const __m256 ws = LoadScales8<kF16>(scales, 8 * quarter);
       for (int r = 0; r < R; ++r) {
         __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
         const __m256 xsr = _mm256_broadcast_ss(&xs[r]);
         v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(ws, xsr), v);
         if constexpr (kMin) {
-          const __m256 wm = _mm256_loadu_ps(scales + kPanelWidth + 8 * quarter);
+          const __m256 wm = LoadScales8<kF16>(scales, kPanelWidth + 8 * quarter);
           v = _mm256_fnmadd_ps(_mm256_broadcast_ss(&xsum[r]), wm, v);
         }
         _mm256_storeu_ps(acc[r] + 8 * quarter, v);
@@ -309,17 +319,17 @@ void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
                  });
 }
 
-template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false>
+template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false, bool kF16 = true>
 void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
                    switch (tile.rows) {
-                     case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     default: return QuantTile<1, S, kSigned, kMin, kRun, kNib>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     default: return QuantTile<1, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
                    }
                  });
 }
@@ -346,6 +356,12 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
     }
     if (l.nibbles && l.sub_block == 16 && l.int16_steps == 4 && l.min_shift == 2) {
       return SuperBlockPanels<16, 4, true, 2>(a, begin, end);
+    }
+    return QuantPanelsScalar(a, begin, end);
+  }
+  if (!l.f16_scales) {  // IQ4_XS: f32 scales
+    if (l.sub_block == 32 && l.signed_quants && !l.has_min && l.int16_steps == 1) {
+      return Panels<32, true, false, 1, false, false>(a, begin, end);
     }
     return QuantPanelsScalar(a, begin, end);
   }

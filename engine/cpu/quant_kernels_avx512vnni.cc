@@ -76,6 +76,12 @@ inline void LoadStepCodes(const unsigned char* group, int step, __m512i* w01, __
   }
 }
 
+// 16 of a group's scales (or mins) from index i on, f16 or f32 (QuantGroupLayout::f16_scales).
+inline __m512 LoadScales16(const unsigned char* scales, int i, bool f16) {
+  return f16 ? _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(scales + 2 * i)))
+             : _mm512_loadu_ps(scales + 4 * i);
+}
+
 // One tile of R rows over groups [g0, g1) of one panel: out (R x 32 floats) gets the
 // tile's sums, which start from out's when carry_in (quant_panel_order.h). Every
 // loop over rows or halves is unrolled so that the sums live in registers (an array
@@ -86,6 +92,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
   const int64_t group_bytes = a.w->quant().group_bytes();
+  const bool f16 = a.w->quant().f16_scales;
   static_assert(!kNib || !kSigned, "nibble panels hold unsigned codes");
   constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
   const __m512i top_bit = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -133,8 +140,8 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         isum[r][1] = _mm512_dpbusd_epi32(isum[r][1], w23, x);
       }
     }
-    const auto* scales = reinterpret_cast<const float*>(group + 4 * kQuarterBytes);
-    const __m512 ws[2] = {_mm512_loadu_ps(scales), _mm512_loadu_ps(scales + 16)};
+    const unsigned char* scales = group + 4 * kQuarterBytes;
+    const __m512 ws[2] = {LoadScales16(scales, 0, f16), LoadScales16(scales, 16, f16)};
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const int64_t row = first_row + r;
@@ -149,7 +156,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
         const __m512 xsum = _mm512_set1_ps((S == 16 ? s16[0] : s16[0] + s16[1]) * xs);  // code sum x scale
 #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-          acc[r][h] = _mm512_fnmadd_ps(xsum, _mm512_loadu_ps(scales + kPanelWidth + 16 * h), acc[r][h]);
+          acc[r][h] = _mm512_fnmadd_ps(xsum, LoadScales16(scales, kPanelWidth + 16 * h, f16), acc[r][h]);
         }
       }
     }

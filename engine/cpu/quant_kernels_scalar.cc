@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
+#include "engine/dtype.h"
 
 namespace crossreg::cpu::internal {
 
@@ -143,7 +144,16 @@ void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end) {
       for (int64_t g = 0; g < groups; ++g) {
         const unsigned char* group = panel + g * layout.group_bytes();
         float scales[2 * kPanelWidth];
-        std::memcpy(scales, group + layout.code_bytes(), (layout.has_min ? 2 : 1) * kPanelWidth * sizeof(float));
+        for (int i = 0; i < (layout.has_min ? 2 : 1) * kPanelWidth; ++i) {
+          const unsigned char* at = group + layout.code_bytes() + i * layout.scale_bytes();
+          if (layout.f16_scales) {
+            uint16_t h;
+            std::memcpy(&h, at, sizeof h);
+            scales[i] = F16ToF32(h);
+          } else {
+            std::memcpy(&scales[i], at, sizeof(float));
+          }
+        }
         const float xs = a.qx->scale[r * (in / 32) + (g * sub) / 32];
         float xsum = 0;  // the group's code sum (exact: small integers) times its scale
         if (layout.has_min) {

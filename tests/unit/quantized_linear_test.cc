@@ -328,7 +328,8 @@ TEST(QuantizedLinearExtremes, Q8_0CodesAtTheirEndsSumExactlyOnEveryPath) {
 
 // The 4-bit formats' codes take half a byte (nibble panels, packed_weights.h) on every
 // CPU, so a batch-1 forward streams 4.75 (Q4_K) to 6 bits a weight, not 10; the other
-// formats keep a byte a code, and the integer sub-block scales and mins a byte each.
+// formats keep a byte a code, the integer sub-block scales and mins a byte each, and the
+// per-group scales and mins their files' f16.
 TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
   Rng rng(3);
   for (DType type : kTypes) {
@@ -346,7 +347,8 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
     const int64_t sub_blocks = 256 / codes.sub_block;
     const int64_t scale_bytes = quant::HasIntegerSubBlockScales(type)
                                     ? out * (in / 256) * (sub_blocks * (type == DType::kQ6_K || type == DType::kQ3_K ? 1 : 2) + 8)
-                                    : out * (in / codes.sub_block) * 4 * (codes.has_min ? 2 : 1);
+                                    : out * (in / codes.sub_block) * (type == DType::kIQ4_XS ? 4 : 2) *
+                                          (codes.has_min ? 2 : 1);  // f16 as the files have them
     EXPECT_EQ(packed.bytes(), code_bytes + scale_bytes) << DTypeName(type);
   }
 }
