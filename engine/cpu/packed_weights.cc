@@ -43,7 +43,8 @@ QuantGroupLayout LayoutFor(DType dtype) {
     layout.signed_quants = false;
     layout.has_min = true;
     layout.int16_steps = std::max(1, std::min(codes.sub_block / 4, 32767 / (2 * max_code * 127)));
-    layout.nibbles = max_code <= 15 && codes.sub_block % 8 == 0;
+    layout.nibbles = max_code <= 63 && codes.sub_block % 8 == 0;
+    layout.high_bits = !layout.nibbles ? 0 : max_code > 31 ? 2 : max_code > 15 ? 1 : 0;
     layout.min_shift = dtype == DType::kQ6_K ? 5 : dtype == DType::kQ3_K ? 2 : 0;
     layout.f16_scales = false;  // the super-block's d and dmin stay f32 (packed_weights.h)
   }
@@ -127,10 +128,14 @@ namespace {
 // Code kk of output o (quarter o / 8, lane o % 8) into one sub-block's codes, in the
 // layout packed_weights.h describes (codes start zero: nibbles are or-ed in).
 void PlaceCode(const QuantGroupLayout& layout, unsigned char* codes, int o, int kk, unsigned char code) {
-  const int sub = layout.sub_block, quarter = o / 8, lane = o % 8, step = kk / 4;
+  const int quarter = o / 8, lane = o % 8, step = kk / 4;
   if (layout.nibbles) {
-    codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] |=
-        static_cast<unsigned char>(step % 2 == 0 ? code : code << 4);
+    unsigned char* q = codes + quarter * layout.quarter_code_bytes();
+    const int low = code & 15;
+    q[(step / 2) * 32 + lane * 4 + kk % 4] |= static_cast<unsigned char>(step % 2 == 0 ? low : low << 4);
+    if (layout.high_bits > 0) {
+      q[4 * layout.sub_block + lane * 4 + kk % 4] |= static_cast<unsigned char>((code >> 4) << (layout.high_bits * step));
+    }
   } else {
     codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4] = code;
   }

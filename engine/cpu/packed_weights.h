@@ -22,6 +22,11 @@
 //         quant::HasIntegerSubBlockScales), per super-block of 256 input features, its
 //         n = 256 / S sub-blocks:
 //           quants  each sub-block's, as above (Q6_K's codes unsigned, 0..63)   n x 32*S or 16*S
+//                   or, for 5- and 6-bit codes (Q5_K, Q6_K), nibble panels with high
+//                   bits: per quarter, its S/8 step pairs' low nibbles as above,
+//                   then a 32-byte plane of the high bits, byte j holding those of
+//                   byte j of each of the quarter's S/4 steps, step s's at bits
+//                   b*s .. b*s + b - 1 (b = 1 or 2 high bits)                   n x (16*S + 128)
 //           sc      per sub-block, the 32 outputs' integer scales, int8 (signed for
 //                   Q6_K and Q3_K)                                               n x 32 bytes
 //           m       per pair of sub-blocks (2i, 2i + 1), each output's two integer
@@ -43,12 +48,13 @@
 // kQ8's quarters of 8 outputs x 4 k are the operand of vpmaddubsw / vpdpbusd (a 256-bit
 // register holds 8 outputs' 4 consecutive quants, multiplied with 4 broadcast bytes of
 // the activation). Quantized weights are held quantized: one byte a weight plus the
-// group's scales (8.5 bits a weight for Q8_0, as in its file; 8.75 for Q5_K and Q6_K), or
-// half a byte for the 4-bit formats (4.75 bits a weight for Q4_K with its scales and mins,
-// 4.5 for Q4_0, 5 for Q4_1): batch-1 decoding
-// streams every weight once a token, so its speed is the bytes a weight. A shift and two
-// masks per 64 codes, shared by the rows of a tile, restore the bytes; every kernel
-// reads them.
+// group's scales (8.5 bits a weight for Q8_0, as in its file), half a byte for the 4-bit
+// formats (4.75 bits a weight for Q4_K with its scales and mins, 4.5 for Q4_0, 5 for
+// Q4_1), and half a byte plus one or two high bits for Q5_K and Q6_K (5.75 and 6.75 bits
+// a weight; their files 5.5 and 6.56): batch-1 decoding streams every weight once a
+// token, so its speed is the bytes a weight. A shift and two masks per 64 codes, and a
+// shift, a mask and an or per 32 codes for the high bits, shared by the rows of a tile,
+// restore the bytes; every kernel reads them.
 // Output features are padded to whole panels and K to whole pairs with zeros, so the
 // kernels have no edge cases inside a panel; the padded outputs are never stored.
 #pragma once
@@ -78,6 +84,9 @@ struct QuantGroupLayout {
   // without overflow: 2 * max|q| * 127 per step, at most 32767 in all.
   int int16_steps = 1;
   bool nibbles = false;  // two 4-bit codes a byte (the layout above)
+  // Nibble panels of integer-scale groups only: each code's bits above its low nibble,
+  // 1 (Q5_K) or 2 (Q6_K), in a plane after each quarter's nibbles; 0 for 4-bit codes.
+  int high_bits = 0;
   // 256 for integer sub-block scales (a group is then a super-block of sub-blocks), else 0.
   int super_block = 0;
   // Integer-scale groups whose mins are 2^min_shift times their scales and dmin = d
@@ -89,7 +98,9 @@ struct QuantGroupLayout {
   int scale_bytes() const { return f16_scales ? 2 : 4; }
   int sub_blocks() const { return super_block > 0 ? super_block / sub_block : 1; }
   int group_inputs() const { return super_block > 0 ? super_block : sub_block; }
-  int64_t code_bytes() const { return (nibbles ? 16 : 32) * sub_block; }  // one sub-block's quants
+  // One quarter's codes of one sub-block (nibble panels): its step pairs, then the high plane.
+  int64_t quarter_code_bytes() const { return 4 * sub_block + (high_bits > 0 ? 32 : 0); }
+  int64_t code_bytes() const { return nibbles ? 4 * quarter_code_bytes() : 32 * sub_block; }  // one sub-block's quants
   // Integer-scale groups: where the scales, the mins and d (dmin 128 bytes after) start,
   // and the bytes of sub-block s's scale and min of output o.
   int64_t int_scales_offset() const { return sub_blocks() * code_bytes(); }

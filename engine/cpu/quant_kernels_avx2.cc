@@ -60,7 +60,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
       for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
   }
   for (int64_t g = g0; g < g1; ++g) {
-    const unsigned char* group = panel + g * group_bytes;
+    const unsigned char* group = panel + (g - g0) * group_bytes;
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
@@ -154,6 +154,16 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
+// A step's high code bits (nibble panels with high bits, packed_weights.h): step s's
+// kHigh bits of each byte of the plane, moved to bits 4.. of that byte. The shifts are
+// 16-bit; bits they carry across a byte boundary land outside the mask.
+template <int kHigh>
+inline __m256i HighBits(__m256i plane, int step) {
+  const int shift = 4 - kHigh * step;  // a constant once the step loop is unrolled
+  const __m256i moved = shift > 0 ? _mm256_slli_epi16(plane, shift) : shift < 0 ? _mm256_srli_epi16(plane, -shift) : plane;
+  return _mm256_and_si256(moved, _mm256_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4)));
+}
+
 // A quarter's 8 integer scales (bytes) as the int16 pairs (sc, sc) of vpmaddwd: the 8 bytes
 // in both 128-bit lanes, each shuffled into both halves of its output's int32 lane. Signed
 // scales (Q6_K, Q3_K) go to the high bytes and shift down arithmetically.
@@ -180,24 +190,28 @@ inline __m256i ScalePairs(const unsigned char* p) {
 // instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
 // pair of sub-blocks; then one float step per super-block where the per-sub-block
 // layout takes one per sub-block.
-template <int R, int S, int kRun, bool kNib, int kMinShift>
+template <int R, int S, int kRun, bool kNib, int kMinShift, int kHigh>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
-  const int64_t group_bytes = a.w->quant().group_bytes();
   constexpr int kSubs = 256 / S;
-  constexpr int64_t kCodeBytes = (kNib ? 16 : 32) * S;
+  // Nibble panels: a quarter's step pairs, then its high plane (kHigh > 0).
+  constexpr int64_t kQuarterBytes = 4 * S + (kHigh > 0 ? 32 : 0);
+  constexpr int64_t kCodeBytes = kNib ? 4 * kQuarterBytes : 32 * S;
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
   constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
+  // Compile-time: the panel may be a staged byte copy of a nibble one (quant_panel_order.h).
+  constexpr int64_t group_bytes = kDAt + 256;
   static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
+  static_assert(kHigh == 0 || kNib, "high bits: nibble panels only");
   if (!carry_in) {
     for (int r = 0; r < R; ++r)
       for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
   }
   for (int64_t g = g0; g < g1; ++g) {
-    const unsigned char* group = panel + g * group_bytes;
+    const unsigned char* group = panel + (g - g0) * group_bytes;
     // The super-block's prefetches spread over its 4 x kSubs sub-block passes: requested
     // all at once (90 lines for Q4_K) they stall the loads behind them.
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
@@ -230,7 +244,9 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
         for (int64_t line = pass * per_pass; line < std::min(prefetch.lines, (pass + 1) * per_pass); ++line) {
           _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
         }
-        const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * (S / 8) * 32 : quarter * 32);
+        const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * kQuarterBytes : quarter * 32);
+        [[maybe_unused]] const __m256i high =
+            kHigh > 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 4 * S)) : _mm256_setzero_si256();
         const __m256i sc = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + quarter * 8);
 #pragma GCC unroll 8
         for (int step0 = 0; step0 < S / 4; step0 += kRun) {
@@ -247,6 +263,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
               } else {
                 wu = odd_codes;
               }
+              if constexpr (kHigh > 0) wu = _mm256_or_si256(wu, HighBits<kHigh>(high, step));
             } else {
               wu = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
             }
@@ -304,17 +321,70 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
 }
 
-template <int S, int kRun, bool kNib, int kMinShift = 0>
+// Unpacks `n` super-blocks of a nibble panel (kHigh high bits a code) into the byte
+// panel's layout (packed_weights.h): the same codes a byte each, the same scales, mins
+// and d after them.
+template <int S, int kHigh, int kMinShift>
+void StageNibbleSuperBlocks(const unsigned char* src, int64_t n, unsigned char* dst) {
+  constexpr int kSubs = 256 / S;
+  constexpr int64_t kQuarterBytes = 4 * S + (kHigh > 0 ? 32 : 0);
+  constexpr int64_t kNibCodes = kSubs * 4 * kQuarterBytes, kByteCodes = kSubs * 32 * S;
+  constexpr int64_t kRest = kSubs * kPanelWidth * (kMinShift > 0 ? 1 : 2) + 256;  // scales, mins, d and dmin
+  for (int64_t g = 0; g < n; ++g, src += kNibCodes + kRest, dst += kByteCodes + kRest) {
+#pragma GCC unroll 1
+    for (int sb = 0; sb < kSubs; ++sb) {
+#pragma GCC unroll 4
+      for (int quarter = 0; quarter < 4; ++quarter) {
+        const unsigned char* quants = src + sb * 4 * kQuarterBytes + quarter * kQuarterBytes;
+        unsigned char* out = dst + sb * 32 * S + quarter * 32;
+        [[maybe_unused]] const __m256i high =
+            kHigh > 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 4 * S)) : _mm256_setzero_si256();
+#pragma GCC unroll 8
+        for (int t = 0; t < S / 8; ++t) {
+          __m256i even, odd;
+          LoadNibblePair(quants, t, &even, &odd);
+          if constexpr (kHigh > 0) {
+            even = _mm256_or_si256(even, HighBits<kHigh>(high, 2 * t));
+            odd = _mm256_or_si256(odd, HighBits<kHigh>(high, 2 * t + 1));
+          }
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 2 * t * kByteStepBytes), even);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + (2 * t + 1) * kByteStepBytes), odd);
+        }
+      }
+    }
+    std::memcpy(dst + kByteCodes, src + kNibCodes, kRest);
+  }
+}
+
+template <int S, int kRun, bool kNib, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
+  if constexpr (kNib) {
+    if (a.num_tiles > 1) {
+      // Unpacked once per panel or block for all the tiles (quant_panel_order.h).
+      constexpr int64_t kByteGroupBytes = (256 / S) * (32 * S + kPanelWidth * (kMinShift > 0 ? 1 : 2)) + 256;
+      RunStagedQuantPanels(a, begin, end, kByteGroupBytes, StageNibbleSuperBlocks<S, kHigh, kMinShift>,
+                           [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1,
+                                bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+                             const int64_t row = tile.first_row;
+                             switch (tile.rows) {
+                               case 4: return SuperBlockTile<4, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                               case 3: return SuperBlockTile<3, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                               case 2: return SuperBlockTile<2, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                               default: return SuperBlockTile<1, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                             }
+                           });
+      return;
+    }
+  }
   RunQuantPanels(a, begin, end,
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
                    switch (tile.rows) {
-                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     default: return SuperBlockTile<1, S, kRun, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                     default: return SuperBlockTile<1, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
                    }
                  });
 }
@@ -341,20 +411,21 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); any other falls back
   // to the portable kernel, which reads every layout.
   if (l.super_block == 256) {
-    // Q4_K, Q2_K (nibbles), Q5_K, Q6_K, Q3_K (nibbles).
-    if (l.min_shift == 0 && l.nibbles && l.sub_block == 32 && l.int16_steps == 8) {
+    // Q4_K, Q2_K, Q5_K (a high bit), Q6_K (two), Q3_K: all nibble panels.
+    if (!l.nibbles) return QuantPanelsScalar(a, begin, end);
+    if (l.min_shift == 0 && l.high_bits == 0 && l.sub_block == 32 && l.int16_steps == 8) {
       return SuperBlockPanels<32, 8, true>(a, begin, end);
     }
-    if (l.min_shift == 0 && l.nibbles && l.sub_block == 16 && l.int16_steps == 4) {
+    if (l.min_shift == 0 && l.high_bits == 0 && l.sub_block == 16 && l.int16_steps == 4) {
       return SuperBlockPanels<16, 4, true>(a, begin, end);
     }
-    if (l.min_shift == 0 && !l.nibbles && l.sub_block == 32 && l.int16_steps == 4) {
-      return SuperBlockPanels<32, 4, false>(a, begin, end);
+    if (l.min_shift == 0 && l.high_bits == 1 && l.sub_block == 32 && l.int16_steps == 4) {
+      return SuperBlockPanels<32, 4, true, 0, 1>(a, begin, end);
     }
-    if (!l.nibbles && l.sub_block == 16 && l.int16_steps == 2 && l.min_shift == 5) {
-      return SuperBlockPanels<16, 2, false, 5>(a, begin, end);
+    if (l.min_shift == 5 && l.high_bits == 2 && l.sub_block == 16 && l.int16_steps == 2) {
+      return SuperBlockPanels<16, 2, true, 5, 2>(a, begin, end);
     }
-    if (l.nibbles && l.sub_block == 16 && l.int16_steps == 4 && l.min_shift == 2) {
+    if (l.min_shift == 2 && l.high_bits == 0 && l.sub_block == 16 && l.int16_steps == 4) {
       return SuperBlockPanels<16, 4, true, 2>(a, begin, end);
     }
     return QuantPanelsScalar(a, begin, end);

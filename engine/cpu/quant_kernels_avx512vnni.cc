@@ -103,7 +103,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     acc[r][1] = carry_in ? _mm512_loadu_ps(out[r] + 16) : _mm512_setzero_ps();
   }
   for (int64_t g = g0; g < g1; ++g) {
-    const unsigned char* group = panel + g * group_bytes;
+    const unsigned char* group = panel + (g - g0) * group_bytes;
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
     for (int64_t l = 0; l < prefetch.lines; ++l) {
       _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
@@ -168,20 +168,34 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
 }
 
+// Step `step`'s high code bits of 16 outputs (nibble panels with high bits,
+// packed_weights.h) or-ed into its low nibbles w: the plane's kHigh bits of the step moved
+// to bits 4.. of each byte (16-bit shifts: bits carried across a byte land outside the
+// mask), then w | (moved & mask) in one vpternlogd.
+template <int kHigh>
+inline __m512i WithHighBits(__m512i w, __m512i plane, int step) {
+  const int shift = 4 - kHigh * step;  // a constant once the step loop is unrolled
+  const __m512i moved = shift > 0 ? _mm512_slli_epi16(plane, shift) : shift < 0 ? _mm512_srli_epi16(plane, -shift) : plane;
+  const __m512i mask = _mm512_set1_epi8(static_cast<char>(((1 << kHigh) - 1) << 4));
+  return _mm512_ternarylogic_epi32(w, moved, mask, 0xF8);  // a | (b & c)
+}
+
 // One tile of R rows over super-blocks [g0, g1) of a panel of integer sub-block scales
 // (packed_weights.h): each sub-block's vpdpbusd sums, exact in int32, times the
 // sub-block's scale (vpmulld; a scale pair's low half, sign-extended) into one int32 sum
 // per super-block; the mins' sum is a vpdpwssd per pair of sub-blocks (Q6_K's sums
 // start at its offset instead); then the float steps, once per super-block. The f32 sums wait in `out` between super-blocks (the registers
 // hold the tile's sub-block and super-block sums).
-template <int R, int S, bool kNib, int kMinShift>
+template <int R, int S, bool kNib, int kMinShift, int kHigh>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   const int64_t in = qx.in;
   const int64_t group_bytes = a.w->quant().group_bytes();
   constexpr int kSubs = 256 / S;
-  constexpr int kQuarterBytes = (kNib ? S / 8 : S / 4) * 32;
+  static_assert(kHigh == 0 || kNib, "high bits: nibble panels only");
+  // Nibble panels: a quarter's step pairs, then its high plane (kHigh > 0).
+  constexpr int kQuarterBytes = kNib ? S / 8 * 32 + (kHigh > 0 ? 32 : 0) : S / 4 * 32;
   constexpr int64_t kCodeBytes = 4 * kQuarterBytes;
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
@@ -194,7 +208,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
     }
   }
   for (int64_t g = g0; g < g1; ++g) {
-    const unsigned char* group = panel + g * group_bytes;
+    const unsigned char* group = panel + (g - g0) * group_bytes;
     // The super-block's prefetches spread over its sub-blocks: requested all at once
     // (90 lines for Q4_K) they stall the loads behind them.
     const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
@@ -224,10 +238,19 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
         }
       }
       [[maybe_unused]] __m512i odd01 = _mm512_setzero_si512(), odd23 = _mm512_setzero_si512();
+      [[maybe_unused]] __m512i high01 = _mm512_setzero_si512(), high23 = _mm512_setzero_si512();
+      if constexpr (kHigh > 0) {
+        high01 = LoadQuarterPair(codes + S / 8 * 32, kQuarterBytes, 0);
+        high23 = LoadQuarterPair(codes + S / 8 * 32, kQuarterBytes, 2);
+      }
 #pragma GCC unroll 8
       for (int step = 0; step < S / 4; ++step) {
         __m512i w01, w23;
         LoadStepCodes<kNib, kQuarterBytes>(codes, step, &w01, &w23, &odd01, &odd23);
+        if constexpr (kHigh > 0) {
+          w01 = WithHighBits<kHigh>(w01, high01, step);
+          w23 = WithHighBits<kHigh>(w23, high23, step);
+        }
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const __m512i x = Broadcast4(xq[r] + sb * S + step * 4);
@@ -282,19 +305,19 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
 }
 
-template <int S, bool kNib, int kMinShift = 0>
+template <int S, bool kNib, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   RunQuantPanels(a, begin, end,
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
                    switch (tile.rows) {
-                     case 6: return SuperBlockTile<6, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 5: return SuperBlockTile<5, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 4: return SuperBlockTile<4, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 3: return SuperBlockTile<3, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 2: return SuperBlockTile<2, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     default: return SuperBlockTile<1, S, kNib, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 6: return SuperBlockTile<6, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 5: return SuperBlockTile<5, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 4: return SuperBlockTile<4, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 3: return SuperBlockTile<3, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     case 2: return SuperBlockTile<2, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                     default: return SuperBlockTile<1, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
                    }
                  });
 }
@@ -323,12 +346,13 @@ void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end) {
   // The formats' layouts (engine/cpu/packed_weights.cc LayoutFor); int32 sums need no
   // int16 runs. Any other layout falls back to the portable kernel, which reads every one.
   if (l.super_block == 256) {
-    if (l.sub_block == 32 && l.min_shift == 0) {
-      return l.nibbles ? SuperBlockPanels<32, true>(a, begin, end) : SuperBlockPanels<32, false>(a, begin, end);
-    }
-    if (l.sub_block == 16 && l.nibbles && l.min_shift == 0) return SuperBlockPanels<16, true>(a, begin, end);
-    if (l.sub_block == 16 && l.nibbles && l.min_shift == 2) return SuperBlockPanels<16, true, 2>(a, begin, end);
-    if (l.sub_block == 16 && !l.nibbles && l.min_shift == 5) return SuperBlockPanels<16, false, 5>(a, begin, end);
+    // Q4_K, Q2_K, Q5_K (a high bit), Q6_K (two), Q3_K: all nibble panels.
+    if (!l.nibbles) return QuantPanelsScalar(a, begin, end);
+    if (l.sub_block == 32 && l.min_shift == 0 && l.high_bits == 0) return SuperBlockPanels<32, true>(a, begin, end);
+    if (l.sub_block == 32 && l.min_shift == 0 && l.high_bits == 1) return SuperBlockPanels<32, true, 0, 1>(a, begin, end);
+    if (l.sub_block == 16 && l.min_shift == 0 && l.high_bits == 0) return SuperBlockPanels<16, true>(a, begin, end);
+    if (l.sub_block == 16 && l.min_shift == 2 && l.high_bits == 0) return SuperBlockPanels<16, true, 2>(a, begin, end);
+    if (l.sub_block == 16 && l.min_shift == 5 && l.high_bits == 2) return SuperBlockPanels<16, true, 5, 2>(a, begin, end);
     return QuantPanelsScalar(a, begin, end);
   }
   if (l.nibbles) {

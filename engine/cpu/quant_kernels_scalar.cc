@@ -69,10 +69,13 @@ namespace {
 
 // One sub-block's code k of output o (quarter o / 8, lane o % 8) in its layout.
 int SubBlockCode(const QuantGroupLayout& layout, const unsigned char* codes, int o, int kk) {
-  const int sub = layout.sub_block;
   const int quarter = o / 8, lane = o % 8, step = kk / 4;
   if (layout.nibbles) {
-    return (codes[((quarter * (sub / 8) + step / 2) * 8 + lane) * 4 + kk % 4] >> (4 * (step % 2))) & 15;
+    const unsigned char* q = codes + quarter * layout.quarter_code_bytes();
+    const int low = (q[(step / 2) * 32 + lane * 4 + kk % 4] >> (4 * (step % 2))) & 15;
+    if (layout.high_bits == 0) return low;
+    const int high = (q[4 * layout.sub_block + lane * 4 + kk % 4] >> (layout.high_bits * step)) & ((1 << layout.high_bits) - 1);
+    return low | high << 4;
   }
   const auto wq = static_cast<int8_t>(codes[((step * 4 + quarter) * 8 + lane) * 4 + kk % 4]);
   // Unsigned formats store q in [0, 63]: as int8 the same value.

@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "engine/cpu/linear_kernels.h"
 
@@ -54,15 +55,16 @@ inline void StorePanelRow(const float* sums, int64_t width, float* y) {
   }
 }
 
-// run_tile(panel, tile, g0, g1, carry_in, prefetch, out): the tile's rows over groups
-// [g0, g1), each row's 32 sums in out[r], which hold the sums so far when carry_in
-// (else the tile starts from zero), and the prefetch's lines requested group by group
-// from g0 on.
+// run_tile(groups, tile, g0, g1, carry_in, prefetch, out): the tile's rows over a panel's
+// groups [g0, g1), of which `groups` points at g0; each row's 32 sums in out[r], which hold
+// the sums so far when carry_in (else the tile starts from zero), and the prefetch's lines
+// requested group by group from g0 on.
 template <typename RunTile>
 void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_tile) {
   const int64_t groups = a.w->k_steps();
   const bool blocked = QuantBlocked(a);
   const int64_t block = QuantBlockGroups(*a.w);
+  const int64_t group_bytes = a.w->quant().group_bytes();
   alignas(64) float acc[kQuantTileRowsMax][kPanelWidth];
   alignas(64) float carried[kBlockedRows][kPanelWidth];
   for (int64_t j = begin; j < end; ++j) {
@@ -81,7 +83,59 @@ void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_
       const int64_t g1 = std::min(groups, g0 + block);
       for (int t = 0; t < a.num_tiles; ++t) {
         const RowTile& tile = a.tiles[t];
-        run_tile(panel, tile, g0, g1, g0 > 0, QuantBlockPrefetchFor(a, panel, g0, g1, t), carried + tile.first_row);
+        run_tile(panel + g0 * group_bytes, tile, g0, g1, g0 > 0, QuantBlockPrefetchFor(a, panel, g0, g1, t),
+                 carried + tile.first_row);
+      }
+    }
+    for (int64_t r = 0; r < a.rows; ++r) StorePanelRow(carried[r], width, y + r * a.y_stride);
+  }
+}
+
+// RunQuantPanels for calls of 2+ row tiles over panels whose codes need unpacking (nibbles,
+// high bits): each panel (whole-K) or block (K-blocked) is unpacked once into a byte
+// panel, stage(groups, n, out) writing n groups of staged_group_bytes each, and every
+// tile runs the byte-panel kernel over that copy, which is in L1 or L2. Unpacked in each
+// tile, a 16-row call of the AVX2 kernel split and joined each code 4 times, and the
+// shifts and masks share its multiply ports (Q6_K's 16-row forward 16% slower than from a
+// byte panel; staged, docs/benchmarks.md). The stage streams the panel from memory; the
+// tiles request the next panel's lines between them, as the whole-K order's later tiles do.
+// The results are the byte kernel's, which are the unpacking kernel's, bit for bit.
+template <typename Stage, typename RunTile>
+void RunStagedQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, int64_t staged_group_bytes, Stage stage,
+                          RunTile run_tile) {
+  const int64_t groups = a.w->k_steps();
+  const int64_t group_bytes = a.w->quant().group_bytes();
+  const bool blocked = QuantBlocked(a);
+  const int64_t block = blocked ? QuantBlockGroups(*a.w) : groups;
+  thread_local std::vector<unsigned char> staged;
+  if (staged.size() < static_cast<size_t>(block * staged_group_bytes)) {
+    staged.resize(static_cast<size_t>(block * staged_group_bytes));
+  }
+  alignas(64) float acc[kQuantTileRowsMax][kPanelWidth];
+  alignas(64) float carried[kBlockedRows][kPanelWidth];
+  const int64_t panel_lines = a.w->panel_bytes() / 64;
+  const int64_t share = (panel_lines + a.num_tiles - 1) / a.num_tiles;  // the next panel's lines per tile
+  for (int64_t j = begin; j < end; ++j) {
+    const int64_t width = std::min<int64_t>(kPanelWidth, a.w->out() - j * kPanelWidth);
+    const unsigned char* panel = a.w->panel(j);
+    float* const y = a.y + j * kPanelWidth;
+    if (!blocked) {
+      stage(panel, groups, staged.data());
+      for (int t = 0; t < a.num_tiles; ++t) {
+        const RowTile& tile = a.tiles[t];
+        const QuantPrefetch next{panel + a.w->panel_bytes() + t * share * 64, (share + groups - 1) / groups};
+        run_tile(staged.data(), tile, 0, groups, false, next, acc);
+        for (int64_t r = 0; r < tile.rows; ++r) StorePanelRow(acc[r], width, y + (tile.first_row + r) * a.y_stride);
+      }
+      continue;
+    }
+    for (int64_t g0 = 0; g0 < groups; g0 += block) {
+      const int64_t g1 = std::min(groups, g0 + block);
+      stage(panel + g0 * group_bytes, g1 - g0, staged.data());
+      for (int t = 0; t < a.num_tiles; ++t) {
+        const RowTile& tile = a.tiles[t];
+        run_tile(staged.data(), tile, g0, g1, g0 > 0, QuantBlockPrefetchFor(a, panel, g0, g1, t),
+                 carried + tile.first_row);
       }
     }
     for (int64_t r = 0; r < a.rows; ++r) StorePanelRow(carried[r], width, y + r * a.y_stride);

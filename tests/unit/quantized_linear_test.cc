@@ -327,10 +327,11 @@ TEST(QuantizedLinearExtremes, Q8_0CodesAtTheirEndsSumExactlyOnEveryPath) {
 }
 
 // The 4-bit formats' codes take half a byte (nibble panels, packed_weights.h) on every
-// CPU, so a batch-1 forward streams 4.75 (Q4_K) to 6 bits a weight, not 10; the other
-// formats keep a byte a code, the integer sub-block scales and mins a byte each, and the
-// per-group scales and mins their files' f16.
-TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
+// CPU, so a batch-1 forward streams 4.75 (Q4_K) to 6 bits a weight, not 10; Q5_K's and
+// Q6_K's half a byte and a plane of their 1 or 2 high bits (5.75 and 6.75 bits a weight,
+// not 8.75); the other formats keep a byte a code, the integer sub-block scales and mins a
+// byte each, and the per-group scales and mins their files' f16.
+TEST(PackedQuantizedWeights, CodesTakeTheirBits) {
   Rng rng(3);
   for (DType type : kTypes) {
     const int64_t out = 64, in = 2 * DTypeBlockElements(type);
@@ -339,8 +340,10 @@ TEST(PackedQuantizedWeights, FourBitCodesTakeHalfAByte) {
     const quant::BlockCodes codes = quant::CodesOf(type);
     // Q3_K's codes read unsigned (q3 + 4) are 3-bit.
     const bool four_bit = (!codes.signed_quants && codes.max_abs_quant <= 15) || type == DType::kQ3_K;
-    EXPECT_EQ(packed.quant().nibbles, four_bit) << DTypeName(type);
-    const int64_t code_bytes = (packed.quant().nibbles ? out * in / 2 : out * in);
+    const int high_bits = type == DType::kQ5_K ? 1 : type == DType::kQ6_K ? 2 : 0;
+    EXPECT_EQ(packed.quant().nibbles, four_bit || high_bits > 0) << DTypeName(type);
+    EXPECT_EQ(packed.quant().high_bits, high_bits) << DTypeName(type);
+    const int64_t code_bytes = (packed.quant().nibbles ? out * in * (4 + high_bits) / 8 : out * in);
     // Integer sub-block scales: per super-block and output, a byte scale and a byte min per
     // sub-block (Q6_K's and Q3_K's mins are multiples of their scales: none), and f32 d
     // and dmin.
