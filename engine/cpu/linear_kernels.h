@@ -127,6 +127,9 @@ void PanelsAmxBf16(const PanelArgs& a, int64_t begin, int64_t end);
 // (the tests hold them to it) and a row's result never depends on its tile.
 void QuantPanelsScalar(const PanelArgs& a, int64_t begin, int64_t end);
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
+// n super-blocks of a nibble panel (layout l) unpacked into the byte panel's layout
+// (quant_panel_order.h RunStagedQuantPanels); AVX2 code, which the VNNI kernel calls too.
+void StageNibbleSuperBlocksAvx2(const QuantGroupLayout& l, const unsigned char* src, int64_t n, unsigned char* dst);
 // vpdpbusd (AVX-512 VNNI): CPUs that have it run this at the AVX-512 levels.
 void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
 // Rows up to which one kQ8 tile runs at once: the AVX2 and portable kernels (16 vector

@@ -10,6 +10,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
@@ -405,6 +406,15 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
 }
 
 }  // namespace
+
+void StageNibbleSuperBlocksAvx2(const QuantGroupLayout& l, const unsigned char* src, int64_t n, unsigned char* dst) {
+  if (l.sub_block == 32 && l.min_shift == 0 && l.high_bits == 0) return StageNibbleSuperBlocks<32, 0, 0>(src, n, dst);
+  if (l.sub_block == 32 && l.min_shift == 0 && l.high_bits == 1) return StageNibbleSuperBlocks<32, 1, 0>(src, n, dst);
+  if (l.sub_block == 16 && l.min_shift == 0 && l.high_bits == 0) return StageNibbleSuperBlocks<16, 0, 0>(src, n, dst);
+  if (l.sub_block == 16 && l.min_shift == 2 && l.high_bits == 0) return StageNibbleSuperBlocks<16, 0, 2>(src, n, dst);
+  if (l.sub_block == 16 && l.min_shift == 5 && l.high_bits == 2) return StageNibbleSuperBlocks<16, 2, 5>(src, n, dst);
+  std::abort();  // LayoutFor makes no other nibble super-block layout
+}
 
 void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   const QuantGroupLayout& l = a.w->quant();
