@@ -5,7 +5,10 @@
 // quants are small, several steps add in int16 before widening (QuantGroupLayout::
 // int16_steps). Integer sums are exact, and the float steps are the scalar kernel's, so
 // the results agree bit for bit. 4-bit codes may come two a byte (nibble panels,
-// packed_weights.h): one shift and two masks per pair of steps, shared by the tile's rows.
+// packed_weights.h): one shift and two masks per pair of steps, shared by the tile's rows;
+// 5- and 6-bit codes (Q5_K, Q6_K) add their high bits from a plane, a shift, a mask and an
+// or per step. Calls of several tiles unpack a panel once for all of them
+// (quant_panel_order.h RunStagedQuantPanels).
 // Compiled with -mavx2 -mfma; called only after run-time detection.
 #include <immintrin.h>
 

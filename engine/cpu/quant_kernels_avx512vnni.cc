@@ -20,7 +20,8 @@
 // int32 and the float steps are the scalar kernel's, so the results agree bit for bit.
 // 4-bit codes (Q4_0, Q4_K) come two a byte (nibble panels, packed_weights.h): a step pair
 // is joined once and split into its low and high nibbles with a shift and two masks, for
-// all rows; batch-1 decoding streams half the bytes of the byte layout.
+// all rows; batch-1 decoding streams half the bytes of the byte layout. Q5_K's and Q6_K's
+// high bits come from a plane per quarter, a shift and a vpternlogd per joined step.
 // Compiled with AVX-512 F/BW/VL/DQ and VNNI; called only after run-time detection.
 #include <immintrin.h>
 
