@@ -108,6 +108,14 @@ struct QuantGroupLayout {
   int64_t super_scales_offset() const { return int_mins_offset() + (min_shift > 0 ? 0 : sub_blocks() * kPanelWidth); }
   int64_t int_scale_at(int s, int o) const { return int_scales_offset() + s * kPanelWidth + o; }
   int64_t int_min_at(int s, int o) const { return int_mins_offset() + (s / 2) * 2 * kPanelWidth + 2 * o + s % 2; }
+  // The same groups with a byte a code (nibbles and high bits unpacked): what calls of
+  // several row tiles unpack nibble panels into (quant_panel_order.h RunStagedQuantPanels).
+  QuantGroupLayout unpacked() const {
+    QuantGroupLayout bytes = *this;
+    bytes.nibbles = false;
+    bytes.high_bits = 0;
+    return bytes;
+  }
   int64_t group_bytes() const {
     if (super_block > 0) return super_scales_offset() + 256;
     return code_bytes() + kPanelWidth * scale_bytes() * (has_min ? 2 : 1);

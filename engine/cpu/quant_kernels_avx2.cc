@@ -360,37 +360,28 @@ void StageNibbleSuperBlocks(const unsigned char* src, int64_t n, unsigned char* 
   }
 }
 
+// RunQuantPanels' run_tile over these panels: the tile's rows (at most 4) as a template argument.
+template <int S, int kRun, bool kNib, int kMinShift, int kHigh>
+auto SuperBlockTiles(const PanelArgs& a) {
+  return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+              QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+    const int64_t row = tile.first_row;
+    switch (tile.rows) {
+      case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      default: return SuperBlockTile<1, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+    }
+  };
+}
+
 template <int S, int kRun, bool kNib, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
-  if constexpr (kNib) {
-    if (a.num_tiles > 1) {
-      // Unpacked once per panel or block for all the tiles (quant_panel_order.h).
-      constexpr int64_t kByteGroupBytes = (256 / S) * (32 * S + kPanelWidth * (kMinShift > 0 ? 1 : 2)) + 256;
-      RunStagedQuantPanels(a, begin, end, kByteGroupBytes, StageNibbleSuperBlocks<S, kHigh, kMinShift>,
-                           [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1,
-                                bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
-                             const int64_t row = tile.first_row;
-                             switch (tile.rows) {
-                               case 4: return SuperBlockTile<4, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                               case 3: return SuperBlockTile<3, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                               case 2: return SuperBlockTile<2, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                               default: return SuperBlockTile<1, S, kRun, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                             }
-                           });
-      return;
-    }
+  if (kNib && a.num_tiles > 1) {
+    // Unpacked once per panel or block for all the tiles (quant_panel_order.h).
+    return RunStagedQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, false, kMinShift, 0>(a));
   }
-  RunQuantPanels(a, begin, end,
-                 [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
-                      QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
-                   const int64_t row = tile.first_row;
-                   switch (tile.rows) {
-                     case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     default: return SuperBlockTile<1, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                   }
-                 });
+  RunQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, kNib, kMinShift, kHigh>(a));
 }
 
 template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false, bool kF16 = true>

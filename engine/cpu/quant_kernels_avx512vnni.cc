@@ -307,50 +307,34 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
 }
 
+// RunQuantPanels' run_tile over these panels: the tile's rows (at most 6) as a template argument.
+template <int S, bool kNib, int kMinShift, int kHigh>
+auto SuperBlockTiles(const PanelArgs& a) {
+  return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+              QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
+    const int64_t row = tile.first_row;
+    switch (tile.rows) {
+      case 6: return SuperBlockTile<6, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+      case 5: return SuperBlockTile<5, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+      case 4: return SuperBlockTile<4, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+      case 3: return SuperBlockTile<3, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+      case 2: return SuperBlockTile<2, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+      default: return SuperBlockTile<1, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+    }
+  };
+}
+
 template <int S, bool kNib, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
-  if constexpr (kNib) {
-    // Unpacked once per panel or block for all the tiles (quant_panel_order.h) where the
-    // tiles are many: the unpacking here is 512 bits wide and a tile up to 6 rows, so at
-    // 3 tiles (16 rows) the stage's stores and reloads cost more than they save (Q4_K
-    // 10-14% slower, Q6_K 4-7%); at 6 tiles Q6_K gains 7% and at 512 rows 15-19%, Q4_K 5%
-    // (the ~110M model's linear calls, docs/benchmarks.md).
-    if (a.num_tiles >= 6) {
-      constexpr int64_t kByteGroupBytes = (256 / S) * (32 * S + kPanelWidth * (kMinShift > 0 ? 1 : 2)) + 256;
-      const QuantGroupLayout& layout = a.w->quant();
-      RunStagedQuantPanels(
-          a, begin, end, kByteGroupBytes,
-          [&layout](const unsigned char* src, int64_t n, unsigned char* dst) {
-            StageNibbleSuperBlocksAvx2(layout, src, n, dst);
-          },
-          [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
-               QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
-            const int64_t row = tile.first_row;
-            switch (tile.rows) {
-              case 6: return SuperBlockTile<6, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-              case 5: return SuperBlockTile<5, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-              case 4: return SuperBlockTile<4, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-              case 3: return SuperBlockTile<3, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-              case 2: return SuperBlockTile<2, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-              default: return SuperBlockTile<1, S, false, kMinShift, 0>(a, panel, row, g0, g1, carry_in, prefetch, out);
-            }
-          });
-      return;
-    }
+  // Unpacked once per panel or block for all the tiles (quant_panel_order.h) where the
+  // tiles are many: the unpacking here is 512 bits wide and a tile up to 6 rows, so at
+  // 3 tiles (16 rows) the stage's stores and reloads cost more than they save (Q4_K
+  // 10-14% slower, Q6_K 4-7%); at 6 tiles Q6_K gains 7% and at 512 rows 15-19%, Q4_K 5%
+  // (the ~110M model's linear calls, docs/benchmarks.md).
+  if (kNib && a.num_tiles >= 6) {
+    return RunStagedQuantPanels(a, begin, end, SuperBlockTiles<S, false, kMinShift, 0>(a));
   }
-  RunQuantPanels(a, begin, end,
-                 [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
-                      QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
-                   const int64_t row = tile.first_row;
-                   switch (tile.rows) {
-                     case 6: return SuperBlockTile<6, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 5: return SuperBlockTile<5, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 4: return SuperBlockTile<4, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 3: return SuperBlockTile<3, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 2: return SuperBlockTile<2, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     default: return SuperBlockTile<1, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                   }
-                 });
+  RunQuantPanels(a, begin, end, SuperBlockTiles<S, kNib, kMinShift, kHigh>(a));
 }
 
 template <int S, bool kSigned, bool kMin, bool kNib = false>

@@ -93,18 +93,19 @@ void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_
 
 // RunQuantPanels for calls of 2+ row tiles over panels whose codes need unpacking (nibbles,
 // high bits): each panel (whole-K) or block (K-blocked) is unpacked once into a byte
-// panel, stage(groups, n, out) writing n groups of staged_group_bytes each, and every
-// tile runs the byte-panel kernel over that copy, which is in L1 or L2. Unpacked in each
+// panel (StageNibbleSuperBlocksAvx2, QuantGroupLayout::unpacked), and every tile runs the
+// byte-panel kernel over that copy, which is in L1 or L2. Unpacked in each
 // tile, a 16-row call of the AVX2 kernel split and joined each code 4 times, and the
 // shifts and masks share its multiply ports (Q6_K's 16-row forward 16% slower than from a
 // byte panel; staged, docs/benchmarks.md). The stage streams the panel from memory; the
 // tiles request the next panel's lines between them, as the whole-K order's later tiles do.
 // The results are the byte kernel's, which are the unpacking kernel's, bit for bit.
-template <typename Stage, typename RunTile>
-void RunStagedQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, int64_t staged_group_bytes, Stage stage,
-                          RunTile run_tile) {
+template <typename RunTile>
+void RunStagedQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_tile) {
+  const QuantGroupLayout& layout = a.w->quant();
   const int64_t groups = a.w->k_steps();
-  const int64_t group_bytes = a.w->quant().group_bytes();
+  const int64_t group_bytes = layout.group_bytes();
+  const int64_t staged_group_bytes = layout.unpacked().group_bytes();
   const bool blocked = QuantBlocked(a);
   const int64_t block = blocked ? QuantBlockGroups(*a.w) : groups;
   thread_local std::vector<unsigned char> staged;
@@ -120,7 +121,7 @@ void RunStagedQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, int64_
     const unsigned char* panel = a.w->panel(j);
     float* const y = a.y + j * kPanelWidth;
     if (!blocked) {
-      stage(panel, groups, staged.data());
+      StageNibbleSuperBlocksAvx2(layout, panel, groups, staged.data());
       for (int t = 0; t < a.num_tiles; ++t) {
         const RowTile& tile = a.tiles[t];
         const QuantPrefetch next{panel + a.w->panel_bytes() + t * share * 64, (share + groups - 1) / groups};
@@ -131,7 +132,7 @@ void RunStagedQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, int64_
     }
     for (int64_t g0 = 0; g0 < groups; g0 += block) {
       const int64_t g1 = std::min(groups, g0 + block);
-      stage(panel + g0 * group_bytes, g1 - g0, staged.data());
+      StageNibbleSuperBlocksAvx2(layout, panel + g0 * group_bytes, g1 - g0, staged.data());
       for (int t = 0; t < a.num_tiles; ++t) {
         const RowTile& tile = a.tiles[t];
         run_tile(staged.data(), tile, g0, g1, g0 > 0, QuantBlockPrefetchFor(a, panel, g0, g1, t),
