@@ -154,7 +154,8 @@ inline constexpr int64_t kQuantTileRowsMax = kQuantTileRowsVnni > kQuantTileRows
 // model, in this guest's L3, about 5% slower. The panel's other tiles find it in cache, and between them request
 // the next panel, so a verify step's later tiles compute while the memory works instead of
 // leaving it idle (a prefetch never faults; past the thread's range or the matrix it runs
-// into the next panels of the arena, which the forward reads next). Shared by the AVX2 and
+// into the next panels of the arena, which the forward reads next). Within a group, one
+// row's tile spreads its lines over its steps (PrefetchCursor). Shared by the AVX2 and
 // VNNI kernels; defined in portable code.
 struct QuantPrefetch {
   const unsigned char* from = nullptr;
@@ -162,6 +163,37 @@ struct QuantPrefetch {
 };
 inline constexpr int64_t kQuantPrefetchBytes = 16384;
 QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, int tile);
+
+// Group `group`'s prefetches (its share of a QuantPrefetch) issued a line or two at a
+// time over the kernel's first `passes` passes over the group (its steps, or pairs of
+// steps), evenly; or all at once at the group's start for passes = 0. Issued at once, one
+// row's lines fill the core's queue of memory requests and the arithmetic behind them
+// waits on it: one row of the ~1.1B models, whose weights no cache holds, ran its
+// arithmetic and its waits on memory one after the other (docs/benchmarks.md, "Prefetches
+// spread over a group's steps"). A pass is an add and a compare (a Bresenham step); tiles
+// of several rows, bound by their arithmetic, take the burst: prefetch arithmetic in every
+// step cost their 16-row forwards and prefills 6-18%.
+class PrefetchCursor {
+ public:
+  PrefetchCursor(const QuantPrefetch& p, int64_t group, int64_t passes)
+      : next_(p.from + group * p.lines * 64),
+        end_(next_ + p.lines * 64),
+        lines_(passes > 0 ? p.lines : 0),
+        passes_(passes > 0 ? passes : 1) {
+    if (passes > 0) return;
+    for (int64_t l = 0; l < p.lines; ++l, next_ += 64) __builtin_prefetch(next_, 0, 2);
+  }
+  void Pass() {
+    for (credit_ += lines_; credit_ >= passes_ && next_ < end_; credit_ -= passes_, next_ += 64) {
+      __builtin_prefetch(next_, 0, 2);  // prefetcht1: into L2
+    }
+  }
+
+ private:
+  const unsigned char* next_;
+  const unsigned char* end_;
+  int64_t lines_, passes_, credit_ = 0;
+};
 
 // x (rows x in, f32) into QuantizedRows' arrays (in a multiple of 32). The paths give
 // the same bytes: d = amax / 127, q = nearest-even(x * (1 / d)).

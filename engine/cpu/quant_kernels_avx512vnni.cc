@@ -105,10 +105,9 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
   }
   for (int64_t g = g0; g < g1; ++g) {
     const unsigned char* group = panel + (g - g0) * group_bytes;
-    const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
-    for (int64_t l = 0; l < prefetch.lines; ++l) {
-      _mm_prefetch(reinterpret_cast<const char*>(ahead + l * 64), _MM_HINT_T1);
-    }
+    // One row's tile spreads the group's lines over the first half of its S / 4 steps, as
+    // the AVX2 kernel does; a tile of several rows takes them at once.
+    PrefetchCursor lines(prefetch, g - g0, R == 1 ? S / 8 : 0);
     const int8_t* xq[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) xq[r] = qx.q + (first_row + r) * in + g * S;
@@ -128,6 +127,7 @@ void QuantTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row
     [[maybe_unused]] __m512i odd01 = _mm512_setzero_si512(), odd23 = _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int step = 0; step < S / 4; ++step) {
+      if constexpr (R == 1) lines.Pass();
       __m512i w01, w23;
       LoadStepCodes<kNib, kQuarterBytes>(group, step, &w01, &w23, &odd01, &odd23);
       if constexpr (kSigned) {
@@ -211,10 +211,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   }
   for (int64_t g = g0; g < g1; ++g) {
     const unsigned char* group = panel + (g - g0) * group_bytes;
-    // The super-block's prefetches spread over its sub-blocks: requested all at once
-    // (90 lines for Q4_K) they stall the loads behind them.
-    const unsigned char* ahead = prefetch.from + (g - g0) * prefetch.lines * 64;
-    const int64_t per_pass = (prefetch.lines + kSubs - 1) / kSubs;
+    PrefetchCursor lines(prefetch, g - g0, 64);  // over all 64 steps, as the AVX2 kernel
     const int8_t* xq[R];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) xq[r] = qx.q256 + (first_row + r) * in + g * 256;
@@ -223,9 +220,6 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
     for (int r = 0; r < R; ++r) isum[r][0] = isum[r][1] = _mm512_setzero_si512();
 #pragma GCC unroll 1
     for (int sb = 0; sb < kSubs; ++sb) {
-      for (int64_t line = sb * per_pass; line < std::min(prefetch.lines, (sb + 1) * per_pass); ++line) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + line * 64), _MM_HINT_T1);
-      }
       const unsigned char* codes = group + sb * kCodeBytes;
       __m512i dot[R][2];
 #pragma GCC unroll 8
@@ -247,6 +241,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       }
 #pragma GCC unroll 8
       for (int step = 0; step < S / 4; ++step) {
+        lines.Pass();
         __m512i w01, w23;
         LoadStepCodes<kNib, kQuarterBytes>(codes, step, &w01, &w23, &odd01, &odd23);
         if constexpr (kHigh > 0) {
