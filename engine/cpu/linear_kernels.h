@@ -170,9 +170,11 @@ QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, i
 // row's lines fill the core's queue of memory requests and the arithmetic behind them
 // waits on it: one row of the ~1.1B models, whose weights no cache holds, ran its
 // arithmetic and its waits on memory one after the other (docs/benchmarks.md, "Prefetches
-// spread over a group's steps"). A pass is an add and a compare (a Bresenham step); tiles
-// of several rows, bound by their arithmetic, take the burst: prefetch arithmetic in every
-// step cost their 16-row forwards and prefills 6-18%.
+// spread over a group's steps"). A pass is an add and a compare (a Bresenham step). The
+// 32-element kernels' tiles of several rows, bound by their arithmetic, take the burst:
+// prefetch arithmetic in every step cost the ~110M Q8_0 model's 16-row forwards and
+// prefills on AVX2 6-18%; the super-block kernels' tiles spread theirs at every row count,
+// where their 16-row forwards read the same either way.
 class PrefetchCursor {
  public:
   PrefetchCursor(const QuantPrefetch& p, int64_t group, int64_t passes)
