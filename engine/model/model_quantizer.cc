@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -32,12 +33,16 @@ std::string QuantizeSummary::Describe(DType type) const {
   }
   if (kept > 0) absl::StrAppendFormat(&out, ", %d kept as they were (rows not whole blocks of 32)", kept);
   absl::StrAppendFormat(&out, ", %.1f MB -> %.1f MB", bytes_before / 1e6, bytes_after / 1e6);
+  if (weights > 0 && seconds > 0) {
+    absl::StrAppendFormat(&out, " in %.2f s (%.0f M weights/s)", seconds, static_cast<double>(weights) / seconds / 1e6);
+  }
   return out;
 }
 
 QuantizeSummary QuantizeModel(Model& model, DType type, int threads) {
   QuantizeSummary summary;
   if (!IsQuantized(type)) return summary;
+  const auto start = std::chrono::steady_clock::now();
   ModelWeights& w = model.weights;
   const bool tied = w.output.data == w.tok_embeddings.data;
   std::vector<TensorRef*> matrices = {&w.tok_embeddings};
@@ -54,9 +59,11 @@ QuantizeSummary QuantizeModel(Model& model, DType type, int threads) {
     if (t.cols() % DTypeBlockElements(type) == 0) {
       target[i] = type;
       ++summary.quantized;
+      summary.weights += t.numel();
     } else if (t.cols() % 32 == 0) {
       target[i] = DType::kQ8_0;
       ++summary.fallback_q8_0;
+      summary.weights += t.numel();
     } else {
       ++summary.kept;
       summary.bytes_after += t.nbytes();
@@ -92,6 +99,7 @@ QuantizeSummary QuantizeModel(Model& model, DType type, int threads) {
     w.storage.push_back(buffers[i]);
   }
   if (tied) w.output = w.tok_embeddings;
+  summary.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return summary;
 }
 

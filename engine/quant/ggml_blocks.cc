@@ -5,8 +5,14 @@
 #include <cmath>
 #include <cstring>
 
+#include "engine/quant/sub_block_fit.h"
+
 namespace crossreg::quant {
 namespace {
+
+using internal::BestCode;
+using internal::Inverse;
+using internal::RoundClamped;
 
 // Byte offsets inside each block (the layouts in the header).
 constexpr int kQ8_0Qs = 2;
@@ -75,18 +81,6 @@ uint16_t ToF16NotSmaller(float v) {
 float SanitizedInput(float v) {
   if (!std::isfinite(v)) return 0.0f;
   return std::clamp(v, -kLargestInput, kLargestInput);
-}
-
-// Nearest integer in [lo, hi] (halves away from zero, as roundf), NaN giving lo. Clipping
-// comes first so a huge or infinite ratio never reaches the integer conversion. The K-quant
-// fits call this for every element of every trial grid, so it avoids a libm call and
-// branches (the fractions are random: mispredictions cost more than the arithmetic).
-int RoundClamped(float v, int lo, int hi) {
-  v = v > static_cast<float>(lo) ? v : static_cast<float>(lo);
-  v = v < static_cast<float>(hi) ? v : static_cast<float>(hi);
-  const int whole = static_cast<int>(v);             // toward zero
-  const float frac = v - static_cast<float>(whole);  // exact, |v| being small
-  return whole + static_cast<int>(frac >= 0.5f) - static_cast<int>(frac <= -0.5f);
 }
 
 // ggml's packing of eight 6-bit scales and eight 6-bit mins into 12 bytes: the first
@@ -299,150 +293,6 @@ void DequantizeQ6_K(const uint8_t* b, float* y) {
   }
 }
 
-// ---- Quantizer fits ----
-
-// The code in qlo..qhi whose value scale * q - min is nearest x, given inv_scale =
-// 1 / scale (a zero scale, inv_scale 0, has only the value -min: code 0, or qlo where
-// 0 is out of range).
-int BestCode(float x, float inv_scale, float min, int qlo, int qhi) {
-  return RoundClamped((x + min) * inv_scale, qlo, qhi);
-}
-
-float Inverse(float scale) { return scale != 0.0f ? 1.0f / scale : 0.0f; }
-
-// Squared error of n values against one scale and min, each at its best code.
-float SubBlockError(const float* x, int n, float scale, float min, int qlo, int qhi) {
-  const float inv_scale = Inverse(scale);
-  float err = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    const int q = BestCode(x[i], inv_scale, min, qlo, qhi);
-    const float diff = scale * static_cast<float>(q) - min - x[i];
-    err += diff * diff;
-  }
-  return err;
-}
-
-// Sums over a sub-block and its codes from which least squares fits a scale and an
-// offset, and tells the squared error of that fit without another pass over the values.
-struct CodeSums {
-  double count = 0, q = 0, x = 0, qq = 0, qx = 0, xx = 0;
-  void Add(double code, double value) {
-    count += 1;
-    q += code;
-    x += value;
-    qq += code * code;
-    qx += code * value;
-    xx += value * value;
-  }
-  double Error(double s, double b) const {  // sum of (s*q + b - x)^2
-    return xx + s * s * qq + count * b * b + 2 * (s * b * q - s * qx - b * x);
-  }
-};
-
-// Least squares x ~ s*q - m over the codes in `sums`, with m >= 0 (mins are stored
-// unsigned, so the grid must reach down to 0 or below). False when no positive s fits.
-bool FitToCodes(const CodeSums& sums, float* scale, float* min) {
-  const double det = sums.count * sums.qq - sums.q * sums.q;
-  if (!(det > 0)) return false;
-  double s = (sums.count * sums.qx - sums.q * sums.x) / det;
-  double b = (sums.x - s * sums.q) / sums.count;
-  if (b > 0) {
-    b = 0;
-    s = sums.qx / sums.qq;
-  }
-  if (!(s > 0)) return false;
-  *scale = static_cast<float>(s);
-  *min = static_cast<float>(-b);
-  return true;
-}
-
-// Grid widths from (steps - 1) to (steps + 1) steps across a sub-block's span: a slightly
-// finer or coarser grid often lands more values near grid points than the plain span.
-constexpr int kGridTrials = 4;
-float GridSteps(int steps, int trial) {
-  return static_cast<float>(steps) - 1.0f + 2.0f * static_cast<float>(trial) / kGridTrials;
-}
-// Rounds of re-picking codes for the best fit and fitting again.
-constexpr int kRefits = 2;
-
-// Per-sub-block fit for the K-quants: x ~ scale * q - min with q in 0..nmax, scale >= 0
-// and min >= 0. Each trial grid's codes get a least-squares scale and min; the best fit
-// then alternates a few times between picking codes and refitting.
-void FitScaleMin(const float* x, int n, int nmax, float* scale, float* min) {
-  float lo = 0.0f, hi = x[0];
-  for (int i = 0; i < n; ++i) {
-    lo = std::min(lo, x[i]);
-    hi = std::max(hi, x[i]);
-  }
-  if (!(hi > lo)) {  // every value equal and <= 0 (zero included): the min alone says it
-    *scale = 0.0f;
-    *min = -lo;
-    return;
-  }
-  float best_scale = (hi - lo) / static_cast<float>(nmax);
-  float best_min = -lo;
-  double best_err = SubBlockError(x, n, best_scale, best_min, 0, nmax);
-  for (int t = 0; t <= kGridTrials; ++t) {
-    const float inv_step = GridSteps(nmax, t) / (hi - lo);
-    CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(RoundClamped((x[i] - lo) * inv_step, 0, nmax), x[i]);
-    float s, m;
-    if (!FitToCodes(sums, &s, &m)) continue;
-    const double err = sums.Error(s, -m);
-    if (err < best_err) {
-      best_err = err;
-      best_scale = s;
-      best_min = m;
-    }
-  }
-  for (int round = 0; round < kRefits; ++round) {
-    const float inv_scale = Inverse(best_scale);
-    CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, best_min, 0, nmax), x[i]);
-    float s, m;
-    if (!FitToCodes(sums, &s, &m)) break;
-    best_scale = s;
-    best_min = m;
-  }
-  *scale = best_scale;
-  *min = best_min;
-}
-
-// Q6_K's and Q3_K's per-sub-block fit: x ~ scale * q with q in -half..half-1 (32 for
-// Q6_K, 4 for Q3_K). The scale takes either sign so that the value of largest magnitude
-// can sit at the -half end, one step wider.
-float FitSymmetricScale(const float* x, int n, int half) {
-  const int qlo = -half, qhi = half - 1;
-  float extreme = 0.0f;
-  for (int i = 0; i < n; ++i) {
-    if (std::fabs(x[i]) > std::fabs(extreme)) extreme = x[i];
-  }
-  if (extreme == 0.0f) return 0.0f;
-  float best_scale = extreme / static_cast<float>(qlo);
-  double best_err = SubBlockError(x, n, best_scale, 0.0f, qlo, qhi);
-  for (int t = 0; t <= kGridTrials; ++t) {
-    const float inv_scale = -GridSteps(half, t) / extreme;
-    CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(RoundClamped(x[i] * inv_scale, qlo, qhi), x[i]);
-    if (!(sums.qq > 0)) continue;
-    const double s = sums.qx / sums.qq;
-    if (s == 0) continue;
-    const double err = sums.Error(s, 0);
-    if (err < best_err) {
-      best_err = err;
-      best_scale = static_cast<float>(s);
-    }
-  }
-  for (int round = 0; round < kRefits; ++round) {
-    const float inv_scale = Inverse(best_scale);
-    CodeSums sums;
-    for (int i = 0; i < n; ++i) sums.Add(BestCode(x[i], inv_scale, 0.0f, qlo, qhi), x[i]);
-    if (!(sums.qq > 0)) break;
-    best_scale = static_cast<float>(sums.qx / sums.qq);
-  }
-  return best_scale;
-}
-
 // ---- Quantize, one block each ----
 
 void QuantizeQ8_0(const float* x, uint8_t* b) {
@@ -484,9 +334,9 @@ struct KQuantFit {
 
 KQuantFit FitKQuantScales(const float* x, int sub, int count, int nmax, int levels, int* codes) {
   float sub_scale[kSubBlocks16], sub_min[kSubBlocks16];
+  internal::FitScaleMins(x, sub, count, nmax, sub_scale, sub_min);
   float max_scale = 0.0f, max_min = 0.0f;
   for (int j = 0; j < count; ++j) {
-    FitScaleMin(x + sub * j, sub, nmax, &sub_scale[j], &sub_min[j]);
     max_scale = std::max(max_scale, sub_scale[j]);
     max_min = std::max(max_min, sub_min[j]);
   }
@@ -497,36 +347,44 @@ KQuantFit FitKQuantScales(const float* x, int sub, int count, int nmax, int leve
   const float dmin = F16ToF32(fit.dmin_bits);
   // Rounding each fitted scale and min to its step is not always best once the codes can
   // move too (most of all where d is an f16 subnormal, with few significant bits): a
-  // step either way is tried for the scale, then for the min.
+  // step either way is tried for the scale, then for the min, every sub-block at once.
   int* sc = fit.sc;
   int* m = fit.m;
   for (int j = 0; j < count; ++j) {
-    const float* xj = x + sub * j;
-    auto error = [&](int sc_try, int m_try) {
-      return SubBlockError(xj, sub, d * static_cast<float>(sc_try), dmin * static_cast<float>(m_try), 0, nmax);
-    };
     sc[j] = d > 0.0f ? RoundClamped(sub_scale[j] / d, 0, levels) : 0;
     m[j] = dmin > 0.0f ? RoundClamped(sub_min[j] / dmin, 0, levels) : 0;
-    float best_err = error(sc[j], m[j]);
-    const int sc_near = sc[j];
-    for (int sc_try : {sc_near - 1, sc_near + 1}) {
-      if (sc_try < 0 || sc_try > levels) continue;
-      const float err = error(sc_try, m[j]);
-      if (err < best_err) {
-        best_err = err;
-        sc[j] = sc_try;
-      }
-    }
-    const int m_near = m[j];
-    for (int m_try : {m_near - 1, m_near + 1}) {
-      if (m_try < 0 || m_try > levels) continue;
-      const float err = error(sc[j], m_try);
-      if (err < best_err) {
-        best_err = err;
-        m[j] = m_try;
-      }
-    }
   }
+  auto errors = [&](const int* sc_try, const int* m_try, float* err) {
+    float scale[kSubBlocks16], min[kSubBlocks16];
+    for (int j = 0; j < count; ++j) {
+      scale[j] = d * static_cast<float>(sc_try[j]);
+      min[j] = dmin * static_cast<float>(m_try[j]);
+    }
+    internal::SubBlockErrors(x, sub, count, scale, min, 0, nmax, err);
+  };
+  float best_err[kSubBlocks16];
+  errors(sc, m, best_err);
+  // `field` (sc or m) a step either way of where it is now, each step kept where it fits
+  // its sub-block better than everything tried before it.
+  auto try_steps = [&](int* field, bool is_scale) {
+    int near[kSubBlocks16];
+    std::copy(field, field + count, near);
+    for (int delta : {-1, 1}) {
+      int trial[kSubBlocks16];
+      float err[kSubBlocks16];
+      for (int j = 0; j < count; ++j) trial[j] = near[j] + delta;
+      errors(is_scale ? trial : sc, is_scale ? m : trial, err);
+      for (int j = 0; j < count; ++j) {
+        if (trial[j] < 0 || trial[j] > levels) continue;
+        if (err[j] < best_err[j]) {
+          best_err[j] = err[j];
+          field[j] = trial[j];
+        }
+      }
+    }
+  };
+  try_steps(sc, true);
+  try_steps(m, false);
   // Codes against the values a decoder will compute.
   for (int j = 0; j < count; ++j) {
     const float scale = d * static_cast<float>(sc[j]);
@@ -575,23 +433,36 @@ void QuantizeQ5_K(const float* x, uint8_t* b) {
 // 6-bit scales, each sub-block the better neighbour of its rounded step count.
 uint16_t FitSignedScales(const float* x, int half, int steps, int* scales) {
   float sub_scale[kSubBlocks16];
+  internal::FitSymmetricScales(x, 16, kSubBlocks16, half, sub_scale);
   float extreme = 0.0f;
   for (int j = 0; j < kSubBlocks16; ++j) {
-    sub_scale[j] = FitSymmetricScale(x + 16 * j, 16, half);
     if (std::fabs(sub_scale[j]) > std::fabs(extreme)) extreme = sub_scale[j];
   }
   const uint16_t d_bits = ToF16NotSmaller(extreme / static_cast<float>(-steps));
   const float d = F16ToF32(d_bits);
+  const float no_min[kSubBlocks16] = {};
+  auto errors = [&](const int* steps_try, float* err) {
+    float scale[kSubBlocks16];
+    for (int j = 0; j < kSubBlocks16; ++j) scale[j] = d * static_cast<float>(steps_try[j]);
+    internal::SubBlockErrors(x, 16, kSubBlocks16, scale, no_min, -half, half - 1, err);
+  };
+  int near[kSubBlocks16];
   for (int j = 0; j < kSubBlocks16; ++j) {
-    const int near = d != 0.0f ? RoundClamped(sub_scale[j] / d, -steps, steps - 1) : 0;
-    scales[j] = near;
-    float best_err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(near), 0.0f, -half, half - 1);
-    for (int sc_try : {near - 1, near + 1}) {
-      if (sc_try < -steps || sc_try > steps - 1) continue;
-      const float err = SubBlockError(x + 16 * j, 16, d * static_cast<float>(sc_try), 0.0f, -half, half - 1);
-      if (err < best_err) {
-        best_err = err;
-        scales[j] = sc_try;
+    near[j] = d != 0.0f ? RoundClamped(sub_scale[j] / d, -steps, steps - 1) : 0;
+    scales[j] = near[j];
+  }
+  float best_err[kSubBlocks16];
+  errors(near, best_err);
+  for (int delta : {-1, 1}) {
+    int trial[kSubBlocks16];
+    float err[kSubBlocks16];
+    for (int j = 0; j < kSubBlocks16; ++j) trial[j] = near[j] + delta;
+    errors(trial, err);
+    for (int j = 0; j < kSubBlocks16; ++j) {
+      if (trial[j] < -steps || trial[j] > steps - 1) continue;
+      if (err[j] < best_err[j]) {
+        best_err[j] = err[j];
+        scales[j] = trial[j];
       }
     }
   }
@@ -609,9 +480,10 @@ void QuantizeQ6_K(const float* x, uint8_t* b) {
   uint8_t* qh = b + kQ6KQh;
   std::memset(ql, 0, kSuperBlock / 2);
   std::memset(qh, 0, kSuperBlock / 4);
+  float inv_scale[kSubBlocks16];
+  for (int j = 0; j < kSubBlocks16; ++j) inv_scale[j] = Inverse(d * static_cast<float>(scales[j]));
   for (int e = 0; e < kSuperBlock; ++e) {
-    const float inv_scale = Inverse(d * static_cast<float>(scales[e / 16]));
-    const int q = BestCode(x[e], inv_scale, 0.0f, -32, 31) + 32;
+    const int q = BestCode(x[e], inv_scale[e / 16], 0.0f, -32, 31) + 32;
     ql[Q6KLowByte(e)] |= static_cast<uint8_t>((q & 15) << Q6KLowShift(e));
     qh[Q6KHighByte(e)] |= static_cast<uint8_t>((q >> 4) << Q6KHighShift(e));
   }
@@ -686,9 +558,10 @@ void QuantizeQ3_K(const float* x, uint8_t* b) {
   uint8_t* qs = b + kQ3KQs;
   std::memset(hmask, 0, kSuperBlock / 8);
   std::memset(qs, 0, kSuperBlock / 4);
+  float inv_scale[kSubBlocks16];
+  for (int j = 0; j < kSubBlocks16; ++j) inv_scale[j] = Inverse(d * static_cast<float>(scales[j]));
   for (int e = 0; e < kSuperBlock; ++e) {
-    const float inv_scale = Inverse(d * static_cast<float>(scales[e / 16]));
-    const int q = BestCode(x[e], inv_scale, 0.0f, -4, 3) + 4;  // 0..7: the third bit set means no -4
+    const int q = BestCode(x[e], inv_scale[e / 16], 0.0f, -4, 3) + 4;  // 0..7: the third bit set means no -4
     qs[Q2KByte(e)] |= static_cast<uint8_t>((q & 3) << Q2KShift(e));
     hmask[e % 32] |= static_cast<uint8_t>((q >> 2) << Q3KHighBit(e));
   }
