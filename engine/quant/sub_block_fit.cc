@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-
-#include "engine/cpu/cpu_features.h"
+#include <cstdlib>
+#include <cstring>
 
 namespace crossreg::quant::internal {
 namespace {
@@ -41,10 +41,14 @@ struct CodeSums {
 };
 
 // The lane forms run where the CPU has AVX2, for the shapes they take: 8 sub-blocks of
-// 32, or 16 of 16 as two groups of 8 (the sub-blocks are independent).
-// CROSSREG_SIMD=scalar keeps the one-sub-block forms (the results are the same).
+// 32, or 16 of 16 as two groups of 8 (the sub-blocks are independent). CROSSREG_SIMD=scalar
+// keeps the one-sub-block forms (the results are the same). Read here rather than through
+// engine/cpu/cpu_features.h: the quantizer is also built without the CPU backend (fuzz/).
 bool UseLanes(int sub, int count) {
-  static const bool avx2 = cpu::DetectedSimdLevel() >= cpu::SimdLevel::kAvx2;
+  static const bool avx2 = [] {
+    const char* simd = std::getenv("CROSSREG_SIMD");
+    return __builtin_cpu_supports("avx2") && !(simd != nullptr && std::strcmp(simd, "scalar") == 0);
+  }();
   return avx2 && (sub == 32 || sub == 16) && count * sub == 256;
 }
 
