@@ -354,37 +354,41 @@ KQuantFit FitKQuantScales(const float* x, int sub, int count, int nmax, int leve
     sc[j] = d > 0.0f ? RoundClamped(sub_scale[j] / d, 0, levels) : 0;
     m[j] = dmin > 0.0f ? RoundClamped(sub_min[j] / dmin, 0, levels) : 0;
   }
-  auto errors = [&](const int* sc_try, const int* m_try, float* err) {
-    float scale[kSubBlocks16], min[kSubBlocks16];
-    for (int j = 0; j < count; ++j) {
-      scale[j] = d * static_cast<float>(sc_try[j]);
-      min[j] = dmin * static_cast<float>(m_try[j]);
-    }
-    internal::SubBlockErrors(x, sub, count, scale, min, 0, nmax, err);
+  // Scored three trials, then two, a call (internal::SubBlockErrors reads the sub-blocks
+  // in once for a call's trials).
+  float scale[3 * kSubBlocks16], min[3 * kSubBlocks16], err[3 * kSubBlocks16], best_err[kSubBlocks16];
+  auto set = [&](int t, int j, int sc_try, int m_try) {
+    scale[t * count + j] = d * static_cast<float>(sc_try);
+    min[t * count + j] = dmin * static_cast<float>(m_try);
   };
-  float best_err[kSubBlocks16];
-  errors(sc, m, best_err);
-  // `field` (sc or m) a step either way of where it is now, each step kept where it fits
-  // its sub-block better than everything tried before it.
-  auto try_steps = [&](int* field, bool is_scale) {
-    int near[kSubBlocks16];
-    std::copy(field, field + count, near);
-    for (int delta : {-1, 1}) {
-      int trial[kSubBlocks16];
-      float err[kSubBlocks16];
-      for (int j = 0; j < count; ++j) trial[j] = near[j] + delta;
-      errors(is_scale ? trial : sc, is_scale ? m : trial, err);
-      for (int j = 0; j < count; ++j) {
-        if (trial[j] < 0 || trial[j] > levels) continue;
-        if (err[j] < best_err[j]) {
-          best_err[j] = err[j];
-          field[j] = trial[j];
-        }
-      }
-    }
+  // A step is kept where it fits its sub-block better than everything tried before it.
+  auto keep = [&](int* field, int j, int t, int step) {
+    if (step < 0 || step > levels || !(err[t * count + j] < best_err[j])) return;
+    best_err[j] = err[t * count + j];
+    field[j] = step;
   };
-  try_steps(sc, true);
-  try_steps(m, false);
+  for (int j = 0; j < count; ++j) {
+    set(0, j, sc[j], m[j]);
+    set(1, j, sc[j] - 1, m[j]);
+    set(2, j, sc[j] + 1, m[j]);
+  }
+  internal::SubBlockErrors(x, sub, count, 3, scale, min, 0, nmax, err);
+  for (int j = 0; j < count; ++j) {
+    best_err[j] = err[j];
+    const int near = sc[j];
+    keep(sc, j, 1, near - 1);
+    keep(sc, j, 2, near + 1);
+  }
+  for (int j = 0; j < count; ++j) {
+    set(0, j, sc[j], m[j] - 1);
+    set(1, j, sc[j], m[j] + 1);
+  }
+  internal::SubBlockErrors(x, sub, count, 2, scale, min, 0, nmax, err);
+  for (int j = 0; j < count; ++j) {
+    const int near = m[j];
+    keep(m, j, 0, near - 1);
+    keep(m, j, 1, near + 1);
+  }
   // Codes against the values a decoder will compute.
   for (int j = 0; j < count; ++j) {
     const float scale = d * static_cast<float>(sc[j]);
@@ -440,30 +444,24 @@ uint16_t FitSignedScales(const float* x, int half, int steps, int* scales) {
   }
   const uint16_t d_bits = ToF16NotSmaller(extreme / static_cast<float>(-steps));
   const float d = F16ToF32(d_bits);
-  const float no_min[kSubBlocks16] = {};
-  auto errors = [&](const int* steps_try, float* err) {
-    float scale[kSubBlocks16];
-    for (int j = 0; j < kSubBlocks16; ++j) scale[j] = d * static_cast<float>(steps_try[j]);
-    internal::SubBlockErrors(x, 16, kSubBlocks16, scale, no_min, -half, half - 1, err);
-  };
-  int near[kSubBlocks16];
+  // Each sub-block's rounded step count and a step either way, scored in one call; a step
+  // is kept where it fits better than everything tried before it.
+  constexpr int kOffset[3] = {0, -1, 1};  // trial t's step count: the rounded one plus kOffset[t]
+  float scale[3 * kSubBlocks16], err[3 * kSubBlocks16];
+  const float no_min[3 * kSubBlocks16] = {};
   for (int j = 0; j < kSubBlocks16; ++j) {
-    near[j] = d != 0.0f ? RoundClamped(sub_scale[j] / d, -steps, steps - 1) : 0;
-    scales[j] = near[j];
+    scales[j] = d != 0.0f ? RoundClamped(sub_scale[j] / d, -steps, steps - 1) : 0;
+    for (int t = 0; t < 3; ++t) scale[t * kSubBlocks16 + j] = d * static_cast<float>(scales[j] + kOffset[t]);
   }
-  float best_err[kSubBlocks16];
-  errors(near, best_err);
-  for (int delta : {-1, 1}) {
-    int trial[kSubBlocks16];
-    float err[kSubBlocks16];
-    for (int j = 0; j < kSubBlocks16; ++j) trial[j] = near[j] + delta;
-    errors(trial, err);
-    for (int j = 0; j < kSubBlocks16; ++j) {
-      if (trial[j] < -steps || trial[j] > steps - 1) continue;
-      if (err[j] < best_err[j]) {
-        best_err[j] = err[j];
-        scales[j] = trial[j];
-      }
+  internal::SubBlockErrors(x, 16, kSubBlocks16, 3, scale, no_min, -half, half - 1, err);
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    const int near = scales[j];
+    float best_err = err[j];
+    for (int t = 1; t < 3; ++t) {
+      const int step = near + kOffset[t];
+      if (step < -steps || step > steps - 1 || !(err[t * kSubBlocks16 + j] < best_err)) continue;
+      best_err = err[t * kSubBlocks16 + j];
+      scales[j] = step;
     }
   }
   return d_bits;

@@ -137,10 +137,10 @@ float FitSymmetricScale(const float* x, int n, int half) {
   return best_scale;
 }
 
-void SubBlockErrors(const float* x, int sub, int count, const float* scale, const float* min, int qlo, int qhi,
-                    float* err) {
-  if (UseLanes(sub, count)) return SubBlockErrorsAvx2(x, sub, scale, min, qlo, qhi, err);
-  for (int j = 0; j < count; ++j) err[j] = SubBlockError(x + sub * j, sub, scale[j], min[j], qlo, qhi);
+void SubBlockErrors(const float* x, int sub, int count, int trials, const float* scale, const float* min, int qlo,
+                    int qhi, float* err) {
+  if (UseLanes(sub, count)) return SubBlockErrorsAvx2(x, sub, trials, scale, min, qlo, qhi, err);
+  for (int i = 0; i < trials * count; ++i) err[i] = SubBlockError(x + sub * (i % count), sub, scale[i], min[i], qlo, qhi);
 }
 
 void FitScaleMins(const float* x, int sub, int count, int nmax, float* scale, float* min) {

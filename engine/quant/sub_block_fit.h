@@ -71,14 +71,16 @@ float FitSymmetricScale(const float* x, int n, int half);
 // result bitwise the one-sub-block function's. A super-block of 8 sub-blocks of 32 or 16
 // of 16 (the K-quants' shapes) runs as lanes where the CPU has AVX2 (and CROSSREG_SIMD
 // allows it); anything else one sub-block after another.
-void SubBlockErrors(const float* x, int sub, int count, const float* scale, const float* min, int qlo, int qhi,
-                    float* err);
+// SubBlockErrors scores `trials` sets of scales and mins at once (set t's for sub-block j
+// at [t * count + j], its errors likewise), reading the sub-blocks in once for all.
+void SubBlockErrors(const float* x, int sub, int count, int trials, const float* scale, const float* min, int qlo,
+                    int qhi, float* err);
 void FitScaleMins(const float* x, int sub, int count, int nmax, float* scale, float* min);
 void FitSymmetricScales(const float* x, int sub, int count, int half, float* scale);
 
 // The lane forms (sub_block_fit_avx2.cc) for one super-block of 256 elements in
 // sub-blocks of `sub` (32 or 16). Call only where the CPU has AVX2.
-void SubBlockErrorsAvx2(const float* x, int sub, const float* scale, const float* min, int qlo, int qhi,
+void SubBlockErrorsAvx2(const float* x, int sub, int trials, const float* scale, const float* min, int qlo, int qhi,
                         float* err);
 void FitScaleMinsAvx2(const float* x, int sub, int nmax, float* scale, float* min);
 void FitSymmetricScalesAvx2(const float* x, int sub, int half, float* scale);

@@ -243,13 +243,21 @@ void LaneFitSymmetricScale(const float* xin, int half, float* scale) {
 
 }  // namespace
 
-void SubBlockErrorsAvx2(const float* x, int sub, const float* scale, const float* min, int qlo, int qhi,
+void SubBlockErrorsAvx2(const float* x, int sub, int trials, const float* scale, const float* min, int qlo, int qhi,
                         float* err) {
-  for (int g = 0; g < 256 / sub; g += kLanes) {
-    const float* xg = x + sub * g;
-    Store8(sub == 32 ? LaneErrors(SubBlocks<32>(xg), Load8(scale + g), Load8(min + g), qlo, qhi)
-                     : LaneErrors(SubBlocks<16>(xg), Load8(scale + g), Load8(min + g), qlo, qhi),
-           err + g);
+  const int count = 256 / sub;
+  for (int g = 0; g < count; g += kLanes) {
+    auto score = [&](const auto& blocks) {
+      for (int t = 0; t < trials; ++t) {
+        const int at = t * count + g;
+        Store8(LaneErrors(blocks, Load8(scale + at), Load8(min + at), qlo, qhi), err + at);
+      }
+    };
+    if (sub == 32) {
+      score(SubBlocks<32>(x + sub * g));
+    } else {
+      score(SubBlocks<16>(x + sub * g));
+    }
   }
 }
 

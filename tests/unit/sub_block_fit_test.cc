@@ -114,20 +114,25 @@ TEST(SubBlockFitTest, ErrorsEqualOneSubBlockAtATime) {
   std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
   for (const auto& x : Cases()) {
     for (const Shape shape : kShapes) {
-      std::vector<float> scale(shape.count), min(shape.count), want(shape.count), got(shape.count);
-      for (int j = 0; j < shape.count; ++j) {
-        // Zero, negative and tiny scales too: the fits try a step either side of zero.
-        scale[j] = j % 5 == 0 ? 0.0f : uniform(rng) * std::pow(10.0f, static_cast<float>(j % 7) - 5.0f);
-        min[j] = j % 3 == 0 ? 0.0f : uniform(rng);
-        want[j] = SubBlockError(x.data() + shape.sub * j, shape.sub, scale[j], min[j], 0, 15);
-      }
-      SubBlockErrors(x.data(), shape.sub, shape.count, scale.data(), min.data(), 0, 15, got.data());
-      for (int j = 0; j < shape.count; ++j) ASSERT_EQ(Bits(got[j]), Bits(want[j])) << "sub " << shape.sub << " j " << j;
-      if (!HasAvx2()) continue;
-      SubBlockErrorsAvx2(x.data(), shape.sub, scale.data(), min.data(), -32, 31, got.data());
-      for (int j = 0; j < shape.count; ++j) {
-        ASSERT_EQ(Bits(got[j]), Bits(SubBlockError(x.data() + shape.sub * j, shape.sub, scale[j], min[j], -32, 31)))
-            << "avx2 sub " << shape.sub << " j " << j;
+      for (int trials : {1, 3}) {
+        const int n = trials * shape.count;
+        std::vector<float> scale(n), min(n), got(n);
+        for (int i = 0; i < n; ++i) {
+          // Zero, negative and tiny scales too: the fits try a step either side of zero.
+          scale[i] = i % 5 == 0 ? 0.0f : uniform(rng) * std::pow(10.0f, static_cast<float>(i % 7) - 5.0f);
+          min[i] = i % 3 == 0 ? 0.0f : uniform(rng);
+        }
+        // Trial t's set for sub-block j at [t * count + j].
+        auto want = [&](int i, int qlo, int qhi) {
+          return SubBlockError(x.data() + shape.sub * (i % shape.count), shape.sub, scale[i], min[i], qlo, qhi);
+        };
+        SubBlockErrors(x.data(), shape.sub, shape.count, trials, scale.data(), min.data(), 0, 15, got.data());
+        for (int i = 0; i < n; ++i) ASSERT_EQ(Bits(got[i]), Bits(want(i, 0, 15))) << "sub " << shape.sub << " i " << i;
+        if (!HasAvx2()) continue;
+        SubBlockErrorsAvx2(x.data(), shape.sub, trials, scale.data(), min.data(), -32, 31, got.data());
+        for (int i = 0; i < n; ++i) {
+          ASSERT_EQ(Bits(got[i]), Bits(want(i, -32, 31))) << "avx2 sub " << shape.sub << " i " << i;
+        }
       }
     }
   }
