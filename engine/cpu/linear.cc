@@ -71,7 +71,7 @@ int64_t MaxRowTile(SimdLevel level) {
   switch (level) {
     case SimdLevel::kAvx512Bf16:
     case SimdLevel::kAvx512: return 12;
-    case SimdLevel::kAvx2: return 5;
+    case SimdLevel::kAvx2: return 6;
     case SimdLevel::kScalar: return 4;
   }
   return 1;

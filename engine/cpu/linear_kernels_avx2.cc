@@ -10,14 +10,20 @@
 // right after the largest, read one row as dearer than eight.
 //
 // Tiles of 2 and 3 rows run the whole panel (PanelTile: enough independent sums to hide the
-// FMA latency). Tiles of 4 and 5 rows (linear.cc MaxRowTile) run half a panel (16 outputs: the
-// step's first or second 64-byte line): 2 accumulators per row, the half's weights
+// FMA latency). Tiles of 4 to 6 rows (linear.cc MaxRowTile) run half a panel (16 outputs:
+// the step's first or second 64-byte line): 2 accumulators per row, the half's weights
 // converted once per step for every row of the tile (bf16: even and odd values, 4
 // registers), the activations arriving as f32 (bf16 tiles widened once per call,
 // WidenBf16Pairs), so each row costs its broadcasts and FMAs only. A 5-row tile keeps
-// 10 accumulators, 2 live weights, the mask and a broadcast in 14 of the 16 registers (a
-// 6-row one spilled: on a Zen 5 core 5 rows then cost 1.18 ms a default-model forward
-// against 1.65 as 3 + 2, 6 rows no less as one tile, prefill 15% more). A 4-row tile
+// 10 accumulators, 2 live weights, the mask and a broadcast in 14 of the 16 registers (on
+// a Zen 5 core 5 rows cost 1.18 ms a default-model forward against 1.65 as 3 + 2). A 6-row
+// tile's 12 sums leave no register for the mask, so its AND reads the mask from memory
+// (HighHalves; GCC otherwise keeps the constant in a register and spills, and clearing
+// the low halves with two shifts put the conversions on the FMA ports: 6 rows then cost
+// 1.34x 5 rows' time). Every tile converts every step again, so one 6-row tile beats
+// 3 + 3 (the default model's 6-row forward 1.78-1.79 ms against 2.14-2.27 on the AMX
+// Xeon with CROSSREG_SIMD=avx2); staging a K block's weights as f32 once for all the
+// tiles of a call cost more in stores than the conversions it saved. A 4-row tile
 // issues 16 FMAs per step for 4 conversions where a 2-row tile over the whole panel
 // issued 16 for 12. Verify-sized calls take a K block (64 steps, 8 KiB) at a time through every
 // tile and both halves while it sits in L1, so the weights stream from memory once
@@ -103,12 +109,22 @@ inline void PrefetchAt(const PassPrefetch& pf, int64_t i, int64_t pass_steps) {
   if (i + pass_steps < pf.lines) _mm_prefetch(pf.from + (i + pass_steps) * kLine, _MM_HINT_T0);
 }
 
+// v's high 16 bits of every lane, the mask read from memory by the AND itself: GCC keeps
+// a constant in a register, which a 6-row tile does not have.
+alignas(32) constexpr uint32_t kHighMask[8] = {0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u,
+                                               0xffff0000u, 0xffff0000u, 0xffff0000u, 0xffff0000u};
+inline __m256i HighHalves(__m256i v) {
+  __m256i out;
+  asm("vpand %1, %2, %0" : "=x"(out) : "m"(kHighMask), "x"(v));
+  return out;
+}
+
 // R rows over steps [k0, k1) of half `h` of a panel.
 template <int R, bool kBf16>
 void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t k0, int64_t k1,
               const HalfCarry& carry, PassPrefetch prefetch, int64_t width) {
   __m256 acc[R][2];
-#pragma GCC unroll 5
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     for (int q = 0; q < 2; ++q) {
       acc[r][q] = carry.resume ? _mm256_load_ps(carry.data + r * kPanelWidth + 8 * q) : _mm256_setzero_ps();
@@ -126,15 +142,19 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
       // accumulators, the mask and a broadcast fit the 16 registers without spills.
       const __m256 w0e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_load_si256(w), 16));
       const __m256 w1e = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_load_si256(w + 1), 16));
-#pragma GCC unroll 5
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
         const __m256 xe = _mm256_broadcast_ss(x + 2 * r);
         acc[r][0] = _mm256_fmadd_ps(w0e, xe, acc[r][0]);
         acc[r][1] = _mm256_fmadd_ps(w1e, xe, acc[r][1]);
       }
-      const __m256 w0o = _mm256_castsi256_ps(_mm256_and_si256(_mm256_load_si256(w), high));
-      const __m256 w1o = _mm256_castsi256_ps(_mm256_and_si256(_mm256_load_si256(w + 1), high));
-#pragma GCC unroll 5
+      // Six rows hold 12 sums: no register is left for the mask, so the odd values'
+      // low halves are cleared by two shifts instead.
+      const __m256 w0o = _mm256_castsi256_ps(R == 6 ? HighHalves(_mm256_load_si256(w))
+                                                    : _mm256_and_si256(_mm256_load_si256(w), high));
+      const __m256 w1o = _mm256_castsi256_ps(R == 6 ? HighHalves(_mm256_load_si256(w + 1))
+                                                    : _mm256_and_si256(_mm256_load_si256(w + 1), high));
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
         const __m256 xo = _mm256_broadcast_ss(x + 2 * r + 1);
         acc[r][0] = _mm256_fmadd_ps(w0o, xo, acc[r][0]);
@@ -148,7 +168,7 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
       const auto* w = reinterpret_cast<const float*>(p + k * kStepBytes);
       const __m256 w0 = _mm256_load_ps(w);
       const __m256 w1 = _mm256_load_ps(w + 8);
-#pragma GCC unroll 5
+#pragma GCC unroll 6
       for (int r = 0; r < R; ++r) {
         const __m256 xb = _mm256_broadcast_ss(x + r);
         acc[r][0] = _mm256_fmadd_ps(w0, xb, acc[r][0]);
@@ -157,7 +177,7 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
     }
   }
   if (!carry.final) {
-#pragma GCC unroll 5
+#pragma GCC unroll 6
     for (int r = 0; r < R; ++r) {
       _mm256_store_ps(carry.data + r * kPanelWidth, acc[r][0]);
       _mm256_store_ps(carry.data + r * kPanelWidth + 8, acc[r][1]);
@@ -172,7 +192,7 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
   const __m256i m0 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(half_width)), lane);
   const __m256i m1 = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(half_width - 8)), lane);
   float* y = a.y + tile.first_row * a.y_stride + j * kPanelWidth + 16 * h;
-#pragma GCC unroll 5
+#pragma GCC unroll 6
   for (int r = 0; r < R; ++r) {
     _mm256_maskstore_ps(y + r * a.y_stride, m0, acc[r][0]);
     _mm256_maskstore_ps(y + r * a.y_stride + 8, m1, acc[r][1]);
@@ -270,6 +290,7 @@ template <bool kBf16>
 void RunHalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t k0, int64_t k1,
                  const HalfCarry& carry, PassPrefetch prefetch, int64_t width) {
   switch (tile.rows) {
+    case 6: return HalfTile<6, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
     case 5: return HalfTile<5, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
     case 4: return HalfTile<4, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);
     case 3: return HalfTile<3, kBf16>(a, j, tile, h, k0, k1, carry, prefetch, width);

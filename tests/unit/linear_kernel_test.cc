@@ -228,6 +228,29 @@ TEST(LinearKernelPathsTest, EveryPathAgreesWithThePortableOne) {
   }
 }
 
+// The AVX2 kernels add each output's products of bf16 panels in the portable kernel's
+// order, whatever tile a row lands in (1 to 6 rows, the 6-row tile's odd values masked by
+// an AND from memory, whole-panel 2- and 3-row tiles, several tiles a call, and prefill's
+// unblocked loop): the same bits. (A product of two bf16 values is exact in f32, so a
+// fused multiply-add rounds as the portable multiply and add do; f32 panels' do not.)
+TEST(LinearKernelPathsTest, Avx2EqualsThePortableKernelBitwise) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  Rng rng(41);
+  ThreadPool pool(2);
+  for (int64_t in : {1, 130, 301}) {
+    auto w = MakeWeight(DType::kBF16, 83, in, rng);
+    const PackedWeights packed = PackedWeights::Pack(w.ref);
+    for (int64_t rows : {1, 2, 3, 4, 5, 6, 7, 8, 11, 12, 13, 16, 17, 50}) {
+      const auto x = RandomRows(rows, in, rng);
+      std::vector<float> portable(static_cast<size_t>(rows * 83), -7.0f), avx2(portable.size(), -9.0f);
+      Linear(packed, x.data(), rows, portable.data(), pool, SimdLevel::kScalar);
+      Linear(packed, x.data(), rows, avx2.data(), pool, SimdLevel::kAvx2);
+      ASSERT_EQ(0, std::memcmp(portable.data(), avx2.data(), sizeof(float) * avx2.size()))
+          << "in=" << in << " rows=" << rows;
+    }
+  }
+}
+
 // The AVX-512 packing of activation tiles (16 rows transposed in registers) writes the
 // same bits as the portable loop: tiles of 1 to 25 rows (past one 16-row group), widths
 // that end mid-vector, a NaN and a value that rounds up.
