@@ -287,6 +287,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     uint32_t* const packed = x_bf16.data();
     float* const wide = x_wide.data();
     auto pack = [&](int64_t begin, int64_t end) {
+      if (level == SimdLevel::kAvx2) return internal::PackRowTilesWideAvx2(x, in, plan, starts, wide, begin, end);
       internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
       if (!widened) return;
       for (int64_t t = begin; t < end; ++t) {
@@ -395,15 +396,22 @@ void LinearEach(const LinearJob* jobs, int count, int64_t rows, ThreadPool& pool
     } else {
       buf.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
       starts = internal::RowTileStartsBf16(in, plan);
-      internal::PackRowTilesBf16Range(jobs[i].x, in, plan, starts, buf.data(), avx512, 0,
-                                      static_cast<int64_t>(plan.size()));
+      if (level != SimdLevel::kAvx2) {  // AVX2 packs straight into the widened floats below
+        internal::PackRowTilesBf16Range(jobs[i].x, in, plan, starts, buf.data(), avx512, 0,
+                                        static_cast<int64_t>(plan.size()));
+      }
     }
     if (tiles[static_cast<size_t>(i)].empty()) {  // (AMX row tiles are made above)
       const bool wide = widened && w.format() == PanelFormat::kBf16;
       std::vector<float>& wide_buf = widened_x[static_cast<size_t>(i)];
       if (wide) {
         wide_buf.resize(2 * buf.size());
-        internal::WidenBf16Pairs(buf.data(), 0, static_cast<int64_t>(buf.size()), wide_buf.data());
+        if (level == SimdLevel::kAvx2) {
+          internal::PackRowTilesWideAvx2(jobs[i].x, in, plan, starts, wide_buf.data(), 0,
+                                         static_cast<int64_t>(plan.size()));
+        } else {
+          internal::WidenBf16Pairs(buf.data(), 0, static_cast<int64_t>(buf.size()), wide_buf.data());
+        }
       }
       for (size_t t = 0; t < plan.size(); ++t) {
         const void* tile_x = wide ? static_cast<const void*>(wide_buf.data() + 2 * starts[t])

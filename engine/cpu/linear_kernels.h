@@ -224,5 +224,11 @@ void PackRowTilesBf16Range(const float* x, int64_t in, const std::vector<std::pa
 // the even value then the odd one, exactly (a bf16 is the top half of its f32). Pairs
 // [begin, end) of `pairs` into floats [2 begin, 2 end) of `out`: tile starts double.
 void WidenBf16Pairs(const uint32_t* pairs, int64_t begin, int64_t end, float* out);
+// AVX2: tiles [begin, end) rounded straight into WidenBf16Pairs' layout (a tile's floats
+// from twice its start in `starts`), eight values a vector: the bits of packing and then
+// widening, without the pairs in between. A verify step's tiles are packed on one core
+// while the other waits, so this runs in the forward's serial part.
+void PackRowTilesWideAvx2(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                          const std::vector<int64_t>& starts, float* out, int64_t begin, int64_t end);
 
 }  // namespace crossreg::cpu::internal

@@ -35,8 +35,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
+#include "engine/dtype.h"
 
 namespace crossreg::cpu::internal {
 namespace {
@@ -352,6 +354,57 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
 }
 
 }  // namespace
+
+namespace {
+
+// F32ToBf16 (nearest even; a NaN keeps its sign and top bits, made quiet) in 8 lanes,
+// as the f32 whose top half it is.
+inline __m256i RoundToBf16(__m256i bits) {
+  const __m256i top = _mm256_set1_epi32(static_cast<int>(0xffff0000u));
+  const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff)),
+                                         _mm256_set1_epi32(0x7f800000));
+  const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  const __m256i rounded =
+      _mm256_and_si256(_mm256_add_epi32(bits, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb)), top);
+  const __m256i quiet = _mm256_or_si256(_mm256_and_si256(bits, top), _mm256_set1_epi32(0x00400000));
+  return _mm256_blendv_epi8(rounded, quiet, nan);
+}
+
+inline float RoundToBf16(float v) {
+  const uint32_t bits = static_cast<uint32_t>(F32ToBf16(v)) << 16;
+  float out;
+  std::memcpy(&out, &bits, sizeof out);
+  return out;
+}
+
+}  // namespace
+
+void PackRowTilesWideAvx2(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
+                          const std::vector<int64_t>& starts, float* out, int64_t begin, int64_t end) {
+  for (int64_t t = begin; t < end; ++t) {
+    const auto [first, rows] = tiles[static_cast<size_t>(t)];
+    // Pair p of row r sits at floats 2 (p rows + r) of the tile: a row's values go out
+    // two at a time, rows * 2 floats apart.
+    const int64_t stride = 2 * rows;
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x + (first + r) * in;
+      float* o = out + 2 * starts[static_cast<size_t>(t)] + 2 * r;
+      int64_t i = 0;
+      for (; i + 8 <= in; i += 8) {
+        const __m256i v = RoundToBf16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(xr + i)));
+        const __m128 lo = _mm_castsi128_ps(_mm256_castsi256_si128(v));
+        const __m128 hi = _mm_castsi128_ps(_mm256_extracti128_si256(v, 1));
+        float* at = o + (i / 2) * stride;
+        _mm_storel_pi(reinterpret_cast<__m64*>(at), lo);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(at + stride), lo);
+        _mm_storel_pi(reinterpret_cast<__m64*>(at + 2 * stride), hi);
+        _mm_storeh_pi(reinterpret_cast<__m64*>(at + 3 * stride), hi);
+      }
+      for (; i < in; ++i) o[(i / 2) * stride + (i & 1)] = RoundToBf16(xr[i]);
+      if (in % 2 != 0) o[(in / 2) * stride + 1] = 0.0f;  // K padded to whole pairs
+    }
+  }
+}
 
 void PanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
   if (a.w->format() == PanelFormat::kF32) {

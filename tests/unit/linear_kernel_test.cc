@@ -251,6 +251,38 @@ TEST(LinearKernelPathsTest, Avx2EqualsThePortableKernelBitwise) {
   }
 }
 
+// The AVX2 packer rounds rows straight into the widened kernel's floats: the same bits as
+// rounding to pairs and widening them, for tiles of 1 to 7 rows, odd and even widths, and
+// values that round up, tie to even, overflow to infinity, or are NaN.
+TEST(PackRowTilesTest, Avx2WidePackingEqualsPackingThenWidening) {
+  if (DetectedSimdLevel() < SimdLevel::kAvx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  Rng rng(17);
+  const uint32_t specials[] = {0x7fc00001u, 0xffc12345u, 0x7f800001u, 0x7f800000u, 0xff800000u, 0x80000000u,
+                               0x00000001u, 0x3f808000u, 0x3f818000u, 0x3f80ffffu, 0x7f7fffffu, 0x00ffffffu};
+  for (int64_t in : {1, 2, 7, 8, 9, 16, 33, 70}) {
+    for (int64_t rows : {1, 2, 3, 5, 6, 7}) {
+      std::vector<float> x = RandomRows(rows, in, rng);
+      for (size_t i = 0; i < x.size(); i += 3) {
+        const uint32_t bits = specials[(i / 3) % std::size(specials)];
+        std::memcpy(&x[i], &bits, sizeof bits);
+      }
+      const std::vector<std::vector<std::pair<int64_t, int64_t>>> plans = {
+          {{0, rows}}, internal::PlanRowTiles(rows, 2), internal::PlanRowTiles(rows, 6)};
+      for (const auto& plan : plans) {
+        const auto starts = internal::RowTileStartsBf16(in, plan);
+        std::vector<uint32_t> pairs(static_cast<size_t>(rows * ((in + 1) / 2)));
+        internal::PackRowTilesBf16Range(x.data(), in, plan, starts, pairs.data(), /*avx512=*/false, 0,
+                                        static_cast<int64_t>(plan.size()));
+        std::vector<float> want(2 * pairs.size()), got(2 * pairs.size(), -3.0f);
+        internal::WidenBf16Pairs(pairs.data(), 0, static_cast<int64_t>(pairs.size()), want.data());
+        internal::PackRowTilesWideAvx2(x.data(), in, plan, starts, got.data(), 0, static_cast<int64_t>(plan.size()));
+        ASSERT_EQ(0, std::memcmp(want.data(), got.data(), sizeof(float) * got.size()))
+            << "in=" << in << " rows=" << rows << " tiles=" << plan.size();
+      }
+    }
+  }
+}
+
 // The AVX-512 packing of activation tiles (16 rows transposed in registers) writes the
 // same bits as the portable loop: tiles of 1 to 25 rows (past one 16-row group), widths
 // that end mid-vector, a NaN and a value that rounds up.
