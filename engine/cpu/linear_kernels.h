@@ -12,6 +12,7 @@
 // lossless decoding and AR rests on this).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -132,11 +133,14 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end);
 void StageNibbleSuperBlocksAvx2(const QuantGroupLayout& l, const unsigned char* src, int64_t n, unsigned char* dst);
 // vpdpbusd (AVX-512 VNNI): CPUs that have it run this at the AVX-512 levels.
 void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
-// Rows up to which one kQ8 tile runs at once: the AVX2 and portable kernels (16 vector
-// registers), the VNNI kernel (32), and the most any kernel takes (buffers).
+// Rows up to which one kQ8 tile runs at once: the portable kernel and the AVX2 kernel of
+// the 32-element formats (16 vector registers), the AVX2 kernel of the super-block
+// formats (each row holds two sums: 6 rows take 12 of the 16 registers), the VNNI kernel
+// (32), and the most any kernel takes (buffers).
 inline constexpr int64_t kQuantTileRows = 4;
+inline constexpr int64_t kQuantTileRowsAvx2 = 6;
 inline constexpr int64_t kQuantTileRowsVnni = 6;
-inline constexpr int64_t kQuantTileRowsMax = kQuantTileRowsVnni > kQuantTileRows ? kQuantTileRowsVnni : kQuantTileRows;
+inline constexpr int64_t kQuantTileRowsMax = std::max({kQuantTileRows, kQuantTileRowsAvx2, kQuantTileRowsVnni});
 
 // What a kQ8 tile asks the memory for while it computes: `lines` cache lines per group,
 // from `from` on. In the whole-K order (the K-blocked one: quant_panel_order.h) a panel's

@@ -357,13 +357,16 @@ void StageNibbleSuperBlocks(const unsigned char* src, int64_t n, unsigned char* 
   }
 }
 
-// RunQuantPanels' run_tile over these panels: the tile's rows (at most 4) as a template argument.
+// RunQuantPanels' run_tile over these panels: the tile's rows (at most kQuantTileRowsAvx2)
+// as a template argument.
 template <int S, int kRun, bool kNib, int kMinShift, int kHigh>
 auto SuperBlockTiles(const PanelArgs& a) {
   return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
               QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
     const int64_t row = tile.first_row;
     switch (tile.rows) {
+      case 6: return SuperBlockTile<6, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 5: return SuperBlockTile<5, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
       case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
       case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
       case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);

@@ -172,7 +172,7 @@ TEST_P(QuantizedLinearTest, EveryPathEqualsTheIntegerReferenceBitwise) {
     const QuantWeight w = MakeWeight(type, out, in, rng);
     const PackedWeights packed = PackedWeights::Pack(w.ref, &pool);
     ASSERT_EQ(packed.format(), PanelFormat::kQ8);
-    for (int64_t rows : {1, 2, 3, 5, 16, 33}) {
+    for (int64_t rows : {1, 2, 3, 5, 6, 16, 33}) {
       const std::vector<float> x = RandomRows(rows, in, rng);
       const std::vector<float> want = IntegerReference(w, x, rows);
       for (SimdLevel level : AvailableSimdLevels()) {
