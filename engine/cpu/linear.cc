@@ -268,7 +268,7 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   level = ClampSimdLevel(level);
   const int64_t in = outputs[0].w->in();
   // The activations, once, in the kernels' row-tile layout: f32 for f32 panels, bf16
-  // pairs for bf16 panels (a group may mix them).
+  // pairs for bf16 panels, or on AVX2 those pairs' values as f32 (a group may mix them).
   const auto plan = PlanFloatRowTiles(rows, level);
   bool any_f32 = false, any_bf16 = false, any_q8 = false;
   QuantizedNeeds q8_needs;

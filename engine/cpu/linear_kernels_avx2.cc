@@ -35,7 +35,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "engine/cpu/linear_kernels.h"
 #include "engine/dtype.h"
@@ -150,8 +149,8 @@ void HalfTile(const PanelArgs& a, int64_t j, const RowTile& tile, int h, int64_t
         acc[r][0] = _mm256_fmadd_ps(w0e, xe, acc[r][0]);
         acc[r][1] = _mm256_fmadd_ps(w1e, xe, acc[r][1]);
       }
-      // Six rows hold 12 sums: no register is left for the mask, so the odd values'
-      // low halves are cleared by two shifts instead.
+      // Six rows hold 12 sums: no register is left for the mask, which the AND reads
+      // from memory.
       const __m256 w0o = _mm256_castsi256_ps(R == 6 ? HighHalves(_mm256_load_si256(w))
                                                     : _mm256_and_si256(_mm256_load_si256(w), high));
       const __m256 w1o = _mm256_castsi256_ps(R == 6 ? HighHalves(_mm256_load_si256(w + 1))
@@ -370,13 +369,6 @@ inline __m256i RoundToBf16(__m256i bits) {
   return _mm256_blendv_epi8(rounded, quiet, nan);
 }
 
-inline float RoundToBf16(float v) {
-  const uint32_t bits = static_cast<uint32_t>(F32ToBf16(v)) << 16;
-  float out;
-  std::memcpy(&out, &bits, sizeof out);
-  return out;
-}
-
 }  // namespace
 
 void PackRowTilesWideAvx2(const float* x, int64_t in, const std::vector<std::pair<int64_t, int64_t>>& tiles,
@@ -400,7 +392,7 @@ void PackRowTilesWideAvx2(const float* x, int64_t in, const std::vector<std::pai
         _mm_storel_pi(reinterpret_cast<__m64*>(at + 2 * stride), hi);
         _mm_storeh_pi(reinterpret_cast<__m64*>(at + 3 * stride), hi);
       }
-      for (; i < in; ++i) o[(i / 2) * stride + (i & 1)] = RoundToBf16(xr[i]);
+      for (; i < in; ++i) o[(i / 2) * stride + (i & 1)] = Bf16ToF32(F32ToBf16(xr[i]));
       if (in % 2 != 0) o[(in / 2) * stride + 1] = 0.0f;  // K padded to whole pairs
     }
   }
