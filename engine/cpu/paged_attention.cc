@@ -81,6 +81,35 @@ void AttendOne(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>
   }
 }
 
+// Forwards of up to this many rows (decode and verify steps) run as units of query
+// vectors in phases (internal::AttendUnitsAvx2); prefill's row groups are tasks enough.
+constexpr int kUnitRows = 16;
+
+// The units of a forward's row groups (`starts`: each group's first row, then a.rows):
+// each takes as many of a kv head's query heads as keep rows x heads within
+// kMaxGroupRowsAvx2 (up to 4 rows of the default model: both query heads of a kv head,
+// whose keys and values are then read once a step), larger groups one head each. kv-head
+// major within a group, so that consecutive units read the same keys and values.
+const std::vector<internal::AttentionUnit>& AttentionUnits(const PagedAttentionArgs& a,
+                                                          const std::vector<int32_t>& starts) {
+  thread_local std::vector<internal::AttentionUnit> units;
+  units.clear();
+  const int per_kv = a.num_heads / a.num_kv_heads;
+  for (size_t g = 0; g + 1 < starts.size(); ++g) {
+    const int r0 = starts[g];
+    const int rows = starts[g + 1] - r0;
+    int heads = 1;
+    for (int d = per_kv; d >= 1; --d) {
+      if (per_kv % d == 0 && rows * d <= internal::kMaxGroupRowsAvx2) {
+        heads = d;
+        break;
+      }
+    }
+    for (int h = 0; h < a.num_heads; h += heads) units.push_back({r0, rows, h, heads});
+  }
+  return units;
+}
+
 }  // namespace
 
 void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
@@ -139,7 +168,14 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   int64_t cost = 0;  // multiply-adds, roughly: 2 · head_dim per attended position and head
   for (int r = 0; r < a.rows; ++r) cost += 2 * int64_t{a.head_dim} * a.num_heads * (a.num_cached[r] + a.num_own[r]);
   // Below ~64K multiply-adds a second thread costs more in synchronisation than it saves.
-  if (pool == nullptr || cost < (1 << 16)) {
+  const bool one_thread = pool == nullptr || pool->num_threads() == 1 || cost < (1 << 16);
+  if (avx2 && !avx512 && a.rows <= kUnitRows) {
+    const std::vector<internal::AttentionUnit>& units = AttentionUnits(a, starts);
+    if (internal::AttendUnitsAvx2(a, units, one_thread ? nullptr : pool, one_thread ? 1 : pool->num_threads())) {
+      return;
+    }
+  }
+  if (one_thread) {
     run(0, tasks);
     return;
   }

@@ -57,8 +57,9 @@ struct PagedAttentionArgs {
   int64_t out_stride = 0;
 };
 
-// `pool` may be null (one thread). Work is split into (row, head) tasks taken in
-// dynamic chunks (rows attend contexts of different lengths). Every row runs the same
+// `pool` may be null (one thread). Work is split into (row group, head) tasks taken in
+// dynamic chunks (rows attend contexts of different lengths); on AVX2, decode and verify
+// steps are split by keys and by head elements instead (engine/cpu/paged_attention_internal.h). Every row runs the same
 // arithmetic whatever else is in the batch, so its result does not depend on the thread
 // count or on the other rows (bitwise).
 void PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);

@@ -1,7 +1,8 @@
 // The AVX2 attention path behind engine/cpu/paged_attention.h, for the CPU backend's
-// block-transposed cache: one head and up to kMaxGroupRowsAvx2 rows of one sequence at a
-// time (a prefill's or a verify step's rows), sharing each key and value load (alone, a
-// row's kernel is load-bound). 8 cached keys are scored per vector straight from the
+// block-transposed cache: up to kMaxGroupRowsAvx2 query vectors of one sequence and kv
+// head at a time (a prefill's rows for one head, or a decode or verify step's rows for
+// the query heads of a kv head), sharing each key and value load (alone, a vector's
+// kernel is load-bound). 8 cached keys are scored per vector straight from the
 // cache's key lanes (no copy of a key into a row), and the values are summed block by
 // block with the accumulators in registers. Compiled with -mavx2 -mfma; called only
 // after run-time detection.
@@ -10,8 +11,9 @@
 // elements in order, whether the key is in a full group of 8 (a vector lane), in a
 // block's tail or a predictive row's own key (std::fma, the same operation), so a score
 // never depends on the position's place in a block or on which rows share the forward;
-// the value sum takes the positions in order, whichever rows share the pass. A row's result
-// is the same in any batch and any group.
+// the value sum takes the positions in order, whichever rows share the pass and whichever
+// thread sums which head elements. A row's result is the same in any batch, any group and
+// on any number of threads.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/cpu/paged_attention_internal.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 
 namespace crossreg::cpu::internal {
@@ -41,35 +44,74 @@ constexpr int kPassElements = G == 1 ? 64 : G == 2 ? 32 : G <= 6 ? 16 : 8;
 template <int G>
 constexpr int kKeyGroups = G <= 2 ? 4 : G <= 6 ? 2 : 1;
 
-// Rows [r0, r0 + G) of one sequence (one block table) and head h. The rows share each
-// key and value load; each row's arithmetic is the one-row kernel's, in the same order.
+// G query vectors of one sequence (one block table) and one kv head: a unit's rows x
+// heads (engine/cpu/paged_attention_internal.h). The vectors share each key and value
+// load; each vector's arithmetic is the one-vector kernel's, in the same order.
 template <typename T, int G>
 class RowGroup {
  public:
-  RowGroup(const PagedAttentionArgs& a, int64_t r0, int h, std::vector<float>& scratch)
-      : a_(a), r0_(r0), h_(h), hd_(a.head_dim), bs_(a.block_size), kv_head_(h / (a.num_heads / a.num_kv_heads)),
-        table_(a.block_tables + a.table_offset[r0]) {
-    int64_t max_n = 0;
+  RowGroup(const PagedAttentionArgs& a, const AttentionUnit& u, float* scores, int64_t stride)
+      : a_(a), hd_(a.head_dim), bs_(a.block_size), kv_head_(u.h0 / (a.num_heads / a.num_kv_heads)),
+        table_(a.block_tables + a.table_offset[u.r0]) {
     for (int i = 0; i < G; ++i) {
-      q_[i] = a.q + (r0 + i) * a.q_stride + int64_t{h} * hd_;
-      n_cached_[i] = a.num_cached[r0 + i];
-      n_[i] = n_cached_[i] + a.num_own[r0 + i];
+      const int64_t r = u.r0 + i % u.rows;
+      const int h = u.h0 + i / u.rows;
+      row_[i] = r;
+      q_[i] = a.q + r * a.q_stride + int64_t{h} * hd_;
+      out_[i] = a.out + r * a.out_stride + int64_t{h} * hd_;
+      n_cached_[i] = a.num_cached[r];
+      n_[i] = n_cached_[i] + a.num_own[r];
       max_cached_ = std::max(max_cached_, n_cached_[i]);
       min_cached_ = std::min(min_cached_, n_cached_[i]);
-      max_n = std::max(max_n, n_[i]);
+      s_[i] = scores + i * stride;
     }
-    scratch.resize(static_cast<size_t>(G * max_n));
-    for (int i = 0; i < G; ++i) s_[i] = scratch.data() + i * max_n;
   }
 
+  // Everything, in order, on this thread.
   void Run() {
-    ScoreFullKeyGroups();
-    ScoreTailGroup();
-    for (int i = 0; i < G; ++i) {
-      ScoreOwnKeys(i);
-      Softmax(s_[i], n_[i]);
+    ScoreCachedKeys(0, FullKeyGroups(), true);
+    for (int i = 0; i < G; ++i) ScoreOwnKeysAndSoftmax(i);
+    SumElements(0, hd_);
+  }
+
+  // Groups of 8 cached keys [g0, g1) (group g: positions [8g, 8g + 8), inside one block
+  // as block_size is a multiple of 8), and with `tail` the cached keys past the last full
+  // group. A vector's own keys are scored after every cached key (ScoreOwnKeysAndSoftmax):
+  // a full group past a vector's context writes over its own keys' places.
+  void ScoreCachedKeys(int64_t g0, int64_t g1, bool tail) {
+    constexpr int KG = kKeyGroups<G>;
+    int64_t g = g0;
+    for (; g + KG <= g1; g += KG) ScoreKeyGroups<KG>(g);
+    for (; g < g1; ++g) ScoreKeyGroups<1>(g);
+    if (tail) ScoreTailGroup();
+  }
+  // Full groups of 8 cached keys up to the longest context: a vector past its own context
+  // scores keys it then ignores.
+  int64_t FullKeyGroups() const { return max_cached_ / 8; }
+
+  void ScoreOwnKeysAndSoftmax(int i) {
+    ScoreOwnKeys(i);
+    Softmax(s_[i], n_[i]);
+  }
+
+  // out = sum over positions, in order, of p_t * v_t, for head elements [e0, e1)
+  // (multiples of kPassElements<G>): the positions every vector attends together block by
+  // block, then each vector's own remainder. Each block's values are summed in passes of
+  // kPassElements head elements (the accumulators of G vectors fit the registers), every
+  // pass over the block while its lines sit in L1; between blocks and passes the
+  // accumulators wait in `out` (exact: floats stored and reloaded), so each element still
+  // takes its positions in order from zero, whichever elements a call takes. Passes over
+  // the whole context instead read each value row's lines in separate sweeps, and waited
+  // on memory.
+  void SumElements(int e0, int e1) {
+    int64_t t = 0;
+    while (t < min_cached_) {
+      const int64_t t1 = std::min<int64_t>(min_cached_, t + bs_);
+      if (t1 < min_cached_) PrefetchBlock(ValueRow(t1), e0, e1);
+      for (int c0 = e0; c0 < e1; c0 += kPassElements<G>) SumBlock(c0, t, t1);
+      t = t1;
     }
-    SumValues();
+    for (int c0 = e0; c0 < e1; c0 += kPassElements<G>) SumRemainders(c0);
   }
 
  private:
@@ -81,19 +123,19 @@ class RowGroup {
     return static_cast<const T*>(a_.v_cache) +
            ((int64_t{table_[t / bs_]} * a_.num_kv_heads + kv_head_) * bs_ + t % bs_) * hd_;
   }
-  // Row i's own (predictive) key or value for position t >= its cached context.
+  // Vector i's own (predictive) key or value for position t >= its cached context.
   const float* OwnRow(const float* base, int i, int64_t t) const {
-    const int64_t row = a_.group_rows[a_.group_begin[r0_ + i] + (t - n_cached_[i])];
+    const int64_t row = a_.group_rows[a_.group_begin[row_[i]] + (t - n_cached_[i])];
     return base + row * int64_t{a_.num_kv_heads} * hd_ + int64_t{kv_head_} * hd_;
   }
 
-  // KG full groups of 8 keys from groups[g] on, for every row.
+  // KG full groups of 8 keys from group g on, for every vector.
   template <int KG>
-  void ScoreKeyGroups(const std::vector<int64_t>& groups, size_t g) {
+  void ScoreKeyGroups(int64_t g) {
     __m256 acc[G][KG];
     const T* k[KG];
 #pragma GCC unroll 16
-    for (int j = 0; j < KG; ++j) k[j] = KeyLanes(groups[g + j]);
+    for (int j = 0; j < KG; ++j) k[j] = KeyLanes(8 * (g + j));
 #pragma GCC unroll 16
     for (int i = 0; i < G; ++i)
 #pragma GCC unroll 16
@@ -113,22 +155,7 @@ class RowGroup {
 #pragma GCC unroll 16
     for (int i = 0; i < G; ++i)
 #pragma GCC unroll 16
-      for (int j = 0; j < KG; ++j) _mm256_storeu_ps(s_[i] + groups[g + j], _mm256_mul_ps(acc[i][j], scale));
-  }
-
-  // Cached keys in full groups of 8 inside a block up to the longest row's context, scored
-  // for every row (a row past its own context scores keys it then ignores).
-  void ScoreFullKeyGroups() {
-    thread_local std::vector<int64_t> groups;  // first position of each full group
-    groups.clear();
-    for (int64_t t = 0; t < max_cached_; t += bs_) {
-      const int64_t count = std::min<int64_t>(bs_, max_cached_ - t);
-      for (int64_t j = 0; j + 8 <= count; j += 8) groups.push_back(t + j);
-    }
-    constexpr int KG = kKeyGroups<G>;
-    size_t g = 0;
-    for (; g + KG <= groups.size(); g += KG) ScoreKeyGroups<KG>(groups, g);
-    for (; g < groups.size(); ++g) ScoreKeyGroups<1>(groups, g);
+      for (int j = 0; j < KG; ++j) _mm256_storeu_ps(s_[i] + 8 * (g + j), _mm256_mul_ps(acc[i][j], scale));
   }
 
   // The cached positions outside the full groups: the last block's tail past its last
@@ -170,34 +197,21 @@ class RowGroup {
     }
   }
 
-  // out = sum over positions, in order, of p_t * v_t: the positions every row attends
-  // together block by block, then each row's own remainder. Each block's values are
-  // summed in passes of kPassElements head elements (the accumulators of G rows fit the
-  // registers), every pass over the block while its 4 KiB sit in L1; between blocks and
-  // passes the accumulators wait in `out` (exact: floats stored and reloaded), so each
-  // element still takes its positions in order from zero. Passes over the whole context
-  // instead read each value row's lines in separate sweeps, and waited on memory.
-  void SumValues() {
-    int64_t t = 0;
-    while (t < min_cached_) {
-      const int64_t t1 = std::min<int64_t>(min_cached_, t + bs_);
-      if (t1 < min_cached_) PrefetchBlock(ValueRow(t1));
-      for (int c0 = 0; c0 < hd_; c0 += kPassElements<G>) SumBlock(c0, t, t1);
-      t = t1;
-    }
-    for (int c0 = 0; c0 < hd_; c0 += kPassElements<G>) SumRemainders(c0);
-  }
-
-  // The next block's values, head_dim x block_size elements (contiguous), asked for while
-  // this one is summed: each block is a page of its own, which the hardware prefetchers
-  // enter only after a miss (a one-row attention ran 12% faster with the requests).
-  void PrefetchBlock(const T* first) const {
+  // Elements [e0, e1) of the next block's values (block_size rows of head_dim, contiguous),
+  // asked for while this one is summed: each block is a page of its own, which the
+  // hardware prefetchers enter only after a miss (a one-row attention ran 12% faster
+  // with the requests).
+  void PrefetchBlock(const T* first, int e0, int e1) const {
     const char* p = reinterpret_cast<const char*>(first);
-    const int64_t bytes = int64_t{hd_} * bs_ * static_cast<int64_t>(sizeof(T));
-    for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(p + off, _MM_HINT_T0);
+    const int64_t row_bytes = int64_t{hd_} * static_cast<int64_t>(sizeof(T));
+    const int64_t b0 = int64_t{e0} * static_cast<int64_t>(sizeof(T)) / 64 * 64;
+    const int64_t b1 = int64_t{e1} * static_cast<int64_t>(sizeof(T));
+    for (int64_t row = 0; row < bs_; ++row) {
+      for (int64_t off = b0; off < b1; off += 64) _mm_prefetch(p + row * row_bytes + off, _MM_HINT_T0);
+    }
   }
 
-  float* Out(int i) const { return a_.out + (r0_ + i) * a_.out_stride + int64_t{h_} * hd_; }
+  float* Out(int i) const { return out_[i]; }
 
   template <int V>
   void LoadAcc(int c0, bool zero, __m256 (&acc)[G][V]) const {
@@ -259,37 +273,149 @@ class RowGroup {
   }
 
   const PagedAttentionArgs& a_;
-  const int64_t r0_;
-  const int h_, hd_, bs_, kv_head_;
+  const int hd_, bs_, kv_head_;
   const int32_t* const table_;
+  int64_t row_[G];
   const float* q_[G];
+  float* out_[G];
   int64_t n_cached_[G], n_[G];
   int64_t max_cached_ = 0, min_cached_ = INT64_MAX;
   float* s_[G];
 };
 
-template <typename T>
-void AttendGroup(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
-  switch (count) {
-    case 8: return RowGroup<T, 8>(a, r0, h, scratch).Run();
-    case 7: return RowGroup<T, 7>(a, r0, h, scratch).Run();
-    case 6: return RowGroup<T, 6>(a, r0, h, scratch).Run();
-    case 5: return RowGroup<T, 5>(a, r0, h, scratch).Run();
-    case 4: return RowGroup<T, 4>(a, r0, h, scratch).Run();
-    case 3: return RowGroup<T, 3>(a, r0, h, scratch).Run();
-    case 2: return RowGroup<T, 2>(a, r0, h, scratch).Run();
-    default: return RowGroup<T, 1>(a, r0, h, scratch).Run();
+// Calls fn(group) with the unit's RowGroup (G = its vectors).
+template <typename T, typename Fn>
+void WithGroup(const PagedAttentionArgs& a, const AttentionUnit& u, float* scores, int64_t stride, Fn fn) {
+  switch (u.rows * u.heads) {
+    case 8: { RowGroup<T, 8> g(a, u, scores, stride); return fn(g); }
+    case 7: { RowGroup<T, 7> g(a, u, scores, stride); return fn(g); }
+    case 6: { RowGroup<T, 6> g(a, u, scores, stride); return fn(g); }
+    case 5: { RowGroup<T, 5> g(a, u, scores, stride); return fn(g); }
+    case 4: { RowGroup<T, 4> g(a, u, scores, stride); return fn(g); }
+    case 3: { RowGroup<T, 3> g(a, u, scores, stride); return fn(g); }
+    case 2: { RowGroup<T, 2> g(a, u, scores, stride); return fn(g); }
+    default: { RowGroup<T, 1> g(a, u, scores, stride); return fn(g); }
   }
+}
+
+int PassElements(int vectors) {
+  switch (vectors) {
+    case 1: return kPassElements<1>;
+    case 2: return kPassElements<2>;
+    case 3: case 4: case 5: case 6: return kPassElements<6>;
+    default: return kPassElements<8>;
+  }
+}
+
+bool Supported(const PagedAttentionArgs& a) {
+  return a.kv_layout == KvLayout::kBlockTransposed && a.head_dim % 64 == 0 && a.block_size % 8 == 0;
+}
+
+// Keys scored per item of a split unit: 16 groups of 8.
+constexpr int64_t kScoreItemGroups = 16;
+
+template <typename T>
+void AttendUnitsSplit(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
+                      int threads) {
+  // Each unit's scores: its vectors' rows of `stride` floats.
+  std::vector<int64_t> stride(units.size()), offset(units.size() + 1, 0);
+  std::vector<int64_t> score_items(units.size() + 1, 0), sum_items(units.size() + 1, 0);
+  int64_t vectors = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    const AttentionUnit& unit = units[u];
+    int64_t max_n = 0, max_cached = 0;
+    for (int i = 0; i < unit.rows; ++i) {
+      max_n = std::max<int64_t>(max_n, int64_t{a.num_cached[unit.r0 + i]} + a.num_own[unit.r0 + i]);
+      max_cached = std::max<int64_t>(max_cached, a.num_cached[unit.r0 + i]);
+    }
+    const int g = unit.rows * unit.heads;
+    stride[u] = (max_n + 7) / 8 * 8;
+    offset[u + 1] = offset[u] + g * stride[u];
+    score_items[u + 1] = score_items[u] + std::max<int64_t>(1, (max_cached / 8 + kScoreItemGroups - 1) / kScoreItemGroups);
+    sum_items[u + 1] = sum_items[u] + a.head_dim / PassElements(g);
+    vectors += g;
+  }
+  thread_local std::vector<float> scores_buffer;
+  scores_buffer.resize(static_cast<size_t>(offset.back()));
+  float* const scores = scores_buffer.data();
+  auto group = [&](size_t u, auto fn) { WithGroup<T>(a, units[u], scores + offset[u], stride[u], fn); };
+  // Items [begin, end) of a phase whose units own the item ranges [items[u], items[u + 1]):
+  // fn(u, first, last) per unit, with the unit's own item indices.
+  auto for_items = [&](const std::vector<int64_t>& items, int64_t begin, int64_t end, auto fn) {
+    size_t u = static_cast<size_t>(std::upper_bound(items.begin(), items.end(), begin) - items.begin()) - 1;
+    for (; u < units.size() && items[u] < end; ++u) {
+      const int64_t first = std::max(begin, items[u]) - items[u];
+      const int64_t last = std::min(end, items[u + 1]) - items[u];
+      if (first < last) fn(u, first, last);
+    }
+  };
+  SpinBarrier barrier(threads);
+  auto phases = [&](int t) {
+    // Cached keys' scores: each unit's key groups in items of kScoreItemGroups; its last
+    // item adds the tail.
+    const int64_t n1 = score_items.back();
+    for_items(score_items, n1 * t / threads, n1 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
+      group(u, [&](auto& g) {
+        const int64_t groups = g.FullKeyGroups();
+        const int64_t items = score_items[u + 1] - score_items[u];
+        g.ScoreCachedKeys(std::min(groups, first * kScoreItemGroups), std::min(groups, last * kScoreItemGroups),
+                          last == items);
+      });
+    });
+    if (threads > 1) barrier.Wait();
+    // Own keys and softmax, vector by vector.
+    int64_t v = 0;
+    const int64_t v0 = vectors * t / threads, v1 = vectors * (t + 1) / threads;
+    for (size_t u = 0; u < units.size() && v < v1; ++u) {
+      const int g_count = units[u].rows * units[u].heads;
+      if (v + g_count > v0) {
+        group(u, [&](auto& g) {
+          for (int i = 0; i < g_count; ++i) {
+            if (v + i >= v0 && v + i < v1) g.ScoreOwnKeysAndSoftmax(i);
+          }
+        });
+      }
+      v += g_count;
+    }
+    if (threads > 1) barrier.Wait();
+    // Values: each unit's head elements in passes.
+    const int64_t n3 = sum_items.back();
+    for_items(sum_items, n3 * t / threads, n3 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
+      const int pass = PassElements(units[u].rows * units[u].heads);
+      group(u, [&](auto& g) { g.SumElements(static_cast<int>(first) * pass, static_cast<int>(last) * pass); });
+    });
+  };
+  if (threads <= 1) {
+    phases(0);
+    return;
+  }
+  pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { phases(static_cast<int>(t)); });
 }
 
 }  // namespace
 
 bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch) {
-  if (a.kv_layout != KvLayout::kBlockTransposed || a.head_dim % 64 != 0 || a.block_size % 8 != 0) return false;
+  if (!Supported(a)) return false;
+  const AttentionUnit unit{r0, count, h, 1};
+  int64_t max_n = 0;
+  for (int i = 0; i < count; ++i) max_n = std::max<int64_t>(max_n, int64_t{a.num_cached[r0 + i]} + a.num_own[r0 + i]);
+  scratch.resize(static_cast<size_t>(count * max_n));
+  auto run = [](auto& g) { g.Run(); };
   if (a.cache_element == KvElement::kBf16) {
-    AttendGroup<uint16_t>(a, r0, count, h, scratch);
+    WithGroup<uint16_t>(a, unit, scratch.data(), max_n, run);
   } else {
-    AttendGroup<float>(a, r0, count, h, scratch);
+    WithGroup<float>(a, unit, scratch.data(), max_n, run);
+  }
+  return true;
+}
+
+bool AttendUnitsAvx2(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
+                     int threads) {
+  if (!Supported(a)) return false;
+  if (a.cache_element == KvElement::kBf16) {
+    AttendUnitsSplit<uint16_t>(a, units, pool, threads);
+  } else {
+    AttendUnitsSplit<float>(a, units, pool, threads);
   }
   return true;
 }

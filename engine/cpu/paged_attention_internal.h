@@ -30,11 +30,33 @@ inline constexpr int kMaxGroupRowsAvx2 = 8;
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch);
 
+// Query vectors attended together on AVX2: rows [r0, r0 + rows) of one sequence times
+// heads [h0, h0 + heads) of one kv head (grouped-query heads read the same keys and
+// values), rows x heads <= kMaxGroupRowsAvx2; vector i is row r0 + i % rows, head
+// h0 + i / rows.
+struct AttentionUnit {
+  int64_t r0 = 0;
+  int rows = 1;
+  int h0 = 0;
+  int heads = 1;
+};
+
 // Rows [r0, r0 + count), count <= kMaxGroupRowsAvx2, and head h on AVX2
 // (engine/cpu/paged_attention_avx2.cc), as AttendRowsAvx512 (each row's result bitwise the
 // same as with count = 1), for the
 // kBlockTransposed layout with head_dim a multiple of 64 and block_size a multiple of 8;
 // false otherwise (the portable path then runs). Call only with AVX2.
 bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch);
+
+// Every unit (together covering each row and head once) on AVX2, in three phases split
+// between `threads` threads of `pool` (null when threads is 1) that meet between them:
+// the cached keys' scores (each unit's keys in ranges), each vector's own keys and
+// softmax, the value sums (each unit's head elements in ranges). A decode or verify
+// step has a few units (3 kv heads of the default model): split by unit, the threads
+// would read each kv head's keys and values twice, or wait on each other. Each vector's
+// arithmetic is AttendRowsAvx2's, in the same order, so its result is bitwise the same.
+// The same conditions as AttendRowsAvx2; false otherwise.
+bool AttendUnitsAvx2(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
+                     int threads);
 
 }  // namespace crossreg::cpu::internal

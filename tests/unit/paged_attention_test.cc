@@ -9,6 +9,7 @@
 
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/paged_attention.h"
+#include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 #include "engine/sampler.h"
 #include "gtest/gtest.h"
@@ -180,6 +181,51 @@ TEST_P(PagedAttentionTest, ARowsResultIsBitwiseTheSameAloneAndInAGroup) {
                     together[static_cast<size_t>(r * stride + e)])
               << "row " << r << " of " << count << ", element " << e << " (longest context " << contexts[3] << ") on "
               << SimdLevelName(DetectedSimdLevel());
+        }
+      }
+    }
+  }
+}
+
+// The same contract across the ways a forward's attention is split: decode and verify
+// steps (up to 16 rows) run as units of query vectors (a kv head's query heads together)
+// in phases split between the threads (keys by position, values by head element), larger
+// forwards as row groups per head. A row's output must be bitwise its output alone, one
+// thread, whatever the thread count, the row count and the other sequence in the call.
+// Two sequences (their own block tables), rows of contexts long enough that the threads
+// split the work, predictive rows with own keys, grouped-query heads (4 over 2).
+TEST_P(PagedAttentionTest, ARowsResultDoesNotDependOnTheThreadsOrTheOtherRows) {
+  const auto [element, hd] = GetParam();
+  const std::vector<int32_t> contexts{120, 97, 128, 64, 101, 101, 101, 9, 128, 77, 111,
+                                      90, 127, 33, 105, 105, 105, 105, 60, 128, 71, 119, 88, 100};
+  const std::vector<int32_t> own{0, 0, 0, 0, 1, 2, 3, 0, 0, 0, 0, 0, 0, 0, 1, 2, 3, 4, 0, 0, 0, 0, 0, 0};
+  // Rows 0-10 read the first table (offset 0), rows 11-23 the second (offset 8).
+  AttentionInputs in(element, hd, /*heads=*/4, /*kv_heads=*/2, /*bs=*/16,
+                     {7, 2, 12, 0, 9, 4, 15, 1, 3, 10, 5, 14, 8, 11, 6, 13}, contexts, own,
+                     {4, 5, 6, 14, 15, 16, 17}, 21);
+  for (size_t r = 11; r < contexts.size(); ++r) {
+    in.table_offset[r] = 8;
+    in.group_begin[r] = 3;
+  }
+  const int rows = static_cast<int>(contexts.size());
+  const int64_t stride = in.stride();
+  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
+    PagedAttention(in.Args(r, 1, alone[static_cast<size_t>(r)].data()), nullptr);
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const auto& [first, count] : std::vector<std::pair<int, int>>{
+             {0, 1}, {4, 3}, {0, 4}, {3, 5}, {0, 8}, {2, 9}, {11, 7}, {0, 16}, {8, 16}, {0, 17}, {0, 24}}) {
+      std::vector<float> together(in.q.size(), -7.0f);
+      PagedAttention(in.Args(first, count, together.data()), &pool);
+      for (int r = 0; r < count; ++r) {
+        for (int64_t e = 0; e < stride; ++e) {
+          ASSERT_EQ(alone[static_cast<size_t>(first + r)][static_cast<size_t>(e)],
+                    together[static_cast<size_t>(r * stride + e)])
+              << "row " << first + r << " of rows [" << first << ", " << first + count << "), element " << e << ", "
+              << threads << " threads, on " << SimdLevelName(DetectedSimdLevel());
         }
       }
     }
