@@ -81,17 +81,13 @@ void AttendOne(const PagedAttentionArgs& a, int64_t r, int h, std::vector<float>
   }
 }
 
-// Forwards of up to this many rows (decode and verify steps) run as units of query
-// vectors in phases (internal::AttendUnitsAvx2); prefill's row groups are tasks enough.
-constexpr int kUnitRows = 16;
-
 // The units of a forward's row groups (`starts`: each group's first row, then a.rows):
-// each takes as many of a kv head's query heads as keep rows x heads within
-// kMaxGroupRowsAvx2 (up to 4 rows of the default model: both query heads of a kv head,
-// whose keys and values are then read once a step), larger groups one head each. kv-head
-// major within a group, so that consecutive units read the same keys and values.
+// each takes as many of a kv head's query heads as keep rows x heads within the kernel's
+// MaxVectors (one row of the default model: both query heads of a kv head, whose keys and
+// values are then read once a step), larger groups one head each. kv-head major within a
+// group, so that consecutive units read the same keys and values.
 const std::vector<internal::AttentionUnit>& AttentionUnits(const PagedAttentionArgs& a,
-                                                          const std::vector<int32_t>& starts) {
+                                                          const std::vector<int32_t>& starts, int max_vectors) {
   thread_local std::vector<internal::AttentionUnit> units;
   units.clear();
   const int per_kv = a.num_heads / a.num_kv_heads;
@@ -100,7 +96,7 @@ const std::vector<internal::AttentionUnit>& AttentionUnits(const PagedAttentionA
     const int rows = starts[g + 1] - r0;
     int heads = 1;
     for (int d = per_kv; d >= 1; --d) {
-      if (per_kv % d == 0 && rows * d <= internal::kMaxGroupRowsAvx2) {
+      if (per_kv % d == 0 && rows * d <= max_vectors) {
         heads = d;
         break;
       }
@@ -108,6 +104,103 @@ const std::vector<internal::AttentionUnit>& AttentionUnits(const PagedAttentionA
     for (int h = 0; h < a.num_heads; h += heads) units.push_back({r0, rows, h, heads});
   }
   return units;
+}
+
+// The units' three phases (internal::UnitKernel) on `threads` threads of `pool` (one:
+// this thread alone), each phase's items split in contiguous ranges (a thread's items of
+// one unit run as one call, the values' passes block by block), the threads meeting
+// between the phases.
+void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
+              const internal::UnitKernel& kernel, ThreadPool* pool, int threads) {
+  const size_t count = units.size();
+  thread_local std::vector<int64_t> offset, stride, inv_offset, score_items, sum_items;
+  offset.assign(count + 1, 0);
+  stride.assign(count, 0);
+  inv_offset.assign(count + 1, 0);
+  score_items.assign(count + 1, 0);
+  sum_items.assign(count + 1, 0);
+  for (size_t u = 0; u < count; ++u) {
+    const internal::AttentionUnit& unit = units[u];
+    int64_t max_n = 0;
+    for (int i = 0; i < unit.rows; ++i) {
+      max_n = std::max<int64_t>(max_n, int64_t{a.num_cached[unit.r0 + i]} + a.num_own[unit.r0 + i]);
+    }
+    stride[u] = (max_n + 16 + 15) / 16 * 16;
+    offset[u + 1] = offset[u] + unit.vectors() * stride[u];
+    inv_offset[u + 1] = inv_offset[u] + unit.vectors();
+    score_items[u + 1] = score_items[u] + kernel.ScoreItems(a, unit);
+    sum_items[u + 1] = sum_items[u] + kernel.SumItems(a, unit);
+  }
+  thread_local std::vector<float> scores, inv;
+  scores.resize(static_cast<size_t>(offset.back()));
+  inv.resize(static_cast<size_t>(inv_offset.back()));
+  // The workers reach this thread's buffers through these (naming a thread_local inside
+  // the lambda would give each worker its own).
+  float* const scores_base = scores.data();
+  float* const inv_base = inv.data();
+  const std::vector<int64_t>& off = offset;
+  const std::vector<int64_t>& str = stride;
+  const std::vector<int64_t>& inv_off = inv_offset;
+  const std::vector<int64_t>& s_items = score_items;
+  const std::vector<int64_t>& v_items = sum_items;
+  auto scratch = [&](size_t u) {
+    return internal::UnitScratch{scores_base + off[u], str[u], inv_base + inv_off[u]};
+  };
+  // Items [begin, end) of a phase whose unit u owns items [items[u], items[u + 1]):
+  // fn(u, first, last) per unit, in the unit's own item numbers.
+  auto for_items = [&](const std::vector<int64_t>& items, int64_t begin, int64_t end, auto fn) {
+    size_t u = static_cast<size_t>(std::upper_bound(items.begin(), items.end(), begin) - items.begin()) - 1;
+    for (; u < count && items[u] < end; ++u) {
+      const int64_t first = std::max(begin, items[u]) - items[u];
+      const int64_t last = std::min(end, items[u + 1]) - items[u];
+      if (first < last) fn(u, first, last);
+    }
+  };
+  // With several units a thread, each thread takes whole units through the three phases,
+  // no meeting between them: a unit's values are then summed by the core that scored its
+  // keys (and asked for its values meanwhile), as in the row-group path. Split inside
+  // units, the ~110M model's 12 heads ran 2-4% slower on AVX-512.
+  if (count >= 4 * static_cast<size_t>(threads)) {
+    auto whole = [&](int t) {
+      for (size_t u = count * t / threads; u < count * (t + 1) / threads; ++u) {
+        const internal::UnitScratch s = scratch(u);
+        kernel.Score(a, units[u], s, 0, s_items[u + 1] - s_items[u]);
+        for (int i = 0; i < units[u].vectors(); ++i) kernel.OwnKeysAndSoftmax(a, units[u], s, i);
+        kernel.Sum(a, units[u], s, 0, v_items[u + 1] - v_items[u]);
+      }
+    };
+    if (threads <= 1) {
+      whole(0);
+    } else {
+      pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { whole(static_cast<int>(t)); });
+    }
+    return;
+  }
+  cpu::SpinBarrier barrier(threads);
+  auto phases = [&](int t) {
+    const int64_t n1 = s_items.back();
+    for_items(s_items, n1 * t / threads, n1 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
+      kernel.Score(a, units[u], scratch(u), first, last);
+    });
+    if (threads > 1) barrier.Wait();
+    const int64_t n2 = inv_off.back();
+    const int64_t v0 = n2 * t / threads, v1 = n2 * (t + 1) / threads;
+    for (size_t u = 0; u < count; ++u) {
+      for (int64_t v = std::max(v0, inv_off[u]); v < std::min(v1, inv_off[u + 1]); ++v) {
+        kernel.OwnKeysAndSoftmax(a, units[u], scratch(u), static_cast<int>(v - inv_off[u]));
+      }
+    }
+    if (threads > 1) barrier.Wait();
+    const int64_t n3 = v_items.back();
+    for_items(v_items, n3 * t / threads, n3 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
+      kernel.Sum(a, units[u], scratch(u), first, last);
+    });
+  };
+  if (threads <= 1) {
+    phases(0);
+    return;
+  }
+  pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { phases(static_cast<int>(t)); });
 }
 
 }  // namespace
@@ -169,9 +262,11 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   for (int r = 0; r < a.rows; ++r) cost += 2 * int64_t{a.head_dim} * a.num_heads * (a.num_cached[r] + a.num_own[r]);
   // Below ~64K multiply-adds a second thread costs more in synchronisation than it saves.
   const bool one_thread = pool == nullptr || pool->num_threads() == 1 || cost < (1 << 16);
-  if (avx2 && !avx512 && a.rows <= kUnitRows) {
-    const std::vector<internal::AttentionUnit>& units = AttentionUnits(a, starts);
-    if (internal::AttendUnitsAvx2(a, units, one_thread ? nullptr : pool, one_thread ? 1 : pool->num_threads())) {
+  if (avx2) {
+    const internal::UnitKernel* kernel = avx512 ? internal::UnitKernelAvx512(a) : internal::UnitKernelAvx2(a);
+    if (kernel != nullptr && a.rows <= kernel->MaxRows()) {
+      RunUnits(a, AttentionUnits(a, starts, kernel->MaxVectors()), *kernel, one_thread ? nullptr : pool,
+               one_thread ? 1 : pool->num_threads());
       return;
     }
   }

@@ -23,7 +23,6 @@
 
 #include "engine/cpu/ops.h"
 #include "engine/cpu/paged_attention_internal.h"
-#include "engine/cpu/thread_pool.h"
 #include "engine/dtype.h"
 
 namespace crossreg::cpu::internal {
@@ -311,86 +310,47 @@ bool Supported(const PagedAttentionArgs& a) {
   return a.kv_layout == KvLayout::kBlockTransposed && a.head_dim % 64 == 0 && a.block_size % 8 == 0;
 }
 
-// Keys scored per item of a split unit: 16 groups of 8.
+// Keys scored per item of a unit's first phase: 16 groups of 8.
 constexpr int64_t kScoreItemGroups = 16;
 
 template <typename T>
-void AttendUnitsSplit(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
-                      int threads) {
-  // Each unit's scores: its vectors' rows of `stride` floats.
-  std::vector<int64_t> stride(units.size()), offset(units.size() + 1, 0);
-  std::vector<int64_t> score_items(units.size() + 1, 0), sum_items(units.size() + 1, 0);
-  int64_t vectors = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    const AttentionUnit& unit = units[u];
-    int64_t max_n = 0, max_cached = 0;
-    for (int i = 0; i < unit.rows; ++i) {
-      max_n = std::max<int64_t>(max_n, int64_t{a.num_cached[unit.r0 + i]} + a.num_own[unit.r0 + i]);
-      max_cached = std::max<int64_t>(max_cached, a.num_cached[unit.r0 + i]);
-    }
-    const int g = unit.rows * unit.heads;
-    stride[u] = (max_n + 7) / 8 * 8;
-    offset[u + 1] = offset[u] + g * stride[u];
-    score_items[u + 1] = score_items[u] + std::max<int64_t>(1, (max_cached / 8 + kScoreItemGroups - 1) / kScoreItemGroups);
-    sum_items[u + 1] = sum_items[u] + a.head_dim / PassElements(g);
-    vectors += g;
+class UnitKernelAvx2Impl final : public UnitKernel {
+ public:
+  // 16: the default model's T(12) 3.75-3.78 -> 3.55-3.60 ms at 400 positions (AMX Xeon,
+  // CROSSREG_SIMD=avx2), T(16) level.
+  int MaxRows() const override { return 16; }
+  int MaxVectors() const override { return kMaxGroupRowsAvx2; }
+  int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {
+    int64_t groups = 0;
+    WithGroup<T>(a, u, nullptr, 0, [&](auto& g) { groups = g.FullKeyGroups(); });
+    return std::max<int64_t>(1, (groups + kScoreItemGroups - 1) / kScoreItemGroups);
   }
-  thread_local std::vector<float> scores_buffer;
-  scores_buffer.resize(static_cast<size_t>(offset.back()));
-  float* const scores = scores_buffer.data();
-  auto group = [&](size_t u, auto fn) { WithGroup<T>(a, units[u], scores + offset[u], stride[u], fn); };
-  // Items [begin, end) of a phase whose units own the item ranges [items[u], items[u + 1]):
-  // fn(u, first, last) per unit, with the unit's own item indices.
-  auto for_items = [&](const std::vector<int64_t>& items, int64_t begin, int64_t end, auto fn) {
-    size_t u = static_cast<size_t>(std::upper_bound(items.begin(), items.end(), begin) - items.begin()) - 1;
-    for (; u < units.size() && items[u] < end; ++u) {
-      const int64_t first = std::max(begin, items[u]) - items[u];
-      const int64_t last = std::min(end, items[u + 1]) - items[u];
-      if (first < last) fn(u, first, last);
-    }
-  };
-  SpinBarrier barrier(threads);
-  auto phases = [&](int t) {
-    // Cached keys' scores: each unit's key groups in items of kScoreItemGroups; its last
-    // item adds the tail.
-    const int64_t n1 = score_items.back();
-    for_items(score_items, n1 * t / threads, n1 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
-      group(u, [&](auto& g) {
-        const int64_t groups = g.FullKeyGroups();
-        const int64_t items = score_items[u + 1] - score_items[u];
-        g.ScoreCachedKeys(std::min(groups, first * kScoreItemGroups), std::min(groups, last * kScoreItemGroups),
-                          last == items);
-      });
+  // Items [first, last) of ScoreItems; the last item adds the tail past the full groups.
+  void Score(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+             int64_t last) const override {
+    WithGroup<T>(a, u, s.scores, s.stride, [&](auto& g) {
+      const int64_t groups = g.FullKeyGroups();
+      const int64_t items = std::max<int64_t>(1, (groups + kScoreItemGroups - 1) / kScoreItemGroups);
+      g.ScoreCachedKeys(std::min(groups, first * kScoreItemGroups), std::min(groups, last * kScoreItemGroups),
+                        last == items);
     });
-    if (threads > 1) barrier.Wait();
-    // Own keys and softmax, vector by vector.
-    int64_t v = 0;
-    const int64_t v0 = vectors * t / threads, v1 = vectors * (t + 1) / threads;
-    for (size_t u = 0; u < units.size() && v < v1; ++u) {
-      const int g_count = units[u].rows * units[u].heads;
-      if (v + g_count > v0) {
-        group(u, [&](auto& g) {
-          for (int i = 0; i < g_count; ++i) {
-            if (v + i >= v0 && v + i < v1) g.ScoreOwnKeysAndSoftmax(i);
-          }
-        });
-      }
-      v += g_count;
-    }
-    if (threads > 1) barrier.Wait();
-    // Values: each unit's head elements in passes.
-    const int64_t n3 = sum_items.back();
-    for_items(sum_items, n3 * t / threads, n3 * (t + 1) / threads, [&](size_t u, int64_t first, int64_t last) {
-      const int pass = PassElements(units[u].rows * units[u].heads);
-      group(u, [&](auto& g) { g.SumElements(static_cast<int>(first) * pass, static_cast<int>(last) * pass); });
-    });
-  };
-  if (threads <= 1) {
-    phases(0);
-    return;
   }
-  pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { phases(static_cast<int>(t)); });
-}
+  void OwnKeysAndSoftmax(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s,
+                         int i) const override {
+    WithGroup<T>(a, u, s.scores, s.stride, [&](auto& g) { g.ScoreOwnKeysAndSoftmax(i); });
+  }
+  // Passes of PassElements head elements.
+  int64_t SumItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {
+    return a.head_dim / PassElements(u.vectors());
+  }
+  void Sum(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+           int64_t last) const override {
+    const int pass = PassElements(u.vectors());
+    WithGroup<T>(a, u, s.scores, s.stride, [&](auto& g) {
+      g.SumElements(static_cast<int>(first) * pass, static_cast<int>(last) * pass);
+    });
+  }
+};
 
 }  // namespace
 
@@ -409,15 +369,11 @@ bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, s
   return true;
 }
 
-bool AttendUnitsAvx2(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
-                     int threads) {
-  if (!Supported(a)) return false;
-  if (a.cache_element == KvElement::kBf16) {
-    AttendUnitsSplit<uint16_t>(a, units, pool, threads);
-  } else {
-    AttendUnitsSplit<float>(a, units, pool, threads);
-  }
-  return true;
+const UnitKernel* UnitKernelAvx2(const PagedAttentionArgs& a) {
+  static const UnitKernelAvx2Impl<float> f32;
+  static const UnitKernelAvx2Impl<uint16_t> bf16;
+  if (!Supported(a)) return nullptr;
+  return a.cache_element == KvElement::kBf16 ? static_cast<const UnitKernel*>(&bf16) : &f32;
 }
 
 }  // namespace crossreg::cpu::internal

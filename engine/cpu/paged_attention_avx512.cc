@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu/exp_avx512.h"
@@ -137,9 +138,14 @@ inline void ScoreUpTo(int vectors, const T* const* col, const __mmask16* m, int 
 // `prefetch`, the keys are asked for a few blocks ahead and the values (to L2) as their
 // blocks are scored: the first pass over a head's cache after a forward has streamed
 // the weights finds it in DRAM.
+template <int R>
+inline constexpr int kScoreVectors = R > 8 ? 2 : R > 4 ? 3 : 4;
+// Positions [t_begin, t_end) only (t_begin a multiple of 16 x kScoreVectors<R>): a
+// unit's scores split between the threads.
 template <int R, typename T>
 void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
-                     const float (*qs)[256], float* const* s, bool prefetch) {
+                     const float (*qs)[256], float* const* s, bool prefetch, int64_t t_begin = 0,
+                     int64_t t_end = INT64_MAX) {
   const int hd = a.head_dim;
   const int bs = a.block_size;
   int64_t n_max = 0;
@@ -147,12 +153,13 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
   for (int i = 0; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   const T* kt = static_cast<const T*>(a.k_cache);
   const T* vt = static_cast<const T*>(a.v_cache);
-  const int64_t blocks = (n_max + bs - 1) / bs;
-  int64_t keys_prefetched = 0, values_prefetched = 0;  // blocks asked for so far
-  constexpr int kVectors = R > 8 ? 2 : R > 4 ? 3 : 4;
-  for (int64_t t = 0; t < n_max; t += 16 * kVectors) {
+  const int64_t t_stop = std::min(n_max, t_end);
+  const int64_t blocks = (t_stop + bs - 1) / bs;
+  int64_t keys_prefetched = t_begin / bs, values_prefetched = t_begin / bs;  // blocks asked for so far
+  constexpr int kVectors = kScoreVectors<R>;
+  for (int64_t t = t_begin; t < t_stop; t += 16 * kVectors) {
     if (prefetch) {
-      const int64_t last_block = (std::min(n_max, t + 16 * kVectors) - 1) / bs;
+      const int64_t last_block = (std::min(t_stop, t + 16 * kVectors) - 1) / bs;
       for (; keys_prefetched < std::min(blocks, last_block + 1 + kPrefetchBlocks); ++keys_prefetched) {
         PrefetchBlock(a, kt, table, kv_head, keys_prefetched, _MM_HINT_T0);
       }
@@ -163,7 +170,7 @@ void ScoreCachedRows(const PagedAttentionArgs& a, const int32_t* table, int kv_h
     const T* col[kVectors];
     __mmask16 m[kVectors];
     int vectors = 0;
-    for (; vectors < kVectors && t + 16 * vectors < n_max; ++vectors) {
+    for (; vectors < kVectors && t + 16 * vectors < t_stop; ++vectors) {
       const int64_t tv = t + 16 * vectors;
       col[vectors] = kt + ((int64_t{table[tv / bs]} * a.num_kv_heads + kv_head) * hd) * bs + tv % bs;
       m[vectors] = LanesBelow(n_max - tv);
@@ -184,11 +191,11 @@ inline constexpr int kValueAccumulators = NV <= 4 ? 24 : 16;  // beside NV value
 template <int R, int NV, typename T>
 void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
                    const float* const* p, __mmask16 last, float (*out)[256], int64_t t_begin, int64_t t_end,
-                   bool carry_in) {
+                   bool carry_in, int e0) {
   static_assert(R * NV <= kValueAccumulators<NV>);
   const int64_t hd = a.head_dim;
   const int64_t bs = a.block_size;
-  const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd;
+  const T* vt = static_cast<const T*>(a.v_cache) + int64_t{kv_head} * bs * hd + e0;
   const int64_t block_elements = int64_t{a.num_kv_heads} * bs * hd;
   int64_t n_max = n_cached[0], n_min = n_cached[0];
   for (int i = 1; i < R; ++i) {
@@ -201,7 +208,7 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
     for (int v = 0; v < NV; ++v) {
-      o[i][v] = carry_in ? _mm512_maskz_loadu_ps(MaskOf<NV>(v, last), out[i] + 16 * v) : _mm512_setzero_ps();
+      o[i][v] = carry_in ? _mm512_maskz_loadu_ps(MaskOf<NV>(v, last), out[i] + e0 + 16 * v) : _mm512_setzero_ps();
     }
   }
   // One position's values into every row that attends it (all rows below n_min: no
@@ -228,7 +235,7 @@ void SumValuesRows(const PagedAttentionArgs& a, const int32_t* table, int kv_hea
 #pragma GCC unroll 16
   for (int i = 0; i < R; ++i) {
 #pragma GCC unroll 16
-    for (int k = 0; k < NV; ++k) _mm512_mask_storeu_ps(out[i] + 16 * k, MaskOf<NV>(k, last), o[i][k]);
+    for (int k = 0; k < NV; ++k) _mm512_mask_storeu_ps(out[i] + e0 + 16 * k, MaskOf<NV>(k, last), o[i][k]);
   }
 }
 
@@ -239,25 +246,28 @@ inline constexpr int64_t kValueStretch = 64;
 
 // SumValuesRows for any R: rows in passes of at most kValueAccumulators / NV (a pass per
 // row for head_dim 256), the passes taking turns per stretch of positions.
+// From head element e0 (a multiple of 16) on: a unit's value sums split between the
+// threads by head elements (each element's sum is its own chain, whichever elements
+// share the pass).
 template <int R, int NV, typename T>
 void SumValuesGroup(const PagedAttentionArgs& a, const int32_t* table, int kv_head, const int64_t* n_cached,
-                    const float* const* p, __mmask16 last, float (*out)[256]) {
+                    const float* const* p, __mmask16 last, float (*out)[256], int e0 = 0) {
   constexpr int kPass = std::max(1, std::min(R, kValueAccumulators<NV> / NV));
   int64_t n_max = n_cached[0];
   for (int i = 1; i < R; ++i) n_max = std::max(n_max, n_cached[i]);
   if constexpr (kPass >= R) {
-    SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out, 0, n_max, false);
+    SumValuesRows<R, NV, T>(a, table, kv_head, n_cached, p, last, out, 0, n_max, false, e0);
   } else {
     constexpr int kFull = R / kPass * kPass;
     const int64_t stretch = std::max<int64_t>(1, kValueStretch / a.block_size) * a.block_size;
     for (int64_t t0 = 0; t0 < n_max; t0 += stretch) {
       const int64_t t1 = std::min(n_max, t0 + stretch);
       for (int i = 0; i < kFull; i += kPass) {
-        SumValuesRows<kPass, NV, T>(a, table, kv_head, n_cached + i, p + i, last, out + i, t0, t1, t0 > 0);
+        SumValuesRows<kPass, NV, T>(a, table, kv_head, n_cached + i, p + i, last, out + i, t0, t1, t0 > 0, e0);
       }
       if constexpr (R % kPass != 0) {
         SumValuesRows<R % kPass, NV, T>(a, table, kv_head, n_cached + kFull, p + kFull, last, out + kFull, t0, t1,
-                                        t0 > 0);
+                                        t0 > 0, e0);
       }
     }
   }
@@ -315,21 +325,22 @@ float OwnScoresSoftmax(const PagedAttentionArgs& a, int64_t r, const HeadView& h
 
 // Row r's output for head h: the cached positions' weighted values (cached_part), plus
 // its own rows' (one FMA chain per vector, continuing from cached_part), times inv.
+// Vectors [v0, v1) of the head's NV only (a unit's outputs split between the threads).
 template <int NV>
 void FinishRow(const PagedAttentionArgs& a, int64_t r, int h, const HeadView& hv, const float* s,
-               const float* cached_part, float inv, __mmask16 last) {
+               const float* cached_part, float inv, __mmask16 last, int v0 = 0, int v1 = NV) {
   const int64_t n_cached = a.num_cached[r];
   const int64_t n = n_cached + a.num_own[r];
   __m512 o[NV];
-  for (int i = 0; i < NV; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
+  for (int i = v0; i < v1; ++i) o[i] = _mm512_maskz_loadu_ps(MaskOf<NV>(i, last), cached_part + 16 * i);
   for (int64_t t = n_cached; t < n; ++t) {
     const __m512 p = _mm512_set1_ps(s[t]);
     const float* v = hv.pred_v + hv.own(a, r, t) * hv.kv_dim;
-    for (int i = 0; i < NV; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
+    for (int i = v0; i < v1; ++i) o[i] = _mm512_fmadd_ps(p, Load16(v + 16 * i, MaskOf<NV>(i, last)), o[i]);
   }
   float* out = a.out + r * a.out_stride + static_cast<int64_t>(h) * a.head_dim;
   const __m512 norm = _mm512_set1_ps(inv);
-  for (int i = 0; i < NV; ++i) _mm512_mask_storeu_ps(out + 16 * i, MaskOf<NV>(i, last), _mm512_mul_ps(o[i], norm));
+  for (int i = v0; i < v1; ++i) _mm512_mask_storeu_ps(out + 16 * i, MaskOf<NV>(i, last), _mm512_mul_ps(o[i], norm));
 }
 
 // Rows [r0, r0 + R) of one sequence, head h, keys and values in lanes (block-transposed
@@ -454,7 +465,151 @@ bool AttendRowsDispatch(const PagedAttentionArgs& a, int64_t r0, int count, int 
   return true;
 }
 
+// Calls fn(std::integral_constant<int, R>) for R = n (1 to kMaxGroupRows).
+template <typename Fn>
+void WithRows(int n, Fn fn) {
+  switch (n) {
+    case 1: return fn(std::integral_constant<int, 1>());
+    case 2: return fn(std::integral_constant<int, 2>());
+    case 3: return fn(std::integral_constant<int, 3>());
+    case 4: return fn(std::integral_constant<int, 4>());
+    case 5: return fn(std::integral_constant<int, 5>());
+    case 6: return fn(std::integral_constant<int, 6>());
+    case 7: return fn(std::integral_constant<int, 7>());
+    case 8: return fn(std::integral_constant<int, 8>());
+    case 9: return fn(std::integral_constant<int, 9>());
+    case 10: return fn(std::integral_constant<int, 10>());
+    case 11: return fn(std::integral_constant<int, 11>());
+    default: return fn(std::integral_constant<int, 12>());
+  }
+}
+
+// A unit's vector i: its row and head.
+inline int64_t UnitRow(const AttentionUnit& u, int i) { return u.r0 + i % u.rows; }
+inline int UnitHead(const AttentionUnit& u, int i) { return u.h0 + i / u.rows; }
+
+// The AVX-512 kernel's phases (AttendLanes's arithmetic per vector): the cached scores in
+// position ranges of two steps of keys, the own keys and the unnormalised softmax per
+// vector, the value sums and outputs per 16 head elements (ranges of up to 4 vectors
+// run together).
+template <typename T, int NV>
+class UnitKernelAvx512Impl final : public UnitKernel {
+ public:
+  // One row group: the default model's T(10) and T(12) 2-3% faster at 400 positions (AMX
+  // Xeon), T(14) and T(16) 1-3% slower as units than as groups.
+  int MaxRows() const override { return kMaxGroupRows; }
+  int MaxVectors() const override { return kMaxGroupRows; }
+
+  int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {
+    int64_t n_max = 0;
+    for (int i = 0; i < u.rows; ++i) n_max = std::max<int64_t>(n_max, a.num_cached[u.r0 + i]);
+    int64_t chunk = 0;
+    WithRows(u.vectors(), [&](auto r) { chunk = ScoreChunk<decltype(r)::value>(); });
+    return std::max<int64_t>(1, (n_max + chunk - 1) / chunk);
+  }
+  void Score(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+             int64_t last) const override {
+    WithRows(u.vectors(), [&](auto r) {
+      constexpr int R = decltype(r)::value;
+      alignas(64) float qs[R][256];
+      int64_t n_cached[R];
+      float* sp[R];
+      for (int i = 0; i < R; ++i) {
+        ScaledQuery(a, UnitRow(u, i), UnitHead(u, i), qs[i]);
+        n_cached[i] = a.num_cached[UnitRow(u, i)];
+        sp[i] = s.scores + i * s.stride;
+      }
+      const int kv_head = u.h0 / (a.num_heads / a.num_kv_heads);
+      ScoreCachedRows<R, T>(a, a.block_tables + a.table_offset[u.r0], kv_head, n_cached, qs, sp, true,
+                            first * ScoreChunk<R>(), last * ScoreChunk<R>());
+    });
+  }
+  void OwnKeysAndSoftmax(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s,
+                         int i) const override {
+    const int64_t r = UnitRow(u, i);
+    const int h = UnitHead(u, i);
+    __m512 q[NV];
+    LoadScaledQuery<NV>(a, r, h, LastMask(a), q);
+    s.inv[i] = OwnScoresSoftmax<NV>(a, r, HeadView(a, h), q, s.scores + i * s.stride, LastMask(a));
+  }
+  int64_t SumItems(const PagedAttentionArgs&, const AttentionUnit&) const override { return NV; }
+  // Head vectors [first, last): their cached sums for every vector of the unit, then
+  // each vector's own rows and normalisation.
+  void Sum(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+           int64_t last) const override {
+    WithRows(u.vectors(), [&](auto r) {
+      constexpr int R = decltype(r)::value;
+      int64_t n_cached[R];
+      const float* p[R];
+      for (int i = 0; i < R; ++i) {
+        n_cached[i] = a.num_cached[UnitRow(u, i)];
+        p[i] = s.scores + i * s.stride;
+      }
+      const int32_t* table = a.block_tables + a.table_offset[u.r0];
+      const int kv_head = u.h0 / (a.num_heads / a.num_kv_heads);
+      alignas(64) float cached_part[R][256];
+      for (int v = static_cast<int>(first); v < last;) {
+        const int width = last - v >= 4 ? 4 : last - v >= 2 ? 2 : 1;
+        // The head's last vector keeps its mask (head_dim 8); the others are whole.
+        const __mmask16 mask = v + width == NV ? LastMask(a) : __mmask16(0xffff);
+        switch (width) {
+          case 4: SumValuesGroup<R, 4, T>(a, table, kv_head, n_cached, p, mask, cached_part, 16 * v); break;
+          case 2: SumValuesGroup<R, 2, T>(a, table, kv_head, n_cached, p, mask, cached_part, 16 * v); break;
+          default: SumValuesGroup<R, 1, T>(a, table, kv_head, n_cached, p, mask, cached_part, 16 * v); break;
+        }
+        v += width;
+      }
+      for (int i = 0; i < R; ++i) {
+        const int h = UnitHead(u, i);
+        FinishRow<NV>(a, UnitRow(u, i), h, HeadView(a, h), p[i], cached_part[i], s.inv[i], LastMask(a),
+                      static_cast<int>(first), static_cast<int>(last));
+      }
+    });
+  }
+
+ private:
+  // Positions per item of the first phase: two steps of ScoreCachedRows.
+  template <int R>
+  static constexpr int64_t ScoreChunk() {
+    return 2 * 16 * kScoreVectors<R>;
+  }
+  // The mask of the head's last vector: half of it where head_dim is an odd multiple of 8.
+  static __mmask16 LastMask(const PagedAttentionArgs& a) {
+    return a.head_dim % 16 == 0 ? __mmask16(0xffff) : __mmask16(0x00ff);
+  }
+};
+
+template <typename T>
+const UnitKernel* UnitKernelFor(int nv) {
+  static const UnitKernelAvx512Impl<T, 1> k1;
+  static const UnitKernelAvx512Impl<T, 2> k2;
+  static const UnitKernelAvx512Impl<T, 3> k3;
+  static const UnitKernelAvx512Impl<T, 4> k4;
+  static const UnitKernelAvx512Impl<T, 5> k5;
+  static const UnitKernelAvx512Impl<T, 6> k6;
+  static const UnitKernelAvx512Impl<T, 8> k8;
+  static const UnitKernelAvx512Impl<T, 16> k16;
+  switch (nv) {
+    case 1: return &k1;
+    case 2: return &k2;
+    case 3: return &k3;
+    case 4: return &k4;
+    case 5: return &k5;
+    case 6: return &k6;
+    case 8: return &k8;
+    default: return &k16;
+  }
+}
+
 }  // namespace
+
+const UnitKernel* UnitKernelAvx512(const PagedAttentionArgs& a) {
+  if (a.kv_layout != KvLayout::kBlockTransposed || a.block_size % 16 != 0) return nullptr;
+  if (a.head_dim % 8 != 0 || a.head_dim > 256) return nullptr;
+  const int nv = (a.head_dim + 15) / 16;
+  if (nv == 7 || (nv > 8 && nv != 16)) return nullptr;
+  return a.cache_element == KvElement::kBf16 ? UnitKernelFor<uint16_t>(nv) : UnitKernelFor<float>(nv);
+}
 
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch) {

@@ -30,16 +30,61 @@ inline constexpr int kMaxGroupRowsAvx2 = 8;
 bool AttendRowsAvx512(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scores,
                       bool prefetch);
 
-// Query vectors attended together on AVX2: rows [r0, r0 + rows) of one sequence times
-// heads [h0, h0 + heads) of one kv head (grouped-query heads read the same keys and
-// values), rows x heads <= kMaxGroupRowsAvx2; vector i is row r0 + i % rows, head
-// h0 + i / rows.
+// Query vectors attended together in a decode or verify step: rows [r0, r0 + rows) of one
+// sequence times heads [h0, h0 + heads) of one kv head (grouped-query heads read the same
+// keys and values); vector i is row r0 + i % rows, head h0 + i / rows. rows x heads is
+// at most the kernel's UnitKernel::MaxVectors.
 struct AttentionUnit {
   int64_t r0 = 0;
   int rows = 1;
   int h0 = 0;
   int heads = 1;
+  int vectors() const { return rows * heads; }
 };
+
+// Where a unit's vectors keep their scores between the phases: vector i's at
+// scores + i * stride (stride >= its attended positions + 16), and, for kernels that
+// normalise at the end, 1 / the softmax sum at inv[i].
+struct UnitScratch {
+  float* scores = nullptr;
+  int64_t stride = 0;
+  float* inv = nullptr;
+};
+
+// A SIMD kernel's attention of units in three phases (engine/cpu/paged_attention.cc
+// runs them, split between the threads, meeting between phases): the cached keys'
+// scores, in ScoreItems ranges of positions; each vector's own keys and softmax; the
+// value sums and outputs, in SumItems ranges of head elements. A decode or verify step
+// has a few units (3 kv heads of the default model): split by unit, the threads would
+// each read every kv head's keys and values for their heads, or wait on each other.
+// Each vector's arithmetic is the kernel's row-group path's (AttendRowsAvx2,
+// AttendRowsAvx512), in the same order, whichever items a thread takes: a row's
+// result is bitwise the same as there, alone or in any batch, on any number of threads.
+class UnitKernel {
+ public:
+  virtual ~UnitKernel() = default;
+  // Forwards of up to this many rows (decode and verify steps) run as units; larger ones
+  // (prefill) as row groups, tasks enough to share between the threads.
+  virtual int MaxRows() const = 0;
+  // The most vectors in a unit.
+  virtual int MaxVectors() const = 0;
+  virtual int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const = 0;
+  virtual void Score(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+                     int64_t last) const = 0;
+  virtual void OwnKeysAndSoftmax(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s,
+                                 int i) const = 0;
+  virtual int64_t SumItems(const PagedAttentionArgs& a, const AttentionUnit& u) const = 0;
+  virtual void Sum(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
+                   int64_t last) const = 0;
+};
+
+// The AVX2 kernel's phases for these args (engine/cpu/paged_attention_avx2.cc; the same
+// conditions as AttendRowsAvx2), or null. Call only with AVX2.
+const UnitKernel* UnitKernelAvx2(const PagedAttentionArgs& a);
+// The AVX-512 kernel's (engine/cpu/paged_attention_avx512.cc: the block-transposed cache
+// with block_size a multiple of 16, head_dim as AttendRowsAvx512 takes), or null. Call
+// only with AVX-512.
+const UnitKernel* UnitKernelAvx512(const PagedAttentionArgs& a);
 
 // Rows [r0, r0 + count), count <= kMaxGroupRowsAvx2, and head h on AVX2
 // (engine/cpu/paged_attention_avx2.cc), as AttendRowsAvx512 (each row's result bitwise the
@@ -47,16 +92,5 @@ struct AttentionUnit {
 // kBlockTransposed layout with head_dim a multiple of 64 and block_size a multiple of 8;
 // false otherwise (the portable path then runs). Call only with AVX2.
 bool AttendRowsAvx2(const PagedAttentionArgs& a, int64_t r0, int count, int h, std::vector<float>& scratch);
-
-// Every unit (together covering each row and head once) on AVX2, in three phases split
-// between `threads` threads of `pool` (null when threads is 1) that meet between them:
-// the cached keys' scores (each unit's keys in ranges), each vector's own keys and
-// softmax, the value sums (each unit's head elements in ranges). A decode or verify
-// step has a few units (3 kv heads of the default model): split by unit, the threads
-// would read each kv head's keys and values twice, or wait on each other. Each vector's
-// arithmetic is AttendRowsAvx2's, in the same order, so its result is bitwise the same.
-// The same conditions as AttendRowsAvx2; false otherwise.
-bool AttendUnitsAvx2(const PagedAttentionArgs& a, const std::vector<AttentionUnit>& units, ThreadPool* pool,
-                     int threads);
 
 }  // namespace crossreg::cpu::internal
