@@ -58,10 +58,11 @@ struct PagedAttentionArgs {
 };
 
 // `pool` may be null (one thread). Work is split into (row group, head) tasks taken in
-// dynamic chunks (rows attend contexts of different lengths); on AVX2, decode and verify
-// steps are split by keys and by head elements instead (engine/cpu/paged_attention_internal.h). Every row runs the same
-// arithmetic whatever else is in the batch, so its result does not depend on the thread
-// count or on the other rows (bitwise).
+// dynamic chunks (rows attend contexts of different lengths); on AVX2 and AVX-512, decode
+// and verify steps run as units of query vectors split by keys and by head elements
+// instead (engine/cpu/paged_attention_internal.h). Every row runs the same arithmetic
+// whatever else is in the batch, so its result does not depend on the thread count or on
+// the other rows (bitwise).
 void PagedAttention(const PagedAttentionArgs& args, ThreadPool* pool);
 
 }  // namespace crossreg::cpu

@@ -53,8 +53,8 @@ class RowGroup {
       : a_(a), hd_(a.head_dim), bs_(a.block_size), kv_head_(u.h0 / (a.num_heads / a.num_kv_heads)),
         table_(a.block_tables + a.table_offset[u.r0]) {
     for (int i = 0; i < G; ++i) {
-      const int64_t r = u.r0 + i % u.rows;
-      const int h = u.h0 + i / u.rows;
+      const int64_t r = u.row(i);
+      const int h = u.head(i);
       row_[i] = r;
       q_[i] = a.q + r * a.q_stride + int64_t{h} * hd_;
       out_[i] = a.out + r * a.out_stride + int64_t{h} * hd_;
@@ -285,7 +285,7 @@ class RowGroup {
 // Calls fn(group) with the unit's RowGroup (G = its vectors).
 template <typename T, typename Fn>
 void WithGroup(const PagedAttentionArgs& a, const AttentionUnit& u, float* scores, int64_t stride, Fn fn) {
-  switch (u.rows * u.heads) {
+  switch (u.vectors()) {
     case 8: { RowGroup<T, 8> g(a, u, scores, stride); return fn(g); }
     case 7: { RowGroup<T, 7> g(a, u, scores, stride); return fn(g); }
     case 6: { RowGroup<T, 6> g(a, u, scores, stride); return fn(g); }
@@ -321,18 +321,15 @@ class UnitKernelAvx2Impl final : public UnitKernel {
   int MaxRows() const override { return 16; }
   int MaxVectors() const override { return kMaxGroupRowsAvx2; }
   int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {
-    int64_t groups = 0;
-    WithGroup<T>(a, u, nullptr, 0, [&](auto& g) { groups = g.FullKeyGroups(); });
-    return std::max<int64_t>(1, (groups + kScoreItemGroups - 1) / kScoreItemGroups);
+    return std::max<int64_t>(1, (u.max_cached(a) / 8 + kScoreItemGroups - 1) / kScoreItemGroups);
   }
   // Items [first, last) of ScoreItems; the last item adds the tail past the full groups.
   void Score(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
              int64_t last) const override {
+    const bool tail = last == ScoreItems(a, u);
     WithGroup<T>(a, u, s.scores, s.stride, [&](auto& g) {
       const int64_t groups = g.FullKeyGroups();
-      const int64_t items = std::max<int64_t>(1, (groups + kScoreItemGroups - 1) / kScoreItemGroups);
-      g.ScoreCachedKeys(std::min(groups, first * kScoreItemGroups), std::min(groups, last * kScoreItemGroups),
-                        last == items);
+      g.ScoreCachedKeys(std::min(groups, first * kScoreItemGroups), std::min(groups, last * kScoreItemGroups), tail);
     });
   }
   void OwnKeysAndSoftmax(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s,

@@ -484,10 +484,6 @@ void WithRows(int n, Fn fn) {
   }
 }
 
-// A unit's vector i: its row and head.
-inline int64_t UnitRow(const AttentionUnit& u, int i) { return u.r0 + i % u.rows; }
-inline int UnitHead(const AttentionUnit& u, int i) { return u.h0 + i / u.rows; }
-
 // The AVX-512 kernel's phases (AttendLanes's arithmetic per vector): the cached scores in
 // position ranges of two steps of keys, the own keys and the unnormalised softmax per
 // vector, the value sums and outputs per 16 head elements (ranges of up to 4 vectors
@@ -501,11 +497,9 @@ class UnitKernelAvx512Impl final : public UnitKernel {
   int MaxVectors() const override { return kMaxGroupRows; }
 
   int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {
-    int64_t n_max = 0;
-    for (int i = 0; i < u.rows; ++i) n_max = std::max<int64_t>(n_max, a.num_cached[u.r0 + i]);
     int64_t chunk = 0;
     WithRows(u.vectors(), [&](auto r) { chunk = ScoreChunk<decltype(r)::value>(); });
-    return std::max<int64_t>(1, (n_max + chunk - 1) / chunk);
+    return std::max<int64_t>(1, (u.max_cached(a) + chunk - 1) / chunk);
   }
   void Score(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s, int64_t first,
              int64_t last) const override {
@@ -515,8 +509,8 @@ class UnitKernelAvx512Impl final : public UnitKernel {
       int64_t n_cached[R];
       float* sp[R];
       for (int i = 0; i < R; ++i) {
-        ScaledQuery(a, UnitRow(u, i), UnitHead(u, i), qs[i]);
-        n_cached[i] = a.num_cached[UnitRow(u, i)];
+        ScaledQuery(a, u.row(i), u.head(i), qs[i]);
+        n_cached[i] = a.num_cached[u.row(i)];
         sp[i] = s.scores + i * s.stride;
       }
       const int kv_head = u.h0 / (a.num_heads / a.num_kv_heads);
@@ -526,8 +520,8 @@ class UnitKernelAvx512Impl final : public UnitKernel {
   }
   void OwnKeysAndSoftmax(const PagedAttentionArgs& a, const AttentionUnit& u, const UnitScratch& s,
                          int i) const override {
-    const int64_t r = UnitRow(u, i);
-    const int h = UnitHead(u, i);
+    const int64_t r = u.row(i);
+    const int h = u.head(i);
     __m512 q[NV];
     LoadScaledQuery<NV>(a, r, h, LastMask(a), q);
     s.inv[i] = OwnScoresSoftmax<NV>(a, r, HeadView(a, h), q, s.scores + i * s.stride, LastMask(a));
@@ -542,7 +536,7 @@ class UnitKernelAvx512Impl final : public UnitKernel {
       int64_t n_cached[R];
       const float* p[R];
       for (int i = 0; i < R; ++i) {
-        n_cached[i] = a.num_cached[UnitRow(u, i)];
+        n_cached[i] = a.num_cached[u.row(i)];
         p[i] = s.scores + i * s.stride;
       }
       const int32_t* table = a.block_tables + a.table_offset[u.r0];
@@ -560,8 +554,8 @@ class UnitKernelAvx512Impl final : public UnitKernel {
         v += width;
       }
       for (int i = 0; i < R; ++i) {
-        const int h = UnitHead(u, i);
-        FinishRow<NV>(a, UnitRow(u, i), h, HeadView(a, h), p[i], cached_part[i], s.inv[i], LastMask(a),
+        const int h = u.head(i);
+        FinishRow<NV>(a, u.row(i), h, HeadView(a, h), p[i], cached_part[i], s.inv[i], LastMask(a),
                       static_cast<int>(first), static_cast<int>(last));
       }
     });

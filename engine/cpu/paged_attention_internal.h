@@ -40,6 +40,14 @@ struct AttentionUnit {
   int h0 = 0;
   int heads = 1;
   int vectors() const { return rows * heads; }
+  int64_t row(int i) const { return r0 + i % rows; }
+  int head(int i) const { return h0 + i / rows; }
+  // The unit's longest cached context (the keys its first phase scores).
+  int64_t max_cached(const PagedAttentionArgs& a) const {
+    int64_t n = 0;
+    for (int i = 0; i < rows; ++i) n = n > a.num_cached[r0 + i] ? n : a.num_cached[r0 + i];
+    return n;
+  }
 };
 
 // Where a unit's vectors keep their scores between the phases: vector i's at
