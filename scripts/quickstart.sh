@@ -55,7 +55,19 @@ grep -a -m1 'crossreg-server ready' "$SERVER_LOG" || true
 SPEEDUP=""
 if [ -z "${MODE:-}" ]; then
   echo "[quickstart] the same request in each exact mode, twice each (scripts/pick_mode.py):"
-  pick=$(python3 scripts/pick_mode.py --server "127.0.0.1:$PORT" --prompt "$PROMPT" -- "${REQUEST[@]}" | tee /dev/stderr | tail -1)
+  # The table is echoed line by line from this shell: `tee /dev/stderr` would reopen the
+  # terminal's file, and where the output goes to a file (`quickstart.sh > log 2>&1`) that
+  # truncates it, losing the lines above and leaving NUL bytes in their place.
+  pick=""
+  while IFS= read -r line; do
+    printf '%s\n' "$line"
+    pick=$line
+  done < <(python3 scripts/pick_mode.py --server "127.0.0.1:$PORT" --prompt "$PROMPT" -- "${REQUEST[@]}" || true)
+  if [[ "$pick" != PICK\ * ]]; then
+    echo "[quickstart] scripts/pick_mode.py chose no mode (above); MODE=ar scripts/quickstart.sh skips it" >&2
+    kill -TERM $SERVER 2>/dev/null; wait $SERVER || true
+    exit 1
+  fi
   read -r _ MODE MODE_TPS AR_TPS <<<"$pick"
   SPEEDUP=$(python3 -c "print(f'{$MODE_TPS / $AR_TPS:.2f}')")
 fi
