@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -16,6 +17,10 @@ namespace crossreg {
 enum class KvDtype { kF32, kBf16 };
 const char* KvDtypeName(KvDtype dtype);  // "f32", "bf16"
 absl::StatusOr<KvDtype> ParseKvDtype(std::string_view name);
+// A --kv_dtype flag: "f32", "bf16", or "auto" (nullopt: the engine picks, AutoKvDtype in
+// engine/runtime/open_engine.h).
+absl::StatusOr<std::optional<KvDtype>> ParseKvDtypeChoice(std::string_view name);
+const char* KvDtypeChoiceName(const std::optional<KvDtype>& choice);  // "auto" for nullopt
 
 // Bytes one cached token takes: every layer's K and V rows.
 int64_t KvBytesPerToken(const ModelConfig& config, KvDtype dtype = KvDtype::kF32);

@@ -301,7 +301,7 @@ void LogReady(const ServerOptions& options, const Engine& engine, const Security
   const ChatTemplateFamily chat_family = RecognizeChatTemplate(engine.model->chat_template, "", "").family;
   spdlog::info(
       "crossreg-server ready: grpc {}:{} ({}, {}), http {}, metrics {}, backend {}, model {} ({} layers, d={}, vocab "
-      "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens (prefix caching {}), max_running {}, max_queue {}, "
+      "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens of {} (prefix caching {}), max_running {}, max_queue {}, "
       "max_batch_tokens {}, gamma default {} max {}",
       options.host, grpc_port, transport, security.tokens.enabled() ? "bearer tokens" : "no authentication",
       http != nullptr ? absl::StrCat(options.host, ":", http->port(), " (OpenAI API, model \"", served_model_name,
@@ -312,7 +312,7 @@ void LogReady(const ServerOptions& options, const Engine& engine, const Security
       engine.adapter ? absl::StrCat(engine.adapter_path, " (rank ", engine.adapter->max_rank, ")") : "none",
       engine.ngram_table ? absl::StrCat(engine.ngram_table_path, " (", engine.ngram_table->entries(), " n-grams)")
                          : "none",
-      kv.num_blocks, kv.block_size, kv.prefix_caching ? "on" : "off", options.max_running, options.max_queue, options.max_batch_tokens,
+      kv.num_blocks, kv.block_size, KvDtypeName(engine.kv_dtype), kv.prefix_caching ? "on" : "off", options.max_running, options.max_queue, options.max_batch_tokens,
       options.default_gamma, options.max_gamma);
   if (engine.backend->name() == "cpu") spdlog::info("memory: {}", cpu::HugePageSummary());
 }

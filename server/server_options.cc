@@ -55,9 +55,9 @@ ABSL_FLAG(int, threads, kDefaults.threads,
 ABSL_FLAG(int64_t, kv_memory_mb, kDefaults.kv_memory_mb, "KV cache memory in MiB (used when --kv_blocks is 0)");
 ABSL_FLAG(int, kv_blocks, kDefaults.kv_blocks, "KV cache size in blocks; overrides --kv_memory_mb when > 0");
 ABSL_FLAG(int, kv_block_size, kDefaults.kv_block_size, "Token slots per KV cache block");
-ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeName(kDefaults.kv_dtype),
-          "K/V cache element type: f32 or bf16 (half the memory and attention reads). Lossless "
-          "decoding equals AR at either");
+ABSL_FLAG(std::string, kv_dtype, crossreg::KvDtypeChoiceName(kDefaults.kv_dtype),
+          "K/V cache element type: f32, bf16 (half the memory and attention reads) or auto (bf16 on the CPU backend "
+          "unless the model's weights are f32; f32 on CUDA). Lossless decoding equals AR at either");
 ABSL_FLAG(bool, prefix_caching, kDefaults.prefix_caching,
           "Automatic prefix caching: full KV blocks of a prompt (and of generated text) stay cached, so a later "
           "request with the same prefix (a system prompt, an earlier turn) skips their prefill. Outputs are the same "
@@ -216,7 +216,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.kv_memory_mb = absl::GetFlag(FLAGS_kv_memory_mb);
   o.kv_blocks = absl::GetFlag(FLAGS_kv_blocks);
   o.kv_block_size = absl::GetFlag(FLAGS_kv_block_size);
-  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  auto kv_dtype = ParseKvDtypeChoice(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return kv_dtype.status();
   o.kv_dtype = *kv_dtype;
   o.prefix_caching = absl::GetFlag(FLAGS_prefix_caching);

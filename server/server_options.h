@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -30,7 +31,7 @@ struct ServerOptions {
   int64_t kv_memory_mb = 512;    // K/V memory when kv_blocks is 0
   int kv_blocks = 0;             // exact block count; overrides kv_memory_mb
   int kv_block_size = 16;        // token slots per KV block
-  KvDtype kv_dtype = KvDtype::kF32;  // K/V element type (bf16 halves the cache; CPU backend)
+  std::optional<KvDtype> kv_dtype;  // K/V element type; unset: auto (AutoKvDtype, engine/runtime/open_engine.h)
   bool prefix_caching = true;    // share full K/V blocks of common prefixes between requests
   DType quantize = DType::kF32;  // quantize the model's matrices at load (kF32: as stored)
   DeviceWeights device_weights = DeviceWeights::kBf16;  // --weights: fp8 on the CUDA backend

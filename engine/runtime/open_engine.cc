@@ -23,8 +23,9 @@ absl::Status WithPrefix(absl::string_view prefix, const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const LoraAdapter* adapter,
                                                        const EngineOptions& options, const KvCacheConfig& kv) {
-  BackendChoice choice = options.backend;
-  if (choice == BackendChoice::kAuto) choice = CudaDeviceVisible() ? BackendChoice::kCuda : BackendChoice::kCpu;
+  // OpenEngine resolved kAuto and the K/V element type.
+  const BackendChoice choice = options.backend;
+  const KvDtype kv_dtype = options.kv_dtype.value_or(KvDtype::kF32);
   switch (choice) {
     case BackendChoice::kCpu: {
       if (options.device_weights == DeviceWeights::kFp8) {
@@ -36,13 +37,13 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
       cpu.num_threads = options.cpu_threads;
       cpu.kv = kv;
       cpu.adapter = adapter;
-      cpu.kv_dtype = options.kv_dtype;
+      cpu.kv_dtype = kv_dtype;
       return CreateCpuBackend(model, cpu);
     }
     case BackendChoice::kCuda: {
 #ifdef CROSSREG_HAVE_CUDA
       CudaBackendOptions cuda;
-      cuda.kv_dtype = options.kv_dtype;
+      cuda.kv_dtype = kv_dtype;
       cuda.device = options.cuda_device;
       cuda.kv = kv;
       cuda.adapter = adapter;
@@ -62,18 +63,18 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
   return absl::InternalError("backend choice not resolved");
 }
 
-absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOptions& options) {
+absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOptions& options, KvDtype kv_dtype) {
   if (options.kv_block_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_block_size must be >= 1, got ", options.kv_block_size));
   }
   int64_t blocks = options.kv_blocks;
   if (blocks <= 0) {
-    blocks = KvBlocksForBytes(config, options.kv_block_size, options.kv_memory_bytes, options.kv_dtype);
+    blocks = KvBlocksForBytes(config, options.kv_block_size, options.kv_memory_bytes, kv_dtype);
     if (blocks < 1) {
       return absl::InvalidArgumentError(
           absl::StrCat("--kv_memory_mb: ", options.kv_memory_bytes >> 20,
                        " MiB holds no KV block of this model (one block takes ",
-                       KvBytesPerToken(config, options.kv_dtype) * options.kv_block_size, " bytes)"));
+                       KvBytesPerToken(config, kv_dtype) * options.kv_block_size, " bytes)"));
     }
   }
   if (blocks > (int64_t{1} << 30)) return absl::InvalidArgumentError(absl::StrCat("KV cache: ", blocks, " blocks is too many"));
@@ -122,6 +123,13 @@ bool CudaDeviceVisible() {
 #else
   return false;
 #endif
+}
+
+KvDtype AutoKvDtype(const Model& model, BackendChoice backend) {
+  if (backend != BackendChoice::kCpu) return KvDtype::kF32;
+  const auto& layers = model.weights.layers;
+  const bool f32_weights = !layers.empty() && layers.front().wq.dtype == DType::kF32;
+  return f32_weights ? KvDtype::kF32 : KvDtype::kBf16;
 }
 
 bool HasDrafter(const Model& model, const LoraAdapter* adapter) {
@@ -222,9 +230,15 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const Eng
   engine->load_seconds = loaded.load_seconds;
   engine->quantize_summary = std::move(loaded.quantize_summary);
   const ModelConfig& config = engine->model->config;
-  auto kv = KvConfig(config, options);
+  EngineOptions resolved = options;
+  if (resolved.backend == BackendChoice::kAuto) {
+    resolved.backend = CudaDeviceVisible() ? BackendChoice::kCuda : BackendChoice::kCpu;
+  }
+  engine->kv_dtype = options.kv_dtype.value_or(AutoKvDtype(*engine->model, resolved.backend));
+  resolved.kv_dtype = engine->kv_dtype;
+  auto kv = KvConfig(config, resolved, engine->kv_dtype);
   if (!kv.ok()) return kv.status();
-  auto backend = CreateBackend(*engine->model, engine->adapter.get(), options, *kv);
+  auto backend = CreateBackend(*engine->model, engine->adapter.get(), resolved, *kv);
   if (!backend.ok()) return backend.status();
   engine->backend = std::move(*backend);
   engine->kv = std::make_unique<PagedKvCache>(*kv);

@@ -52,8 +52,8 @@ struct EngineOptions {
   int cpu_threads = 0;       // CPU backend; 0: one per usable core (cgroup-aware)
   int cuda_device = 0;       // CUDA backend: device ordinal
   // KV cache: exactly `kv_blocks` blocks when > 0, else as many as `kv_memory_bytes` holds,
-  // of `kv_dtype` elements (bf16: the CPU backend only, so far).
-  KvDtype kv_dtype = KvDtype::kF32;
+  // of `kv_dtype` elements; unset ("auto"): AutoKvDtype's choice for the model and backend.
+  std::optional<KvDtype> kv_dtype;
   int kv_block_size = 16;
   int64_t kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{512} << 20;
@@ -83,6 +83,15 @@ int32_t DrafterPlaceholder(const Model& model, const LoraAdapter* adapter);  // 
 // The layout it was trained for, "chain" or "blocks"; "" without a drafter.
 std::string DrafterLayout(const Model& model, const LoraAdapter* adapter);
 
+// --kv_dtype auto: bf16 on the CPU backend unless the model's linear weights are f32
+// (bf16, f16 and quantized models compute K/V from weights coarser than bf16, as the
+// peer engines cache them in 16 bits; the cache takes half the memory and a batch's
+// attention reads half the bytes: the default model's batch-16 decode step 3.6 -> 2.7 ms,
+// docs/benchmarks.md), f32 for f32 models (stories260K: its golden outputs are f32 runs).
+// The CUDA backend keeps f32: its bf16 cache measured no faster (docs/cuda.md).
+// Lossless decoding equals AR at either type.
+KvDtype AutoKvDtype(const Model& model, BackendChoice backend);
+
 // An open engine. Members are destroyed bottom-up: the backend (which reads the
 // model's weights) before the model.
 struct Engine {
@@ -94,6 +103,7 @@ struct Engine {
   std::unique_ptr<NgramTable> ngram_table;  // null: n-gram drafts from the context alone
   std::unique_ptr<Backend> backend;
   std::unique_ptr<PagedKvCache> kv;
+  KvDtype kv_dtype = KvDtype::kF32;  // the cache's element type (resolved from EngineOptions)
   std::optional<ForwardCostCurve> cost_curve;
   // Acceptance shared by the requests decoded on this engine (adaptive draft length).
   std::unique_ptr<AcceptanceMemory> acceptance_memory = std::make_unique<AcceptanceMemory>();

@@ -35,7 +35,9 @@ ABSL_FLAG(std::string, backend, "auto",
           "Compute backend: cpu, cuda (fails when no CUDA device is available) or auto (CUDA when a device is "
           "visible, else CPU)");
 ABSL_FLAG(int, cuda_device, 0, "CUDA backend: device ordinal");
-ABSL_FLAG(std::string, kv_dtype, "f32", "K/V cache element type: f32 or bf16 (CPU backend)");
+ABSL_FLAG(std::string, kv_dtype, "auto",
+          "K/V cache element type: f32, bf16 or auto (bf16 on the CPU backend unless the model's weights are f32; "
+          "f32 on CUDA)");
 ABSL_FLAG(std::string, weights, "bf16",
           "CUDA backend: decoder-layer weights on the device, bf16 or fp8 (e4m3, a scale per output row, quantized "
           "at load); the CPU backend refuses fp8");
@@ -151,7 +153,7 @@ absl::StatusOr<GenerationRequest> RequestFromFlags() {
 absl::StatusOr<EngineOptions> EngineOptionsFromFlags() {
   auto backend_choice = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
   if (!backend_choice.ok()) return backend_choice.status();
-  auto kv_dtype = ParseKvDtype(absl::GetFlag(FLAGS_kv_dtype));
+  auto kv_dtype = ParseKvDtypeChoice(absl::GetFlag(FLAGS_kv_dtype));
   if (!kv_dtype.ok()) return kv_dtype.status();
   auto quantize = ParseQuantizeType(absl::GetFlag(FLAGS_quantize));
   if (!quantize.ok()) return quantize.status();
