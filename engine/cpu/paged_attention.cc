@@ -131,21 +131,11 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
     score_items[u + 1] = score_items[u] + kernel.ScoreItems(a, unit);
     sum_items[u + 1] = sum_items[u] + kernel.SumItems(a, unit);
   }
-  thread_local std::vector<float> scores, inv;
-  scores.resize(static_cast<size_t>(offset.back()));
-  inv.resize(static_cast<size_t>(inv_offset.back()));
-  // The workers reach this thread's buffers through these (naming a thread_local inside
-  // the lambda would give each worker its own).
-  float* const scores_base = scores.data();
-  float* const inv_base = inv.data();
   const std::vector<int64_t>& off = offset;
   const std::vector<int64_t>& str = stride;
   const std::vector<int64_t>& inv_off = inv_offset;
   const std::vector<int64_t>& s_items = score_items;
   const std::vector<int64_t>& v_items = sum_items;
-  auto scratch = [&](size_t u) {
-    return internal::UnitScratch{scores_base + off[u], str[u], inv_base + inv_off[u]};
-  };
   // Items [begin, end) of a phase whose unit u owns items [items[u], items[u + 1]):
   // fn(u, first, last) per unit, in the unit's own item numbers.
   auto for_items = [&](const std::vector<int64_t>& items, int64_t begin, int64_t end, auto fn) {
@@ -161,9 +151,23 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
   // keys (and asked for its values meanwhile), as in the row-group path. Split inside
   // units, the ~110M model's 12 heads ran 2-4% slower on AVX-512.
   if (count >= 4 * static_cast<size_t>(threads)) {
+    // Thread t's units start at bound(t): split by score items (positions x vectors), as
+    // a batch's sequences attend contexts of different lengths; bound(threads) is every
+    // unit, whatever items the last ones have.
+    auto bound = [&](int t) -> size_t {
+      if (t >= threads) return count;
+      const int64_t at = s_items.back() * t / threads;
+      return static_cast<size_t>(std::lower_bound(s_items.begin(), s_items.begin() + static_cast<int64_t>(count), at) -
+                                 s_items.begin());
+    };
     auto whole = [&](int t) {
-      for (size_t u = count * t / threads; u < count * (t + 1) / threads; ++u) {
-        const internal::UnitScratch s = scratch(u);
+      // Each thread's own scratch, one unit's at a time: a batch's units all at once would
+      // take rows x heads x context floats.
+      thread_local std::vector<float> unit_scores, unit_inv;
+      for (size_t u = bound(t); u < bound(t + 1); ++u) {
+        unit_scores.resize(static_cast<size_t>(off[u + 1] - off[u]));
+        unit_inv.resize(static_cast<size_t>(inv_off[u + 1] - inv_off[u]));
+        const internal::UnitScratch s{unit_scores.data(), str[u], unit_inv.data()};
         kernel.Score(a, units[u], s, 0, s_items[u + 1] - s_items[u]);
         for (int i = 0; i < units[u].vectors(); ++i) kernel.OwnKeysAndSoftmax(a, units[u], s, i);
         kernel.Sum(a, units[u], s, 0, v_items[u + 1] - v_items[u]);
@@ -176,6 +180,17 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
     }
     return;
   }
+  // The phases split units between the threads: every unit's scratch at once.
+  thread_local std::vector<float> scores, inv;
+  scores.resize(static_cast<size_t>(offset.back()));
+  inv.resize(static_cast<size_t>(inv_offset.back()));
+  // The workers reach this thread's buffers through these (naming a thread_local inside
+  // the lambda would give each worker its own).
+  float* const scores_base = scores.data();
+  float* const inv_base = inv.data();
+  auto scratch = [&](size_t u) {
+    return internal::UnitScratch{scores_base + off[u], str[u], inv_base + inv_off[u]};
+  };
   cpu::SpinBarrier barrier(threads);
   auto phases = [&](int t) {
     const int64_t n1 = s_items.back();
@@ -215,10 +230,12 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   const int max_group = avx512 ? internal::kMaxGroupRows : internal::kMaxGroupRowsAvx2;
   thread_local std::vector<int32_t> group_start;
   group_start.clear();
+  int longest_run = 0;  // most rows of one sequence
   for (int r = 0; r < a.rows;) {
     int end = r + 1;
     while (end < a.rows && a.table_offset[end] == a.table_offset[r]) ++end;
     const int run = end - r;
+    longest_run = std::max(longest_run, run);
     const int parts = (run + max_group - 1) / max_group;
     for (int p = 0; p < parts; ++p) group_start.push_back(r + run * p / parts);
     r = end;
@@ -264,7 +281,13 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
   const bool one_thread = pool == nullptr || pool->num_threads() == 1 || cost < (1 << 16);
   if (avx2) {
     const internal::UnitKernel* kernel = avx512 ? internal::UnitKernelAvx512(a) : internal::UnitKernelAvx2(a);
-    if (kernel != nullptr && a.rows <= kernel->MaxRows()) {
+    // Units when no sequence has more rows than a unit holds: a verify step, or a batch's
+    // decode and verify steps, however many sequences (the query heads of a kv head then
+    // share its keys' and values' reads: the default model's batch-32 decode step 6.0-6.2
+    // -> 4.4-4.5 ms, whose heads' K/V no longer fit L2 twice). A sequence of more rows (a
+    // prefill chunk) leaves the call to the row groups, whose tasks are dealt out as the
+    // threads finish, as its later rows attend more positions.
+    if (kernel != nullptr && longest_run <= kernel->MaxRows()) {
       const std::vector<internal::AttentionUnit>& units = AttentionUnits(a, starts, kernel->MaxVectors());
       // On one thread, units of one head each are the row groups again, with the phases'
       // bookkeeping on top: stories260K's 16-row forward, its rows split 8 a thread, ran

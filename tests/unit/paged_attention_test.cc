@@ -232,6 +232,51 @@ TEST_P(PagedAttentionTest, ARowsResultDoesNotDependOnTheThreadsOrTheOtherRows) {
   }
 }
 
+// A batch's decode or verify step: many sequences of a few rows each run as units
+// (however many rows the step has in all), a sequence of more rows than a unit holds (a
+// prefill chunk) as row groups. Every row's output must be bitwise its output alone.
+TEST_P(PagedAttentionTest, ABatchsRowsResultsDoNotDependOnTheOtherSequences) {
+  const auto [element, hd] = GetParam();
+  // 12 sequences of 1-3 rows (21 rows), then one of 20 rows; neighbours read different
+  // block tables (offsets into one list of 16 blocks, 128 positions each).
+  const std::vector<int> runs{1, 2, 3, 1, 1, 2, 3, 1, 2, 1, 3, 1, 20};
+  std::vector<int32_t> contexts, offsets;
+  Rng rng(11);
+  for (size_t s = 0; s < runs.size(); ++s) {
+    for (int i = 0; i < runs[s]; ++i) {
+      contexts.push_back(s + 1 < runs.size() ? 1 + static_cast<int32_t>(rng.Uniform() * 127) : 100 + i);
+      offsets.push_back(static_cast<int32_t>(s % 8));
+    }
+  }
+  const int rows = static_cast<int>(contexts.size());
+  AttentionInputs in(element, hd, /*heads=*/4, /*kv_heads=*/2, /*bs=*/16,
+                     {7, 2, 12, 0, 9, 4, 15, 1, 3, 10, 5, 14, 8, 11, 6, 13}, contexts,
+                     std::vector<int32_t>(static_cast<size_t>(rows), 0), {}, 23);
+  in.table_offset = offsets;
+  const int64_t stride = in.stride();
+  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
+    PagedAttention(in.Args(r, 1, alone[static_cast<size_t>(r)].data()), nullptr);
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const auto& [first, count] :
+         std::vector<std::pair<int, int>>{{0, 21}, {3, 17}, {0, 13}, {21, 20}, {0, rows}, {14, 27}}) {
+      std::vector<float> together(in.q.size(), -7.0f);
+      PagedAttention(in.Args(first, count, together.data()), &pool);
+      for (int r = 0; r < count; ++r) {
+        for (int64_t e = 0; e < stride; ++e) {
+          ASSERT_EQ(alone[static_cast<size_t>(first + r)][static_cast<size_t>(e)],
+                    together[static_cast<size_t>(r * stride + e)])
+              << "row " << first + r << " of rows [" << first << ", " << first + count << "), element " << e << ", "
+              << threads << " threads, on " << SimdLevelName(DetectedSimdLevel());
+        }
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Caches, PagedAttentionTest,
                          ::testing::Combine(::testing::Values(KvElement::kF32, KvElement::kBf16),
                                             ::testing::Values(8, 64, 128)),
