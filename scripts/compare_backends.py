@@ -35,7 +35,10 @@ class Server:
         self.port = free_port()
         self.log = tempfile.NamedTemporaryFile(prefix=f"crossreg_{backend}_", suffix=".log", delete=False)
         args = [os.path.join(bin_dir, "crossreg-server"), f"--model={model}", "--host=127.0.0.1",
-                f"--port={self.port}", "--metrics_port=0", "--http_port=0", f"--backend={backend}"] + extra
+                f"--port={self.port}", "--metrics_port=0", "--http_port=0", f"--backend={backend}",
+                # One K/V element type on both (`auto` picks bf16 on the CPU, f32 on CUDA);
+                # an extra --kv_dtype after it wins.
+                "--kv_dtype=f32"] + extra
         if adapter:
             args.append(f"--adapter={adapter}")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
