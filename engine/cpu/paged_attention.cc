@@ -164,7 +164,8 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
       // Each thread's own scratch, one unit's at a time: a batch's units all at once would
       // take rows x heads x context floats.
       thread_local std::vector<float> unit_scores, unit_inv;
-      for (size_t u = bound(t); u < bound(t + 1); ++u) {
+      const size_t last = bound(t + 1);
+      for (size_t u = bound(t); u < last; ++u) {
         unit_scores.resize(static_cast<size_t>(off[u + 1] - off[u]));
         unit_inv.resize(static_cast<size_t>(inv_off[u + 1] - inv_off[u]));
         const internal::UnitScratch s{unit_scores.data(), str[u], unit_inv.data()};

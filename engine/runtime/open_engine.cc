@@ -23,9 +23,9 @@ absl::Status WithPrefix(absl::string_view prefix, const absl::Status& s) {
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const LoraAdapter* adapter,
                                                        const EngineOptions& options, const KvCacheConfig& kv) {
-  // OpenEngine resolved kAuto and the K/V element type.
+  // `options` as OpenEngine resolved them: a backend other than kAuto, a K/V element type.
   const BackendChoice choice = options.backend;
-  const KvDtype kv_dtype = options.kv_dtype.value_or(KvDtype::kF32);
+  const KvDtype kv_dtype = *options.kv_dtype;
   switch (choice) {
     case BackendChoice::kCpu: {
       if (options.device_weights == DeviceWeights::kFp8) {
@@ -63,7 +63,9 @@ absl::StatusOr<std::unique_ptr<Backend>> CreateBackend(const Model& model, const
   return absl::InternalError("backend choice not resolved");
 }
 
-absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOptions& options, KvDtype kv_dtype) {
+// `options` as OpenEngine resolved them (a K/V element type).
+absl::StatusOr<KvCacheConfig> KvConfig(const ModelConfig& config, const EngineOptions& options) {
+  const KvDtype kv_dtype = *options.kv_dtype;
   if (options.kv_block_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("--kv_block_size must be >= 1, got ", options.kv_block_size));
   }
@@ -236,7 +238,7 @@ absl::StatusOr<std::unique_ptr<Engine>> OpenEngine(LoadedModel loaded, const Eng
   }
   engine->kv_dtype = options.kv_dtype.value_or(AutoKvDtype(*engine->model, resolved.backend));
   resolved.kv_dtype = engine->kv_dtype;
-  auto kv = KvConfig(config, resolved, engine->kv_dtype);
+  auto kv = KvConfig(config, resolved);
   if (!kv.ok()) return kv.status();
   auto backend = CreateBackend(*engine->model, engine->adapter.get(), resolved, *kv);
   if (!backend.ok()) return backend.status();

@@ -87,6 +87,33 @@ struct AttentionInputs {
 
 class PagedAttentionTest : public ::testing::TestWithParam<std::tuple<KvElement, int /*head_dim*/>> {};
 
+// Each call's rows [first, first + count), on pools of 1, 2 and 3 threads, must give every
+// row bitwise the output it gets alone on one thread.
+void ExpectEachRowAsAlone(const AttentionInputs& in, const std::vector<std::pair<int, int>>& calls) {
+  const int rows = static_cast<int>(in.num_cached.size());
+  const int64_t stride = in.stride();
+  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
+  for (int r = 0; r < rows; ++r) {
+    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
+    PagedAttention(in.Args(r, 1, alone[static_cast<size_t>(r)].data()), nullptr);
+  }
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    for (const auto& [first, count] : calls) {
+      std::vector<float> together(in.q.size(), -7.0f);
+      PagedAttention(in.Args(first, count, together.data()), &pool);
+      for (int r = 0; r < count; ++r) {
+        for (int64_t e = 0; e < stride; ++e) {
+          ASSERT_EQ(alone[static_cast<size_t>(first + r)][static_cast<size_t>(e)],
+                    together[static_cast<size_t>(r * stride + e)])
+              << "row " << first + r << " of rows [" << first << ", " << first + count << "), element " << e << ", "
+              << threads << " threads, on " << SimdLevelName(DetectedSimdLevel());
+        }
+      }
+    }
+  }
+}
+
 TEST_P(PagedAttentionTest, MatchesTheReferenceOnTheBlockTransposedCache) {
   const auto [element, hd] = GetParam();
   const int heads = 4, kv_heads = 2, bs = 16;
@@ -208,28 +235,8 @@ TEST_P(PagedAttentionTest, ARowsResultDoesNotDependOnTheThreadsOrTheOtherRows) {
     in.group_begin[r] = 3;
   }
   const int rows = static_cast<int>(contexts.size());
-  const int64_t stride = in.stride();
-  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
-    PagedAttention(in.Args(r, 1, alone[static_cast<size_t>(r)].data()), nullptr);
-  }
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (const auto& [first, count] : std::vector<std::pair<int, int>>{
-             {0, 1}, {4, 3}, {0, 4}, {3, 5}, {0, 8}, {2, 9}, {11, 7}, {0, 16}, {8, 16}, {0, 17}, {0, 24}}) {
-      std::vector<float> together(in.q.size(), -7.0f);
-      PagedAttention(in.Args(first, count, together.data()), &pool);
-      for (int r = 0; r < count; ++r) {
-        for (int64_t e = 0; e < stride; ++e) {
-          ASSERT_EQ(alone[static_cast<size_t>(first + r)][static_cast<size_t>(e)],
-                    together[static_cast<size_t>(r * stride + e)])
-              << "row " << first + r << " of rows [" << first << ", " << first + count << "), element " << e << ", "
-              << threads << " threads, on " << SimdLevelName(DetectedSimdLevel());
-        }
-      }
-    }
-  }
+  ExpectEachRowAsAlone(in, {{0, 1}, {4, 3}, {0, 4}, {3, 5}, {0, 8}, {2, 9}, {11, 7}, {0, 16}, {8, 16}, {0, 17},
+                            {0, rows}});
 }
 
 // A batch's decode or verify step: many sequences of a few rows each run as units
@@ -253,28 +260,7 @@ TEST_P(PagedAttentionTest, ABatchsRowsResultsDoNotDependOnTheOtherSequences) {
                      {7, 2, 12, 0, 9, 4, 15, 1, 3, 10, 5, 14, 8, 11, 6, 13}, contexts,
                      std::vector<int32_t>(static_cast<size_t>(rows), 0), {}, 23);
   in.table_offset = offsets;
-  const int64_t stride = in.stride();
-  std::vector<std::vector<float>> alone(static_cast<size_t>(rows));
-  for (int r = 0; r < rows; ++r) {
-    alone[static_cast<size_t>(r)].assign(static_cast<size_t>(stride), -7.0f);
-    PagedAttention(in.Args(r, 1, alone[static_cast<size_t>(r)].data()), nullptr);
-  }
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    for (const auto& [first, count] :
-         std::vector<std::pair<int, int>>{{0, 21}, {3, 17}, {0, 13}, {21, 20}, {0, rows}, {14, 27}}) {
-      std::vector<float> together(in.q.size(), -7.0f);
-      PagedAttention(in.Args(first, count, together.data()), &pool);
-      for (int r = 0; r < count; ++r) {
-        for (int64_t e = 0; e < stride; ++e) {
-          ASSERT_EQ(alone[static_cast<size_t>(first + r)][static_cast<size_t>(e)],
-                    together[static_cast<size_t>(r * stride + e)])
-              << "row " << first + r << " of rows [" << first << ", " << first + count << "), element " << e << ", "
-              << threads << " threads, on " << SimdLevelName(DetectedSimdLevel());
-        }
-      }
-    }
-  }
+  ExpectEachRowAsAlone(in, {{0, 21}, {3, 17}, {0, 13}, {21, 20}, {0, rows}, {14, 27}});
 }
 
 INSTANTIATE_TEST_SUITE_P(Caches, PagedAttentionTest,
