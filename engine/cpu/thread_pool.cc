@@ -42,7 +42,8 @@ ThreadPool::ThreadPool(int num_threads) {
     num_threads = UsableCores();
   }
   num_threads_ = num_threads;
-  bounds_.assign(static_cast<size_t>(num_threads_) + 1, 0);
+  ranges_ = std::make_unique<ChunkRange[]>(static_cast<size_t>(num_threads_));
+  chunk_items_.assign(static_cast<size_t>(num_threads_), 0);
   chunk_seconds_.assign(static_cast<size_t>(num_threads_), 0.0);
   speed_.assign(static_cast<size_t>(num_threads_), 1.0);
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
@@ -61,10 +62,9 @@ ThreadPool::~ThreadPool() {
 void ThreadPool::RunChunk(int chunk_index) {
   if (split_ == Split::kBalanced) {
     const auto start = std::chrono::steady_clock::now();
-    const int64_t begin = bounds_[static_cast<size_t>(chunk_index)];
-    const int64_t end = bounds_[static_cast<size_t>(chunk_index) + 1];
-    if (begin < end) (*fn_)(begin, end);
+    const int64_t items = RunBalancedChunk(chunk_index);
     chunk_seconds_[static_cast<size_t>(chunk_index)] = Seconds(start, std::chrono::steady_clock::now());
+    chunk_items_[static_cast<size_t>(chunk_index)] = items;
     return;
   }
   if (split_ == Split::kDynamic) {
@@ -77,6 +77,58 @@ void ThreadPool::RunChunk(int chunk_index) {
   const int64_t begin = chunk_ * chunk_index;
   const int64_t end = std::min(n_, begin + chunk_);
   if (begin < end) (*fn_)(begin, end);
+}
+
+namespace {
+// A balanced chunk's units not yet taken, [front, back), in one word so that its owner
+// (taking from the front) and a thread taking from its back claim by one compare-exchange.
+constexpr uint64_t Pack(uint64_t front, uint64_t back) { return front | (back << 32); }
+constexpr int64_t Front(uint64_t word) { return static_cast<int64_t>(word & 0xffffffffu); }
+constexpr int64_t Back(uint64_t word) { return static_cast<int64_t>(word >> 32); }
+}  // namespace
+
+int64_t ThreadPool::RunBalancedChunk(int chunk_index) {
+  const auto run_units = [this](int64_t first, int64_t last) {
+    const int64_t begin = std::min(n_, first * chunk_), end = std::min(n_, last * chunk_);
+    (*fn_)(begin, end);
+    return end - begin;
+  };
+  int64_t items = 0;
+  // The own chunk from its front, half of what is left at a time: the first pieces are
+  // long runs of sequential reads, and the last unit is taken alone.
+  std::atomic<uint64_t>& own = ranges_[static_cast<size_t>(chunk_index)].left;
+  for (uint64_t word = own.load(std::memory_order_acquire);;) {
+    const int64_t front = Front(word), back = Back(word);
+    if (front >= back) break;
+    const int64_t take = std::max<int64_t>(1, (back - front) / 2);
+    if (own.compare_exchange_weak(word, Pack(front + take, back), std::memory_order_acq_rel, std::memory_order_acquire)) {
+      items += run_units(front, front + take);
+      word = own.load(std::memory_order_acquire);
+    }
+  }
+  // Then single units from the back of the chunk with the most left, until none is.
+  for (;;) {
+    int victim = -1;
+    int64_t most = 0;
+    for (int i = 0; i < num_chunks_; ++i) {
+      const uint64_t word = ranges_[static_cast<size_t>(i)].left.load(std::memory_order_acquire);
+      if (Back(word) - Front(word) > most) {
+        most = Back(word) - Front(word);
+        victim = i;
+      }
+    }
+    if (victim < 0) return items;
+    std::atomic<uint64_t>& left = ranges_[static_cast<size_t>(victim)].left;
+    uint64_t word = left.load(std::memory_order_acquire);
+    while (Front(word) < Back(word)) {
+      const int64_t back = Back(word);
+      if (left.compare_exchange_weak(word, Pack(Front(word), back - 1), std::memory_order_acq_rel,
+                                     std::memory_order_acquire)) {
+        items += run_units(back - 1, back);
+        break;
+      }
+    }
+  }
 }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
@@ -108,7 +160,7 @@ void ThreadPool::UpdateSpeeds() {
   std::vector<double>& rate = chunk_seconds_;
   double mean = 0;
   for (size_t i = 0; i < rate.size(); ++i) {
-    const int64_t items = bounds_[i + 1] - bounds_[i];
+    const int64_t items = chunk_items_[i];
     if (items < kMinTimedItems || chunk_seconds_[i] <= 0) return;
     rate[i] = static_cast<double>(items) / chunk_seconds_[i];
     mean += rate[i] / static_cast<double>(rate.size());
@@ -131,23 +183,28 @@ void ThreadPool::Run(int64_t n, int64_t grain, Split split, const std::function<
     fn(0, n);
     return;
   }
-  // Fewer items than threads: a balanced split would leave a thread nothing to time.
-  if (split == Split::kBalanced && chunks < num_threads_) split = Split::kEqual;
+  // Fewer items than threads: a balanced split would leave a thread nothing to time. (A
+  // chunk's range packs into 32-bit halves: more units than that split equally.)
+  if (split == Split::kBalanced && (chunks < num_threads_ || units > int64_t{0xffffffff})) split = Split::kEqual;
   fn_ = &fn;
   n_ = n;
   split_ = split;
   chunk_ = split == Split::kDynamic ? grain : ((units + chunks - 1) / chunks) * grain;
   if (split == Split::kBalanced) {
+    // Chunks of whole units in proportion to the threads' speeds; chunk_ is the unit.
+    chunk_ = grain;
     const double total = std::accumulate(speed_.begin(), speed_.end(), 0.0);
-    double cumulative = 0;
-    int64_t previous = 0;
+    double cumulative = speed_[0];
+    int64_t front = 0;
     for (int i = 0; i < chunks; ++i) {
-      const int64_t unit = std::llround(static_cast<double>(units) * cumulative / total);
-      previous = std::min(n, std::max(previous, unit * grain));
-      bounds_[static_cast<size_t>(i)] = previous;
-      cumulative += speed_[static_cast<size_t>(i)];
+      const int64_t back =
+          i + 1 == chunks ? units
+                          : std::clamp<int64_t>(std::llround(static_cast<double>(units) * cumulative / total), front, units);
+      ranges_[static_cast<size_t>(i)].left.store(Pack(static_cast<uint64_t>(front), static_cast<uint64_t>(back)),
+                                                 std::memory_order_relaxed);
+      front = back;
+      if (i + 1 < chunks) cumulative += speed_[static_cast<size_t>(i) + 1];
     }
-    bounds_[static_cast<size_t>(chunks)] = n;
   }
   next_.store(0, std::memory_order_relaxed);
   num_chunks_ = chunks;

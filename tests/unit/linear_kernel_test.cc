@@ -560,5 +560,35 @@ TEST(ThreadPoolTest, BalancedSplitFollowsTheThreadsSpeeds) {
   EXPECT_NEAR(shares[0] + shares[1], 1.0, 1e-9);
 }
 
+// The caller stalls on the first item of its chunk: the worker, done with its own, takes
+// the rest of the caller's chunk from its back instead of waiting, and each item still
+// runs once, on one thread.
+TEST(ThreadPoolTest, BalancedCallsTakeFromAStalledChunksBack) {
+  ThreadPool pool(2);
+  const auto caller = std::this_thread::get_id();
+  const int64_t n = 64;  // a fresh pool splits 32 / 32
+  std::vector<int> hits(static_cast<size_t>(n), 0);
+  std::vector<int> by_caller(static_cast<size_t>(n), 0);
+  bool stalled = false;
+  pool.ParallelForBalanced(n, 1, [&](int64_t b, int64_t e) {
+    const bool on_caller = std::this_thread::get_id() == caller;
+    if (on_caller && !stalled) {
+      stalled = true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    for (int64_t i = b; i < e; ++i) {
+      ++hits[static_cast<size_t>(i)];
+      by_caller[static_cast<size_t>(i)] = on_caller ? 1 : 0;
+    }
+  });
+  for (int h : hits) ASSERT_EQ(h, 1);
+  const int64_t caller_items = std::count(by_caller.begin(), by_caller.end(), 1);
+  // The caller's first piece is half its chunk (16 items); the worker takes what it can of
+  // the other half (all of it unless the host kept it off its core for the 200 ms).
+  EXPECT_GE(caller_items, 16);
+  EXPECT_LT(caller_items, 32);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_EQ(by_caller[static_cast<size_t>(i)], 1) << i;
+}
+
 }  // namespace
 }  // namespace crossreg::cpu
