@@ -189,10 +189,10 @@ void ThreadPool::Run(int64_t n, int64_t grain, Split split, const std::function<
   fn_ = &fn;
   n_ = n;
   split_ = split;
-  chunk_ = split == Split::kDynamic ? grain : ((units + chunks - 1) / chunks) * grain;
+  // Equal calls: the items of one chunk; dynamic and balanced calls: the unit a thread takes.
+  chunk_ = split == Split::kEqual ? ((units + chunks - 1) / chunks) * grain : grain;
   if (split == Split::kBalanced) {
-    // Chunks of whole units in proportion to the threads' speeds; chunk_ is the unit.
-    chunk_ = grain;
+    // Chunks of whole units in proportion to the threads' speeds.
     const double total = std::accumulate(speed_.begin(), speed_.end(), 0.0);
     double cumulative = speed_[0];
     int64_t front = 0;

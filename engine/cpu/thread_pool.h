@@ -46,7 +46,7 @@ class ThreadPool {
   // the same (the panels of one linear layer). The estimate is right on average, not per
   // call: a decode step's calls last tens of microseconds and their chunks end a few
   // apart (a batch-1 decode of the ~110M Q4_K_M model on 2 cores: the caller waited 8% of
-  // its linear calls' time for the worker; 3.5% with the taking, the step ~2% faster).
+  // its linear calls' time for the worker; 3.5% with the taking, the step 1-2% faster).
   // Hence the taking: an owner runs its chunk front to back in pieces of half what is
   // left, so its reads stay sequential, and whoever runs out takes single grains from the
   // back of the chunk with the most left. Every item runs once, on some thread, with
