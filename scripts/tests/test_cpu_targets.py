@@ -3,6 +3,7 @@ programs (tiny settings, stories260K) check that every figure it reports is foun
 they print, so a change of their output format fails here, in the test run, not when the
 targets are next measured."""
 import os
+import re
 import subprocess
 import sys
 
@@ -38,6 +39,12 @@ def test_decode_tables_give_every_ratio_and_percentage():
     assert fig["T16_floor"] > 0 and fig["prefill_tps"] > 0
     # stories260K's weights are f32: its prefill is held against the f32 peak.
     assert fig["prefill_peak"] == "f32 FMA"
+    # The peaks are probed again before the model, and its ratios use the highest readings.
+    first = re.search(r"^Measured peaks on \d+ threads: f32 FMA (\d+) GFLOP/s.*int8 dot product (\d+) GOP/s", out, re.M)
+    again = re.search(r"^peaks for this model's ratios \(the highest of 2 probes\): f32 FMA (\d+) GFLOP/s, "
+                      r"int8 dot product (\d+) GOP/s", out, re.M)
+    assert first and again, out
+    assert int(again.group(1)) >= int(first.group(1)) and int(again.group(2)) >= int(first.group(2))
 
 
 def test_a_bf16_models_prefill_is_held_against_the_peak_of_its_kernel():
