@@ -8,7 +8,8 @@
 // packed_weights.h): one shift and two masks per pair of steps, shared by the tile's rows;
 // 5- and 6-bit codes (Q5_K, Q6_K) add their high bits from a plane, a shift, a mask and an
 // or per step. Calls of several tiles unpack a panel once for all of them
-// (quant_panel_order.h RunStagedQuantPanels).
+// (quant_panel_order.h RunStagedQuantPanels), and the super-block formats' tiles then run
+// two quarters at a time (SuperBlockPairTile).
 // Compiled with -mavx2 -mfma; called only after run-time detection.
 #include <immintrin.h>
 
@@ -189,12 +190,63 @@ inline __m256i ScalePairs(const unsigned char* p) {
   }
 }
 
+// The end of a quarter of a super-block tile (SuperBlockTile, SuperBlockPairTile): the
+// rows' sums of the mins (a vpmaddwd per pair of sub-blocks, from the rows' code sums per
+// sub-block), then one float step per row into the quarter's 8 outputs of acc.
+template <int R, int S, int kMinShift>
+__attribute__((always_inline)) inline void SuperBlockQuarterEnd(const unsigned char* sc_bytes,
+                                                                const unsigned char* m_bytes, const float* d,
+                                                                const int16_t* const* xsum, const float* xs,
+                                                                int quarter, const __m256i* isum,
+                                                                float (*acc)[kPanelWidth]) {
+  constexpr int kSubs = 256 / S;
+  __m256i msum[R];
+  for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_si256();
+  for (int i = 0; i < kSubs / 2; ++i) {
+    __m256i m;
+    if constexpr (kMinShift > 0) {
+      // (sc[2i], sc[2i + 1]) per output from the two sub-blocks' scales, interleaved
+      // and sign-extended; the sum is shifted below.
+      const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + 2 * i * kPanelWidth + quarter * 8));
+      const __m128i odd =
+          _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + (2 * i + 1) * kPanelWidth + quarter * 8));
+      m = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
+    } else {
+      // The quarter's 8 outputs' (m[2i], m[2i + 1]) bytes, widened to int16 pairs.
+      m = _mm256_cvtepu8_epi16(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_bytes + i * 2 * kPanelWidth + quarter * 16)));
+    }
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;
+      std::memcpy(&pair, xsum[r] + 2 * i, sizeof pair);
+      msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
+    }
+  }
+  if constexpr (kMinShift > 0) {
+    for (int r = 0; r < R; ++r) msum[r] = _mm256_slli_epi32(msum[r], kMinShift);
+  }
+  const __m256 dq = _mm256_loadu_ps(d + 8 * quarter);
+  const __m256 dminq = _mm256_loadu_ps(d + kPanelWidth + 8 * quarter);
+  for (int r = 0; r < R; ++r) {
+    __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
+    const __m256 xsr = _mm256_broadcast_ss(&xs[r]);
+    if constexpr (kMinShift > 0) {
+      v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r], msum[r])), _mm256_mul_ps(dq, xsr), v);
+    } else {
+      v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dq, xsr), v);
+      v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dminq, xsr), v);
+    }
+    _mm256_storeu_ps(acc[r] + 8 * quarter, v);
+  }
+}
+
 // One tile of R rows over super-blocks [g0, g1) of a panel of integer sub-block scales
 // (packed_weights.h): per quarter, each sub-block's int16 runs go through vpmaddwd with
 // the sub-block's scale pairs (ScalePairs) instead of ones, so they widen and scale in one
 // instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
 // pair of sub-blocks; then one float step per super-block where the per-sub-block
-// layout takes one per sub-block.
+// layout takes one per sub-block. Calls of one tile run it over the nibble panel itself;
+// calls of several, SuperBlockPairTile over a staged byte copy.
 template <int R, int S, int kRun, bool kNib, int kMinShift, int kHigh>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
@@ -207,7 +259,6 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
   constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
-  // Compile-time: the panel may be a staged byte copy of a nibble one (quant_panel_order.h).
   constexpr int64_t group_bytes = kDAt + 256;
   static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
   static_assert(kHigh == 0 || kNib, "high bits: nibble panels only");
@@ -280,44 +331,96 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
           }
         }
       }
-      __m256i msum[R];
-      for (int r = 0; r < R; ++r) msum[r] = _mm256_setzero_si256();
-      for (int i = 0; i < kSubs / 2; ++i) {
-        __m256i m;
-        if constexpr (kMinShift > 0) {
-          // (sc[2i], sc[2i + 1]) per output from the two sub-blocks' scales, interleaved
-          // and sign-extended; the sum is shifted below.
-          const __m128i even = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + 2 * i * kPanelWidth + quarter * 8));
-          const __m128i odd =
-              _mm_loadl_epi64(reinterpret_cast<const __m128i*>(sc_bytes + (2 * i + 1) * kPanelWidth + quarter * 8));
-          m = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(even, odd));
-        } else {
-          // The quarter's 8 outputs' (m[2i], m[2i + 1]) bytes, widened to int16 pairs.
-          m = _mm256_cvtepu8_epi16(
-              _mm_loadu_si128(reinterpret_cast<const __m128i*>(m_bytes + i * 2 * kPanelWidth + quarter * 16)));
-        }
-        for (int r = 0; r < R; ++r) {
-          int32_t pair;
-          std::memcpy(&pair, xsum[r] + 2 * i, sizeof pair);
-          msum[r] = _mm256_add_epi32(msum[r], _mm256_madd_epi16(m, _mm256_set1_epi32(pair)));
-        }
-      }
-      if constexpr (kMinShift > 0) {
-        for (int r = 0; r < R; ++r) msum[r] = _mm256_slli_epi32(msum[r], kMinShift);
-      }
-      const __m256 dq = _mm256_loadu_ps(d + 8 * quarter);
-      const __m256 dminq = _mm256_loadu_ps(d + kPanelWidth + 8 * quarter);
+      SuperBlockQuarterEnd<R, S, kMinShift>(sc_bytes, m_bytes, d, xsum, xs, quarter, isum, acc);
+    }
+  }
+}
+
+// SuperBlockTile over a byte panel (a staged copy, quant_panel_order.h) for at most 3
+// rows, two quarters (16 outputs) at a time: each activation broadcast feeds two
+// multiplies. The 6-row step (a weight load, six broadcasts, six vpmaddubsw) is bound by
+// its loads on Zen 3, not by its multiplies: a stand-alone loop of it ran at 116-119 G
+// multiply-adds/s a core, the 3 x 16 step (two weight loads, three broadcasts, six
+// multiplies) at 124-145 (docs/benchmarks.md, "What limits the rest"). The registers
+// hold six runs, six sums, two weights and a broadcast; the scale pairs are built where
+// a run ends, one quarter's at a time. The integer sums are SuperBlockTile's, added in
+// the same order, and the float step is the same (SuperBlockQuarterEnd): the same bits.
+template <int R, int S, int kRun, int kMinShift>
+void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
+                        bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+  static_assert(R >= 1 && R <= 3, "six runs and six sums beside two weights and a broadcast");
+  const QuantizedRows& qx = *a.qx;
+  const int64_t in = qx.in;
+  constexpr int kSubs = 256 / S;
+  constexpr int64_t kCodeBytes = 32 * S;
+  constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
+  constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
+  constexpr int64_t group_bytes = kDAt + 256;
+  if (!carry_in) {
+    for (int r = 0; r < R; ++r)
+      for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
+  }
+  for (int64_t g = g0; g < g1; ++g) {
+    const unsigned char* group = panel + (g - g0) * group_bytes;
+    // 128 steps a group (two halves of 64): a pass per step, as SuperBlockTile's per pair.
+    PrefetchCursor lines(prefetch, g - g0, 128);
+    const unsigned char* sc_bytes = group + kScalesAt;
+    const unsigned char* m_bytes = group + kMinsAt;
+    const auto* d = reinterpret_cast<const float*>(group + kDAt);
+    float xs[R];
+    const int8_t* xq[R];
+    const int16_t* xsum[R];
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = first_row + r;
+      xs[r] = qx.scale256[row * (in / 256) + g];
+      xq[r] = qx.q256 + row * in + g * 256;
+      xsum[r] = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * kSubs;
+    }
+#pragma GCC unroll 1
+    for (int half = 0; half < 2; ++half) {
+      const int q0 = 2 * half;  // quarters q0 and q0 + 1
+      const int8_t* xr[R];
       for (int r = 0; r < R; ++r) {
-        __m256 v = _mm256_loadu_ps(acc[r] + 8 * quarter);
-        const __m256 xsr = _mm256_broadcast_ss(&xs[r]);
-        if constexpr (kMinShift > 0) {
-          v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_sub_epi32(isum[r], msum[r])), _mm256_mul_ps(dq, xsr), v);
-        } else {
-          v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_mul_ps(dq, xsr), v);
-          v = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(msum[r]), _mm256_mul_ps(dminq, xsr), v);
-        }
-        _mm256_storeu_ps(acc[r] + 8 * quarter, v);
+        xr[r] = xq[r];
+        asm("" : "+r"(xr[r]));
       }
+      __m256i isum0[R], isum1[R];
+      for (int r = 0; r < R; ++r) isum0[r] = isum1[r] = _mm256_setzero_si256();
+#pragma GCC unroll 1
+      for (int sb = 0; sb < kSubs; ++sb) {
+        const unsigned char* quants = group + sb * kCodeBytes + q0 * 32;
+#pragma GCC unroll 8
+        for (int step0 = 0; step0 < S / 4; step0 += kRun) {
+          __m256i run0[R], run1[R];
+#pragma GCC unroll 8
+          for (int t = 0; t < kRun; ++t) {
+            const int step = step0 + t;
+            lines.Pass();
+            const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
+            const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes + 32));
+            for (int r = 0; r < R; ++r) {
+              const __m256i x = Broadcast4(xr[r] + sb * S + step * 4);
+              const __m256i p0 = _mm256_maddubs_epi16(w0, x);
+              const __m256i p1 = _mm256_maddubs_epi16(w1, x);
+              run0[r] = t == 0 ? p0 : _mm256_add_epi16(run0[r], p0);
+              run1[r] = t == 0 ? p1 : _mm256_add_epi16(run1[r], p1);
+              asm("" : "+x"(run0[r]), "+x"(run1[r]));
+            }
+          }
+          const __m256i sc0 = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + q0 * 8);
+          for (int r = 0; r < R; ++r) {
+            isum0[r] = _mm256_add_epi32(isum0[r], _mm256_madd_epi16(run0[r], sc0));
+            asm("" : "+x"(isum0[r]));
+          }
+          const __m256i sc1 = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + q0 * 8 + 8);
+          for (int r = 0; r < R; ++r) {
+            isum1[r] = _mm256_add_epi32(isum1[r], _mm256_madd_epi16(run1[r], sc1));
+            asm("" : "+x"(isum1[r]));
+          }
+        }
+      }
+      SuperBlockQuarterEnd<R, S, kMinShift>(sc_bytes, m_bytes, d, xsum, xs, q0, isum0, acc);
+      SuperBlockQuarterEnd<R, S, kMinShift>(sc_bytes, m_bytes, d, xsum, xs, q0 + 1, isum1, acc);
     }
   }
 }
@@ -375,11 +478,36 @@ auto SuperBlockTiles(const PanelArgs& a) {
   };
 }
 
+// RunStagedQuantPanels' run_tile: a tile's rows over the staged byte panel in
+// SuperBlockPairTile's tiles of at most 3 rows (6 as 3 + 3, 5 as 3 + 2, 4 as 2 + 2), the
+// first of them requesting the tile's share of the next lines.
+template <int S, int kRun, int kMinShift>
+auto SuperBlockPairTiles(const PanelArgs& a) {
+  return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
+              QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
+    const int64_t row = tile.first_row;
+    switch (tile.rows) {
+      case 6:
+        SuperBlockPairTile<3, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+        return SuperBlockPairTile<3, S, kRun, kMinShift>(a, panel, row + 3, g0, g1, carry_in, {}, acc + 3);
+      case 5:
+        SuperBlockPairTile<3, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+        return SuperBlockPairTile<2, S, kRun, kMinShift>(a, panel, row + 3, g0, g1, carry_in, {}, acc + 3);
+      case 4:
+        SuperBlockPairTile<2, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+        return SuperBlockPairTile<2, S, kRun, kMinShift>(a, panel, row + 2, g0, g1, carry_in, {}, acc + 2);
+      case 3: return SuperBlockPairTile<3, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 2: return SuperBlockPairTile<2, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      default: return SuperBlockPairTile<1, S, kRun, kMinShift>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+    }
+  };
+}
+
 template <int S, int kRun, bool kNib, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   if (kNib && a.num_tiles > 1) {
     // Unpacked once per panel or block for all the tiles (quant_panel_order.h).
-    return RunStagedQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, false, kMinShift, 0>(a));
+    return RunStagedQuantPanels(a, begin, end, SuperBlockPairTiles<S, kRun, kMinShift>(a));
   }
   RunQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, kNib, kMinShift, kHigh>(a));
 }
