@@ -135,7 +135,8 @@ void StageNibbleSuperBlocksAvx2(const QuantGroupLayout& l, const unsigned char* 
 void QuantPanelsAvx512Vnni(const PanelArgs& a, int64_t begin, int64_t end);
 // Rows up to which one kQ8 tile runs at once: the portable kernel and the AVX2 kernel of
 // the 32-element formats (16 vector registers), the AVX2 kernel of the super-block
-// formats (each row holds two sums: 6 rows take 12 of the 16 registers), the VNNI kernel
+// formats (each row holds two sums: 6 rows take 12 of the 16 registers; over a staged
+// panel it runs them as tiles of at most 3 rows over two quarters), the VNNI kernel
 // (32), and the most any kernel takes (buffers).
 inline constexpr int64_t kQuantTileRows = 4;
 inline constexpr int64_t kQuantTileRowsAvx2 = 6;
