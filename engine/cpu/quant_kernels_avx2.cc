@@ -190,6 +190,24 @@ inline __m256i ScalePairs(const unsigned char* p) {
   }
 }
 
+// A tile's rows' activations for super-block g (QuantizedRows' per-256 arrays): each
+// row's scale, its codes and its code sums per sub-block of S.
+template <int R, int S>
+struct SuperBlockRows {
+  float scale[R];
+  const int8_t* codes[R];
+  const int16_t* sums[R];
+  SuperBlockRows(const QuantizedRows& qx, int64_t first_row, int64_t g) {
+    const int64_t in = qx.in;
+    for (int r = 0; r < R; ++r) {
+      const int64_t row = first_row + r;
+      scale[r] = qx.scale256[row * (in / 256) + g];
+      codes[r] = qx.q256 + row * in + g * 256;
+      sums[r] = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * (256 / S);
+    }
+  }
+};
+
 // The end of a quarter of a super-block tile (SuperBlockTile, SuperBlockPairTile): the
 // rows' sums of the mins (a vpmaddwd per pair of sub-blocks, from the rows' code sums per
 // sub-block), then one float step per row into the quarter's 8 outputs of acc.
@@ -251,7 +269,6 @@ template <int R, int S, int kRun, bool kNib, int kMinShift, int kHigh>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
-  const int64_t in = qx.in;
   constexpr int kSubs = 256 / S;
   // Nibble panels: a quarter's step pairs, then its high plane (kHigh > 0).
   constexpr int64_t kQuarterBytes = 4 * S + (kHigh > 0 ? 32 : 0);
@@ -274,15 +291,10 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
     const unsigned char* sc_bytes = group + kScalesAt;
     const unsigned char* m_bytes = group + kMinsAt;
     const auto* d = reinterpret_cast<const float*>(group + kDAt);
-    float xs[R];
-    const int8_t* xq[R];
-    const int16_t* xsum[R];  // the row's code sums per sub-block
-    for (int r = 0; r < R; ++r) {
-      const int64_t row = first_row + r;
-      xs[r] = qx.scale256[row * (in / 256) + g];
-      xq[r] = qx.q256 + row * in + g * 256;
-      xsum[r] = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * kSubs;
-    }
+    const SuperBlockRows<R, S> x(qx, first_row, g);
+    const float* xs = x.scale;
+    const int8_t* const* xq = x.codes;
+    const int16_t* const* xsum = x.sums;
 #pragma GCC unroll 1
     for (int quarter = 0; quarter < 4; ++quarter) {
       // Opaque per quarter, as in QuantTile: no broadcast hoisted out and spilled.
@@ -350,7 +362,6 @@ void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t 
                         bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   static_assert(R >= 1 && R <= 3, "six runs and six sums beside two weights and a broadcast");
   const QuantizedRows& qx = *a.qx;
-  const int64_t in = qx.in;
   constexpr int kSubs = 256 / S;
   constexpr int64_t kCodeBytes = 32 * S;
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
@@ -367,15 +378,10 @@ void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t 
     const unsigned char* sc_bytes = group + kScalesAt;
     const unsigned char* m_bytes = group + kMinsAt;
     const auto* d = reinterpret_cast<const float*>(group + kDAt);
-    float xs[R];
-    const int8_t* xq[R];
-    const int16_t* xsum[R];
-    for (int r = 0; r < R; ++r) {
-      const int64_t row = first_row + r;
-      xs[r] = qx.scale256[row * (in / 256) + g];
-      xq[r] = qx.q256 + row * in + g * 256;
-      xsum[r] = (S == 16 ? qx.isum16 + row * (in / 16) : qx.isum32 + row * (in / 32)) + g * kSubs;
-    }
+    const SuperBlockRows<R, S> x(qx, first_row, g);
+    const float* xs = x.scale;
+    const int8_t* const* xq = x.codes;
+    const int16_t* const* xsum = x.sums;
 #pragma GCC unroll 1
     for (int half = 0; half < 2; ++half) {
       const int q0 = 2 * half;  // quarters q0 and q0 + 1
