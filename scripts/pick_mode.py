@@ -6,8 +6,14 @@ Each candidate mode runs the same request (prompt, sampling settings, seed) ROUN
 the modes taking turns, through the `crossreg` CLI; a mode's speed is its best round's
 completion tokens / the server's total seconds for the request. Every candidate is exact:
 AR, n-gram (prompt lookup), and, where the server has a drafter (an adapter, or a model
-that drafts for itself), lossless on its drafts alone and with n-gram assist. The last
-line is machine-readable (the candidate's name: its mode, then its extra flags after `+`):
+that drafts for itself), lossless on its drafts alone and with n-gram assist.
+
+A drafting mode is picked over AR only when the speedup is real (`choose`): its best round
+beats AR's best by more than the margin (5%, or the spread of AR's own rounds where that is
+wider: the host's noise for this request), and it accepted drafts (more than 1.05 tokens per
+forward; a mode that ran its forwards as AR can only look faster by noise). Otherwise AR is
+the pick. The last line is machine-readable (the candidate's name: its mode, then its extra
+flags after `+`):
     PICK <candidate> <tokens/s> <AR tokens/s>
 
     scripts/pick_mode.py --server 127.0.0.1:50051 --prompt 'def f(' -- --temperature 0.7 --seed 7
@@ -24,6 +30,33 @@ CANDIDATES = [
     ("lossless", []),
     ("lossless", ["--ngram_assist"]),
 ]
+
+
+MIN_MARGIN = 0.05
+MIN_TOKENS_PER_FORWARD = 1.05
+
+
+def choose(rounds):
+    """rounds: {candidate: [{"tps": .., "tpf": ..}, ...]} with "ar" among them. Returns
+    (pick, margin, reason): the fastest candidate whose best round beats AR's best by more
+    than the margin and that accepted drafts, else "ar"."""
+    ar = [r["tps"] for r in rounds["ar"]]
+    margin = max(MIN_MARGIN, max(ar) / max(min(ar), 1e-9) - 1.0)
+    bar = max(ar) * (1.0 + margin)
+    best = {name: max(rs, key=lambda r: r["tps"]) for name, rs in rounds.items() if rs}
+    eligible = [name for name, b in best.items()
+                if name != "ar" and b["tps"] > bar and b["tpf"] > MIN_TOKENS_PER_FORWARD]
+    if eligible:
+        pick = max(eligible, key=lambda name: best[name]["tps"])
+        return pick, margin, f"{pick} beats AR by more than the {margin:.0%} margin"
+    fastest = max(best, key=lambda name: best[name]["tps"])
+    if fastest == "ar":
+        return "ar", margin, "no drafting mode was faster than AR"
+    if best[fastest]["tpf"] <= MIN_TOKENS_PER_FORWARD:
+        why = f"ran its forwards as AR ({best[fastest]['tpf']:.2f} tokens/forward)"
+    else:
+        why = f"was within the {margin:.0%} margin (AR's rounds spread {max(ar) / max(min(ar), 1e-9) - 1.0:.0%})"
+    return "ar", margin, f"the fastest, {fastest}, {why}: not a speedup, so AR"
 
 
 def candidate_name(mode, extra):
@@ -51,13 +84,14 @@ def main():
     ap.add_argument("--cli", default="build/bin/crossreg")
     ap.add_argument("--server", required=True, help="host:port of a running crossreg-server")
     ap.add_argument("--prompt", required=True)
-    ap.add_argument("--rounds", type=int, default=2, help="runs of each mode (the best counts)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="runs of each mode (the best counts; AR's spread sets the margin)")
     ap.add_argument("request_args", nargs=argparse.REMAINDER, help="after --: flags for every request")
     a = ap.parse_args()
     request_args = [x for x in a.request_args if x != "--"]
     if a.rounds < 1:
         raise SystemExit("--rounds must be at least 1")
-    best = {}
+    rounds = {}
     notes = {}
     for r in range(a.rounds):
         for k in range(len(CANDIDATES)):
@@ -67,8 +101,8 @@ def main():
             if result is None:
                 notes[name] = error
                 continue
-            if name not in best or result["tps"] > best[name]["tps"]:
-                best[name] = result
+            rounds.setdefault(name, []).append(result)
+    best = {name: max(rs, key=lambda r: r["tps"]) for name, rs in rounds.items()}
     if "ar" not in best:
         raise SystemExit(f"pick_mode: AR failed: {notes.get('ar')}")
     ar = best["ar"]["tps"]
@@ -80,7 +114,8 @@ def main():
             print(f"{name:<28} {b['tps']:>9.1f} {b['tps'] / ar:>5.2f}x {b['tpf']:>15.2f}")
         else:
             print(f"{name:<28} {'-':>9}   ({notes.get(name, 'not run')})")
-    pick = max(best, key=lambda m: best[m]["tps"])
+    pick, _, reason = choose(rounds)
+    print(f"pick: {reason}")
     print(f"PICK {pick} {best[pick]['tps']:.1f} {ar:.1f}")
     return 0
 
