@@ -373,8 +373,9 @@ void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t 
   }
   for (int64_t g = g0; g < g1; ++g) {
     const unsigned char* group = panel + (g - g0) * group_bytes;
-    // 128 steps a group (two halves of 64): a pass per step, as SuperBlockTile's per pair.
-    PrefetchCursor lines(prefetch, g - g0, 128);
+    // A pass per run of kRun steps (two halves of kSubs sub-blocks of S / 4 steps): a pass
+    // per step cost the 16-row calls 10-20% (docs/benchmarks.md, "What limits the rest").
+    PrefetchCursor lines(prefetch, g - g0, 2 * kSubs * (S / 4 / kRun));
     const unsigned char* sc_bytes = group + kScalesAt;
     const unsigned char* m_bytes = group + kMinsAt;
     const auto* d = reinterpret_cast<const float*>(group + kDAt);
@@ -401,7 +402,7 @@ void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t 
 #pragma GCC unroll 8
           for (int t = 0; t < kRun; ++t) {
             const int step = step0 + t;
-            lines.Pass();
+            if (t == 0) lines.Pass();
             const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
             const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes + 32));
             for (int r = 0; r < R; ++r) {
