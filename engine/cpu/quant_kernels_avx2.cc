@@ -264,21 +264,21 @@ __attribute__((always_inline)) inline void SuperBlockQuarterEnd(const unsigned c
 // instruction into one int32 sum for the super-block; the mins' sum is a vpmaddwd per
 // pair of sub-blocks; then one float step per super-block where the per-sub-block
 // layout takes one per sub-block. Calls of one tile run it over the nibble panel itself;
-// calls of several, SuperBlockPairTile over a staged byte copy.
-template <int R, int S, int kRun, bool kNib, int kMinShift, int kHigh>
+// calls of several, SuperBlockPairTile over a staged byte copy, so this tile reads nibble
+// panels only.
+template <int R, int S, int kRun, int kMinShift, int kHigh>
 void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t first_row, int64_t g0, int64_t g1,
                     bool carry_in, QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
   const QuantizedRows& qx = *a.qx;
   constexpr int kSubs = 256 / S;
-  // Nibble panels: a quarter's step pairs, then its high plane (kHigh > 0).
+  // A quarter's step pairs, then its high plane (kHigh > 0).
   constexpr int64_t kQuarterBytes = 4 * S + (kHigh > 0 ? 32 : 0);
-  constexpr int64_t kCodeBytes = kNib ? 4 * kQuarterBytes : 32 * S;
+  constexpr int64_t kCodeBytes = 4 * kQuarterBytes;
   // QuantGroupLayout's offsets, known at compile time here.
   constexpr int64_t kScalesAt = kSubs * kCodeBytes, kMinsAt = kScalesAt + kSubs * kPanelWidth;
   constexpr int64_t kDAt = kMinsAt + (kMinShift > 0 ? 0 : kSubs * kPanelWidth);
   constexpr int64_t group_bytes = kDAt + 256;
-  static_assert(!kNib || kRun % 2 == 0, "nibble panels: runs of whole step pairs");
-  static_assert(kHigh == 0 || kNib, "high bits: nibble panels only");
+  static_assert(kRun % 2 == 0, "nibble panels: runs of whole step pairs");
   if (!carry_in) {
     for (int r = 0; r < R; ++r)
       for (int o = 0; o < kPanelWidth; o += 8) _mm256_storeu_ps(acc[r] + o, _mm256_setzero_ps());
@@ -307,7 +307,7 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
       for (int r = 0; r < R; ++r) isum[r] = _mm256_setzero_si256();
 #pragma GCC unroll 1
       for (int sb = 0; sb < kSubs; ++sb) {
-        const unsigned char* quants = group + sb * kCodeBytes + (kNib ? quarter * kQuarterBytes : quarter * 32);
+        const unsigned char* quants = group + sb * kCodeBytes + quarter * kQuarterBytes;
         [[maybe_unused]] const __m256i high =
             kHigh > 0 ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + 4 * S)) : _mm256_setzero_si256();
         const __m256i sc = ScalePairs<(kMinShift > 0)>(sc_bytes + sb * kPanelWidth + quarter * 8);
@@ -321,16 +321,12 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
             const int step = step0 + t;
             if (t % 2 == 0) lines.Pass();
             __m256i wu;
-            if constexpr (kNib) {
-              if (t % 2 == 0) {
-                LoadNibblePair(quants, step / 2, &wu, &odd_codes);
-              } else {
-                wu = odd_codes;
-              }
-              if constexpr (kHigh > 0) wu = _mm256_or_si256(wu, HighBits<kHigh>(high, step));
+            if (t % 2 == 0) {
+              LoadNibblePair(quants, step / 2, &wu, &odd_codes);
             } else {
-              wu = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(quants + step * kByteStepBytes));
+              wu = odd_codes;
             }
+            if constexpr (kHigh > 0) wu = _mm256_or_si256(wu, HighBits<kHigh>(high, step));
             for (int r = 0; r < R; ++r) {
               const __m256i p = _mm256_maddubs_epi16(wu, Broadcast4(xr[r] + sb * S + step * 4));
               run[r] = t == 0 ? p : _mm256_add_epi16(run[r], p);
@@ -469,18 +465,18 @@ void StageNibbleSuperBlocks(const unsigned char* src, int64_t n, unsigned char* 
 
 // RunQuantPanels' run_tile over these panels: the tile's rows (at most kQuantTileRowsAvx2)
 // as a template argument.
-template <int S, int kRun, bool kNib, int kMinShift, int kHigh>
+template <int S, int kRun, int kMinShift, int kHigh>
 auto SuperBlockTiles(const PanelArgs& a) {
   return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
               QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
     const int64_t row = tile.first_row;
     switch (tile.rows) {
-      case 6: return SuperBlockTile<6, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 5: return SuperBlockTile<5, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 4: return SuperBlockTile<4, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 3: return SuperBlockTile<3, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 2: return SuperBlockTile<2, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      default: return SuperBlockTile<1, S, kRun, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 6: return SuperBlockTile<6, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 5: return SuperBlockTile<5, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 4: return SuperBlockTile<4, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 3: return SuperBlockTile<3, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      case 2: return SuperBlockTile<2, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+      default: return SuperBlockTile<1, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
     }
   };
 }
@@ -510,13 +506,14 @@ auto SuperBlockPairTiles(const PanelArgs& a) {
   };
 }
 
-template <int S, int kRun, bool kNib, int kMinShift = 0, int kHigh = 0>
+// The super-block formats' nibble panels (every layout LayoutFor makes for them).
+template <int S, int kRun, int kMinShift = 0, int kHigh = 0>
 void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
-  if (kNib && a.num_tiles > 1) {
+  if (a.num_tiles > 1) {
     // Unpacked once per panel or block for all the tiles (quant_panel_order.h).
     return RunStagedQuantPanels(a, begin, end, SuperBlockPairTiles<S, kRun, kMinShift>(a));
   }
-  RunQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, kNib, kMinShift, kHigh>(a));
+  RunQuantPanels(a, begin, end, SuperBlockTiles<S, kRun, kMinShift, kHigh>(a));
 }
 
 template <int S, bool kSigned, bool kMin, int kRun, bool kNib = false, bool kF16 = true>
@@ -553,19 +550,19 @@ void QuantPanelsAvx2(const PanelArgs& a, int64_t begin, int64_t end) {
     // Q4_K, Q2_K, Q5_K (a high bit), Q6_K (two), Q3_K: all nibble panels.
     if (!l.nibbles) return QuantPanelsScalar(a, begin, end);
     if (l.min_shift == 0 && l.high_bits == 0 && l.sub_block == 32 && l.int16_steps == 8) {
-      return SuperBlockPanels<32, 8, true>(a, begin, end);
+      return SuperBlockPanels<32, 8>(a, begin, end);
     }
     if (l.min_shift == 0 && l.high_bits == 0 && l.sub_block == 16 && l.int16_steps == 4) {
-      return SuperBlockPanels<16, 4, true>(a, begin, end);
+      return SuperBlockPanels<16, 4>(a, begin, end);
     }
     if (l.min_shift == 0 && l.high_bits == 1 && l.sub_block == 32 && l.int16_steps == 4) {
-      return SuperBlockPanels<32, 4, true, 0, 1>(a, begin, end);
+      return SuperBlockPanels<32, 4, 0, 1>(a, begin, end);
     }
     if (l.min_shift == 5 && l.high_bits == 2 && l.sub_block == 16 && l.int16_steps == 2) {
-      return SuperBlockPanels<16, 2, true, 5, 2>(a, begin, end);
+      return SuperBlockPanels<16, 2, 5, 2>(a, begin, end);
     }
     if (l.min_shift == 2 && l.high_bits == 0 && l.sub_block == 16 && l.int16_steps == 4) {
-      return SuperBlockPanels<16, 4, true, 2>(a, begin, end);
+      return SuperBlockPanels<16, 4, 2>(a, begin, end);
     }
     return QuantPanelsScalar(a, begin, end);
   }
