@@ -34,7 +34,7 @@ def test_decode_tables_give_every_ratio_and_percentage():
     assert list(figures) == [STORIES]
     fig = figures[STORIES]
     assert set(fig) == {"T16", "T32", "T16_floor", "T32_floor", "roofline_pct", "prefill_pct", "prefill_peak",
-                        "prefill_tps"}
+                        "prefill_tps", "peak_f32", "peak_int8"}
     assert fig["T16"] > 0 and fig["T32"] > 0 and fig["roofline_pct"] > 0 and fig["prefill_pct"] > 0
     assert fig["T16_floor"] > 0 and fig["prefill_tps"] > 0
     # stories260K's weights are f32: its prefill is held against the f32 peak.
@@ -45,6 +45,16 @@ def test_decode_tables_give_every_ratio_and_percentage():
                       r"int8 dot product (\d+) GOP/s", out, re.M)
     assert first and again, out
     assert int(again.group(1)) >= int(first.group(1)) and int(again.group(2)) >= int(first.group(2))
+    assert (fig["peak_f32"], fig["peak_int8"]) == (float(again.group(1)), float(again.group(2)))
+    line = cpu_targets.peaks_behind_the_ratios(figures)
+    assert f"f32 FMA {again.group(1)} GFLOP/s, int8 dot product {again.group(2)} G ops/s" in line, line
+
+
+def test_the_peaks_behind_the_ratios_span_the_models():
+    line = cpu_targets.peaks_behind_the_ratios({"a": {"peak_f32": 202.0, "peak_int8": 444.0},
+                                                "b": {"peak_f32": 205.0, "peak_int8": 454.0}, "c": {}})
+    assert line.endswith("f32 FMA 202-205 GFLOP/s, int8 dot product 444-454 G ops/s")
+    assert "first probe" in cpu_targets.peaks_behind_the_ratios({"a": {}})
 
 
 def test_a_bf16_models_prefill_is_held_against_the_peak_of_its_kernel():
