@@ -41,7 +41,8 @@ def choose(rounds):
     (pick, margin, reason): the fastest candidate whose best round beats AR's best by more
     than the margin and that accepted drafts, else "ar"."""
     ar = [r["tps"] for r in rounds["ar"]]
-    margin = max(MIN_MARGIN, max(ar) / max(min(ar), 1e-9) - 1.0)
+    spread = max(ar) / max(min(ar), 1e-9) - 1.0
+    margin = max(MIN_MARGIN, spread)
     bar = max(ar) * (1.0 + margin)
     best = {name: max(rs, key=lambda r: r["tps"]) for name, rs in rounds.items() if rs}
     eligible = [name for name, b in best.items()
@@ -55,7 +56,7 @@ def choose(rounds):
     if best[fastest]["tpf"] <= MIN_TOKENS_PER_FORWARD:
         why = f"ran its forwards as AR ({best[fastest]['tpf']:.2f} tokens/forward)"
     else:
-        why = f"was within the {margin:.0%} margin (AR's rounds spread {max(ar) / max(min(ar), 1e-9) - 1.0:.0%})"
+        why = f"was within the {margin:.0%} margin (AR's rounds spread {spread:.0%})"
     return "ar", margin, f"the fastest, {fastest}, {why}: not a speedup, so AR"
 
 
