@@ -2,6 +2,7 @@
 // dtype on every SIMD path this CPU has, on awkward shapes; and, on every path, a row's
 // result bitwise independent of the rows, threads and layers that share the call.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -568,22 +569,26 @@ TEST(ThreadPoolTest, BalancedSplitFollowsTheThreadsSpeeds) {
   EXPECT_LT(lowest, 0.35);
 }
 
-// The caller stalls on the first item of its chunk: the worker, done with its own, takes
+// The caller stalls on the first piece of its chunk: the worker, done with its own, takes
 // the rest of the caller's chunk from its back instead of waiting, and each item still
-// runs once, on one thread.
+// runs once, on one thread. The worker starts its first piece only once the caller holds
+// its own: a host that keeps the caller off its core between publishing the call and
+// claiming a piece would otherwise let the worker take the whole chunk (correct, but not
+// the case under test).
 TEST(ThreadPoolTest, BalancedCallsTakeFromAStalledChunksBack) {
   ThreadPool pool(2);
   const auto caller = std::this_thread::get_id();
   const int64_t n = 64;  // a fresh pool splits 32 / 32
   std::vector<int> hits(static_cast<size_t>(n), 0);
   std::vector<int> by_caller(static_cast<size_t>(n), 0);
-  bool stalled = false;
+  std::atomic<bool> stalled{false};
   pool.ParallelForBalanced(n, 1, [&](int64_t b, int64_t e) {
     const bool on_caller = std::this_thread::get_id() == caller;
-    if (on_caller && !stalled) {
-      stalled = true;
+    if (on_caller && !stalled.load()) {
+      stalled.store(true);
       std::this_thread::sleep_for(std::chrono::milliseconds(200));
     }
+    while (!on_caller && !stalled.load()) std::this_thread::yield();
     for (int64_t i = b; i < e; ++i) {
       ++hits[static_cast<size_t>(i)];
       by_caller[static_cast<size_t>(i)] = on_caller ? 1 : 0;
