@@ -87,8 +87,10 @@ def table_rows(lines, header_start):
 
 def parse_decode(text):
     """Per model: {'T16': ratio, 'T32': ratio, 'roofline_pct': batch-1 AR, 'prefill_pct', 'prefill_peak'}, and
-    where the program prints them 'T16_floor' (T(16) over the forward's floor), 'prefill_tps' and the peaks
-    the model's ratios use ('peak_f32' GFLOP/s, 'peak_int8' G ops/s: the highest probe before it)."""
+    where the program prints them 'T16_floor' (T(16) over the forward's floor), 'prefill_tps', the peaks
+    the model's ratios use ('peak_f32' GFLOP/s, 'peak_int8' G ops/s: the highest probe before it) and, for
+    signed codes on a kernel that needs a sign step per product, 'T16_signed_floor' (T(16) over the floor
+    at that step's measured rate)."""
     out = {}
     for name, lines in sections(text).items():
         fig = {}
@@ -104,6 +106,9 @@ def parse_decode(text):
             m = re.search(r"= (\d+)% of the measured (AMX bf16|bf16 dot-product|int8 dot-product|f32 FMA) peak", line)
             if m:
                 fig["prefill_pct"], fig["prefill_peak"] = float(m.group(1)), m.group(2)
+            m = re.search(r"T\(16\) / the signed step's floor (\d+\.\d+)", line)
+            if m:
+                fig["T16_signed_floor"] = float(m.group(1))
             m = re.search(r"Prefill of \d+ tokens \(one forward\): [\d.]+ ms, (\d+) tokens/s", line)
             if m:
                 fig["prefill_tps"] = float(m.group(1))
@@ -222,7 +227,12 @@ def main():
         check(f"{short(name)}, prefill 512 tokens/s (int8 peak: {fig.get('prefill_pct', 0):.0f}%)",
               f"≥ {prefill_target} or ≥ 70% of peak", fig.get("prefill_tps"),
               lambda v, t=prefill_target, f=fig: v >= t or f.get("prefill_pct", 0) >= 70, "{:.0f}", holds_on=AVX2)
-        check(f"{short(name)}, T(16) over its floor", "≤ 1.3", fig.get("T16_floor"), lambda v: v <= 1.3,
+        # Signed codes (Q8_0) on AVX2 take a sign step beside every product: the program also
+        # prints T(16) over the floor at that step's own measured rate, reported here beside
+        # the target, which stays held against the int8 probe.
+        signed = (f" (over the signed step's floor: {fig['T16_signed_floor']:.2f})"
+                  if "T16_signed_floor" in fig else "")
+        check(f"{short(name)}, T(16) over its floor{signed}", "≤ 1.3", fig.get("T16_floor"), lambda v: v <= 1.3,
               holds_on=AVX2)
     for name, fig in decode.items():
         if name in (RANDOM_110M, Q8_110M, Q4KM_110M):

@@ -108,6 +108,15 @@ ComputePeaks MeasureComputePeaks(ThreadPool& pool, int repeats) {
     peaks.int8_dot_ops = Rate(pool, internal::DotInt8LoopPortable, repeats, kPortableIterations);
     peaks.int8_isa = "portable";
   }
+  // The AVX2 quantized kernel's signed step (engine/cpu/linear.cc QuantKernelAt: AVX-512
+  // without VNNI runs it too).
+  if (level >= SimdLevel::kAvx2 && !(level >= SimdLevel::kAvx512 && HasAvx512Vnni())) {
+    peaks.int8_signed_dot_ops = Rate(pool, internal::DotInt8SignedLoopAvx2, repeats, kIterations);
+    peaks.int8_signed_isa = "AVX2 vpsignb + vpmaddubsw";
+  } else {
+    peaks.int8_signed_dot_ops = peaks.int8_dot_ops;
+    peaks.int8_signed_isa = peaks.int8_isa;
+  }
   return peaks;
 }
 

@@ -276,6 +276,7 @@ void KeepHighestPeaks(cpu::ComputePeaks& peaks, const cpu::ComputePeaks& again) 
   peaks.f32_fma_flops = std::max(peaks.f32_fma_flops, again.f32_fma_flops);
   peaks.bf16_dot_flops = std::max(peaks.bf16_dot_flops, again.bf16_dot_flops);
   peaks.int8_dot_ops = std::max(peaks.int8_dot_ops, again.int8_dot_ops);
+  peaks.int8_signed_dot_ops = std::max(peaks.int8_signed_dot_ops, again.int8_signed_dot_ops);
   peaks.amx_bf16_flops = std::max(peaks.amx_bf16_flops, again.amx_bf16_flops);
   peaks.amx_int8_ops = std::max(peaks.amx_int8_ops, again.amx_int8_ops);
 }
@@ -317,6 +318,9 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   ++probes;
   std::printf("peaks for this model's ratios (the highest of %d probes): f32 FMA %.0f GFLOP/s, int8 dot product %.0f GOP/s",
               probes, peaks.f32_fma_flops / 1e9, peaks.int8_dot_ops / 1e9);
+  if (peaks.int8_signed_dot_ops < peaks.int8_dot_ops) {
+    std::printf(", signed int8 step %.0f GOP/s", peaks.int8_signed_dot_ops / 1e9);
+  }
   if (peaks.bf16_dot_flops > 0) std::printf(", bf16 dot product %.0f GFLOP/s", peaks.bf16_dot_flops / 1e9);
   if (peaks.amx_bf16_flops > 0) std::printf(", AMX bf16 %.0f GFLOP/s", peaks.amx_bf16_flops / 1e9);
   std::printf("\n");
@@ -362,6 +366,21 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
     const double floor = std::max(weight_bytes / bandwidth, math);
     std::printf("| %d | %.3f | %.2f | %.3f | %.2f | %.3f | %.2f |\n", row_counts[i], times[i] * 1e3,
                 times[i] / times[0], math * 1e3, std::max(1.0, math / times[0]), floor * 1e3, times[i] / floor);
+  }
+  // Signed codes where each product costs a sign step: the floor at that step's own
+  // measured rate, beside the one above (which holds every format to the int8 probe).
+  if (IsQuantized(weight_dtype) && quant::CodesOf(weight_dtype).signed_quants &&
+      !quant::HasIntegerSubBlockScales(weight_dtype) && peaks.int8_signed_dot_ops > 0 &&
+      peaks.int8_signed_dot_ops < row_peak && !row_counts.empty()) {
+    const size_t last = row_counts.size() - 1;
+    const double signed_math = row_counts[last] * row_flops / peaks.int8_signed_dot_ops;
+    const double signed_floor = std::max(weight_bytes / bandwidth, signed_math);
+    std::printf("Signed codes (%s): the kernel has no signed x signed byte multiply here, so each product also takes "
+                "a sign step (%s, measured %.0f G ops/s, %.0f%% of the int8 probe). At that rate %d rows' linear math "
+                "takes at least %.3f ms: T(%d) / the signed step's floor %.2f.\n",
+                std::string(DTypeName(weight_dtype)).c_str(), peaks.int8_signed_isa.c_str(), peaks.int8_signed_dot_ops / 1e9,
+                100.0 * peaks.int8_signed_dot_ops / row_peak, row_counts[last], signed_floor * 1e3, row_counts[last],
+                times[last] / signed_floor);
   }
   // The bf16 kernels (engine/cpu/bf16_panel_kernel.h: vdpbf16ps, widened, and AMX where
   // the process can use it) on the same forwards, taking turns, so their ratios hold
@@ -569,6 +588,10 @@ int Run() {
               peaks.bf16_dot_flops > 0 ? (std::to_string(static_cast<int>(peaks.bf16_dot_flops / 1e9)) + " GFLOP/s").c_str()
                                        : "none (no AVX512_BF16: bf16 weights run on the f32 FMA peak)",
               peaks.int8_dot_ops / 1e9, peaks.int8_isa.c_str());
+  if (peaks.int8_signed_dot_ops < peaks.int8_dot_ops) {
+    std::printf("Measured signed int8 step (Q8_0, IQ4_NL, IQ4_XS codes) on %d threads: %.0f GOP/s (%s)\n",
+                pool.num_threads(), peaks.int8_signed_dot_ops / 1e9, peaks.int8_signed_isa.c_str());
+  }
   if (peaks.amx_bf16_flops > 0) {
     std::printf("Measured AMX peaks on %d threads: tdpbf16ps %.0f GFLOP/s, tdpbusd %.0f GOP/s\n", pool.num_threads(),
                 peaks.amx_bf16_flops / 1e9, peaks.amx_int8_ops / 1e9);

@@ -50,6 +50,23 @@ def test_decode_tables_give_every_ratio_and_percentage():
     assert f"f32 FMA {again.group(1)} GFLOP/s, int8 dot product {again.group(2)} G ops/s" in line, line
 
 
+def test_signed_codes_get_the_floor_of_their_sign_step_where_the_kernel_takes_one():
+    # Q8_0's codes are signed: where the quantized kernel is the AVX2 one, each product
+    # takes a vpsignb, whose own rate the program probes and holds a second floor against.
+    out = subprocess.run([program("crossreg-bench-decode"), "--gemm=false", "--random100m_types", "q8_0",
+                          "--batches", "1", "--repeats", "1", "--steps", "2", "--rows", "1,16", "--prefill", "0"],
+                         capture_output=True, text=True, check=True).stdout
+    probe = re.search(r"^Measured signed int8 step .*: (\d+) GOP/s", out, re.M)
+    fig = cpu_targets.parse_decode(out)[cpu_targets.Q8_110M]
+    if probe is None:  # the VNNI or portable kernel: no sign step, no second floor
+        assert "T16_signed_floor" not in fig and "signed step" not in out
+        return
+    unsigned = re.search(r"^Measured peaks .* int8 dot product (\d+) GOP/s", out, re.M)
+    assert 0 < int(probe.group(1)) < int(unsigned.group(1)), out
+    # Its floor is longer, so T(16) over it is the smaller ratio.
+    assert 0 < fig["T16_signed_floor"] < fig["T16_floor"], out
+
+
 def test_the_peaks_behind_the_ratios_span_the_models():
     line = cpu_targets.peaks_behind_the_ratios({"a": {"peak_f32": 202.0, "peak_int8": 444.0},
                                                 "b": {"peak_f32": 205.0, "peak_int8": 454.0}, "c": {}})
