@@ -371,16 +371,22 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   // measured rate, beside the one above (which holds every format to the int8 probe).
   if (IsQuantized(weight_dtype) && quant::CodesOf(weight_dtype).signed_quants &&
       !quant::HasIntegerSubBlockScales(weight_dtype) && peaks.int8_signed_dot_ops > 0 &&
-      peaks.int8_signed_dot_ops < row_peak && !row_counts.empty()) {
-    const size_t last = row_counts.size() - 1;
-    const double signed_math = row_counts[last] * row_flops / peaks.int8_signed_dot_ops;
-    const double signed_floor = std::max(weight_bytes / bandwidth, signed_math);
+      peaks.int8_signed_dot_ops < row_peak && std::any_of(row_counts.begin(), row_counts.end(), [](int rows) { return rows > 1; })) {
     std::printf("Signed codes (%s): the kernel has no signed x signed byte multiply here, so each product also takes "
-                "a sign step (%s, measured %.0f G ops/s, %.0f%% of the int8 probe). At that rate %d rows' linear math "
-                "takes at least %.3f ms: T(%d) / the signed step's floor %.2f.\n",
-                std::string(DTypeName(weight_dtype)).c_str(), peaks.int8_signed_isa.c_str(), peaks.int8_signed_dot_ops / 1e9,
-                100.0 * peaks.int8_signed_dot_ops / row_peak, row_counts[last], signed_floor * 1e3, row_counts[last],
-                times[last] / signed_floor);
+                "a sign step (%s, measured %.0f G ops/s, %.0f%% of the int8 probe). Over the floor at that rate:",
+                std::string(DTypeName(weight_dtype)).c_str(), peaks.int8_signed_isa.c_str(),
+                peaks.int8_signed_dot_ops / 1e9, 100.0 * peaks.int8_signed_dot_ops / row_peak);
+    // Several rows only: one row's floor is its weight stream whatever the multiply.
+    const char* sep = "";
+    for (size_t i = 0; i < row_counts.size(); ++i) {
+      if (row_counts[i] < 2) continue;
+      const double signed_floor =
+          std::max(weight_bytes / bandwidth, row_counts[i] * row_flops / peaks.int8_signed_dot_ops);
+      std::printf("%s T(%d) / the signed step's floor %.2f (%.3f ms)", sep, row_counts[i], times[i] / signed_floor,
+                  signed_floor * 1e3);
+      sep = ",";
+    }
+    std::printf(".\n");
   }
   // The bf16 kernels (engine/cpu/bf16_panel_kernel.h: vdpbf16ps, widened, and AMX where
   // the process can use it) on the same forwards, taking turns, so their ratios hold
