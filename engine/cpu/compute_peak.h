@@ -2,8 +2,8 @@
 // forward (prefill, many verify rows): f32 FMA (vfmadd, 2 FLOP per lane), bf16 dot
 // product (vdpbf16ps, 2 FLOP per bf16 pair) and 8-bit integer dot product (vpmaddubsw +
 // vpmaddwd, or vpdpbusd with VNNI; 2 ops per multiply-add; and the signed codes' step
-// where it costs more), each on the widest ISA this CPU has. Each thread of the pool runs independent accumulator chains long
-// enough to hide instruction latency.
+// where it costs more), each on the widest ISA this CPU has. Each thread of the pool
+// runs independent accumulator chains long enough to hide instruction latency.
 #pragma once
 
 #include <string>
