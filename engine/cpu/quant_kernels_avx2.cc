@@ -470,14 +470,9 @@ auto SuperBlockTiles(const PanelArgs& a) {
   return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
               QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
     const int64_t row = tile.first_row;
-    switch (tile.rows) {
-      case 6: return SuperBlockTile<6, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 5: return SuperBlockTile<5, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 4: return SuperBlockTile<4, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 3: return SuperBlockTile<3, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      case 2: return SuperBlockTile<2, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-      default: return SuperBlockTile<1, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-    }
+    WithTileRows<6>(tile.rows, [&](auto rows) {
+      SuperBlockTile<decltype(rows)::value, S, kRun, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+    });
   };
 }
 
@@ -522,12 +517,9 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*acc)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
-                   switch (tile.rows) {
-                     case 4: return QuantTile<4, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 3: return QuantTile<3, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     case 2: return QuantTile<2, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                     default: return QuantTile<1, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
-                   }
+                   WithTileRows<4>(tile.rows, [&](auto rows) {
+                     QuantTile<decltype(rows)::value, S, kSigned, kMin, kRun, kNib, kF16>(a, panel, row, g0, g1, carry_in, prefetch, acc);
+                   });
                  });
 }
 

@@ -308,14 +308,9 @@ auto SuperBlockTiles(const PanelArgs& a) {
   return [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
               QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
     const int64_t row = tile.first_row;
-    switch (tile.rows) {
-      case 6: return SuperBlockTile<6, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-      case 5: return SuperBlockTile<5, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-      case 4: return SuperBlockTile<4, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-      case 3: return SuperBlockTile<3, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-      case 2: return SuperBlockTile<2, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-      default: return SuperBlockTile<1, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
-    }
+    WithTileRows<6>(tile.rows, [&](auto rows) {
+      SuperBlockTile<decltype(rows)::value, S, kNib, kMinShift, kHigh>(a, panel, row, g0, g1, carry_in, prefetch, out);
+    });
   };
 }
 
@@ -338,14 +333,9 @@ void Panels(const PanelArgs& a, int64_t begin, int64_t end) {
                  [&a](const unsigned char* panel, const RowTile& tile, int64_t g0, int64_t g1, bool carry_in,
                       QuantPrefetch prefetch, float (*out)[kPanelWidth]) {
                    const int64_t row = tile.first_row;
-                   switch (tile.rows) {
-                     case 6: return QuantTile<6, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 5: return QuantTile<5, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 4: return QuantTile<4, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 3: return QuantTile<3, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     case 2: return QuantTile<2, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                     default: return QuantTile<1, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
-                   }
+                   WithTileRows<6>(tile.rows, [&](auto rows) {
+                     QuantTile<decltype(rows)::value, S, kSigned, kMin, kNib>(a, panel, row, g0, g1, carry_in, prefetch, out);
+                   });
                  });
 }
 

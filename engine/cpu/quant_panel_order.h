@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "engine/cpu/linear_kernels.h"
@@ -29,6 +30,21 @@ inline constexpr int64_t kQuantBlockBytes = 8192;
 
 inline bool QuantBlocked(const PanelArgs& a) {
   return a.num_tiles > 1 && a.rows <= kBlockedRows && a.order == TileOrder::kBlocked;
+}
+
+// tile(std::integral_constant<int, R>{}) for R = rows (1 <= rows <= kMax): the kernels'
+// tiles take their row count as a template argument, so each SIMD file maps a tile's
+// rows to its instances through this one place.
+template <int kMax, typename Tile>
+void WithTileRows(int rows, const Tile& tile) {
+  static_assert(kMax >= 1);
+  if constexpr (kMax == 1) {
+    tile(std::integral_constant<int, 1>{});
+  } else if (rows >= kMax) {
+    tile(std::integral_constant<int, kMax>{});
+  } else {
+    WithTileRows<kMax - 1>(rows, tile);
+  }
 }
 
 inline int64_t QuantBlockGroups(const PackedWeights& w) {
