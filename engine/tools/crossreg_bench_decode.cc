@@ -45,6 +45,11 @@ ABSL_FLAG(std::vector<std::string>, random100m_types, std::vector<std::string>({
           "Weight types of the random ~110M model: bf16, f32, q8_0, q4_0, q4_k_m, q5_k_m, q6_k (the quantized "
           "ones in the standard quantizer's layouts), and every tensor in one of q4_1, q5_0, q5_1, q2_k, q3_k, "
           "iq4_nl, iq4_xs");
+ABSL_FLAG(std::vector<std::string>, gemm_shapes, std::vector<std::string>({"2048x768", "768x2048", "32000x768"}),
+          "Weight shapes (outputs x inputs) of the --gemm table; the ~110M model's calls are 2304x768 (Q, K, V), "
+          "768x768 (attention output), 4096x768 (gate and up), 768x2048 (down) and 32000x768 (output)");
+ABSL_FLAG(std::vector<std::string>, gemm_rows, std::vector<std::string>({"1", "16", "32", "512"}),
+          "Rows of x per --gemm call");
 ABSL_FLAG(std::vector<std::string>, random1b_types, {},
           "Also benchmark a random ~1.1B-parameter Llama (TinyLlama-1.1B's shape: 22 x 2048, ffn 5632, 4 K/V heads, "
           "vocab 32000, untied output) in these weight types (those of --random100m_types): weights no CPU cache "
@@ -77,14 +82,25 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<int> ParseInts(const std::vector<std::string>& items) {
+// A list flag's counts, each from 1 to `max`; anything else ends the program with the
+// flag's name and the item, so a typo never shortens a table silently.
+std::vector<int> ParseCounts(const char* flag, const std::vector<std::string>& items, int max) {
   std::vector<int> out;
   for (const auto& s : items) {
-    int v;
-    if (absl::SimpleAtoi(s, &v) && v > 0) out.push_back(v);
+    int v = 0;
+    if (!absl::SimpleAtoi(s, &v) || v < 1 || v > max) {
+      std::fprintf(stderr, "crossreg-bench-decode: --%s: '%s' is not a count from 1 to %d\n", flag, s.c_str(), max);
+      std::exit(2);
+    }
+    out.push_back(v);
   }
   return out;
 }
+
+std::vector<int> BatchesFlag() { return ParseCounts("batches", absl::GetFlag(FLAGS_batches), 256); }
+std::vector<int> RowsFlag() { return ParseCounts("rows", absl::GetFlag(FLAGS_rows), 1024); }
+std::vector<int> AttentionRowsFlag() { return ParseCounts("attention_rows", absl::GetFlag(FLAGS_attention_rows), 1024); }
+std::vector<int> GemmRowsFlag() { return ParseCounts("gemm_rows", absl::GetFlag(FLAGS_gemm_rows), 4096); }
 
 // One CPU engine per model, its cache large enough for every measurement below
 // (each frees its sequences).
@@ -287,8 +303,8 @@ void BenchModel(const std::string& name, std::unique_ptr<Model> owned, double dr
   const int steps = absl::GetFlag(FLAGS_steps);
   const int context = std::min(absl::GetFlag(FLAGS_context), owned->config.max_position - steps - 1);
   const int repeats = absl::GetFlag(FLAGS_repeats);
-  const std::vector<int> batches = ParseInts(absl::GetFlag(FLAGS_batches));
-  const std::vector<int> row_counts = ParseInts(absl::GetFlag(FLAGS_rows));
+  const std::vector<int> batches = BatchesFlag();
+  const std::vector<int> row_counts = RowsFlag();
   const int max_batch = batches.empty() ? 1 : *std::max_element(batches.begin(), batches.end());
   const int max_rows = row_counts.empty() ? 1 : *std::max_element(row_counts.begin(), row_counts.end());
   const int prefill = std::min(absl::GetFlag(FLAGS_prefill), owned->config.max_position);
@@ -498,7 +514,7 @@ void BenchAttention(const ModelConfig& cfg, int prefill, int repeats) {
               cpu::SimdLevelName(cpu::DetectedSimdLevel()), element == cpu::KvElement::kBf16 ? "bf16" : "f32",
               cfg.num_heads, cfg.num_kv_heads, cfg.head_dim, pool.num_threads(), std::max(repeats, 20));
   std::vector<std::pair<int, int>> shapes;  // (rows, context)
-  for (int rows : ParseInts(absl::GetFlag(FLAGS_attention_rows))) shapes.emplace_back(rows, context);
+  for (int rows : AttentionRowsFlag()) shapes.emplace_back(rows, context);
   if (prefill > 0) shapes.emplace_back(prefill, 0);
   for (const auto& [rows, ctx] : shapes) {
     const double t = TimeAttention(cfg, element, rows, ctx, std::max(repeats, 20), pool);
@@ -540,26 +556,69 @@ absl::StatusOr<DType> GemmType(const std::string& name) {
                                                  "q3_k, q4_k, q5_k, q6_k, iq4_nl or iq4_xs"));
 }
 
-int BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
+// "OUTxIN" (e.g. 2304x768).
+absl::StatusOr<std::pair<int64_t, int64_t>> ParseGemmShape(const std::string& text) {
+  const std::vector<std::string> parts = absl::StrSplit(text, 'x');
+  int64_t out = 0, in = 0;
+  if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &out) || !absl::SimpleAtoi(parts[1], &in) || out <= 0 ||
+      in <= 0 || out > (int64_t{1} << 20) || in > (int64_t{1} << 16)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--gemm_shapes: '", text, "' is not OUTxIN with 1-1048576 outputs and 1-65536 inputs"));
+  }
+  return std::make_pair(out, in);
+}
+
+// The --gemm table's types and shapes, each type against each shape; anything wrong ends
+// the program naming the flag (Run checks them before the probes).
+struct GemmCalls {
+  std::vector<DType> types;
+  std::vector<std::pair<int64_t, int64_t>> shapes;
+};
+
+GemmCalls GemmCallsFlag() {
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(s.message()).c_str());
+    std::exit(2);
+  };
+  GemmCalls calls;
   for (const std::string& name : absl::GetFlag(FLAGS_gemm_types)) {
     const absl::StatusOr<DType> type = GemmType(name);
-    if (!type.ok()) {
-      std::fprintf(stderr, "crossreg-bench-decode: %s\n", std::string(type.status().message()).c_str());
-      return 2;
+    if (!type.ok()) fail(type.status());
+    calls.types.push_back(*type);
+  }
+  for (const std::string& text : absl::GetFlag(FLAGS_gemm_shapes)) {
+    const absl::StatusOr<std::pair<int64_t, int64_t>> shape = ParseGemmShape(text);
+    if (!shape.ok()) fail(shape.status());
+    for (DType type : calls.types) {
+      if (shape->second % DTypeBlockElements(type) != 0) {
+        fail(absl::InvalidArgumentError(absl::StrCat("--gemm_shapes: ", text, ": ", std::string(DTypeName(type)),
+                                                     " weights take inputs in blocks of ", DTypeBlockElements(type))));
+      }
     }
-    std::printf("\nLinear kernel alone (%s weights, %s):\n", std::string(DTypeName(*type)).c_str(),
+    calls.shapes.push_back(*shape);
+  }
+  return calls;
+}
+
+int BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
+  const auto [types, shapes] = GemmCallsFlag();
+  const std::vector<int> row_counts = GemmRowsFlag();
+  const int repeats = absl::GetFlag(FLAGS_repeats);
+  for (const DType type : types) {
+    std::printf("\nLinear kernel alone (%s weights, %s):\n", std::string(DTypeName(type)).c_str(),
                 cpu::SimdLevelName(cpu::DetectedSimdLevel()));
-    const cpu::ComputePeaks::Peak peak = peaks.PeakFor(*type);
+    const cpu::ComputePeaks::Peak peak = peaks.PeakFor(type);
     std::printf("| out x in | rows | ms | GOP/s | of the %s peak | weight GB/s |\n|---|---|---|---|---|---|\n", peak.name);
     Rng rng(7);
-    for (const auto& [out, in] : std::vector<std::pair<int64_t, int64_t>>{{2048, 768}, {768, 2048}, {32000, 768}}) {
-      const std::vector<unsigned char> w = RandomWeights(*type, out, in, rng);
-      const cpu::PackedWeights packed = cpu::PackedWeights::Pack(TensorRef{*type, {out, in}, w.data()}, &pool);
-      for (int rows : {1, 16, 32, 512}) {
+    for (const auto& [out, in] : shapes) {
+      const std::vector<unsigned char> w = RandomWeights(type, out, in, rng);
+      const cpu::PackedWeights packed = cpu::PackedWeights::Pack(TensorRef{type, {out, in}, w.data()}, &pool);
+      for (int rows : row_counts) {
         std::vector<float> x(static_cast<size_t>(rows * in)), y(static_cast<size_t>(rows * out));
         for (auto& v : x) v = static_cast<float>(rng.Uniform() - 0.5);
         double best = 1e30;
-        for (int rep = 0; rep < 6; ++rep) {
+        // The first call is not timed: it pays the first touches and the tile order's trials.
+        for (int rep = 0; rep <= std::max(5, repeats); ++rep) {
           const auto t0 = Clock::now();
           cpu::Linear(packed, x.data(), rows, y.data(), pool);
           const double t = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -576,6 +635,12 @@ int BenchGemm(cpu::ThreadPool& pool, const cpu::ComputePeaks& peaks) {
 }
 
 int Run() {
+  // The list flags checked before the probes' seconds (each is read again where used).
+  BatchesFlag();
+  RowsFlag();
+  AttentionRowsFlag();
+  GemmRowsFlag();
+  if (absl::GetFlag(FLAGS_gemm)) GemmCallsFlag();
   cpu::ThreadPool pool(absl::GetFlag(FLAGS_threads));
   std::printf("# crossreg-bench-decode\nCPU backend on %s, %d threads, SIMD %s (CPU: %s)\n",
               cpu::CpuModelName().c_str(), pool.num_threads(), cpu::SimdLevelName(cpu::DetectedSimdLevel()),
