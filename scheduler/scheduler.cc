@@ -13,8 +13,10 @@
 #include "engine/field_violation.h"
 #include "absl/types/span.h"
 #include "engine/decoding/forward_cost_calibration.h"
+#include "engine/grammar/grammar_budget.h"
 #include "scheduler/batch_planner.h"
 #include "scheduler/cancel_cause.h"
+#include "scheduler/mask_worker.h"
 #include "scheduler/request_state.h"
 
 namespace crossreg {
@@ -74,6 +76,8 @@ struct SchedulerOutput {
   ForwardBatch batch;
   bool carries_prefill = false;
   int predictive_rows = 0;
+  // Sequences left out of this forward to wait for their grammar masks (MaskWorker).
+  int waiting_for_masks = 0;
 };
 
 // What Execute reports back: the forward's status and its wall time.
@@ -135,7 +139,8 @@ struct Scheduler::Impl {
   // Scheduling thread, without `mu`; takes it where shared state changes. A step is
   // Schedule (which sequences, how many rows each, preemptions, the decoders' plans),
   // Preempt, Execute (the forward) and Apply (commit, events, the forward's report).
-  void Step(std::vector<Outgoing>& out);
+  // False when no forward ran because every sequence waits for grammar masks.
+  bool Step(std::vector<Outgoing>& out);
   SchedulerOutput Schedule();
   void PlanDecoders(SchedulerOutput& scheduled);
   void Preempt(const SchedulerOutput& scheduled, std::vector<Outgoing>& out);
@@ -145,6 +150,7 @@ struct Scheduler::Impl {
   bool ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, ForwardReport& report,
                      std::vector<Outgoing>& out, std::vector<std::pair<RequestPtr, absl::Status>>& failed);
   void FreeKv(ScheduledRequest& r);
+  int64_t MasksFiled() const;
   void Dispatch(std::vector<Outgoing>& out);
   void ReportQueueState();
 
@@ -181,6 +187,17 @@ struct Scheduler::Impl {
   // speedup accounting's split of each forward.
   ForwardCostCalibration calibration;
   ForwardOutput output;
+  // Grammar masks a step could not compute within its inline budget: computed here,
+  // off this thread, while the sequences that need them sit forwards out. Each mask
+  // filed bumps `masks_filed` (under mu) and wakes the loop.
+  int64_t masks_filed = 0;
+  MaskWorker mask_worker{[this] {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      ++masks_filed;
+    }
+    wake.notify_all();
+  }};
   std::thread thread;
 };
 
@@ -203,7 +220,9 @@ absl::Status Scheduler::Impl::Submit(GenerationRequest request, EventHandler on_
                       "this scheduler has no tokenizer to find text stop sequences with");
   }
   auto r = std::make_shared<ScheduledRequest>();
-  if (options.tokenizer != nullptr) r->text.emplace(*options.tokenizer, request.stop_strings);
+  if (options.tokenizer != nullptr) {
+    r->text.emplace(*options.tokenizer, request.stop_strings, !request.skip_special_tokens);
+  }
   r->prompt_tokens = static_cast<int64_t>(request.prompt_ids.size());
   r->decode_headroom = headroom;
   r->on_event = std::move(on_event);
@@ -434,8 +453,15 @@ void Scheduler::Impl::Loop() {
     Publish();
     lock.unlock();
     Dispatch(out);
-    if (!running.empty()) Step(out);
+    const int64_t filed_before = MasksFiled();
+    const bool stepped = running.empty() || Step(out);
     lock.lock();
+    if (!stepped) {
+      // Every running sequence waits for a mask: sleep until the worker files one, or
+      // something else needs the loop (bounded, so that deadlines are still checked).
+      wake.wait_for(lock, std::chrono::milliseconds(20),
+                    [&] { return stop || !to_abort.empty() || masks_filed != filed_before; });
+    }
     Publish();
     lock.unlock();
     Dispatch(out);
@@ -444,12 +470,17 @@ void Scheduler::Impl::Loop() {
   }
 }
 
-void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
+int64_t Scheduler::Impl::MasksFiled() const {
+  std::lock_guard<std::mutex> lock(mu);
+  return masks_filed;
+}
+
+bool Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   ++step_count;
   const SteadyTime start = std::chrono::steady_clock::now();
   const SchedulerOutput scheduled = Schedule();
   Preempt(scheduled, out);
-  if (scheduled.sequences.empty()) return;
+  if (scheduled.sequences.empty()) return scheduled.waiting_for_masks == 0;
   const ExecutedForward forward = Execute(scheduled);
   Apply(scheduled, forward, out);
   if (forward.status.ok() && options.cost_curve != nullptr && !scheduled.carries_prefill &&
@@ -459,6 +490,7 @@ void Scheduler::Impl::Step(std::vector<Outgoing>& out) {
                                         scheduled.predictive_rows,
                                         SecondsBetween(start, std::chrono::steady_clock::now()));
   }
+  return true;
 }
 
 SchedulerOutput Scheduler::Impl::Schedule() {
@@ -517,12 +549,26 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;
+  // Grammar masks the verifications will read: computed here within one budget for the
+  // whole step, the rest by the mask worker while their sequences sit this forward out.
+  grammar::MaskWork mask_work{.budget = std::max<int64_t>(0, options.inline_mask_work)};
+  std::vector<grammar::GrammarMatcher> missing;
+  std::vector<SchedulerOutput::Sequence> kept;
+  kept.reserve(scheduled.sequences.size());
   for (SchedulerOutput::Sequence& s : scheduled.sequences) {
     SequenceDecoder& d = *s.request->decoder;
     s.step = d.Plan(d.Choose(&cost, s.prefill ? std::numeric_limits<int>::max() : s.rows), s.prefill ? s.rows : 1);
+    if (d.constrained() && !d.PrepareGrammarMasks(s.step, mask_work, &missing)) {
+      for (grammar::GrammarMatcher& state : missing) mask_worker.Post(d.request().grammar->masker, std::move(state));
+      missing.clear();
+      ++scheduled.waiting_for_masks;
+      continue;
+    }
     if (!s.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(s.step.rows.size()) - 1);
     rows.insert(rows.end(), s.step.rows.begin(), s.step.rows.end());
+    kept.push_back(std::move(s));
   }
+  scheduled.sequences = std::move(kept);
   scheduled.predictive_rows =
       static_cast<int>(std::count_if(rows.begin(), rows.end(), [](const BatchRow& row) { return row.predictive; }));
 }

@@ -18,6 +18,7 @@
 #include "engine/decoding/decoding_config.h"
 #include "engine/decoding/generation_request.h"
 #include "engine/decoding/sequence_decoder.h"
+#include "engine/grammar/grammar_budget.h"
 #include "engine/model/model_config.h"
 #include "engine/paged_kv_cache.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -48,6 +49,10 @@ struct SchedulerOptions {
   // What requests may do on the engine (adapter, gamma limit, cost curve for adaptive
   // gamma). Its `model` may be left null: the backend's model is used.
   DecodingEnvironment decoding;
+  // Grammar mask work a step does on the scheduler's thread, all sequences together
+  // (engine/grammar/grammar_budget.h); the rest goes to the mask worker while the
+  // sequences needing it sit forwards out. 0 sends every uncached mask to the worker.
+  int64_t inline_mask_work = grammar::kInlineMaskWorkPerStep;
 };
 
 struct RequestTimings {

@@ -4,8 +4,8 @@
 
 namespace crossreg {
 
-StopTextStream::StopTextStream(const Tokenizer& tokenizer, std::vector<std::string> stops)
-    : decoder_(tokenizer), stops_(std::move(stops)) {
+StopTextStream::StopTextStream(const Tokenizer& tokenizer, std::vector<std::string> stops, bool with_special)
+    : decoder_(tokenizer, with_special), stops_(std::move(stops)) {
   // Generated text continues the prompt: no start-of-sequence space stripping.
   decoder_.ContinueSequence();
   for (const auto& s : stops_) hold_back_ = std::max(hold_back_, s.empty() ? 0 : s.size() - 1);

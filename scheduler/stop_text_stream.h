@@ -14,7 +14,8 @@ namespace crossreg {
 
 class StopTextStream {
  public:
-  StopTextStream(const Tokenizer& tokenizer, std::vector<std::string> stops);
+  // `with_special`: control tokens appear as their pieces (StreamDecoder).
+  StopTextStream(const Tokenizer& tokenizer, std::vector<std::string> stops, bool with_special = false);
 
   // Decodes `ids` in order until a stop sequence appears. Returns the text that is
   // now safe to send; `*ids_used` = how many ids were consumed (all, unless stopped,

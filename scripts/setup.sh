@@ -14,7 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libspdlog-dev prometheus-cpp-dev libcpp-httplib-dev libssl-dev
-  python3 python3-numpy python3-pytest python3-torch libopenblas0-pthread
+  python3 python3-numpy python3-pytest python3-torch python3-jinja2 libopenblas0-pthread
   python3-grpcio python3-protobuf
 )
 

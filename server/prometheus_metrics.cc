@@ -246,6 +246,12 @@ void PrometheusMetrics::RegisterRequestFamilies() {
                         .Help("Finished requests of the OpenAI-compatible HTTP front door by {route} "
                               "(/v1/completions, /v1/chat/completions, /v1/models) and HTTP {status}.")
                         .Register(r);
+  http_connections_refused_ = &BuildCounter()
+                                   .Name("crossreg_http_connections_refused_total")
+                                   .Help("Connections the HTTP front door refused at accept (plain HTTP with a 503, "
+                                         "TLS closed) for a connection {limit}: total (--http_max_connections) or "
+                                         "per_client (--http_max_connections_per_client).")
+                                   .Register(r);
   decode_seconds_ = &BuildCounter()
                          .Name("crossreg_decode_seconds_total")
                          .Help("Forward seconds charged to the decode steps of {mode}: each forward's measured time "
@@ -433,6 +439,10 @@ void PrometheusMetrics::OnGrpcCall(const std::string& method, int code) {
                                  "UNAUTHENTICATED"};
   const std::string name = code >= 0 && code < 17 ? kCodes[code] : absl::StrCat(code);
   grpc_requests_->Add({{"method", method}, {"code", name}}).Increment();
+}
+
+void PrometheusMetrics::OnHttpConnectionRefused(const char* limit) {
+  http_connections_refused_->Add({{"limit", limit}}).Increment();
 }
 
 void PrometheusMetrics::OnHttpCall(const std::string& route, int status) {

@@ -53,6 +53,7 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   void OnRequestEnded(DecodingMode mode, RequestEndReason reason) override;
   void OnGrpcCall(const std::string& method, int code) override;
   void OnHttpCall(const std::string& route, int status) override;
+  void OnHttpConnectionRefused(const char* limit) override;
 
   // "1", "2-4", "5-8", ..., "129+": the forward_duration_seconds{rows} label.
   static std::string RowsBucketLabel(int rows);
@@ -107,6 +108,7 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   prometheus::Family<prometheus::Counter>* requests_ended_ = nullptr;
   prometheus::Family<prometheus::Counter>* grpc_requests_ = nullptr;
   prometheus::Family<prometheus::Counter>* http_requests_ = nullptr;
+  prometheus::Family<prometheus::Counter>* http_connections_refused_ = nullptr;
   prometheus::Family<prometheus::Counter>* decode_seconds_ = nullptr;
   prometheus::Family<prometheus::Counter>* ar_equivalent_seconds_ = nullptr;
   prometheus::Family<prometheus::Gauge>* speedup_ = nullptr;

@@ -5,15 +5,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "engine/field_violation.h"
+#include "server/request_limits.h"
 
 namespace crossreg::server {
 namespace {
 
 absl::Status Invalid(absl::string_view field, absl::string_view what) { return FieldViolation(field, what); }
-
-// A constraint's source text (schema, grammar, pattern): compiling is the request's
-// cost, so it is bounded like a prompt.
-constexpr size_t kMaxConstraintBytes = 64 * 1024;
 
 // structured_output into the request's grammar. A compiler's message starts with the
 // constraint's kind and, for schemas, the path inside it ("json_schema.properties.a:
@@ -21,7 +18,7 @@ constexpr size_t kMaxConstraintBytes = 64 * 1024;
 absl::Status ReadStructuredOutput(const v1::StructuredOutput& so, const RequestDefaults& defaults,
                                   GenerationRequest& r) {
   using grammar::ConstraintKind;
-  ConstraintKind kind;
+  ConstraintKind kind = ConstraintKind::kGbnf;
   std::string source;
   switch (so.constraint_case()) {
     case v1::StructuredOutput::kJsonSchema:
@@ -64,10 +61,6 @@ absl::Status ReadStructuredOutput(const v1::StructuredOutput& so, const RequestD
   r.grammar = *std::move(constraint);
   return absl::OkStatus();
 }
-
-constexpr size_t kMaxRequestIdBytes = 256;
-constexpr size_t kMaxStopStrings = 16;
-constexpr size_t kMaxStopStringBytes = 256;
 
 absl::Status CheckRequestId(const std::string& id) {
   if (id.size() > kMaxRequestIdBytes) return Invalid("request_id", absl::StrCat("longer than ", kMaxRequestIdBytes, " bytes"));
@@ -171,6 +164,7 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
                                                            " (use RAW or PROCESSED)"));
   }
   r.logprobs_mode = sp.logprobs_mode() == v1::LOGPROBS_MODE_PROCESSED ? LogprobsMode::kProcessed : LogprobsMode::kRaw;
+  r.skip_special_tokens = !sp.has_skip_special_tokens() || sp.skip_special_tokens();
   if (static_cast<size_t>(sp.stop_size()) > kMaxStopStrings) {
     return Invalid("sampling.stop", absl::StrCat("at most ", kMaxStopStrings, " stop sequences"));
   }

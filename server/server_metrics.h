@@ -33,6 +33,9 @@ class ServerMetrics {
   virtual void OnGrpcCall(const std::string& method, int code) = 0;
   // A finished HTTP request of the OpenAI front door: its route and HTTP status.
   virtual void OnHttpCall(const std::string& route, int status) = 0;
+  // A connection the HTTP front door refused at accept for a connection limit:
+  // "total" (--http_max_connections) or "per_client" (--http_max_connections_per_client).
+  virtual void OnHttpConnectionRefused(const char* limit) = 0;
 };
 
 }  // namespace crossreg::server

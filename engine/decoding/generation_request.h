@@ -50,6 +50,9 @@ struct GenerationRequest {
   // Text that ends it: the scheduler detokenizes the output and ends the request where
   // one of these first appears, which is left out of the text (scheduler/stop_text_stream.h).
   std::vector<std::string> stop_strings;
+  // Control tokens (BOS, a turn marker, the draft placeholder) are left out of the
+  // text the scheduler streams; false writes their pieces.
+  bool skip_special_tokens = true;
   // Scheduler: cancelled with DEADLINE_EXCEEDED once passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
   ExactnessFault fault = ExactnessFault::kNone;  // tests only

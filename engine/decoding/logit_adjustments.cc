@@ -18,8 +18,9 @@ absl::Status LogitAdjustments::Validate(int vocab) const {
   if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)) {
     return FieldViolation("sampling.repetition_penalty", absl::StrCat("must be > 0 (1 = off), got ", repetition_penalty));
   }
-  if (logit_bias.size() > 1024) {
-    return FieldViolation("sampling.logit_bias", absl::StrCat("at most 1024 entries, got ", logit_bias.size()));
+  if (logit_bias.size() > kMaxLogitBiasEntries) {
+    return FieldViolation("sampling.logit_bias",
+                          absl::StrCat("at most ", kMaxLogitBiasEntries, " entries, got ", logit_bias.size()));
   }
   for (size_t i = 0; i < logit_bias.size(); ++i) {
     const auto& [token, bias] = logit_bias[i];

@@ -7,6 +7,7 @@
 // lossless stays exact with respect to the penalised distribution.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <unordered_map>
 #include <utility>
@@ -16,6 +17,9 @@
 #include "absl/types/span.h"
 
 namespace crossreg {
+
+// Biases a request may set: a bias map is applied to every verified row.
+inline constexpr size_t kMaxLogitBiasEntries = 1024;
 
 struct LogitAdjustments {
   float presence_penalty = 0.0f;    // [-2, 2]: minus this from every token generated at least once

@@ -259,6 +259,14 @@ DraftBuffer SequenceDecoder::TakeDrafts(const StepPlan& plan) {
   return drafts;
 }
 
+bool SequenceDecoder::PrepareGrammarMasks(const StepPlan& plan, grammar::MaskWork& work,
+                                          std::vector<grammar::GrammarMatcher>* missing) {
+  if (!grammar_.active() || plan.prefill()) return true;
+  std::vector<int32_t> drafts;
+  for (int k = 1; k <= plan.drafts; ++k) drafts.push_back(plan.rows[static_cast<size_t>(k)].token);
+  return grammar_.PrepareMasks(drafts, work, missing);
+}
+
 absl::Status SequenceDecoder::CheckPlanIsCurrent(const StepPlan& plan) const {
   if (finished()) return absl::FailedPreconditionError("decoder: sequence already finished");
   const bool current =
@@ -310,6 +318,8 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
                          .grammar = grammar_.active() ? &grammar_ : nullptr};
   VerifyOutcome outcome =
       Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault, rows);
+  // A grammar that cannot be followed here ends the request; nothing is committed.
+  if (!outcome.error.ok()) return outcome.error;
   // The cache keeps x_last and the accepted drafts.
   cached_ = outcome.kv_keep;
   step.kv_length = cached_;

@@ -68,6 +68,14 @@ class SequenceDecoder {
   // The next forward's share for this sequence: a prefill chunk of at most
   // `max_prefill_rows` rows, or the decode iteration `choice` describes.
   StepPlan Plan(const DraftChoice& choice, int max_prefill_rows) const;
+  // Structured output, before the forward of `plan` (a decode plan): the grammar masks
+  // its verification reads, at hand (GrammarState::PrepareMasks), computed within
+  // `work`. False when some are not: their states are appended to `missing`, and the
+  // sequence should sit this forward out until a worker has computed them (a plan
+  // made again then is the same). True for prefill plans and requests without grammar.
+  bool PrepareGrammarMasks(const StepPlan& plan, grammar::MaskWork& work,
+                           std::vector<grammar::GrammarMatcher>* missing);
+  bool constrained() const { return grammar_.active(); }
   // Rows the next decode iteration may use, for a scheduler's token budget
   // (DraftLengthController::RowsBound).
   int DecodeRowsBound(const ForwardCostCurve* curve) const { return controller_.RowsBound(curve); }

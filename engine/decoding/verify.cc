@@ -75,19 +75,21 @@ class PlanRows {
 
 // A fresh draft from predictive row i: its argmax when greedy, else a sample with its
 // processed distribution kept for the residual. Under a grammar (`state` non-null) both
-// read the row masked in `state`, unless the state admits nothing.
+// read the row masked in `state` where its mask is at hand (prepared or cached; a refill
+// never computes one on the scheduler's thread) and admits something.
 Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, Rng& rng,
               const grammar::GrammarState* state) {
   Draft fresh;
   if (sampling.greedy()) {
-    fresh.token = state != nullptr ? state->MaskedArgmax(rows.full(i), vocab) : -1;
+    fresh.token = state != nullptr ? state->MaskedArgmax(rows.full(i), vocab, /*compute=*/false) : -1;
     if (fresh.token < 0) fresh.token = rows.Argmax(i);
   } else {
     const float* z = rows.full(i);
     thread_local std::vector<float> masked;
-    if (state != nullptr && state->Mask()->allowed > 0) {
+    const std::shared_ptr<const grammar::TokenMask> mask = state != nullptr ? state->CachedMask() : nullptr;
+    if (mask != nullptr && mask->allowed > 0) {
       masked.assign(z, z + vocab);
-      state->MaskLogits(masked.data(), vocab);
+      grammar::ApplyMask(*mask, masked.data(), vocab);
       z = masked.data();
     }
     ProcessedDistribution(z, vocab, sampling, fresh.q);
@@ -122,11 +124,23 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
     if (adjusting) requests.history->Apply(*requests.adjust, adjusted.data(), vocab);
     return adjusted.data();
   };
-  // ... and masked by the grammar's state: the logits P is made from. A state that
-  // admits no token (a grammar the vocabulary cannot spell on) leaves the row unmasked.
+  VerifyOutcome out;
+  // The grammar's mask at a control row. A state whose mask is over the work budget, or
+  // that admits no token (the vocabulary cannot spell what the grammar requires, or the
+  // grammar's ambiguity hit the matcher's limits), fails the request: its row stays
+  // unmasked here, and nothing of this outcome is committed.
+  auto control_mask = [&]() -> std::shared_ptr<const grammar::TokenMask> {
+    std::shared_ptr<const grammar::TokenMask> mask = grammar->Mask();
+    if (mask != nullptr && mask->allowed > 0) return mask;
+    if (out.error.ok()) out.error = grammar::UnmaskableState(mask.get());
+    return nullptr;
+  };
+  // ... and masked by the grammar's state: the logits P is made from.
   auto control = [&](int row) -> const float* {
     const float* z = penalised(row);
-    if (grammar != nullptr && grammar->Mask()->allowed > 0) grammar->MaskLogits(adjusted.data(), vocab);
+    if (grammar != nullptr) {
+      if (auto mask = control_mask()) grammar::ApplyMask(*mask, adjusted.data(), vocab);
+    }
     return z;
   };
   // The greedy choice at a control row: the likeliest token the grammar admits.
@@ -134,12 +148,13 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
     if (grammar == nullptr) return adjusting ? cpu::Argmax(penalised(row), vocab) : rows.Argmax(row);
     const float* z = penalised(row);
     const int32_t best = grammar->MaskedArgmax(z, vocab);
-    return best >= 0 ? best : cpu::Argmax(z, vocab);
+    if (best >= 0) return best;
+    control_mask();  // records why none is allowed
+    return cpu::Argmax(z, vocab);
   };
   int pushed = 0;          // drafts pushed onto the history, popped before returning
   int grammar_pushed = 0;  // tokens pushed onto the grammar state, popped before returning
 
-  VerifyOutcome out;
   // The log-probability of `token`, chosen at control row `row` in the current context.
   auto record_logprob = [&](int row, int32_t token) {
     if (requests.logprobs < 0) return;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "engine/decoding/energy_acceptor.h"
 #include "engine/decoding/logit_adjustments.h"
@@ -43,6 +44,10 @@ struct VerifyOutcome {
   DraftBuffer next_drafts;         // the buffer for the next iteration (carry + refill)
   int64_t kv_keep = 0;             // positions the sequence's cache keeps: L + n (x_last, accepted drafts)
   std::vector<TokenLogprob> logprobs;  // one per token, when asked (RowRequests::logprobs >= 0)
+  // A grammar's control row could not be masked (its mask over the work budget, or a
+  // state that admits no token): nothing of this outcome may be committed, and the
+  // request ends with this error rather than continue unconstrained.
+  absl::Status error;
 };
 
 // What a request asks of its control rows besides P. Penalties and biases change
@@ -55,6 +60,9 @@ struct VerifyOutcome {
 // and d_1 .. d_{k-1}; the refill's fresh proposals in the state after the new commit
 // and the drafts before them in the buffer), so lossless is exact with respect to the
 // grammar-masked distribution and every fresh draft is legal where it was proposed.
+// A control row's state that cannot be masked (grammar_budget.h) or admits no token
+// is VerifyOutcome::error; a refill's state that cannot be masked proposes from the
+// row as computed (a draft is only a guess: verification judges it).
 struct RowRequests {
   const LogitAdjustments* adjust = nullptr;  // null or inactive: the rows as computed
   TokenHistory* history = nullptr;           // the committed tokens; Verify leaves it as it came

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "engine/grammar/grammar_budget.h"
 
 namespace crossreg::grammar {
 namespace {
@@ -18,6 +19,8 @@ namespace {
 constexpr int kMaxRepeat = 1000;
 constexpr size_t kMaxRules = 100000;
 constexpr int kMaxNesting = 64;
+// What a generated rule's source shows of the grammar text.
+constexpr size_t kMaxSourceShown = 60;
 
 bool IsNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' || c == '_';
@@ -80,9 +83,9 @@ class GbnfParser {
     return true;
   }
 
-  absl::Status Error(const std::string& what) const {
+  std::pair<int, int> LineColumn(size_t at) const {
     int line = 1, column = 1;
-    for (size_t i = 0; i < pos_ && i < text_.size(); ++i) {
+    for (size_t i = 0; i < at && i < text_.size(); ++i) {
       if (text_[i] == '\n') {
         ++line;
         column = 1;
@@ -90,7 +93,38 @@ class GbnfParser {
         ++column;
       }
     }
+    return {line, column};
+  }
+
+  absl::Status Error(const std::string& what) const {
+    const auto [line, column] = LineColumn(pos_);
     return absl::InvalidArgumentError(absl::StrCat("grammar: line ", line, ", column ", column, ": ", what));
+  }
+  // A size limit (gbnf_parser.h): RESOURCE_EXHAUSTED, so that a compiler of generated
+  // grammar text can tell the client's too-large ask from its own bug.
+  absl::Status LimitError(const std::string& what) const {
+    return absl::ResourceExhaustedError(Error(what).message());
+  }
+
+  // The text [begin, pos_) as a generated rule's source.
+  std::string SourceFrom(size_t begin) const {
+    std::string shown(text_.substr(begin, std::min(pos_ - begin, kMaxSourceShown)));
+    for (char& c : shown) {
+      if (c == '\n' || c == '\r' || c == '\t') c = ' ';
+    }
+    const auto [line, column] = LineColumn(begin);
+    return absl::StrCat("`", shown, pos_ - begin > kMaxSourceShown ? "..." : "", "` (line ", line, ", column ",
+                        column, ")");
+  }
+
+  // Elements of the expanded grammar so far, bounded (kMaxGrammarElements).
+  absl::Status CountElements(size_t added) {
+    elements_ += added;
+    if (elements_ > kMaxGrammarElements) {
+      return LimitError(absl::StrCat("the grammar expands to more than ", kMaxGrammarElements,
+                                " elements (repetition counts multiply what they repeat)"));
+    }
+    return absl::OkStatus();
   }
 
   // Spaces, tabs, comments; newlines too where a rule may continue over lines.
@@ -124,14 +158,18 @@ class GbnfParser {
   int32_t RuleIndex(const std::string& name) {
     auto [it, added] = index_.emplace(name, static_cast<int32_t>(grammar_.rules.size()));
     if (added) {
-      grammar_.rules.push_back(Rule{name, {}});
+      grammar_.rules.push_back(Rule{name, {}, ""});
       defined_.push_back(false);
     }
     return it->second;
   }
 
-  absl::StatusOr<int32_t> NewRule(const std::string& parent, std::vector<Sequence> alternatives) {
-    if (grammar_.rules.size() >= kMaxRules) return Error(absl::StrCat("more than ", kMaxRules, " rules"));
+  absl::StatusOr<int32_t> NewRule(const std::string& parent, std::vector<Sequence> alternatives,
+                                  std::string source = "") {
+    if (grammar_.rules.size() >= kMaxRules) return LimitError(absl::StrCat("more than ", kMaxRules, " rules"));
+    size_t elements = 0;
+    for (const Sequence& seq : alternatives) elements += seq.size() + 1;
+    if (absl::Status s = CountElements(elements); !s.ok()) return s;
     std::string name;
     do {
       name = absl::StrCat(parent, "-", ++generated_);
@@ -139,6 +177,7 @@ class GbnfParser {
     const int32_t rule = RuleIndex(name);
     defined_[static_cast<size_t>(rule)] = true;
     grammar_.rules[static_cast<size_t>(rule)].alternatives = std::move(alternatives);
+    grammar_.rules[static_cast<size_t>(rule)].source = std::move(source);
     return rule;
   }
 
@@ -159,6 +198,9 @@ class GbnfParser {
       if ((b & 0xc0) != 0x80) return Error("the grammar is not valid UTF-8");
       cp = (cp << 6) | (b & 0x3f);
     }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8 either.
+    const uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : n == 4 ? 0x10000 : 0;
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return Error("the grammar is not valid UTF-8");
     pos_ += static_cast<size_t>(n);
     return cp;
   }
@@ -173,6 +215,13 @@ class GbnfParser {
       ++pos_;
     }
     if (v > 0x10FFFF) return Error("code point beyond U+10FFFF");
+    // UTF-8 has no encoding for a surrogate: a terminal of one could never match, and
+    // a grammar that cannot be satisfied must be refused, not served unconstrained.
+    if (v >= 0xD800 && v <= 0xDFFF) {
+      pos_ -= static_cast<size_t>(digits) + 2;
+      return Error(absl::StrCat("\\u", absl::Hex(v, absl::kZeroPad4),
+                                " is a surrogate, not a character (UTF-8 cannot encode it)"));
+    }
     return v;
   }
 
@@ -243,11 +292,13 @@ class GbnfParser {
   absl::StatusOr<Sequence> ParseSequence(const std::string& rule, bool nested) {
     Sequence seq;
     size_t last_start = 0;  // where the last element (literal, class, group, reference) begins in seq
+    size_t last_text = 0;   // ... and in the text
     while (true) {
       SkipSpace(nested);
       if (AtEnd()) break;
       const char c = Peek();
       if (c == '|' || c == ')' || c == '\n') break;
+      if (c != '*' && c != '+' && c != '?' && c != '{') last_text = pos_;
       if (c == '"') {
         ++pos_;
         last_start = seq.size();
@@ -283,7 +334,7 @@ class GbnfParser {
         last_start = seq.size();
         seq.push_back({Element::Kind::kChars, CharSet(CodePointSet::FromRanges({{0, 0x10FFFF}}, false))});
       } else if (c == '(') {
-        if (++depth_ > kMaxNesting) return Error(absl::StrCat("groups nested deeper than ", kMaxNesting));
+        if (++depth_ > kMaxNesting) return LimitError(absl::StrCat("groups nested deeper than ", kMaxNesting));
         ++pos_;
         SkipSpace(true);
         auto inner = ParseAlternatives(rule, /*nested=*/true);
@@ -292,7 +343,7 @@ class GbnfParser {
         if (Peek() != ')') return Error("expected ')'");
         ++pos_;
         --depth_;
-        auto group = NewRule(rule, *std::move(inner));
+        auto group = NewRule(rule, *std::move(inner), SourceFrom(last_text));
         if (!group.ok()) return group.status();
         last_start = seq.size();
         seq.push_back({Element::Kind::kRule, *group});
@@ -303,7 +354,7 @@ class GbnfParser {
         seq.push_back({Element::Kind::kRule, RuleIndex(name)});
       } else if (c == '*' || c == '+' || c == '?' || c == '{') {
         if (seq.empty() || last_start >= seq.size()) return Error(absl::StrCat("'", std::string(1, c), "' follows nothing"));
-        auto status = ApplyRepetition(rule, seq, last_start);
+        auto status = ApplyRepetition(rule, seq, last_start, last_text);
         if (!status.ok()) return status;
       } else {
         return Error(absl::StrCat("unexpected '", std::string(1, c), "'"));
@@ -313,7 +364,7 @@ class GbnfParser {
   }
 
   // Replaces seq[from..] (the last element) by its repetition, as rules of its own.
-  absl::Status ApplyRepetition(const std::string& rule, Sequence& seq, size_t from) {
+  absl::Status ApplyRepetition(const std::string& rule, Sequence& seq, size_t from, size_t text_from) {
     int min = 0, max = -1;  // max -1: unbounded
     const char op = Peek();
     ++pos_;
@@ -343,18 +394,21 @@ class GbnfParser {
       }
       if (Peek() != '}') return Error("expected '}'");
       ++pos_;
-      if (min > kMaxRepeat || max > kMaxRepeat) return Error(absl::StrCat("a repetition count above ", kMaxRepeat));
+      if (min > kMaxRepeat || max > kMaxRepeat) return LimitError(absl::StrCat("a repetition count above ", kMaxRepeat));
       if (max >= 0 && max < min) return Error("a repetition's maximum is below its minimum");
     }
     const Sequence item(seq.begin() + static_cast<std::ptrdiff_t>(from), seq.end());
+    const std::string source = SourceFrom(text_from);
     seq.resize(from);
+    if (absl::Status s = CountElements(item.size() * static_cast<size_t>(min)); !s.ok()) return s;
     for (int i = 0; i < min; ++i) seq.insert(seq.end(), item.begin(), item.end());
     if (max < 0) {
       // item* as `r ::= item r | ""`: right recursion, so matching never loops.
-      auto star = NewRule(rule, {});
+      auto star = NewRule(rule, {}, source);
       if (!star.ok()) return star.status();
       Sequence again = item;
       again.push_back({Element::Kind::kRule, *star});
+      if (absl::Status s = CountElements(again.size() + 2); !s.ok()) return s;
       grammar_.rules[static_cast<size_t>(*star)].alternatives = {again, {}};
       seq.push_back({Element::Kind::kRule, *star});
     } else if (max > min) {
@@ -363,7 +417,7 @@ class GbnfParser {
       for (int k = 0; k < max - min; ++k) {
         Sequence more = item;
         if (inner >= 0) more.push_back({Element::Kind::kRule, inner});
-        auto opt = NewRule(rule, {more, {}});
+        auto opt = NewRule(rule, {more, {}}, source);
         if (!opt.ok()) return opt.status();
         inner = *opt;
       }
@@ -380,6 +434,7 @@ class GbnfParser {
   std::vector<bool> defined_;
   int generated_ = 0;
   int depth_ = 0;  // groups open
+  size_t elements_ = 0;
 };
 
 }  // namespace

@@ -14,6 +14,9 @@
 
 namespace crossreg::grammar {
 
+// Errors: INVALID_ARGUMENT "grammar: line L, column C: ..." for what is not GBNF,
+// RESOURCE_EXHAUSTED (same form) for a grammar over a size limit (repetition counts,
+// rules, nesting, expanded elements: grammar_budget.h).
 absl::StatusOr<Grammar> ParseGbnf(std::string_view text, std::string_view root = "root");
 
 }  // namespace crossreg::grammar

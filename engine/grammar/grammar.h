@@ -38,6 +38,9 @@ using Sequence = std::vector<Element>;  // empty = matches the empty string
 struct Rule {
   std::string name;
   std::vector<Sequence> alternatives;
+  // Where a rule the parser made (a group, a repetition) came from in the grammar's
+  // text, as "`(x){0,9}` (line 1, column 9)", for errors; empty for named rules.
+  std::string source;
 };
 
 struct Grammar {

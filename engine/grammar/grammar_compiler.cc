@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "engine/grammar/gbnf_parser.h"
+#include "engine/grammar/grammar_probe.h"
 #include "engine/grammar/json_schema_grammar.h"
 #include "engine/grammar/regex_grammar.h"
 
@@ -65,6 +66,13 @@ absl::StatusOr<std::shared_ptr<const GrammarConstraint>> GrammarCompiler::Compil
     }
   }
   auto parsed = ParseGbnf(gbnf);
+  if (!parsed.ok() && parsed.status().code() == absl::StatusCode::kResourceExhausted) {
+    // A size limit: the client's ask, in any of the kinds.
+    absl::string_view message = parsed.status().message();
+    if (kind != ConstraintKind::kGbnf && message.substr(0, 9) == "grammar: ") message.remove_prefix(9);
+    return absl::InvalidArgumentError(
+        kind == ConstraintKind::kGbnf ? std::string(message) : absl::StrCat(ConstraintKindName(kind), ": ", message));
+  }
   if (!parsed.ok()) {
     if (kind == ConstraintKind::kGbnf) return parsed.status();  // "grammar: line .., column ..: ..."
     // A converter's output that does not parse is this server's bug, not the request's.
@@ -75,6 +83,14 @@ absl::StatusOr<std::shared_ptr<const GrammarConstraint>> GrammarCompiler::Compil
   constraint->description = ConstraintKindName(kind);
   constraint->grammar = std::make_shared<const CompiledGrammar>(*std::move(parsed));
   constraint->masker = std::make_shared<TokenMasker>(vocab_, masks_bytes_);
+  // Refused now if it would exceed its budgets later (and the start's mask is cached).
+  if (absl::Status probe = ProbeGrammar(*constraint); !probe.ok()) {
+    if (kind == ConstraintKind::kGbnf) return probe;
+    // "grammar: ..." -> "regex: ..." / "json_schema: ...": the field the client wrote.
+    absl::string_view message = probe.message();
+    if (message.substr(0, 9) == "grammar: ") message.remove_prefix(9);
+    return absl::InvalidArgumentError(absl::StrCat(ConstraintKindName(kind), ": ", message));
+  }
   std::lock_guard<std::mutex> lock(mu_);
   compiled_.emplace_front(std::move(key), constraint);
   while (compiled_.size() > max_constraints_) compiled_.pop_back();

@@ -1,10 +1,13 @@
 #include "engine/grammar/grammar_constraint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "engine/grammar/gbnf_parser.h"
+#include "engine/grammar/grammar_budget.h"
 
 namespace crossreg::grammar {
 
@@ -29,15 +32,76 @@ bool GrammarState::Allows(int32_t token) const {
   return TokenAllowed(current(), vocab, token);
 }
 
-std::shared_ptr<const TokenMask> GrammarState::Mask() const { return constraint_->masker->Mask(current()); }
+std::shared_ptr<const TokenMask> GrammarState::CachedMask() const {
+  const GrammarMatcher& state = current();
+  for (const auto& [prepared, mask] : prepared_) {
+    if (prepared == state) return mask;
+  }
+  return constraint_->masker->Cached(state);
+}
+
+std::shared_ptr<const TokenMask> GrammarState::Mask() const {
+  if (auto mask = CachedMask()) return mask;
+  return constraint_->masker->Mask(current());
+}
+
+void ApplyMask(const TokenMask& mask, float* logits, int vocab) {
+  const int n = std::min(vocab, static_cast<int>(mask.bits.size() * 64));
+  for (int i = 0; i < n; ++i) {
+    if (!mask.test(i)) logits[i] = -std::numeric_limits<float>::infinity();
+  }
+  for (int i = n; i < vocab; ++i) logits[i] = -std::numeric_limits<float>::infinity();  // padded rows
+}
 
 void GrammarState::MaskLogits(float* logits, int vocab) const {
   const auto mask = Mask();
-  const int n = std::min(vocab, constraint_->masker->vocab().size());
-  for (int i = 0; i < n; ++i) {
-    if (!mask->test(i)) logits[i] = -std::numeric_limits<float>::infinity();
+  if (mask == nullptr) {
+    std::fill(logits, logits + vocab, -std::numeric_limits<float>::infinity());
+    return;
   }
-  for (int i = n; i < vocab; ++i) logits[i] = -std::numeric_limits<float>::infinity();  // padded rows
+  ApplyMask(*mask, logits, std::min(vocab, constraint_->masker->vocab().size()));
+  for (int i = constraint_->masker->vocab().size(); i < vocab; ++i) logits[i] = -std::numeric_limits<float>::infinity();
+}
+
+absl::Status UnmaskableState(const TokenMask* mask) {
+  if (mask == nullptr || mask->over_budget) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "grammar: computing which tokens may come next takes more than ", kMaxMaskWork,
+        " steps of work at this point of the output; the request's grammar is too costly to follow"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "grammar: no token can continue the output here: ",
+      mask->hit_limit ? absl::StrCat("the grammar is too ambiguous (a continuation would keep more than ",
+                                     kMaxParseStacks, " parses alive)")
+                      : "the model's vocabulary cannot spell what the grammar requires next"));
+}
+
+bool GrammarState::PrepareMasks(absl::Span<const int32_t> drafts, MaskWork& work,
+                                std::vector<GrammarMatcher>* missing) {
+  prepared_.clear();
+  bool ready = true;
+  GrammarMatcher state = committed_;
+  const GrammarVocabulary& vocab = constraint_->masker->vocab();
+  for (size_t k = 0;; ++k) {
+    std::shared_ptr<const TokenMask> mask = constraint_->masker->Cached(state);
+    if (mask == nullptr && work.used < work.budget) {
+      MaskWork left{.budget = work.budget - work.used};
+      mask = constraint_->masker->Mask(state, &left);
+      work.used += left.used;
+    }
+    if (mask != nullptr) {
+      prepared_.emplace_back(state, mask);
+    } else {
+      ready = false;
+      if (missing != nullptr) missing->push_back(state);
+    }
+    if (k == drafts.size()) break;
+    const int32_t d = drafts[k];
+    if (d < 0 || d >= vocab.size() || vocab.is_eos(d)) break;  // nothing is verified after an end
+    if (mask != nullptr ? !mask->test(d) : !TokenAllowed(state, vocab, d)) break;
+    if (!state.AcceptBytes(vocab.bytes(d)) || state.Exhausted()) break;
+  }
+  return ready;
 }
 
 namespace {
@@ -55,10 +119,10 @@ int32_t ArgmaxUnder(const TokenMask& mask, const float* logits, int n) {
 }
 }  // namespace
 
-int32_t GrammarState::MaskedArgmax(const float* logits, int vocab) const {
+int32_t GrammarState::MaskedArgmax(const float* logits, int vocab, bool compute) const {
   const GrammarVocabulary& words = constraint_->masker->vocab();
   const int n = std::min(vocab, words.size());
-  if (auto mask = constraint_->masker->Cached(current())) return ArgmaxUnder(*mask, logits, n);
+  if (auto mask = CachedMask()) return ArgmaxUnder(*mask, logits, n);
   // The likeliest token first: usually allowed (the model follows the format), and
   // checking one token costs a walk of its bytes where a mask costs a walk of the
   // vocabulary (cached for the next request in this state).
@@ -67,7 +131,9 @@ int32_t GrammarState::MaskedArgmax(const float* logits, int vocab) const {
     if (!std::isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
   }
   if (best >= 0 && best < n && TokenAllowed(current(), words, best)) return best;
-  return ArgmaxUnder(*Mask(), logits, n);
+  if (!compute) return -1;
+  const auto mask = Mask();
+  return mask != nullptr ? ArgmaxUnder(*mask, logits, n) : -1;
 }
 
 void GrammarState::Push(int32_t token) {
@@ -80,6 +146,7 @@ void GrammarState::Push(int32_t token) {
 void GrammarState::Pop() { saved_.pop_back(); }
 
 void GrammarState::Commit() {
+  prepared_.clear();
   if (saved_.empty()) return;
   committed_ = std::move(saved_.back());
   saved_.clear();

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "engine/grammar/forced_spelling.h"
 #include "engine/grammar/grammar_matcher.h"
 #include "engine/grammar/token_mask.h"
@@ -36,12 +37,26 @@ class GrammarState {
 
   // Whether `token` may come next.
   bool Allows(int32_t token) const;
-  // The whole mask of the current state (cached across requests).
+  // The whole mask of the current state: prepared (PrepareMasks), cached across
+  // requests, or computed now within kMaxMaskWork; null when over that budget.
   std::shared_ptr<const TokenMask> Mask() const;
-  // Sets every disallowed logit to -inf.
+  // The mask if prepared or cached, never computed: null otherwise.
+  std::shared_ptr<const TokenMask> CachedMask() const;
+  // Sets every disallowed logit to -inf (every logit when the mask is over budget).
   void MaskLogits(float* logits, int vocab) const;
-  // The most likely allowed token of `logits` (ties: the lower id); -1 if none is.
-  int32_t MaskedArgmax(const float* logits, int vocab) const;
+  // The most likely allowed token of `logits` (ties: the lower id); -1 if none is, or
+  // (`compute` false) if the likeliest token is not allowed and no mask is at hand.
+  int32_t MaskedArgmax(const float* logits, int vocab, bool compute = true) const;
+
+  // Before a forward: makes sure the masks its verification reads are at hand, so that
+  // verification computes none on the scheduler's thread. Those are the masks of the
+  // current state and of the states after each of `drafts` in turn, up to the first
+  // draft the grammar forbids (a forbidden draft is rejected at its own row). Each is
+  // taken from the cache or computed within `work` and kept until Commit; the states
+  // whose masks are neither are appended to `missing` (for a worker to compute). True
+  // when none is missing.
+  bool PrepareMasks(absl::Span<const int32_t> drafts, MaskWork& work, std::vector<GrammarMatcher>* missing);
+  const std::shared_ptr<TokenMasker>& masker() const { return constraint_->masker; }
 
   // Appends `token` (it must be allowed): a commit, or a draft under verification
   // (undone by Pop in reverse order).
@@ -65,6 +80,16 @@ class GrammarState {
   std::shared_ptr<const GrammarConstraint> constraint_;
   GrammarMatcher committed_;
   std::vector<GrammarMatcher> saved_;  // the states after each pushed token
+  // PrepareMasks' masks, by state, until the next Commit.
+  std::vector<std::pair<GrammarMatcher, std::shared_ptr<const TokenMask>>> prepared_;
 };
+
+// Sets every logit `mask` does not admit to -inf (and any past the grammar's vocabulary).
+void ApplyMask(const TokenMask& mask, float* logits, int vocab);
+
+// Why a control row's state cannot be masked: `mask` null or over its work budget, or
+// admitting no token. FAILED_PRECONDITION starting "grammar: " (the request's grammar
+// cannot be followed here), for the request's error.
+absl::Status UnmaskableState(const TokenMask* mask);
 
 }  // namespace crossreg::grammar

@@ -1,9 +1,14 @@
 #include "engine/grammar/grammar_matcher.h"
 
 #include <algorithm>
+#include <limits>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/hash/hash.h"
+#include "engine/grammar/grammar_budget.h"
 
 namespace crossreg::grammar {
 
@@ -29,10 +34,17 @@ CompiledGrammar::CompiledGrammar(Grammar grammar) : grammar_(std::move(grammar))
 }
 
 GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar) : grammar_(std::move(grammar)) {
+  size_t positions = 0;
   for (int32_t start : grammar_->starts(grammar_->grammar().root)) {
     Stack stack;
     if (grammar_->kind(start) != CompiledGrammar::kEnd) stack.push_back(start);
-    Expand(std::move(stack), stacks_);
+    if (!Expand(std::move(stack), stacks_, &positions)) {
+      // Even the start exceeds the limits: a state that accepts nothing (the
+      // admission probe refuses such a grammar).
+      stacks_.clear();
+      hit_limit_ = true;
+      break;
+    }
   }
   Normalize();
 }
@@ -40,23 +52,62 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar) :
 void GrammarMatcher::Normalize() {
   std::sort(stacks_.begin(), stacks_.end());
   stacks_.erase(std::unique(stacks_.begin(), stacks_.end()), stacks_.end());
+  positions_ = 0;
+  for (const Stack& s : stacks_) positions_ += s.size() + kStackCost;
 }
 
-namespace {
-// Parses alive at once, before duplicates go: an ambiguous grammar could otherwise
-// multiply them without bound. Past it the expansion stops, so a pathological grammar
-// admits less (never more) than it says.
-constexpr size_t kMaxStacks = 4096;
-}  // namespace
-
-void GrammarMatcher::Expand(Stack stack, std::vector<Stack>& out) const {
+int32_t GrammarMatcher::BusiestRule() const {
+  // A position's rule: the last rule whose first alternative starts at or before it.
   const CompiledGrammar& g = *grammar_;
-  if (out.size() >= kMaxStacks) return;
+  const std::vector<Rule>& rules = g.grammar().rules;
+  std::vector<std::pair<int32_t, int32_t>> first;  // (first position, rule), sorted
+  for (size_t r = 0; r < rules.size(); ++r) {
+    const std::vector<int32_t>& starts = g.starts(static_cast<int32_t>(r));
+    if (!starts.empty()) first.emplace_back(starts.front(), static_cast<int32_t>(r));
+  }
+  std::sort(first.begin(), first.end());
+  // Counted by construct (the rules one repetition expands to share its source text):
+  // the construct holding the most distinct positions is the one whose expansion
+  // multiplies the parses; a longer source (the enclosing construct) wins a tie.
+  struct Tally {
+    std::unordered_set<int32_t> positions;
+    int32_t rule;
+  };
+  std::unordered_map<std::string_view, Tally> count;
+  for (const Stack& s : stacks_) {
+    for (int32_t pos : s) {
+      auto it = std::upper_bound(first.begin(), first.end(), std::make_pair(pos, std::numeric_limits<int32_t>::max()));
+      if (it == first.begin()) continue;
+      const int32_t rule = std::prev(it)->second;
+      const Rule& r = rules[static_cast<size_t>(rule)];
+      const std::string_view key = r.source.empty() ? std::string_view(r.name) : std::string_view(r.source);
+      count.try_emplace(key, Tally{{}, rule}).first->second.positions.insert(pos);
+    }
+  }
+  int32_t best = -1;
+  size_t most = 0, longest = 0;
+  for (const auto& [key, tally] : count) {
+    const size_t n = tally.positions.size();
+    if (n > most || (n == most && key.size() > longest)) {
+      most = n;
+      longest = key.size();
+      best = tally.rule;
+    }
+  }
+  return best;
+}
+
+bool GrammarMatcher::Expand(Stack stack, std::vector<Stack>& out, size_t* positions) const {
+  const CompiledGrammar& g = *grammar_;
   // Positions on a stack never point at an end marker: a finished sequence is popped
   // before its end would be pushed, so right recursion keeps stacks flat.
   if (stack.empty() || g.kind(stack.back()) == 0) {
+    *positions += stack.size() + kStackCost;
+    // Counted before duplicates go: an ambiguous grammar's copies of one parse cost
+    // their expansion too.
+    if (out.size() >= kMaxParseStacks * 4 || *positions > kMaxStatePositions * 4) return false;
     out.push_back(std::move(stack));
-    return;
+    return true;
   }
   const int32_t pos = stack.back();
   stack.pop_back();
@@ -65,24 +116,43 @@ void GrammarMatcher::Expand(Stack stack, std::vector<Stack>& out) const {
   for (size_t a = 0; a < starts.size(); ++a) {
     Stack next = a + 1 == starts.size() ? std::move(stack) : stack;
     if (g.kind(starts[a]) != CompiledGrammar::kEnd) next.push_back(starts[a]);
-    Expand(std::move(next), out);
+    if (!Expand(std::move(next), out, positions)) return false;
   }
+  return true;
 }
 
 bool GrammarMatcher::AcceptCodePoint(uint32_t cp) {
   const CompiledGrammar& g = *grammar_;
-  std::vector<Stack> next;
+  // The stacks that admit `cp`, advanced past it and deduplicated before they expand:
+  // the alternatives of a wide alternation that all admit `cp` often continue alike.
+  std::vector<Stack> advanced;
   for (const Stack& stack : stacks_) {
     if (stack.empty()) continue;
     const int32_t top = stack.back();
     if (!g.Admits(top, cp)) continue;
-    Stack advanced(stack.begin(), stack.end() - 1);
-    if (g.kind(top + 1) != CompiledGrammar::kEnd) advanced.push_back(top + 1);
-    Expand(std::move(advanced), next);
+    Stack a(stack.begin(), stack.end() - 1);
+    if (g.kind(top + 1) != CompiledGrammar::kEnd) a.push_back(top + 1);
+    advanced.push_back(std::move(a));
   }
-  if (next.empty()) return false;
-  stacks_ = std::move(next);
+  if (advanced.empty()) return false;
+  std::sort(advanced.begin(), advanced.end());
+  advanced.erase(std::unique(advanced.begin(), advanced.end()), advanced.end());
+  std::vector<Stack> next;
+  size_t positions = 0;
+  for (Stack& a : advanced) {
+    if (!Expand(std::move(a), next, &positions)) {
+      hit_limit_ = true;
+      return false;
+    }
+  }
+  std::swap(stacks_, next);
   Normalize();
+  if (stacks_.size() > kMaxParseStacks) {
+    std::swap(stacks_, next);
+    Normalize();
+    hit_limit_ = true;
+    return false;
+  }
   return true;
 }
 
@@ -158,6 +228,7 @@ std::string GrammarMatcher::ForcedText(size_t max_bytes) const {
 }
 
 bool GrammarMatcher::AcceptByte(uint8_t byte) {
+  hit_limit_ = false;
   if (partial_left_ == 0) {
     if (byte < 0x80) return AcceptCodePoint(byte);
     const int n = Utf8Length(byte);
@@ -187,7 +258,9 @@ bool GrammarMatcher::AcceptBytes(std::string_view bytes) {
   GrammarMatcher saved = *this;
   for (char c : bytes) {
     if (!AcceptByte(static_cast<uint8_t>(c))) {
+      const bool limit = hit_limit_;
       *this = std::move(saved);
+      hit_limit_ = limit;
       return false;
     }
   }

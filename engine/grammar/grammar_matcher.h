@@ -4,6 +4,9 @@
 // whose top is a terminal; accepting a code point advances every stack whose top
 // admits it and drops the rest. Grammars must pass Grammar::Validate (no left
 // recursion). States are values: copy one to explore, compare and hash them to cache.
+// A character whose expansion would exceed kMaxParseStacks or kMaxStatePositions
+// (grammar_budget.h) is not accepted, and the refusal says so (hit_limit()): the
+// grammar then admits less than it says, never more.
 #pragma once
 
 #include <array>
@@ -50,12 +53,21 @@ class GrammarMatcher {
   explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
 
   // Advances over `bytes`; false (and the state unchanged) if any prefix of them
-  // leaves no stack alive, or they are not UTF-8.
+  // leaves no stack alive, is not UTF-8, or would exceed the state limits.
   bool AcceptBytes(std::string_view bytes);
   bool AcceptByte(uint8_t byte);
-  // Whether AcceptByte(byte) would succeed, without advancing (a vocabulary walk
-  // copies a state only where a longer token continues from it).
+  // Whether some stack's top admits `byte` (AcceptByte(byte) succeeds unless the
+  // expansion exceeds the state limits), without advancing.
   bool CouldAcceptByte(uint8_t byte) const;
+  // The last refused Accept* was refused for the state limits, not by the grammar.
+  bool hit_limit() const { return hit_limit_; }
+  // What copying or stepping this state costs: its stacks' positions plus kStackCost
+  // per stack (grammar_budget.h).
+  size_t positions() const { return positions_; }
+  size_t stacks() const { return stacks_.size(); }
+  // The rule with the most positions on this state's stacks (the likeliest culprit of
+  // an oversized state), or -1 when the state holds none.
+  int32_t BusiestRule() const;
   // The text every continuation of this state begins with: while exactly one code
   // point may come next and the text may not end here, that code point; at most
   // `max_bytes` bytes, and empty inside a partial UTF-8 character.
@@ -73,9 +85,10 @@ class GrammarMatcher {
 
  private:
   using Stack = std::vector<int32_t>;  // positions, top at the back
-  void Normalize();                    // sorts and dedupes stacks_
-  // Replaces `stack` by its expansions whose tops are terminals (or the empty stack).
-  void Expand(Stack stack, std::vector<Stack>& out) const;
+  void Normalize();                    // sorts and dedupes stacks_, counts positions_
+  // Replaces `stack` by its expansions whose tops are terminals (or the empty stack);
+  // false once `out` holds more than the state limits allow (`*positions` counts them).
+  bool Expand(Stack stack, std::vector<Stack>& out, size_t* positions) const;
   bool AcceptCodePoint(uint32_t cp);
   // Some top admits a character whose first `len` bytes decode to `bits` with `left`
   // continuation bytes still to come.
@@ -87,6 +100,8 @@ class GrammarMatcher {
   uint32_t partial_ = 0;       // bits of a UTF-8 character begun and not finished
   int partial_left_ = 0;       // continuation bytes still expected
   int partial_len_ = 0;        // bytes of the character seen so far
+  size_t positions_ = 0;
+  bool hit_limit_ = false;
 };
 
 // Whether `text` is a whole sentence of `grammar` (tests and tools).

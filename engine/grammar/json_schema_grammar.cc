@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "engine/grammar/regex_grammar.h"
+#include "engine/io/bounded_json.h"
 #include "nlohmann/json.hpp"
 
 namespace crossreg::grammar {
@@ -281,11 +282,10 @@ std::string Sanitize(const std::string& hint) {
 class Converter {
  public:
   absl::StatusOr<std::string> Run(std::string_view text) {
-    try {
-      root_ = Json::parse(text.begin(), text.end());
-    } catch (const Json::exception& e) {
-      return Error("json_schema", absl::StrCat("not valid JSON: ", e.what()));
-    }
+    // A schema is a client's text: bounded while parsed (engine/io/bounded_json.h).
+    auto parsed = ParseBoundedJson(text, JsonLimits{}, "json_schema");
+    if (!parsed.ok()) return parsed.status();
+    root_ = *std::move(parsed);
     try {
       for (const SharedRule& rule : SharedRules()) used_names_.insert(rule.name);
       used_names_.insert("root");

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <numeric>
 
 namespace crossreg::grammar {
@@ -85,7 +86,8 @@ namespace {
 // The states a vocabulary walk passes through, each with its transitions by byte
 // computed at most once: a walk visits every live node of the trie but few distinct
 // states (inside a string every ordinary character leads back to the same one), so most
-// nodes cost a table lookup instead of a matcher step.
+// nodes cost a table lookup instead of a matcher step. Each step is charged its
+// state's positions to `work`.
 class StateTable {
  public:
   static constexpr int32_t kDead = -1;
@@ -94,8 +96,9 @@ class StateTable {
   // repeat) and steps matchers directly.
   static constexpr size_t kMaxStates = 1 << 14;
 
-  explicit StateTable(const GrammarMatcher& start) { Intern(GrammarMatcher(start)); }
+  StateTable(const GrammarMatcher& start, MaskWork& work) : work_(work) { Intern(GrammarMatcher(start)); }
   bool full() const { return matchers_.size() >= kMaxStates; }
+  bool hit_limit() const { return hit_limit_; }
 
   // The state after `byte` from state `id`, or kDead.
   int32_t Next(int32_t id, uint8_t byte) {
@@ -106,10 +109,15 @@ class StateTable {
  private:
   int32_t Step(int32_t id, uint8_t byte) {
     int32_t found = kDead;
-    if (matchers_[static_cast<size_t>(id)].CouldAcceptByte(byte)) {
-      GrammarMatcher to = matchers_[static_cast<size_t>(id)];
-      to.AcceptByte(byte);
-      found = Intern(std::move(to));
+    const GrammarMatcher& from = matchers_[static_cast<size_t>(id)];
+    if (from.CouldAcceptByte(byte)) {
+      work_.used += static_cast<int64_t>(from.positions());
+      GrammarMatcher to = from;
+      if (to.AcceptByte(byte)) {
+        found = Intern(std::move(to));
+      } else {
+        hit_limit_ = hit_limit_ || to.hit_limit();
+      }
     }
     next_[static_cast<size_t>(id) * 256 + byte] = found;
     return found;
@@ -127,14 +135,16 @@ class StateTable {
     return id;
   }
 
+  MaskWork& work_;
   std::vector<GrammarMatcher> matchers_;
   std::vector<int32_t> next_;  // [state * 256 + byte]: the state after it, kDead or kUnknown
   std::unordered_multimap<uint64_t, int32_t> index_;
+  bool hit_limit_ = false;
 };
 
-// The walk without the state table: a matcher per depth of the path, copied only
-// where the subtree goes deeper.
-void WalkWithMatchers(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask) {
+// The walk without the state table: a matcher per depth of the path, stepped at every
+// live node. False once `work` runs out.
+bool WalkWithMatchers(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask, MaskWork& work) {
   std::vector<GrammarMatcher> states;  // states[d]: after the d bytes of the path to the current node
   states.push_back(state);
   const std::vector<GrammarVocabulary::TrieNode>& trie = vocab.trie();
@@ -146,20 +156,28 @@ void WalkWithMatchers(const GrammarMatcher& state, const GrammarVocabulary& voca
       n = static_cast<size_t>(node.subtree_end);
       continue;
     }
-    for (int k = 0; k < node.token_count; ++k) mask.set(order[static_cast<size_t>(node.first_token + k)]);
-    if (static_cast<size_t>(node.subtree_end) > n + 1) {
-      if (states.size() < d + 2) states.resize(d + 2);
-      states[d + 1] = states[d];
-      states[d + 1].AcceptByte(node.byte);
+    work.used += static_cast<int64_t>(states[d].positions());
+    if (work.used > work.budget) return false;
+    if (states.size() < d + 2) states.resize(d + 2);
+    states[d + 1] = states[d];
+    if (!states[d + 1].AcceptByte(node.byte)) {
+      mask.hit_limit = mask.hit_limit || states[d + 1].hit_limit();
+      n = static_cast<size_t>(node.subtree_end);
+      continue;
     }
+    for (int k = 0; k < node.token_count; ++k) mask.set(order[static_cast<size_t>(node.first_token + k)]);
     ++n;
   }
+  return true;
 }
 
-// The walk over interned states; false if the table filled up (the mask is then
+enum class TableWalk { kDone, kTableFull, kOutOfWork };
+
+// The walk over interned states; kTableFull if the table filled up (the mask is then
 // incomplete and the caller walks again with matchers).
-bool WalkWithStateTable(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask) {
-  StateTable table(state);
+TableWalk WalkWithStateTable(const GrammarMatcher& state, const GrammarVocabulary& vocab, TokenMask& mask,
+                             MaskWork& work) {
+  StateTable table(state, work);
   std::vector<int32_t> path(1, 0);  // path[d]: the state after the d bytes of the path to the current node
   const std::vector<GrammarVocabulary::TrieNode>& trie = vocab.trie();
   const std::vector<int32_t>& order = vocab.order();
@@ -167,27 +185,33 @@ bool WalkWithStateTable(const GrammarMatcher& state, const GrammarVocabulary& vo
     const GrammarVocabulary::TrieNode& node = trie[n];
     const size_t d = node.depth;
     const int32_t next = table.Next(path[d], node.byte);
+    if (work.used > work.budget) return TableWalk::kOutOfWork;
     if (next == StateTable::kDead) {
       n = static_cast<size_t>(node.subtree_end);
       continue;
     }
-    if (table.full()) return false;
+    if (table.full()) return TableWalk::kTableFull;
     for (int k = 0; k < node.token_count; ++k) mask.set(order[static_cast<size_t>(node.first_token + k)]);
     if (path.size() < d + 2) path.resize(d + 2);
     path[d + 1] = next;
     ++n;
   }
-  return true;
+  mask.hit_limit = table.hit_limit();
+  return TableWalk::kDone;
 }
 
 }  // namespace
 
-TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, bool intern_states) {
+std::optional<TokenMask> ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, MaskWork& work,
+                                          bool intern_states) {
   TokenMask mask;
   mask.bits.assign((static_cast<size_t>(vocab.size()) + 63) / 64, 0);
-  if (!intern_states || !WalkWithStateTable(state, vocab, mask)) {
+  const TableWalk walked = intern_states ? WalkWithStateTable(state, vocab, mask, work) : TableWalk::kTableFull;
+  if (walked == TableWalk::kOutOfWork) return std::nullopt;
+  if (walked == TableWalk::kTableFull) {
     std::fill(mask.bits.begin(), mask.bits.end(), 0);
-    WalkWithMatchers(state, vocab, mask);
+    mask.hit_limit = false;
+    if (!WalkWithMatchers(state, vocab, mask, work)) return std::nullopt;
   }
   if (state.CanEnd()) {
     for (int32_t id : vocab.eos_ids()) mask.set(id);
@@ -195,6 +219,11 @@ TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary&
   mask.allowed = 0;
   for (uint64_t w : mask.bits) mask.allowed += __builtin_popcountll(w);
   return mask;
+}
+
+TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, bool intern_states) {
+  MaskWork unbounded{.budget = std::numeric_limits<int64_t>::max()};
+  return *ComputeTokenMask(state, vocab, unbounded, intern_states);
 }
 
 bool TokenAllowed(const GrammarMatcher& state, const GrammarVocabulary& vocab, int32_t id) {
@@ -226,7 +255,7 @@ std::shared_ptr<const TokenMask> TokenMasker::Cached(const GrammarMatcher& state
   return LookUpLocked(state, state.Hash());
 }
 
-std::shared_ptr<const TokenMask> TokenMasker::Mask(const GrammarMatcher& state) {
+std::shared_ptr<const TokenMask> TokenMasker::Mask(const GrammarMatcher& state, MaskWork* work) {
   const uint64_t hash = state.Hash();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -237,7 +266,17 @@ std::shared_ptr<const TokenMask> TokenMasker::Mask(const GrammarMatcher& state) 
     ++misses_;
   }
   // Computed outside the lock: another request may compute the same mask meanwhile.
-  auto mask = std::make_shared<const TokenMask>(ComputeTokenMask(state, *vocab_));
+  MaskWork whole;
+  std::optional<TokenMask> computed = ComputeTokenMask(state, *vocab_, work != nullptr ? *work : whole);
+  if (!computed.has_value()) {
+    // A partial budget ran out: someone may compute it with the whole one. The whole
+    // one ran out: the state is filed as over budget, and the requests reaching it fail.
+    if (work != nullptr && work->budget < kMaxMaskWork) return nullptr;
+    computed.emplace();
+    computed->over_budget = true;
+    computed->bits.assign((static_cast<size_t>(vocab_->size()) + 63) / 64, 0);
+  }
+  auto mask = std::make_shared<const TokenMask>(*std::move(computed));
   std::lock_guard<std::mutex> lock(mu_);
   if (auto found = LookUpLocked(state, hash)) return found;
   lru_.push_front(Entry{state, mask});

@@ -11,11 +11,13 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
+#include "engine/grammar/grammar_budget.h"
 #include "engine/grammar/grammar_matcher.h"
 
 namespace crossreg::grammar {
@@ -62,14 +64,32 @@ class GrammarVocabulary {
 struct TokenMask {
   std::vector<uint64_t> bits;
   int32_t allowed = 0;  // how many bits are set
+  // Some token was refused because accepting it would exceed the matcher's state
+  // limits (grammar_budget.h), not by the grammar: the mask admits less than it says.
+  bool hit_limit = false;
+  // Not a mask: computing it would exceed kMaxMaskWork. Cached so that no one tries
+  // again; it admits nothing.
+  bool over_budget = false;
   bool test(int32_t id) const { return (bits[static_cast<size_t>(id) >> 6] >> (id & 63)) & 1u; }
   void set(int32_t id) { bits[static_cast<size_t>(id) >> 6] |= uint64_t{1} << (id & 63); }
 };
 
-// The mask of a state, computed without a cache (the reference the cache must agree with).
-// The walk interns the states it passes through and steps each (state, byte) once;
-// `intern_states` false (tests) forces the fallback it takes when a grammar's states
-// never repeat: a matcher stepped at every live node.
+// What a mask computation may spend and has spent, in grammar positions stepped
+// through (grammar_budget.h).
+struct MaskWork {
+  int64_t budget = kMaxMaskWork;
+  int64_t used = 0;
+};
+
+// The mask of a state, computed without a cache (the reference the cache must agree
+// with); nullopt once the walk's work passes work.budget. The walk interns the states
+// it passes through and steps each (state, byte) once; `intern_states` false (tests)
+// forces the fallback it takes when a grammar's states never repeat: a matcher stepped
+// at every live node. A token is in the mask exactly when AcceptBytes of its bytes
+// succeeds in `state` (EOS: when the state may end).
+std::optional<TokenMask> ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, MaskWork& work,
+                                          bool intern_states = true);
+// The same without a budget (tests and tools).
 TokenMask ComputeTokenMask(const GrammarMatcher& state, const GrammarVocabulary& vocab, bool intern_states = true);
 // Whether one token is allowed in `state` (no mask needed).
 bool TokenAllowed(const GrammarMatcher& state, const GrammarVocabulary& vocab, int32_t id);
@@ -79,7 +99,9 @@ bool TokenAllowed(const GrammarMatcher& state, const GrammarVocabulary& vocab, i
 class TokenMasker {
  public:
   TokenMasker(std::shared_ptr<const GrammarVocabulary> vocab, size_t cache_bytes = size_t{64} << 20);
-  std::shared_ptr<const TokenMask> Mask(const GrammarMatcher& state);
+  // The mask of `state`, from the cache or computed within `work` (null: the whole
+  // kMaxMaskWork); null when the computation would exceed it (nothing is cached then).
+  std::shared_ptr<const TokenMask> Mask(const GrammarMatcher& state, MaskWork* work = nullptr);
   // The cached mask of `state`, or null (never computes one).
   std::shared_ptr<const TokenMask> Cached(const GrammarMatcher& state);
   const GrammarVocabulary& vocab() const { return *vocab_; }

@@ -19,10 +19,18 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::Create(TokenizerSpec spec)
   return absl::InvalidArgumentError("unknown tokenizer model");
 }
 
+std::string Tokenizer::SpecialText(int32_t id) const {
+  if (id < 0 || id >= vocab_size() || spec_.token_types.empty()) return "";
+  return spec_.token_types[static_cast<size_t>(id)] == TokenizerSpec::TokenType::kControl
+             ? spec_.tokens[static_cast<size_t>(id)]
+             : "";
+}
+
 std::string StreamDecoder::Push(int32_t id) {
   // Decode of a lone first id applies the start-of-sequence rule (SPM drops the space
   // prefix); the rule stays armed until a token yields bytes, exactly as in Decode.
   std::string piece = first_ ? tokenizer_.Decode({id}) : tokenizer_.TokenBytes(id);
+  if (with_special_ && piece.empty()) piece = tokenizer_.SpecialText(id);
   if (first_ && !tokenizer_.TokenBytes(id).empty()) first_ = false;
   pending_ += piece;
 

@@ -55,6 +55,9 @@ class Tokenizer {
   virtual bool lossless() const = 0;
 
   int32_t vocab_size() const { return static_cast<int32_t>(spec_.tokens.size()); }
+  // A control token's piece as written ("<|bos|>", "<|im_start|>"), for output that asks
+  // for special tokens; "" for every other token.
+  std::string SpecialText(int32_t id) const;
   int32_t bos_id() const { return spec_.bos_id; }
   int32_t eos_id() const { return spec_.eos_id; }
   const TokenizerSpec& spec() const { return spec_; }
@@ -69,7 +72,10 @@ class Tokenizer {
 // The concatenation of all Push() results plus Flush() equals Decode(all ids).
 class StreamDecoder {
  public:
-  explicit StreamDecoder(const Tokenizer& tokenizer) : tokenizer_(tokenizer) {}
+  // `with_special`: control tokens stream as their pieces (Tokenizer::SpecialText)
+  // instead of nothing.
+  explicit StreamDecoder(const Tokenizer& tokenizer, bool with_special = false)
+      : tokenizer_(tokenizer), with_special_(with_special) {}
   std::string Push(int32_t id);
   std::string Flush();  // emits held bytes (invalid ones as U+FFFD)
   // For streaming a continuation of text already shown (e.g. generated ids after a
@@ -79,6 +85,7 @@ class StreamDecoder {
 
  private:
   const Tokenizer& tokenizer_;
+  bool with_special_ = false;
   std::string pending_;
   bool first_ = true;
 };

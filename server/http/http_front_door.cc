@@ -227,6 +227,10 @@ absl::Status HttpFrontDoor::Start() {
   s.body_timeout_s = o.body_timeout_s;
   s.max_connections = o.max_connections;
   s.max_connections_per_client = o.max_connections_per_client;
+  if (o.metrics != nullptr) {
+    ServerMetrics* metrics = o.metrics;
+    s.on_refused = [metrics](const char* limit) { metrics->OnHttpConnectionRefused(limit); };
+  }
   s.error_body = [](int status, const std::string& message) {
     return std::make_pair(std::string(kJson), JsonText(ErrorJson(status, message)));
   };

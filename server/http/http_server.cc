@@ -355,8 +355,10 @@ void HttpServer::Impl::Accept() {
     std::string peer = PeerAddress(address);
     size_t& from_peer = per_client[peer];
     if (connections.size() >= o.max_connections || from_peer >= o.max_connections_per_client) {
+      const bool total = connections.size() >= o.max_connections;
       if (from_peer == 0) per_client.erase(peer);
       Refuse(fd);
+      if (o.on_refused) o.on_refused(total ? "total" : "per_client");
       continue;
     }
     ++from_peer;

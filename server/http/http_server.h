@@ -45,6 +45,9 @@ struct HttpServerOptions {
   size_t max_connections = 4096;            // open connections in all; more are refused at accept
   size_t max_connections_per_client = 512;  // open connections from one IP address
   size_t max_buffered_output_bytes = 16 << 20;  // a client reading slower than this far behind is cut
+  // Called on the I/O thread for each connection refused at accept for a limit:
+  // "total" or "per_client". May be empty.
+  std::function<void(const char* limit)> on_refused;
   // The body of the responses the server itself writes (parse errors, refused
   // connections): content type and body for a status and message.
   std::function<std::pair<std::string, std::string>(int status, const std::string& message)> error_body;

@@ -11,7 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/token_logprobs.h"
+#include "engine/decoding/logit_adjustments.h"
 #include "engine/field_violation.h"
+#include "engine/io/bounded_json.h"
+#include "server/request_limits.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
 #include "engine/status_macros.h"
@@ -45,23 +48,10 @@ constexpr absl::string_view kCommonFields[] = {
     "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
     "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
     "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
-    "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout"};
+    "skip_special_tokens", "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
 constexpr absl::string_view kMessageFields[] = {"role", "content"};
 constexpr absl::string_view kContentPartFields[] = {"type", "text"};
-
-// A body's key as an error names it: as written when it looks like a field name,
-// else quoted and cut short, since keys are arbitrary client bytes that end up in
-// logs and in the reply's `param`.
-std::string FieldName(const std::string& key) {
-  constexpr size_t kMaxShown = 64;
-  const bool plain = !key.empty() && key.size() <= kMaxShown && std::all_of(key.begin(), key.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
-  });
-  if (plain) return key;
-  return absl::StrCat(Json(key.substr(0, kMaxShown)).dump(-1, ' ', false, Json::error_handler_t::replace),
-                      key.size() > kMaxShown ? "..." : "");
-}
 
 // Optimal string alignment distance: Levenshtein plus the swap of two neighbours as
 // one edit, the commonest typo ("tempreature" has one, "tua" for "tau" too).
@@ -109,10 +99,10 @@ absl::Status CheckKnownFields(const Json& object, const std::string& path, absl:
     if (std::find(known.begin(), known.end(), key) != known.end()) continue;
     if (++count > kMaxNamed) continue;
     if (first.empty()) {
-      first = absl::StrCat(path, FieldName(key));
+      first = absl::StrCat(path, JsonPathKey(key));
       unknown.push_back(absl::StrCat("unknown field", Suggestion(key, known)));
     } else {
-      unknown.push_back(absl::StrCat(path, FieldName(key), ": unknown field", Suggestion(key, known)));
+      unknown.push_back(absl::StrCat(path, JsonPathKey(key), ": unknown field", Suggestion(key, known)));
     }
   }
   if (unknown.empty()) return absl::OkStatus();
@@ -133,98 +123,6 @@ absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
   std::vector<absl::string_view> known(std::begin(kCommonFields), std::end(kCommonFields));
   known.push_back(endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt");
   return CheckKnownFields(body, "", known);
-}
-
-// ---- syntax errors ------------------------------------------------------------
-
-// The DOM parser only tells that a body is not JSON. A second pass over a body that
-// failed follows the path to the value being read when the error came, so that the
-// error names the field ("temperature: number out of range (1e400)") as every other
-// error does; errors between values name the enclosing object or array, or `body`.
-class SyntaxErrorLocator final : public nlohmann::json_sax<Json> {
- public:
-  bool null() override { return Value(); }
-  bool boolean(bool) override { return Value(); }
-  bool number_integer(number_integer_t) override { return Value(); }
-  bool number_unsigned(number_unsigned_t) override { return Value(); }
-  bool number_float(number_float_t, const string_t&) override { return Value(); }
-  bool string(string_t&) override { return Value(); }
-  bool binary(binary_t&) override { return Value(); }
-  bool start_object(std::size_t) override { return Push(false); }
-  bool start_array(std::size_t) override { return Push(true); }
-  bool end_object() override { return Pop(); }
-  bool end_array() override { return Pop(); }
-  bool key(string_t& key) override {
-    frames_.back().key = key;
-    return true;
-  }
-
-  bool parse_error(std::size_t, const std::string& last_token, const nlohmann::detail::exception& e) override {
-    constexpr size_t kMaxShown = 160;
-    if (e.id == 406) {  // a number beyond double's range, which JSON allows and nlohmann refuses
-      status_ = Invalid(Path(true), absl::StrCat("number out of range (", last_token.substr(0, 40), ")"));
-      return false;
-    }
-    // "[json.exception.parse_error.101] parse error at line 1, column 9: syntax error while parsing value - ..."
-    std::string what = e.what();
-    if (const size_t end = what.find("] "); end != std::string::npos) what = what.substr(end + 2);
-    if (what.size() > kMaxShown) what = what.substr(0, kMaxShown) + "...";
-    const bool at_value = absl::StrContains(what, "while parsing value");
-    status_ = Invalid(Path(at_value), absl::StrCat("not valid JSON (", what, ")"));
-    return false;
-  }
-
-  const absl::Status& status() const { return status_; }
-
- private:
-  struct Frame {
-    bool array;
-    std::string key;   // objects: the key whose value is being read
-    size_t index = 0;  // arrays: the element being read
-  };
-
-  bool Push(bool array) {
-    frames_.push_back({array, "", 0});
-    return true;
-  }
-  bool Pop() {
-    frames_.pop_back();
-    return Value();
-  }
-  bool Value() {
-    if (!frames_.empty() && frames_.back().array) ++frames_.back().index;
-    return true;
-  }
-
-  // The path to the value being read; without `at_value`, to its container. Cut short
-  // in a deeply nested body, which would otherwise make a message as long as the body.
-  std::string Path(bool at_value) const {
-    constexpr size_t kMaxPath = 128;
-    std::string path;
-    const size_t depth = at_value ? frames_.size() : (frames_.empty() ? 0 : frames_.size() - 1);
-    for (size_t i = 0; i < depth; ++i) {
-      if (path.size() > kMaxPath) {
-        path += "...";
-        break;
-      }
-      const Frame& f = frames_[i];
-      if (f.array) {
-        absl::StrAppend(&path, i == 0 ? "body" : "", "[", f.index, "]");
-      } else {
-        absl::StrAppend(&path, path.empty() ? "" : ".", FieldName(f.key));
-      }
-    }
-    return path.empty() ? "body" : path;
-  }
-
-  std::vector<Frame> frames_;
-  absl::Status status_ = FieldViolation("body", "not valid JSON");
-};
-
-absl::Status LocateSyntaxError(const std::string& body_text) {
-  SyntaxErrorLocator locator;
-  Json::sax_parse(body_text, &locator);
-  return locator.status();
 }
 
 // ---- values -------------------------------------------------------------------
@@ -416,7 +314,7 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
   if (!rf.is_object()) return Invalid("response_format", absl::StrCat("must be an object, got ", TypeName(rf)));
   for (const auto& [key, value] : rf.items()) {
     if (key != "type" && key != "json_schema") {
-      return Invalid(absl::StrCat("response_format.", FieldName(key)), "unknown field");
+      return Invalid(absl::StrCat("response_format.", JsonPathKey(key)), "unknown field");
     }
   }
   if (!Has(rf, "type")) return Invalid("response_format.type", "missing (\"text\", \"json_object\" or \"json_schema\")");
@@ -448,7 +346,7 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
         return Invalid("response_format.json_schema.strict", absl::StrCat("must be a boolean, got ", TypeName(value)));
       }
     } else if (key != "schema") {
-      return Invalid(absl::StrCat("response_format.json_schema.", FieldName(key)), "unknown field");
+      return Invalid(absl::StrCat("response_format.json_schema.", JsonPathKey(key)), "unknown field");
     }
   }
   if (!Has(js, "schema")) return Invalid("response_format.json_schema.schema", "missing");
@@ -456,7 +354,14 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
   if (!schema.is_object() && !schema.is_boolean()) {
     return Invalid("response_format.json_schema.schema", absl::StrCat("must be an object, got ", TypeName(schema)));
   }
-  out.set_json_schema(schema.dump());
+  // The parse bounded the schema's depth, so this serialisation is linear and shallow;
+  // its size is checked here, before any compiling, as gRPC checks the field's bytes.
+  std::string text = schema.dump();
+  if (text.size() > kMaxConstraintBytes) {
+    return Invalid("response_format.json_schema.schema",
+                   absl::StrCat(text.size(), " bytes, more than the ", kMaxConstraintBytes, " a schema may have"));
+  }
+  out.set_json_schema(std::move(text));
   return absl::OkStatus();
 }
 
@@ -490,13 +395,20 @@ absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::Samp
     if (!bias.is_object()) {
       return Invalid("logit_bias", absl::StrCat("must be an object of token id -> bias, got ", TypeName(bias)));
     }
-    if (bias.size() > 1024) return Invalid("logit_bias", absl::StrCat("at most 1024 entries, got ", bias.size()));
+    if (bias.size() > kMaxLogitBiasEntries) {
+      return Invalid("logit_bias", absl::StrCat("at most ", kMaxLogitBiasEntries, " entries, got ", bias.size()));
+    }
     for (auto it = bias.begin(); it != bias.end(); ++it) {
-      const std::string field = absl::StrCat("logit_bias[\"", it.key(), "\"]");
+      const std::string field = absl::StrCat("logit_bias[", Json(it.key().substr(0, 16)).dump(), "]");
       int64_t token = -1;
-      if (it.key().empty() || it.key().size() > 10 || !absl::SimpleAtoi(it.key(), &token) || token < 0 ||
-          token > kInt32Max) {
-        return Invalid(field, "the key must be a token id (a non-negative integer)");
+      // Canonical decimal only ("5", never " 5", "05" or "+5"): two spellings of one id
+      // would be two entries for one token, and the parser refuses duplicate keys.
+      const std::string& key = it.key();
+      const bool canonical = !key.empty() && key.size() <= 10 &&
+                             std::all_of(key.begin(), key.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+                             (key.size() == 1 || key[0] != '0');
+      if (!canonical || !absl::SimpleAtoi(key, &token) || token > kInt32Max) {
+        return Invalid(field, "the key must be a token id written in decimal without sign, spaces or leading zeros");
       }
       if (!it.value().is_number()) return Invalid(field, absl::StrCat("must be a number, got ", TypeName(it.value())));
       const double v = it.value().get<double>();
@@ -606,6 +518,10 @@ absl::Status ReadSampling(const Json& body, v1::SamplingParams& sp) {
     ASSIGN_OR_RETURN(const bool v, Bool(body, "ignore_eos"));
     sp.set_ignore_eos(v);
   }
+  if (Has(body, "skip_special_tokens")) {
+    ASSIGN_OR_RETURN(const bool v, Bool(body, "skip_special_tokens"));
+    sp.set_skip_special_tokens(v);
+  }
   return absl::OkStatus();
 }
 
@@ -697,8 +613,9 @@ absl::Status ReadServing(const Json& body, bool strict, OpenAiRequest& out) {
 
 absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, OpenAiEndpoint endpoint,
                                                  const OpenAiParseOptions& options) {
-  const Json body = Json::parse(body_text, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return LocateSyntaxError(body_text);
+  // Bounded while parsing (depth, members, elements): nothing below recurses over or
+  // searches through more than the limits let in.
+  ASSIGN_OR_RETURN(const Json body, ParseBoundedJson(body_text, kRequestJsonLimits));
   if (!body.is_object()) return FieldViolation("body", "must be a JSON object");
   const bool strict = !options.ignore_unknown_fields;
   // Unknown fields first: a misspelt field is the likeliest reason anything else looks wrong.
@@ -733,7 +650,7 @@ absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
       {"sampling.frequency_penalty", "frequency_penalty"}, {"sampling.repetition_penalty", "repetition_penalty"},
       {"sampling.logit_bias", "logit_bias"},   {"logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
       {"sampling.top_logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
-      {"sampling.logprobs_mode", "logprobs_mode"},
+      {"sampling.logprobs_mode", "logprobs_mode"}, {"sampling.skip_special_tokens", "skip_special_tokens"},
       {"structured_output.json_schema", "response_format.json_schema.schema"},
       {"structured_output.json_object", "response_format"},
       {"structured_output.grammar", "grammar"}, {"structured_output.regex", "regex"},

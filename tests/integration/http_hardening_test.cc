@@ -24,6 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "tests/integration/generation_client.h"
 #include "tests/integration/prometheus_text.h"
+#include "tests/integration/raw_http.h"
 #include "tests/integration/server_process.h"
 #include "tests/integration/test_certificates.h"
 #include "tests/testing/loopback_socket.h"
@@ -43,100 +44,6 @@ std::string WriteTokenFile() {
       (std::filesystem::temp_directory_path() / ("crossreg_hardening_tokens_" + std::to_string(getpid()))).string();
   std::ofstream(path) << "alice:" << kAliceToken << "\n";
   return path;
-}
-
-struct RawResponse {
-  int status = 0;
-  std::string head;
-  std::string body;
-};
-
-// Reads HTTP responses from a byte source (a plain socket or a TLS session).
-class ResponseReader {
- public:
-  explicit ResponseReader(std::function<ssize_t(char*, size_t)> read) : read_(std::move(read)) {}
-
-  // One response framed by Content-Length (the server frames every whole reply so).
-  bool Next(RawResponse* out) {
-    size_t end;
-    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos) {
-      if (!Fill()) return false;
-    }
-    out->head = buffer_.substr(0, end + 2);
-    buffer_.erase(0, end + 4);
-    if (out->head.size() < 12 || !absl::SimpleAtoi(out->head.substr(9, 3), &out->status)) return false;
-    size_t length = 0;
-    const std::string lower = absl::AsciiStrToLower(out->head);
-    if (const size_t at = lower.find("content-length: "); at != std::string::npos) {
-      length = std::stoul(lower.substr(at + 16));
-    }
-    while (buffer_.size() < length) {
-      if (!Fill()) return false;
-    }
-    out->body = buffer_.substr(0, length);
-    buffer_.erase(0, length);
-    return true;
-  }
-
-  // True when the peer closes the connection (nothing more arrives) within the read timeout.
-  bool Closed() {
-    while (buffer_.empty()) {
-      char c[256];
-      const ssize_t n = read_(c, sizeof(c));
-      if (n == 0) return true;
-      if (n < 0) return false;
-      buffer_.append(c, static_cast<size_t>(n));
-    }
-    return false;
-  }
-
- private:
-  bool Fill() {
-    char chunk[16384];
-    const ssize_t n = read_(chunk, sizeof(chunk));
-    if (n <= 0) return false;
-    buffer_.append(chunk, static_cast<size_t>(n));
-    return true;
-  }
-
-  std::function<ssize_t(char*, size_t)> read_;
-  std::string buffer_;
-};
-
-ResponseReader PlainReader(int fd) {
-  return ResponseReader([fd](char* data, size_t size) { return recv(fd, data, size, 0); });
-}
-
-std::string PostText(const std::string& path, const std::string& body, const std::string& token = "",
-                     const std::string& extra_headers = "") {
-  return absl::StrCat("POST ", path, " HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n",
-                      token.empty() ? "" : absl::StrCat("Authorization: Bearer ", token, "\r\n"), extra_headers,
-                      "Content-Length: ", body.size(), "\r\n\r\n", body);
-}
-
-// One request on a fresh connection; the response (status 0 when none came).
-RawResponse Exchange(int port, const std::string& request, double timeout_s = 30) {
-  RawResponse response;
-  const int fd = ConnectLoopback(port, timeout_s);
-  if (fd < 0) return response;
-  if (SendAll(fd, request)) {
-    ResponseReader reader = PlainReader(fd);
-    reader.Next(&response);
-  }
-  close(fd);
-  return response;
-}
-
-std::string ErrorParam(const RawResponse& r) {
-  const Json body = Json::parse(r.body, nullptr, false);
-  if (body.is_discarded() || !body.contains("error") || body["error"]["param"].is_null()) return "";
-  return body["error"]["param"].get<std::string>();
-}
-
-std::string ErrorType(const RawResponse& r) {
-  const Json body = Json::parse(r.body, nullptr, false);
-  if (body.is_discarded() || !body.contains("error")) return "";
-  return body["error"]["type"].get<std::string>();
 }
 
 class HttpHardeningTest : public ::testing::Test {

@@ -226,8 +226,13 @@ TEST(OpenAiRequestTest, StandardOpenAiFieldsAreKnownAndKeepTheirRules) {
   EXPECT_EQ(Refusal(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})",
                     OpenAiEndpoint::kChatCompletions),
             "top_logprobs: needs \"logprobs\": true");
-  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"a": 5}})"),
-            "logit_bias[\"a\"]: the key must be a token id (a non-negative integer)");
+  for (const char* key : {"a", "05", " 5", "+5", "5 ", "-1", "1e3"}) {
+    EXPECT_EQ(Refusal(absl::StrCat(R"({"prompt": "x", "logit_bias": {")", key, R"(": 5}})")),
+              absl::StrCat("logit_bias[\"", key,
+                           "\"]: the key must be a token id written in decimal without sign, spaces or leading zeros"));
+  }
+  EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"5": 1, "5": 2}})"),
+            "logit_bias.5: duplicate member name (each may appear once)");
   EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": {"4": 500}})"), "logit_bias[\"4\"]: must be in [-100, 100], got 500");
   EXPECT_EQ(Refusal(R"({"prompt": "x", "logit_bias": [1]})"),
             "logit_bias: must be an object of token id -> bias, got an array");
