@@ -3,9 +3,10 @@
 // (ParseOpenAiRequest), once strict and once ignoring unknown fields; the lenient
 // reading goes on, as it reaches more of what follows. For each tiny server
 // (fuzz/tiny_server.h) a completion goes to RequestFromProto; a chat is rendered with
-// every chat template family (RenderChat), held to the prompt byte limit, tokenized
-// with special tokens parsed and no BOS added, and then goes to RequestFromProto with
-// those ids. Every refusal's message is put in the body's terms (InJsonTerms), as the
+// each of the server's Jinja chat templates (ChatFormatter), a forced tool call's
+// grammar made from its tools (ToolCallGrammar), held to the prompt byte limit,
+// tokenized with special tokens parsed and no BOS added, and then goes to
+// RequestFromProto with those ids. Every refusal's message is put in the body's terms (InJsonTerms), as the
 // reply would be. Checks: refusals carry the codes the API documents, ignoring unknown
 // fields only accepts more and never reads a body differently, ids lie in the
 // vocabulary, an accepted request satisfies the engine's rules.
@@ -23,7 +24,8 @@
 #include "engine/field_violation.h"
 #include "fuzz/tiny_server.h"
 #include "google/protobuf/util/message_differencer.h"
-#include "server/http/chat_template.h"
+#include "server/chat/chat_formatter.h"
+#include "server/http/tool_call_grammar.h"
 #include "server/http/openai_request.h"
 #include "server/request_from_proto.h"
 
@@ -60,23 +62,35 @@ void Submit(const v1::GenerateRequest& proto, const TinyServer& server, OpenAiEn
 // What the front door does with a chat on one server, for each template family.
 void Chat(const server::OpenAiRequest& request, const TinyServer& server) {
   const OpenAiEndpoint endpoint = OpenAiEndpoint::kChatCompletions;
-  for (const server::ChatTemplate& chat : server.chat_templates) {
-    Require(server::ChatTemplateFamilyName(chat.family) != nullptr, "no family name");
-    auto prompt = server::RenderChat(chat, request.messages);
-    Trace(absl::StrCat("RenderChat ", server::ChatTemplateFamilyName(chat.family), chat.default_system ? " (default system)" : "",
-                       " on ", server.name, prompt.ok() ? absl::StrCat(", ", prompt->size(), " bytes") : ""),
+  const server::ChatRequest& conversation = request.chat;
+  for (size_t t = 0; t < server.chat_templates.size(); ++t) {
+    const chat::ChatFormatter& chat = server.chat_templates[t];
+    v1::GenerateRequest proto = request.proto;
+    const bool forced = conversation.tool_choice.kind == server::ToolChoice::Kind::kRequired ||
+                        conversation.tool_choice.kind == server::ToolChoice::Kind::kFunction;
+    if (forced && !proto.has_structured_output()) {
+      auto grammar = server::ToolCallGrammar(conversation, chat.tool_call_format());
+      Trace(absl::StrCat("ToolCallGrammar on template ", t), grammar.status());
+      if (!grammar.ok()) {
+        CheckRefusal(grammar.status(), endpoint, "ToolCallGrammar refusal");
+        continue;
+      }
+      proto.mutable_structured_output()->set_grammar(*grammar);
+    }
+    auto prompt = chat.Render(conversation.messages,
+                              conversation.calls_tools() ? conversation.tools : nlohmann::ordered_json(nullptr));
+    Trace(absl::StrCat("ChatFormatter::Render template ", t, " on ", server.name,
+                       prompt.ok() ? absl::StrCat(", ", prompt->size(), " bytes") : ""),
           prompt.status());
     if (!prompt.ok()) {
-      Require(chat.family != server::ChatTemplateFamily::kLlama3 && chat.family != server::ChatTemplateFamily::kChatMl,
-              "Llama 3 / ChatML refused a conversation");
-      CheckRefusal(prompt.status(), endpoint, "RenderChat refusal");
+      // Only the second template refuses conversations (an assistant speaking first).
+      Require(t == 1, "a template without role checks refused a conversation");
+      Require(prompt.status().code() == absl::StatusCode::kInvalidArgument, "a render refusal's code");
       continue;
     }
-    Require(chat.family != server::ChatTemplateFamily::kNone, "rendered without a template");
     if (server.defaults.max_prompt_bytes > 0 && prompt->size() > server.defaults.max_prompt_bytes) continue;
     const std::vector<int32_t> ids = server.tokenizer->Encode(*prompt, /*add_special=*/false, /*parse_special=*/true);
     for (int32_t id : ids) Require(id >= 0 && id < server.tokenizer->vocab_size(), "chat token id outside the vocabulary");
-    v1::GenerateRequest proto = request.proto;
     proto.mutable_token_ids()->mutable_ids()->Assign(ids.begin(), ids.end());
     Submit(proto, server, endpoint);
   }
@@ -98,12 +112,12 @@ absl::StatusOr<server::OpenAiRequest> Parse(const std::string& body, OpenAiEndpo
     Require(lenient.ok(), "ignoring unknown fields refused what the strict parser accepted");
     const server::OpenAiRequest& a = *strict;
     const server::OpenAiRequest& b = *lenient;
-    bool same = a.model == b.model && a.stream == b.stream && a.include_usage == b.include_usage &&
-                a.return_token_ids == b.return_token_ids && a.messages.size() == b.messages.size() &&
-                google::protobuf::util::MessageDifferencer::Equals(a.proto, b.proto);
-    for (size_t i = 0; same && i < a.messages.size(); ++i) {
-      same = a.messages[i].role == b.messages[i].role && a.messages[i].content == b.messages[i].content;
-    }
+    const bool same = a.model == b.model && a.stream == b.stream && a.include_usage == b.include_usage &&
+                      a.return_token_ids == b.return_token_ids && a.chat.messages == b.chat.messages &&
+                      a.chat.tools == b.chat.tools && a.chat.tool_choice.kind == b.chat.tool_choice.kind &&
+                      a.chat.tool_choice.function == b.chat.tool_choice.function &&
+                      a.chat.parallel_tool_calls == b.chat.parallel_tool_calls &&
+                      google::protobuf::util::MessageDifferencer::Equals(a.proto, b.proto);
     Require(same, "ignoring unknown fields read an accepted body differently");
   }
   return lenient;
@@ -122,7 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!request.ok()) continue;
     Require(request->endpoint == endpoint, "endpoint not kept");
     if (endpoint == server::OpenAiEndpoint::kChatCompletions) {
-      Require(!request->messages.empty(), "a chat without messages");
+      Require(!request->chat.messages.empty(), "a chat without messages");
       Require(request->proto.prompt_case() == v1::GenerateRequest::PROMPT_NOT_SET, "a chat with a prompt");
       for (const fuzz::TinyServer& server : servers) fuzz::Chat(*request, server);
     } else {

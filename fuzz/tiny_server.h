@@ -2,8 +2,9 @@
 // tests/testing/tiny_gguf.h (context 64, a few hundred tokens), one with the
 // SentencePiece vocabulary (<unk> <s> </s>, byte fallback) and one with the
 // byte-level one (<|endoftext|>), each with the DecodingEnvironment and
-// RequestDefaults a server with an adapter would run with, and the chat templates
-// the HTTP front door recognises.
+// RequestDefaults a server with an adapter would run with, and chat templates in the
+// two shapes real ones take (ChatML with tool calls in Hermes blocks, Llama 3.1 with
+// tools as JSON and role checks that raise), written here for the fuzzers.
 #pragma once
 
 #include <array>
@@ -21,7 +22,7 @@
 #include "engine/model/model_config.h"
 #include "engine/model/model_config_parse.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "server/http/chat_template.h"
+#include "server/chat/chat_formatter.h"
 #include "server/request_from_proto.h"
 #include "tests/testing/tiny_gguf.h"
 
@@ -33,9 +34,8 @@ struct TinyServer {
   std::unique_ptr<Tokenizer> tokenizer;
   DecodingEnvironment env;          // points at config
   server::RequestDefaults defaults;  // points at tokenizer
-  // One template of each family (and ChatML with Qwen2's default system message),
-  // with this tokenizer's BOS and EOS pieces, as crossreg-server builds them.
-  std::vector<server::ChatTemplate> chat_templates;
+  // The templates with this tokenizer's BOS and EOS pieces, as crossreg-server builds them.
+  std::vector<chat::ChatFormatter> chat_templates;
 };
 
 namespace internal {
@@ -75,19 +75,28 @@ inline void BuildTinyServer(TinyServer& s, testing::TinyVocab vocab, const char*
   auto piece = [&ts](int32_t id) {
     return id >= 0 && id < static_cast<int32_t>(ts.tokens.size()) ? ts.tokens[id] : std::string();
   };
-  // Just the markers RecognizeChatTemplate looks for, not the real Jinja programs.
-  const std::pair<const char*, server::ChatTemplateFamily> templates[] = {
-      {"<|start_header_id|>{{ role }}<|end_header_id|>{{ content }}<|eot_id|>", server::ChatTemplateFamily::kLlama3},
-      {"[INST] <<SYS>>{{ system }}<</SYS>> {{ user }} [/INST]", server::ChatTemplateFamily::kLlama2},
-      {"[INST] {{ user }} [/INST]{{ assistant }}", server::ChatTemplateFamily::kMistral},
-      {"<|im_start|>{{ role }}\n{{ content }}<|im_end|>", server::ChatTemplateFamily::kChatMl},
-      {"You are a helpful assistant.<|im_start|><|im_end|>", server::ChatTemplateFamily::kChatMl},
-      {"", server::ChatTemplateFamily::kNone},
+  // Short templates of the fuzzers' own in the shapes real templates take.
+  const char* templates[] = {
+      // ChatML, tools read from `tools`, assistant calls as <tool_call> blocks.
+      "{%- if tools %}<|im_start|>system\n{% for t in tools %}{{ t | tojson }}\n{% endfor %}<|im_end|>\n{% endif %}"
+      "{%- for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+      "{%- for c in m.tool_calls or [] %}<tool_call>\n{\"name\": \"{{ c.function.name }}\", \"arguments\": "
+      "{{ c.function.arguments }}}\n</tool_call>{% endfor %}<|im_end|>\n{% endfor %}"
+      "{%- if add_generation_prompt %}<|im_start|>assistant\n{% endif %}",
+      // Llama 3.1-like: BOS, alternation enforced, arguments as an object, an ipython role.
+      "{{ bos_token }}{%- for m in messages %}"
+      "{%- if m.role == 'assistant' and loop.first %}{{ raise_exception('the user speaks first') }}{% endif %}"
+      "<|start_header_id|>{{ 'ipython' if m.role == 'tool' else m.role }}<|end_header_id|>\n\n"
+      "{%- if m.tool_calls %}<|python_tag|>{% for c in m.tool_calls %}{\"name\": \"{{ c.function.name }}\", "
+      "\"parameters\": {{ c.function.arguments | tojson }}}{% endfor %}{% else %}{{ m.content | trim }}{% endif %}"
+      "<|eot_id|>{%- endfor %}{%- if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}",
+      // No tools support at all: crossreg describes them in a system message.
+      "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}assistant: {% endif %}",
   };
-  for (const auto& [text, family] : templates) {
-    server::ChatTemplate chat = server::RecognizeChatTemplate(text, piece(ts.bos_id), piece(ts.eos_id));
-    if (chat.family != family) SetupFailed(name, std::string("template not recognised: ") + text);
-    s.chat_templates.push_back(std::move(chat));
+  for (const char* text : templates) {
+    auto formatter = chat::ChatFormatter::Create({text, "fuzz template", piece(ts.bos_id), piece(ts.eos_id)});
+    if (!formatter.ok()) SetupFailed(name, std::string(formatter.status().message()));
+    s.chat_templates.push_back(*std::move(formatter));
   }
 }
 

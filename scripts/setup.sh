@@ -5,6 +5,8 @@
 #   SKIP_APT=1 scripts/setup.sh # build only
 #   WITH_TEST_TOOLS=1 ...       # also what scripts/test.sh needs beyond the build: clang and
 #                               # libFuzzer (scripts/fuzz.sh), openssl (the TLS tests' certificates)
+#   SETUP_TARGETS="crossreg-server crossreg" scripts/setup.sh   # build only these (the
+#                               # quickstart's: the tests take most of a full build)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,6 +41,12 @@ fi
 BUILD_DIR=${BUILD_DIR:-build}
 echo "[setup] configuring $BUILD_DIR (${CMAKE_BUILD_TYPE:-Release})"
 cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-Release}" ${CMAKE_ARGS:-} >/dev/null
-echo "[setup] building (this takes a few minutes on 2 cores)"
-cmake --build "$BUILD_DIR" -j "$(nproc)"
+if [ -n "${SETUP_TARGETS:-}" ]; then
+  echo "[setup] building $SETUP_TARGETS (a few minutes on 2 cores)"
+  # shellcheck disable=SC2086
+  cmake --build "$BUILD_DIR" -j "$(nproc)" --target $SETUP_TARGETS
+else
+  echo "[setup] building (this takes a few minutes on 2 cores)"
+  cmake --build "$BUILD_DIR" -j "$(nproc)"
+fi
 echo "[setup] done: programs are in $BUILD_DIR/bin"

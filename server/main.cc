@@ -9,6 +9,8 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -249,6 +251,46 @@ absl::StatusOr<std::unique_ptr<grpc::Server>> StartGrpc(const ServerOptions& opt
   return server;
 }
 
+// The chat template /v1/chat/completions renders with: --chat_template's file, else the
+// model's own. A file the operator named must load (else the server does not start); a
+// model's template the interpreter cannot run leaves chat refused with the reason
+// (completions still work), and the log names the template's line.
+struct ChatSetup {
+  std::shared_ptr<const chat::ChatFormatter> formatter;
+  std::string refusal;  // why chat is refused, when formatter is null
+};
+
+absl::StatusOr<ChatSetup> LoadChat(const ServerOptions& options, const Model& model) {
+  const TokenizerSpec& spec = model.tokenizer->spec();
+  auto piece = [&spec](int32_t id) {
+    return id >= 0 && id < static_cast<int32_t>(spec.tokens.size()) ? spec.tokens[id] : std::string();
+  };
+  chat::ChatTemplateSource source{model.chat_template, "the model's chat template", piece(spec.bos_id),
+                                  piece(spec.eos_id)};
+  if (!options.chat_template.empty()) {
+    std::ifstream in(options.chat_template, std::ios::binary);
+    if (!in) return absl::NotFoundError(absl::StrCat("--chat_template: cannot read ", options.chat_template));
+    std::stringstream text;
+    text << in.rdbuf();
+    source.text = text.str();
+    source.origin = options.chat_template;
+  }
+  ChatSetup setup;
+  if (source.text.empty()) {
+    setup.refusal = "this model has no chat template (give one with --chat_template); use /v1/completions with a prompt";
+    return setup;
+  }
+  auto formatter = chat::ChatFormatter::Create(source);
+  if (!formatter.ok()) {
+    if (!options.chat_template.empty()) return formatter.status();
+    setup.refusal = absl::StrCat("this model's chat template cannot be run: ", formatter.status().message(),
+                                 "; use /v1/completions with a prompt, or give a template with --chat_template");
+    return setup;
+  }
+  setup.formatter = std::make_shared<const chat::ChatFormatter>(*std::move(formatter));
+  return setup;
+}
+
 // The OpenAI-compatible front door on the same scheduler (null with --http_port 0).
 absl::StatusOr<std::unique_ptr<HttpFrontDoor>> StartHttp(const ServerOptions& options, const Engine& engine,
                                                          const std::string& served_model_name, Scheduler& scheduler,
@@ -267,11 +309,10 @@ absl::StatusOr<std::unique_ptr<HttpFrontDoor>> StartHttp(const ServerOptions& op
   h.tls = TlsFilesOf(options);
   h.served_model_name = served_model_name;
   h.context_length = model.config.max_position;
-  const TokenizerSpec& spec = model.tokenizer->spec();
-  auto piece = [&spec](int32_t id) {
-    return id >= 0 && id < static_cast<int32_t>(spec.tokens.size()) ? spec.tokens[id] : std::string();
-  };
-  h.chat = RecognizeChatTemplate(model.chat_template, piece(spec.bos_id), piece(spec.eos_id));
+  auto chat = LoadChat(options, model);
+  if (!chat.ok()) return chat.status();
+  h.chat = chat->formatter;
+  if (h.chat == nullptr) h.chat_refusal = chat->refusal;
   h.scheduler = &scheduler;
   h.env = frontends.service.env;
   h.defaults = frontends.service.defaults;
@@ -281,12 +322,8 @@ absl::StatusOr<std::unique_ptr<HttpFrontDoor>> StartHttp(const ServerOptions& op
   h.draining = &draining;
   auto http = std::make_unique<HttpFrontDoor>(std::move(h));
   if (absl::Status s = http->Start(); !s.ok()) return s;
-  const ChatTemplateFamily family = RecognizeChatTemplate(model.chat_template, "", "").family;
-  if (model.chat_template.empty()) {
-    spdlog::info("HTTP: the model has no chat template: /v1/chat/completions is refused, /v1/completions works");
-  } else if (family == ChatTemplateFamily::kNone) {
-    spdlog::warn("HTTP: the model's chat template is not one crossreg recognises (Llama 3, Llama 2, Mistral, "
-                 "ChatML): /v1/chat/completions is refused");
+  if (chat->formatter == nullptr) {
+    spdlog::warn("HTTP: /v1/chat/completions is refused ({}); /v1/completions works", chat->refusal);
   }
   return http;
 }
@@ -298,14 +335,13 @@ void LogReady(const ServerOptions& options, const Engine& engine, const Security
   const std::string transport = options.tls_client_ca_file.empty()
                                     ? (options.tls_cert_file.empty() ? "plaintext" : "TLS")
                                     : "mutual TLS";
-  const ChatTemplateFamily chat_family = RecognizeChatTemplate(engine.model->chat_template, "", "").family;
   spdlog::info(
       "crossreg-server ready: grpc {}:{} ({}, {}), http {}, metrics {}, backend {}, model {} ({} layers, d={}, vocab "
       "{}, context {}), adapter {}, n-gram table {}, KV {} blocks x {} tokens of {} (prefix caching {}), max_running {}, max_queue {}, "
       "max_batch_tokens {}, gamma default {} max {}",
       options.host, grpc_port, transport, security.tokens.enabled() ? "bearer tokens" : "no authentication",
       http != nullptr ? absl::StrCat(options.host, ":", http->port(), " (OpenAI API, model \"", served_model_name,
-                                     "\", chat template ", ChatTemplateFamilyName(chat_family), ")")
+                                     "\", chat template: ", http->ChatDescription(), ")")
                       : "off",
       options.metrics_port > 0 ? absl::StrCat(options.host, ":", options.metrics_port, "/metrics") : "off",
       engine.BackendDescription(), engine.model_path, c.num_layers, c.hidden_size, c.vocab_size, c.max_position,

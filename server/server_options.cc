@@ -43,6 +43,9 @@ ABSL_FLAG(bool, http_ignore_unknown_fields, kDefaults.http_ignore_unknown_fields
           "extras)");
 ABSL_FLAG(bool, expose_model_paths, kDefaults.expose_model_paths,
           "GetModelInfo reports the model's and adapter's filesystem paths (admin use; off: file names only)");
+ABSL_FLAG(std::string, chat_template, kDefaults.chat_template,
+          "A Jinja chat template file for /v1/chat/completions, in place of the model's own (GGUF "
+          "tokenizer.chat_template or tokenizer_config.json chat_template); empty: the model's");
 ABSL_FLAG(std::string, served_model_name, kDefaults.served_model_name,
           "The model's name in the HTTP API (GET /v1/models, the \"model\" field); empty = the model file's or "
           "directory's name");
@@ -208,6 +211,7 @@ absl::StatusOr<ServerOptions> ParseServerOptions(int argc, char** argv) {
   o.http_ignore_unknown_fields = absl::GetFlag(FLAGS_http_ignore_unknown_fields);
   o.expose_model_paths = absl::GetFlag(FLAGS_expose_model_paths);
   o.served_model_name = absl::GetFlag(FLAGS_served_model_name);
+  o.chat_template = absl::GetFlag(FLAGS_chat_template);
   auto backend = ParseBackendChoice(absl::GetFlag(FLAGS_backend));
   if (!backend.ok()) return backend.status();
   o.backend = *backend;

@@ -25,6 +25,7 @@ struct ServerOptions {
   bool http_ignore_unknown_fields = false;     // false: unknown JSON fields get 400 naming them
   bool expose_model_paths = false;             // GetModelInfo: full paths (admin), else file names
   std::string served_model_name; // the "model" of the HTTP API; empty: the model's file or directory name
+  std::string chat_template;     // a Jinja chat template file; empty: the model's own (GGUF or tokenizer_config.json)
   BackendChoice backend = BackendChoice::kAuto;  // cpu, cuda, or auto (CUDA when a device is visible)
   int cuda_device = 0;           // CUDA backend: device ordinal
   int threads = 0;               // CPU backend threads; 0 = one per usable core (cgroup CPU limit)

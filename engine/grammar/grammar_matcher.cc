@@ -174,6 +174,14 @@ bool GrammarMatcher::Fits(uint32_t bits, int left, int len) const {
   return false;
 }
 
+uint64_t GrammarMatcher::AdmittingStacks(uint32_t cp) const {
+  std::vector<uint32_t> admitting;
+  for (size_t i = 0; i < stacks_.size(); ++i) {
+    if (!stacks_[i].empty() && grammar_->Admits(stacks_[i].back(), cp)) admitting.push_back(static_cast<uint32_t>(i));
+  }
+  return absl::HashOf(admitting);
+}
+
 bool GrammarMatcher::TopAdmits(uint32_t cp) const {
   for (const Stack& stack : stacks_) {
     if (!stack.empty() && grammar_->Admits(stack.back(), cp)) return true;

@@ -65,6 +65,10 @@ class GrammarMatcher {
   // per stack (grammar_budget.h).
   size_t positions() const { return positions_; }
   size_t stacks() const { return stacks_.size(); }
+  // Which stacks' tops admit the code point `cp`, as a hash: two code points with the
+  // same lead to the same state (a step depends on the admitting stacks alone), so an
+  // explorer (grammar_probe.h) steps once per distinct value.
+  uint64_t AdmittingStacks(uint32_t cp) const;
   // The rule with the most positions on this state's stacks (the likeliest culprit of
   // an oversized state), or -1 when the state holds none.
   int32_t BusiestRule() const;

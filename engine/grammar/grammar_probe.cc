@@ -108,7 +108,9 @@ absl::Status ProbeGrammar(const GrammarConstraint& c) {
     std::vector<Node> next;
     std::unordered_set<uint64_t> seen;
     for (const Node& node : frontier) {
+      std::unordered_set<uint64_t> stepped;  // code points admitted by the same stacks step alike
       for (uint32_t cp : Continuations(node.state)) {
+        if (!stepped.insert(node.state.AdmittingStacks(cp)).second) continue;
         std::string bytes;
         AppendUtf8(cp, bytes);
         GrammarMatcher after = node.state;

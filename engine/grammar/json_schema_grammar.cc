@@ -281,17 +281,17 @@ std::string Sanitize(const std::string& hint) {
 
 class Converter {
  public:
-  absl::StatusOr<std::string> Run(std::string_view text) {
+  absl::StatusOr<std::string> Run(std::string_view text, const std::string& root) {
     // A schema is a client's text: bounded while parsed (engine/io/bounded_json.h).
     auto parsed = ParseBoundedJson(text, JsonLimits{}, "json_schema");
     if (!parsed.ok()) return parsed.status();
     root_ = *std::move(parsed);
     try {
       for (const SharedRule& rule : SharedRules()) used_names_.insert(rule.name);
-      used_names_.insert("root");
-      refs_["#"] = "root";
+      used_names_.insert(root);
+      refs_["#"] = root;
       unguarded_.insert("#");
-      if (absl::Status s = DefineAs("root", root_, "json_schema"); !s.ok()) return s;
+      if (absl::Status s = DefineAs(root, root_, "json_schema"); !s.ok()) return s;
     } catch (const Json::exception& e) {
       return Error("json_schema", e.what());
     }
@@ -894,7 +894,9 @@ class Converter {
 
 }  // namespace
 
-absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json) { return Converter().Run(schema_json); }
+absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, std::string_view root_name) {
+  return Converter().Run(schema_json, std::string(root_name));
+}
 
 std::string JsonObjectGbnf() { return "root ::= object\n" + SharedRulesText({"object"}); }
 

@@ -55,8 +55,10 @@
 
 namespace crossreg::grammar {
 
-// `schema_json` is the schema as JSON text.
-absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json);
+// `schema_json` is the schema as JSON text. The rule matching it is `root_name` (a
+// grammar that embeds the JSON in text of its own names it otherwise and defines root
+// itself); the other rules' names never take it.
+absl::StatusOr<std::string> JsonSchemaToGbnf(std::string_view schema_json, std::string_view root_name = "root");
 
 // Any JSON object (OpenAI's response_format {"type": "json_object"}), with the same
 // whitespace policy and values of any type.

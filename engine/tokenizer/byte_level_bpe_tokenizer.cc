@@ -16,6 +16,9 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ByteLevelBpeTokenizer::Create(Tokeniz
   std::unique_ptr<ByteLevelBpeTokenizer> tokenizer(new ByteLevelBpeTokenizer(std::move(spec)));
   const TokenizerSpec& s = tokenizer->spec_;
   ASSIGN_OR_RETURN(tokenizer->regex_, PretokenizerRegex::Create(PretokenizerPattern(s.pre)));
+  if (s.pre == TokenizerSpec::PreTokenizer::kDigitsGpt2) {
+    ASSIGN_OR_RETURN(tokenizer->digits_, PretokenizerRegex::Create(R"(\p{N})"));
+  }
   tokenizer->pieces_ = IndexNormalPieces(s);
   tokenizer->splitters_ = BuildSpecialSplitters(s);
   tokenizer->merge_ranks_.reserve(s.merges.size());
@@ -46,7 +49,15 @@ std::vector<int32_t> ByteLevelBpeTokenizer::Encode(std::string_view text, bool a
       ids.push_back(fragment.token_id);
       continue;
     }
-    for (std::string_view word : regex_->Split(fragment.text)) EncodeWord(word, &ids);
+    if (digits_ == nullptr) {
+      for (std::string_view word : regex_->Split(fragment.text)) EncodeWord(word, &ids);
+      continue;
+    }
+    // Each digit alone, and the text between digits through the regex on its own (its
+    // lookaheads see the end of that piece, not the digit after it).
+    for (std::string_view piece : digits_->Split(fragment.text)) {
+      for (std::string_view word : regex_->Split(piece)) EncodeWord(word, &ids);
+    }
   }
   return ids;
 }

@@ -27,6 +27,7 @@ class ByteLevelBpeTokenizer final : public Tokenizer {
   void EncodeWord(std::string_view word, std::vector<int32_t>* out) const;
 
   std::unique_ptr<PretokenizerRegex> regex_;
+  std::unique_ptr<PretokenizerRegex> digits_;  // kDigitsGpt2: splits off each digit first
   PieceToId pieces_;
   PieceToId merge_ranks_;  // "left right" -> rank
   SpecialSplitters splitters_;

@@ -28,6 +28,7 @@ std::string_view PretokenizerPattern(TokenizerSpec::PreTokenizer kind) {
     case TokenizerSpec::PreTokenizer::kQwen2:
       return kQwen2Pattern;
     case TokenizerSpec::PreTokenizer::kGpt2:
+    case TokenizerSpec::PreTokenizer::kDigitsGpt2:  // after the digits are split off
       break;
   }
   return kGpt2Pattern;

@@ -19,7 +19,9 @@ class GgufMetadata;
 // Everything a tokenizer needs, independent of the file it came from.
 struct TokenizerSpec {
   enum class Model { kSentencePieceBpe, kByteLevelBpe };
-  enum class PreTokenizer { kGpt2, kLlama3, kQwen2 };
+  // kDigitsGpt2: every digit a word of its own, then GPT-2's regex over the rest
+  // (StarCoder, SmolLM: Hugging Face's Digits(individual_digits) + ByteLevel).
+  enum class PreTokenizer { kGpt2, kLlama3, kQwen2, kDigitsGpt2 };
   enum class TokenType : int32_t {  // GGUF token_type values
     kUndefined = 0, kNormal = 1, kUnknown = 2, kControl = 3, kUserDefined = 4,
     kUnused = 5, kByte = 6

@@ -52,9 +52,11 @@ absl::StatusOr<TokenizerSpec::PreTokenizer> PreTokenizerFromName(const std::stri
     return Pre::kLlama3;
   }
   if (name == "qwen2") return Pre::kQwen2;
+  if (name == "smollm" || name == "starcoder" || name == "refact" || name == "codeshell") return Pre::kDigitsGpt2;
   return absl::InvalidArgumentError(absl::StrCat(
       "GGUF tokenizer.ggml.pre '", name,
-      "' is not supported (known: default, gpt-2, llama-bpe, llama3, smaug-bpe, qwen2)"));
+      "' is not supported (known: default, gpt-2, llama-bpe, llama3, smaug-bpe, qwen2, smollm, starcoder, refact, "
+      "codeshell)"));
 }
 
 }  // namespace

@@ -299,6 +299,10 @@ absl::StatusOr<TokenizerSpec::PreTokenizer> HfJsonReader::ByteLevelRegexKind(
     const json& pre) const {
   using Pre = TokenizerSpec::PreTokenizer;
   for (const json* step : Steps(pre, "pretokenizers")) {
+    // Digits(individual_digits) before a regex-splitting ByteLevel: StarCoder, SmolLM.
+    if (TypeOf(*step) == "Digits" && BoolField(*step, "individual_digits", false)) return Pre::kDigitsGpt2;
+  }
+  for (const json* step : Steps(pre, "pretokenizers")) {
     if (TypeOf(*step) != "Split") continue;
     auto pattern = step->find("pattern");
     if (pattern == step->end() || !pattern->is_object() || !pattern->contains("Regex") ||

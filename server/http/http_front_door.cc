@@ -10,6 +10,8 @@
 #include "server/http/http_server.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
+#include "server/http/tool_call_grammar.h"
+#include "server/request_limits.h"
 #include "server/security/request_id.h"
 #include "spdlog/spdlog.h"
 
@@ -127,6 +129,10 @@ void HttpFrontDoor::Impl::HandleGenerate(const std::shared_ptr<HttpExchange>& ex
   parse_options.ignore_unknown_fields = o.ignore_unknown_fields;
   auto request = ParseOpenAiRequest(exchange->request().body, endpoint, parse_options);
   absl::Status status = request.ok() ? Submit(exchange, *request, route, arrival) : request.status();
+  if (!status.ok() && request.ok() && request->chat.calls_tools()) {
+    // A forced call's grammar is made from the tools: its errors are theirs.
+    status = RenameField(status, {{"structured_output.grammar", "tools"}});
+  }
   if (!status.ok()) {
     spdlog::debug("HTTP request refused: {} {}", exchange->request().path, status.ToString());
     Reply(*exchange, route, InJsonTerms(status, endpoint));
@@ -135,14 +141,26 @@ void HttpFrontDoor::Impl::HandleGenerate(const std::shared_ptr<HttpExchange>& ex
 
 absl::StatusOr<v1::GenerateRequest> HttpFrontDoor::Impl::ChatPrompt(const OpenAiRequest& request) const {
   v1::GenerateRequest proto = request.proto;
-  if (o.chat.family == ChatTemplateFamily::kNone) {
-    return FieldError(
-        absl::StatusCode::kFailedPrecondition, "messages",
-        "this model has no chat template crossreg recognises (Llama 3, Llama 2, Mistral, ChatML); "
-        "use /v1/completions with a prompt");
+  if (o.chat == nullptr) return FieldError(absl::StatusCode::kFailedPrecondition, "messages", o.chat_refusal);
+  const ChatRequest& chat = request.chat;
+  // A forced call is generated under a grammar of the call format and the tools'
+  // parameters; it cannot also follow another constraint.
+  const bool forced = chat.tool_choice.kind == ToolChoice::Kind::kRequired ||
+                      chat.tool_choice.kind == ToolChoice::Kind::kFunction;
+  if (forced) {
+    if (proto.has_structured_output()) {
+      return FieldViolation("tool_choice", "a forced tool call cannot be combined with response_format, grammar or regex");
+    }
+    auto grammar = ToolCallGrammar(chat, o.chat->tool_call_format());
+    if (!grammar.ok()) return grammar.status();
+    if (grammar->size() > kMaxConstraintBytes) {
+      return FieldViolation("tools", absl::StrCat("the tools' parameters make a grammar of ", grammar->size(),
+                                                  " bytes, more than the ", kMaxConstraintBytes, " allowed"));
+    }
+    proto.mutable_structured_output()->set_grammar(*std::move(grammar));
   }
-  auto prompt = RenderChat(o.chat, request.messages);
-  if (!prompt.ok()) return prompt.status();
+  auto prompt = o.chat->Render(chat.messages, chat.calls_tools() ? chat.tools : nlohmann::ordered_json(nullptr));
+  if (!prompt.ok()) return FieldViolation("messages", prompt.status().message());
   if (o.defaults.max_prompt_bytes > 0 && prompt->size() > o.defaults.max_prompt_bytes) {
     return FieldViolation("messages", absl::StrCat(prompt->size(), " bytes, more than the ",
                                                    o.defaults.max_prompt_bytes, " this server accepts"));
@@ -182,7 +200,11 @@ absl::Status HttpFrontDoor::Impl::Submit(const std::shared_ptr<HttpExchange>& ex
   id.mode = spec.decoding.mode;
   id.prompt_ids = spec.prompt_ids;
   id.arrival = arrival;
-  auto generation = std::make_shared<HttpGeneration>(generation_context, exchange, request);
+  std::optional<chat::ToolCallFormat> tool_calls;
+  if (request.endpoint == OpenAiEndpoint::kChatCompletions && request.chat.calls_tools() && o.chat != nullptr) {
+    tool_calls = o.chat->tool_call_format();
+  }
+  auto generation = std::make_shared<HttpGeneration>(generation_context, exchange, request, tool_calls);
   // The scheduler's handler owns the generation: it lives until the request's last
   // event, whoever ends it.
   absl::Status submitted =
@@ -205,7 +227,7 @@ OpenAiJson HttpFrontDoor::Impl::ModelsJson() const {
                                              {"created", UnixNow()},
                                              {"owned_by", "crossreg"},
                                              {"max_model_len", o.context_length},
-                                             {"chat_template", ChatTemplateFamilyName(o.chat.family)},
+                                             {"chat_template", o.chat != nullptr ? o.chat->Describe() : "none"},
                                              {"speculative", o.env.has_adapter ? "ar, lossless, lossy, ngram"
                                                                                : "ar, ngram"}}})}};
 }
@@ -252,6 +274,10 @@ absl::Status HttpFrontDoor::Start() {
 
 void HttpFrontDoor::Stop() {
   if (impl_->server != nullptr) impl_->server->Stop();
+}
+
+std::string HttpFrontDoor::ChatDescription() const {
+  return impl_->o.chat != nullptr ? impl_->o.chat->Describe() : "none";
 }
 
 int HttpFrontDoor::port() const { return impl_->server != nullptr ? impl_->server->port() : 0; }

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 #include "scheduler/scheduler.h"
-#include "server/http/chat_template.h"
+#include "server/chat/chat_formatter.h"
 #include "server/request_from_proto.h"
 #include "server/security/client_stream_limiter.h"
 #include "server/security/server_credentials.h"
@@ -34,7 +34,9 @@ struct HttpFrontDoorOptions {
   TlsFiles tls;                 // empty: plain HTTP
   std::string served_model_name;  // what /v1/models lists and "model" may name
   int64_t context_length = 0;
-  ChatTemplate chat;            // family kNone: chat requests are refused
+  // The model's chat template; null: chat requests are refused, saying why.
+  std::shared_ptr<const chat::ChatFormatter> chat;
+  std::string chat_refusal = "this model has no chat template; use /v1/completions with a prompt";
   // Shared with the gRPC service; must outlive the front door.
   Scheduler* scheduler = nullptr;
   DecodingEnvironment env;
@@ -55,6 +57,8 @@ class HttpFrontDoor {
   // Stops accepting; requests in flight are cut (call after the scheduler drained).
   void Stop();
   int port() const;
+  // The chat template in one line ("jinja, tools in the template, ..."), or "none".
+  std::string ChatDescription() const;
 
  private:
   struct Impl;

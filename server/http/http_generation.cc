@@ -22,12 +22,15 @@ std::string SseEvent(const OpenAiJson& data) { return absl::StrCat("data: ", Jso
 }  // namespace
 
 HttpGeneration::HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
-                               const OpenAiRequest& request)
+                               const OpenAiRequest& request, std::optional<chat::ToolCallFormat> tool_calls)
     : context_(std::move(context)),
       exchange_(std::move(exchange)),
       request_(request),
       chat_(request.endpoint == OpenAiEndpoint::kChatCompletions),
-      created_(UnixNow()) {}
+      created_(UnixNow()),
+      tool_calls_(chat_ ? tool_calls : std::nullopt) {
+  if (tool_calls_.has_value() && request_.stream) tool_stream_.emplace(*tool_calls_);
+}
 
 void HttpGeneration::Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot) {
   {
@@ -90,7 +93,16 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       completion_ids_.insert(completion_ids_.end(), event.tokens.begin(), event.tokens.end());
       if (request_.stream) {
         const bool with_logprobs = wants_logprobs() && !event.logprobs.empty();
-        if (!event.text.empty() || with_logprobs) {
+        if (tool_stream_.has_value()) {
+          chat::StreamDelta delta = tool_stream_->Push(event.text);
+          if (event.kind == RequestEvent::Kind::kFinished) {
+            chat::StreamDelta rest = tool_stream_->Finish();
+            delta.content += rest.content;
+            for (chat::ToolCallDelta& d : rest.tool_calls) delta.tool_calls.push_back(std::move(d));
+          }
+          if (!delta.empty() || with_logprobs) SendDelta(delta, with_logprobs ? &event.logprobs : nullptr);
+          called_tools_ = tool_stream_->saw_tool_calls();
+        } else if (!event.text.empty() || with_logprobs) {
           SendChunk(event.text, nullptr, false, with_logprobs ? &event.logprobs : nullptr);
         }
       } else {
@@ -102,7 +114,13 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       timings_ = event.timings;
       cached_prompt_tokens_ = event.cached_prompt_tokens;
       const RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
-      Complete(reason == RequestEndReason::kStop ? "stop" : "length", reason, absl::OkStatus());
+      if (tool_calls_.has_value() && !request_.stream) {
+        called_tools_ = !chat::ParseToolCalls(whole_text_, *tool_calls_).tool_calls.empty();
+      }
+      // A message that called tools ends with "tool_calls" (the client runs them), unless
+      // it was cut short.
+      const char* finish = reason != RequestEndReason::kStop ? "length" : called_tools_ ? "tool_calls" : "stop";
+      Complete(finish, reason, absl::OkStatus());
       break;
     }
     case RequestEvent::Kind::kError:
@@ -143,7 +161,7 @@ void HttpGeneration::RespondWhole() {
   } else {
     OpenAiJson choice{{"index", 0}};
     if (chat_) {
-      choice["message"] = {{"role", "assistant"}, {"content", whole_text_}};
+      choice["message"] = WholeMessage();
       choice["logprobs"] = wants_logprobs() ? LogprobsJson(logprobs_, 0) : OpenAiJson(nullptr);
     } else {
       choice["text"] = whole_text_;
@@ -221,6 +239,54 @@ bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish
   if (request_.include_usage) data["usage"] = nullptr;
   exchange_->Write(SseEvent(data));
   return !exchange_->closed();
+}
+
+OpenAiJson HttpGeneration::WholeMessage() const {
+  if (!tool_calls_.has_value()) return {{"role", "assistant"}, {"content", whole_text_}};
+  const chat::ParsedMessage parsed = chat::ParseToolCalls(whole_text_, *tool_calls_);
+  if (parsed.tool_calls.empty()) return {{"role", "assistant"}, {"content", whole_text_}};
+  OpenAiJson calls = OpenAiJson::array();
+  for (const chat::ParsedToolCall& call : parsed.tool_calls) {
+    calls.push_back({{"id", chat::RandomToolCallId()},
+                     {"type", "function"},
+                     {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  }
+  // As OpenAI: no text beside the calls is a null content.
+  return {{"role", "assistant"},
+          {"content", parsed.content.empty() ? OpenAiJson(nullptr) : OpenAiJson(parsed.content)},
+          {"tool_calls", std::move(calls)}};
+}
+
+void HttpGeneration::SendDelta(const chat::StreamDelta& delta, const std::vector<TokenLogprob>* logprobs) {
+  OpenAiJson body = OpenAiJson::object();
+  if (!delta.content.empty()) body["content"] = delta.content;
+  if (!delta.tool_calls.empty()) {
+    OpenAiJson calls = OpenAiJson::array();
+    for (const chat::ToolCallDelta& d : delta.tool_calls) {
+      OpenAiJson call{{"index", d.index}};
+      OpenAiJson function{{"arguments", d.arguments}};
+      if (!d.id.empty()) {
+        call["id"] = d.id;
+        call["type"] = "function";
+        function = {{"name", d.name}, {"arguments", d.arguments}};
+      }
+      call["function"] = std::move(function);
+      calls.push_back(std::move(call));
+    }
+    body["tool_calls"] = std::move(calls);
+  }
+  OpenAiJson choice{{"index", 0}, {"delta", std::move(body)}};
+  if (logprobs != nullptr) {
+    choice["logprobs"] = LogprobsJson(*logprobs, logprob_bytes_);
+  }
+  choice["finish_reason"] = nullptr;
+  OpenAiJson data{{"id", ReplyId()},
+                  {"object", "chat.completion.chunk"},
+                  {"created", created_},
+                  {"model", context_->served_model_name},
+                  {"choices", OpenAiJson::array({choice})}};
+  if (request_.include_usage) data["usage"] = nullptr;
+  exchange_->Write(SseEvent(data));
 }
 
 // OpenAI's usage, plus crossreg's speculative statistics.

@@ -17,6 +17,9 @@
 #include <vector>
 
 #include "scheduler/scheduler.h"
+#include "server/chat/tool_call_parser.h"
+#include "server/chat/tool_call_id.h"
+#include "server/chat/tool_call_stream.h"
 #include "server/http/http_server.h"
 #include "server/http/openai_request.h"
 #include "server/http/openai_response.h"
@@ -46,8 +49,10 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
     std::chrono::steady_clock::time_point arrival;
   };
 
+  // `tool_calls`: the model's call format when the chat offers it tools (its text is
+  // then read for calls: message.tool_calls, or delta.tool_calls when streaming).
   HttpGeneration(std::shared_ptr<const HttpGenerationContext> context, std::shared_ptr<HttpExchange> exchange,
-                 const OpenAiRequest& request);
+                 const OpenAiRequest& request, std::optional<chat::ToolCallFormat> tool_calls = std::nullopt);
 
   // After a successful Submit: sends the stream's head and watches the connection.
   void Start(Identity identity, std::shared_ptr<ClientStreamLimiter::Lease> slot);
@@ -63,6 +68,9 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   void EndStream();
   bool SendChunk(const std::string& text, const OpenAiJson& finish_reason, bool first,
                  const std::vector<TokenLogprob>* logprobs = nullptr);
+  // A chat chunk of content and tool-call pieces.
+  void SendDelta(const chat::StreamDelta& delta, const std::vector<TokenLogprob>* logprobs);
+  OpenAiJson WholeMessage() const;
   OpenAiJson LogprobsJson(const std::vector<TokenLogprob>& logprobs, int64_t text_offset) const;
   bool wants_logprobs() const { return request_.proto.sampling().has_top_logprobs(); }
   OpenAiJson Usage() const;
@@ -75,6 +83,9 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   const OpenAiRequest request_;
   const bool chat_;
   const int64_t created_;
+  const std::optional<chat::ToolCallFormat> tool_calls_;
+  std::optional<chat::ToolCallStream> tool_stream_;  // streaming with tools
+  bool called_tools_ = false;
 
   std::mutex queue_mu_;
   std::deque<RequestEvent> queue_;

@@ -14,6 +14,7 @@
 #include "engine/decoding/logit_adjustments.h"
 #include "engine/field_violation.h"
 #include "engine/io/bounded_json.h"
+#include "server/http/json_fields.h"
 #include "server/request_limits.h"
 #include "absl/strings/str_join.h"
 #include "absl/types/span.h"
@@ -28,15 +29,6 @@ using Json = nlohmann::ordered_json;
 
 absl::Status Invalid(const std::string& field, const std::string& what) { return FieldViolation(field, what); }
 
-const char* TypeName(const Json& j) {
-  if (j.is_null()) return "null";
-  if (j.is_boolean()) return "a boolean";
-  if (j.is_number()) return "a number";
-  if (j.is_string()) return "a string";
-  if (j.is_array()) return "an array";
-  return "an object";
-}
-
 // ---- field names --------------------------------------------------------------
 
 // Top-level fields of both endpoints: those read below, the OpenAI options
@@ -50,67 +42,6 @@ constexpr absl::string_view kCommonFields[] = {
     "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
     "skip_special_tokens", "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
-constexpr absl::string_view kMessageFields[] = {"role", "content"};
-constexpr absl::string_view kContentPartFields[] = {"type", "text"};
-
-// Optimal string alignment distance: Levenshtein plus the swap of two neighbours as
-// one edit, the commonest typo ("tempreature" has one, "tua" for "tau" too).
-size_t EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
-  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
-  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    for (size_t j = 1; j <= b.size(); ++j) {
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
-        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
-      }
-    }
-  }
-  return d[a.size()][b.size()];
-}
-
-// The known name a typo most likely meant: at most 2 edits away, and fewer edits than
-// half the key's length, so that a short key does not "mean" every short name ("x"
-// is not a typo of "n"). Ties go to the earlier name in `known`.
-std::string Suggestion(const std::string& key, absl::Span<const absl::string_view> known) {
-  absl::string_view best;
-  size_t best_distance = 3;
-  for (absl::string_view name : known) {
-    if (name.size() + 2 < key.size() || key.size() + 2 < name.size()) continue;  // more than 2 edits apart
-    const size_t distance = EditDistance(key, name);
-    if (distance < best_distance && 2 * distance < key.size()) {
-      best = name;
-      best_distance = distance;
-    }
-  }
-  return best.empty() ? "" : absl::StrCat(" (did you mean \"", best, "\"?)");
-}
-
-// Refuses the keys of `object` that are not in `known`, naming each (up to a few, in
-// key order) with its path: OpenAI answers unknown parameters with a 400 too, and a
-// misspelt option silently left at its default is the worse failure.
-absl::Status CheckKnownFields(const Json& object, const std::string& path, absl::Span<const absl::string_view> known) {
-  constexpr size_t kMaxNamed = 5;
-  std::string first;  // the field the error names
-  std::vector<std::string> unknown;
-  size_t count = 0;
-  for (const auto& [key, value] : object.items()) {
-    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
-    if (++count > kMaxNamed) continue;
-    if (first.empty()) {
-      first = absl::StrCat(path, JsonPathKey(key));
-      unknown.push_back(absl::StrCat("unknown field", Suggestion(key, known)));
-    } else {
-      unknown.push_back(absl::StrCat(path, JsonPathKey(key), ": unknown field", Suggestion(key, known)));
-    }
-  }
-  if (unknown.empty()) return absl::OkStatus();
-  if (count > kMaxNamed) {
-    unknown.push_back(absl::StrCat("and ", count - kMaxNamed, " more unknown field", count - kMaxNamed > 1 ? "s" : ""));
-  }
-  return FieldViolation(first, absl::StrJoin(unknown, "; "));
-}
 
 absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
   // The other endpoint's prompt field is the likeliest unknown field of all: say where it goes.
@@ -121,7 +52,11 @@ absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
     return Invalid("prompt", "unknown field (/v1/chat/completions takes messages; a prompt goes to /v1/completions)");
   }
   std::vector<absl::string_view> known(std::begin(kCommonFields), std::end(kCommonFields));
-  known.push_back(endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt");
+  if (endpoint == OpenAiEndpoint::kChatCompletions) {
+    known.insert(known.end(), {"messages", "tool_choice", "parallel_tool_calls", "function_call"});
+  } else {
+    known.push_back("prompt");
+  }
   return CheckKnownFields(body, "", known);
 }
 
@@ -174,16 +109,7 @@ absl::StatusOr<int64_t> Integer(const Json& body, const char* field, int64_t lo,
   return static_cast<int64_t>(d);
 }
 
-absl::StatusOr<bool> Bool(const Json& body, const char* field) {
-  const Json& v = body.at(field);
-  if (!v.is_boolean()) return Invalid(field, absl::StrCat("must be true or false, got ", TypeName(v)));
-  return v.get<bool>();
-}
-
-absl::StatusOr<std::string> String(const Json& v, const std::string& field) {
-  if (!v.is_string()) return Invalid(field, absl::StrCat("must be a string, got ", TypeName(v)));
-  return v.get<std::string>();
-}
+absl::StatusOr<bool> Bool(const Json& body, const char* field) { return BoolField(body.at(field), field); }
 
 absl::StatusOr<v1::DecodingMode> ModeByName(const std::string& name) {
   if (name == "ar") return v1::DECODING_MODE_AR;
@@ -194,47 +120,6 @@ absl::StatusOr<v1::DecodingMode> ModeByName(const std::string& name) {
 }
 
 // ---- the prompt -----------------------------------------------------------------
-
-// Chat message content: a string, or an array of {"type": "text", "text": ...} parts.
-absl::StatusOr<std::string> MessageContent(const Json& content, const std::string& field, bool strict) {
-  if (content.is_string()) return content.get<std::string>();
-  if (content.is_null()) return std::string();
-  if (!content.is_array()) return Invalid(field, "must be a string or an array of text parts");
-  std::string text;
-  for (size_t i = 0; i < content.size(); ++i) {
-    const Json& part = content[i];
-    const std::string part_field = absl::StrCat(field, "[", i, "]");
-    if (!part.is_object() || !part.contains("type") || part.at("type") != "text") {
-      return Invalid(part_field, "only {\"type\": \"text\", \"text\": ...} parts are supported");
-    }
-    if (strict) RETURN_IF_ERROR(CheckKnownFields(part, part_field + ".", kContentPartFields));
-    if (!part.contains("text")) return Invalid(part_field + ".text", "required");
-    ASSIGN_OR_RETURN(const std::string s, String(part.at("text"), part_field + ".text"));
-    text += s;
-  }
-  return text;
-}
-
-absl::Status ReadMessages(const Json& body, bool strict, OpenAiRequest& out) {
-  if (!body.contains("messages")) return Invalid("messages", "required (an array of {role, content})");
-  const Json& messages = body.at("messages");
-  if (!messages.is_array() || messages.empty()) return Invalid("messages", "must be a non-empty array");
-  for (size_t i = 0; i < messages.size(); ++i) {
-    const std::string field = absl::StrCat("messages[", i, "]");
-    const Json& m = messages[i];
-    if (!m.is_object()) return Invalid(field, "must be an object {role, content}");
-    if (strict) RETURN_IF_ERROR(CheckKnownFields(m, field + ".", kMessageFields));
-    if (!m.contains("role")) return Invalid(field + ".role", "required");
-    ASSIGN_OR_RETURN(const std::string role, String(m.at("role"), field + ".role"));
-    if (role != "system" && role != "user" && role != "assistant") {
-      return Invalid(field + ".role", absl::StrCat("\"", role, "\" is not supported (system, user or assistant)"));
-    }
-    ASSIGN_OR_RETURN(std::string content,
-                     MessageContent(m.contains("content") ? m.at("content") : Json(), field + ".content", strict));
-    out.messages.push_back({role, std::move(content)});
-  }
-  return absl::OkStatus();
-}
 
 absl::Status ReadTokenIds(const Json& ids, v1::GenerateRequest& proto) {
   if (ids.empty()) return Invalid("prompt", "empty");
@@ -281,8 +166,9 @@ absl::Status RefuseUnsupported(const Json& body) {
     if (!v.is_boolean()) return Invalid("echo", absl::StrCat("must be false, got ", TypeName(v)));
     if (v.get<bool>()) return Invalid("echo", "not supported (the prompt is not returned)");
   }
-  for (const char* field : {"suffix", "tools", "functions"}) {
-    if (Has(body, field)) return Invalid(field, "not supported");
+  if (Has(body, "suffix")) return Invalid("suffix", "not supported");
+  for (const char* field : {"functions", "function_call"}) {
+    if (Has(body, field)) return Invalid(field, "not supported (OpenAI's deprecated form: use tools and tool_choice)");
   }
   return absl::OkStatus();
 }
@@ -301,7 +187,7 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
   }
   for (const char* field : {"grammar", "regex"}) {
     if (!Has(body, field)) continue;
-    ASSIGN_OR_RETURN(const std::string text, String(body.at(field), field));
+    ASSIGN_OR_RETURN(const std::string text, StringField(body.at(field), field));
     if (text.empty()) return Invalid(field, "empty");
     if (field[0] == 'g') {
       out.set_grammar(text);
@@ -318,7 +204,7 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
     }
   }
   if (!Has(rf, "type")) return Invalid("response_format.type", "missing (\"text\", \"json_object\" or \"json_schema\")");
-  ASSIGN_OR_RETURN(const std::string type, String(rf.at("type"), "response_format.type"));
+  ASSIGN_OR_RETURN(const std::string type, StringField(rf.at("type"), "response_format.type"));
   if (type != "json_schema" && Has(rf, "json_schema")) {
     return Invalid("response_format.json_schema", absl::StrCat("only with \"type\": \"json_schema\", not \"", type, "\""));
   }
@@ -338,7 +224,7 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
   }
   for (const auto& [key, value] : js.items()) {
     if (key == "name" || key == "description") {
-      RETURN_IF_ERROR(String(value, absl::StrCat("response_format.json_schema.", key)).status());
+      RETURN_IF_ERROR(StringField(value, absl::StrCat("response_format.json_schema.", key)).status());
     } else if (key == "strict") {
       // Output always follows the schema exactly where it is supported; a schema
       // using anything else is refused, strict or not.
@@ -444,7 +330,7 @@ absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::Samp
     }
   }
   if (Has(body, "logprobs_mode")) {
-    ASSIGN_OR_RETURN(const std::string mode, String(body.at("logprobs_mode"), "logprobs_mode"));
+    ASSIGN_OR_RETURN(const std::string mode, StringField(body.at("logprobs_mode"), "logprobs_mode"));
     if (mode == "raw") {
       sp.set_logprobs_mode(v1::LOGPROBS_MODE_RAW);
     } else if (mode == "processed") {
@@ -507,7 +393,7 @@ absl::Status ReadSampling(const Json& body, v1::SamplingParams& sp) {
       sp.add_stop(stop.get<std::string>());
     } else if (stop.is_array()) {
       for (size_t i = 0; i < stop.size(); ++i) {
-        ASSIGN_OR_RETURN(std::string s, String(stop[i], absl::StrCat("stop[", i, "]")));
+        ASSIGN_OR_RETURN(std::string s, StringField(stop[i], absl::StrCat("stop[", i, "]")));
         sp.add_stop(std::move(s));
       }
     } else {
@@ -530,7 +416,7 @@ absl::Status ReadSampling(const Json& body, v1::SamplingParams& sp) {
 // engine's to check.
 absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
   if (Has(body, "mode")) {
-    ASSIGN_OR_RETURN(const std::string name, String(body.at("mode"), "mode"));
+    ASSIGN_OR_RETURN(const std::string name, StringField(body.at("mode"), "mode"));
     ASSIGN_OR_RETURN(const v1::DecodingMode mode, ModeByName(name));
     dp.set_mode(mode);
   }
@@ -561,7 +447,7 @@ absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
     dp.set_adaptive_gamma(v);
   }
   if (Has(body, "draft_layout")) {
-    ASSIGN_OR_RETURN(const std::string name, String(body.at("draft_layout"), "draft_layout"));
+    ASSIGN_OR_RETURN(const std::string name, StringField(body.at("draft_layout"), "draft_layout"));
     if (name == "chain") {
       dp.set_draft_layout(v1::DRAFT_LAYOUT_CHAIN);
     } else if (name == "blocks") {
@@ -577,7 +463,7 @@ absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
 // served rather than what it generates.
 absl::Status ReadServing(const Json& body, bool strict, OpenAiRequest& out) {
   if (Has(body, "model")) {
-    ASSIGN_OR_RETURN(out.model, String(body.at("model"), "model"));
+    ASSIGN_OR_RETURN(out.model, StringField(body.at("model"), "model"));
   }
   if (Has(body, "stream")) {
     ASSIGN_OR_RETURN(out.stream, Bool(body, "stream"));
@@ -603,7 +489,7 @@ absl::Status ReadServing(const Json& body, bool strict, OpenAiRequest& out) {
     ASSIGN_OR_RETURN(out.return_token_ids, Bool(body, "return_token_ids"));
   }
   if (Has(body, "request_id")) {
-    ASSIGN_OR_RETURN(const std::string id, String(body.at("request_id"), "request_id"));
+    ASSIGN_OR_RETURN(const std::string id, StringField(body.at("request_id"), "request_id"));
     out.proto.set_request_id(id);
   }
   return absl::OkStatus();
@@ -623,9 +509,14 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
   OpenAiRequest out;
   out.endpoint = endpoint;
   RETURN_IF_ERROR(RefuseUnsupported(body));
+  if (endpoint == OpenAiEndpoint::kCompletions) {
+    for (const char* field : {"tools", "tool_choice", "parallel_tool_calls"}) {
+      if (Has(body, field)) return Invalid(field, "not a /v1/completions field (tools go to /v1/chat/completions)");
+    }
+  }
   RETURN_IF_ERROR(ReadServing(body, strict, out));
   if (endpoint == OpenAiEndpoint::kChatCompletions) {
-    RETURN_IF_ERROR(ReadMessages(body, strict, out));
+    RETURN_IF_ERROR(ReadChatRequest(body, strict, out.chat));
   } else {
     RETURN_IF_ERROR(ReadPrompt(body, out.proto));
   }

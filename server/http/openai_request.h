@@ -10,15 +10,11 @@
 
 #include "absl/status/statusor.h"
 #include "crossreg/v1/generation.pb.h"
+#include "server/http/openai_chat_request.h"
 
 namespace crossreg::server {
 
 enum class OpenAiEndpoint { kCompletions, kChatCompletions };
-
-struct ChatMessage {
-  std::string role;  // system, user, assistant
-  std::string content;
-};
 
 struct OpenAiRequest {
   OpenAiEndpoint endpoint = OpenAiEndpoint::kCompletions;
@@ -26,7 +22,7 @@ struct OpenAiRequest {
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
   bool return_token_ids = false;      // crossreg extension: prompt and completion token ids in the reply
-  std::vector<ChatMessage> messages;  // chat
+  ChatRequest chat;                   // chat: the conversation and its tools
   // The request without its prompt for chat (the template makes it); for completions
   // with `prompt` as text or token ids.
   v1::GenerateRequest proto;

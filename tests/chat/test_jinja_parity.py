@@ -74,7 +74,26 @@ def load_templates():
     for path in filter(None, os.environ.get("CROSSREG_EXTRA_CHAT_TEMPLATES", "").split(":")):
         with open(path, encoding="utf-8") as f:
             templates.append((os.path.basename(path), f.read(), "<s>", "</s>"))
+    gguf_path = os.environ.get("CROSSREG_SMOLLM2_GGUF")
+    if gguf_path:
+        templates.append(("smollm2",) + gguf_chat_template(gguf_path))
     return templates
+
+
+def gguf_chat_template(path):
+    """The chat template of a GGUF file and its BOS and EOS pieces (gguf-py, from build/pydeps)."""
+    import gguf  # pylint: disable=import-outside-toplevel
+
+    reader = gguf.GGUFReader(path)
+
+    def field(name):
+        f = reader.fields[name]
+        return f.parts[f.data[0]]
+
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    piece = lambda i: bytes(tokens.parts[tokens.data[int(field(i)[0])]]).decode("utf-8")
+    template = bytes(field("tokenizer.chat_template")).decode("utf-8")
+    return template, piece("tokenizer.ggml.bos_token_id"), piece("tokenizer.ggml.eos_token_id")
 
 
 WEATHER_TOOL = {
@@ -223,6 +242,8 @@ def tool_built():
 
 def test_templates_found():
     assert len(TEMPLATES) >= 5, f"expected the chat templates of {SHARED}/testdata/chat_templates"
+    if os.environ.get("CROSSREG_SMOLLM2_GGUF"):
+        assert any(t[0] == "smollm2" for t in TEMPLATES)
 
 
 @pytest.mark.parametrize("template,conversation", PAIRS, ids=[f"{t[0]}-{c}" for t, c in PAIRS])

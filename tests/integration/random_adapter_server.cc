@@ -16,7 +16,13 @@ namespace crossreg::testing {
 
 absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name,
                                                                                  uint64_t seed) {
-  auto model = LoadModel(Stories260KGguf());
+  return Start(name, seed, Stories260KGguf(), {});
+}
+
+absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name, uint64_t seed,
+                                                                                 const std::string& model_path,
+                                                                                 std::vector<std::string> extra_flags) {
+  auto model = LoadModel(model_path);
   if (!model.ok()) return model.status();
   std::unique_ptr<RandomAdapterServer> s(new RandomAdapterServer());
   s->adapter_dir_ = std::filesystem::temp_directory_path() / absl::StrCat("crossreg_", name, "_adapter_", getpid());
@@ -31,7 +37,8 @@ absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(
   if (absl::Status written = WritePeftAdapter(*adapter, (*model)->config, s->adapter_dir_); !written.ok()) {
     return written;
   }
-  s->server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--adapter=" + s->adapter_dir_, "--max_gamma=16"});
+  extra_flags.insert(extra_flags.begin(), {"--adapter=" + s->adapter_dir_, "--max_gamma=16"});
+  s->server_ = std::make_unique<ServerProcess>(std::move(extra_flags), model_path);
   if (!s->server_->Start()) return absl::InternalError(absl::StrCat("the server did not start:\n", s->server_->Log()));
   return s;
 }

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
@@ -18,6 +19,10 @@ class RandomAdapterServer {
   // Writes the adapter drawn from `seed` to a directory named after `name` and starts
   // the server with it and --max_gamma=16. The error carries the server's log.
   static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed);
+  // The same for another model (a .gguf or HF directory), with `extra_flags` added.
+  static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed,
+                                                                    const std::string& model,
+                                                                    std::vector<std::string> extra_flags);
   ~RandomAdapterServer();  // removes the adapter directory (the server is killed if still running)
 
   ServerProcess& server() { return *server_; }

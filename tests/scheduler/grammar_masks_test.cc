@@ -134,7 +134,9 @@ TEST(GrammarMasksTest, AGrammarThatCannotBeFollowedEndsTheRequestWithAnError) {
     // What was committed before the dead end is the grammar's, nothing after it (a
     // speculative step that reaches the dead end commits none of its tokens).
     EXPECT_TRUE(absl::StartsWith("ab", Spell(got.tokens))) << Spell(got.tokens);
-    if (mode == DecodingMode::kAutoregressive) EXPECT_EQ(Spell(got.tokens), "ab");
+    if (mode == DecodingMode::kAutoregressive) {
+      EXPECT_EQ(Spell(got.tokens), "ab");
+    }
     rig.scheduler->Shutdown(milliseconds(1000));
     EXPECT_EQ(rig.kv.Stats().used_blocks, 0);
   }

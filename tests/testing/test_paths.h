@@ -24,6 +24,11 @@ inline std::string TokenizerTestData(const std::string& name) {
   return SharedDir() + "/testdata/tokenizer/" + name;
 }
 inline std::string BinDir() { return FromEnvironmentOr("CROSSREG_BIN_DIR", CROSSREG_BIN_DIR); }
+#ifdef CROSSREG_SMOLLM2_GGUF
+// SmolLM2-135M-Instruct's GGUF, fetched by scripts/fetch_smollm2.sh (the CTest fixture
+// smollm2_model runs it first).
+inline std::string SmolLM2Gguf() { return FromEnvironmentOr("CROSSREG_SMOLLM2_GGUF", CROSSREG_SMOLLM2_GGUF); }
+#endif
 #ifdef CROSSREG_SOURCE_DIR
 inline std::string SourceDir() { return FromEnvironmentOr("CROSSREG_SOURCE_DIR", CROSSREG_SOURCE_DIR); }
 #endif
