@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Chat speed of a served model, one request at a time: each exact mode against AR.
+
+Starts crossreg-server on MODEL (default: SmolLM2-135M-Instruct from scripts/fetch_smollm2.sh)
+with --adaptive_gamma, sends the same greedy chat prompts (below: our own, held out from any
+training) in every mode, modes taking turns within each round, and prints per mode the
+tokens/s of the round's requests together, its ratio to AR in the same round (median and
+range over the rounds) and tokens per forward:
+
+    scripts/bench_chat.py [--model PATH] [--rounds 3] [--max-tokens 128] [--modes ar,ngram]
+
+Only loopback traffic; the server is stopped at the end.
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PROMPTS = [
+    "Explain in a few sentences how a refrigerator keeps food cold.",
+    "Write a short poem about a lighthouse in winter.",
+    "List five ideas for a rainy Sunday afternoon at home.",
+    "What are the main differences between a violin and a cello?",
+    "Give me a simple recipe for tomato soup.",
+    "Summarize the plot of a story about a lost dog finding its way home.",
+    "How do I politely decline an invitation to a party?",
+    "Describe the water cycle to a ten-year-old.",
+]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def post(port, body):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=600) as r:
+        return json.load(r)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--modes", default="ar,ngram")
+    ap.add_argument("--server-args", default="--adaptive_gamma")
+    args = ap.parse_args()
+    model = args.model or subprocess.check_output([os.path.join(ROOT, "scripts", "fetch_smollm2.sh")], text=True).strip()
+    modes = args.modes.split(",")
+    if "ar" not in modes:
+        modes.insert(0, "ar")
+    http, grpc, metrics = free_port(), free_port(), free_port()
+    server = subprocess.Popen([os.path.join(args.bin, "crossreg-server"), f"--model={model}", "--host=127.0.0.1",
+                               f"--port={grpc}", f"--http_port={http}", f"--metrics_port={metrics}"]
+                              + args.server_args.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(600):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
+                break
+            except OSError:
+                time.sleep(0.2)
+        # One untimed request per mode: caches, page faults, the adaptive rule's first probes.
+        for mode in modes:
+            post(http, {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 16, "temperature": 0,
+                        "mode": mode})
+        rates = {m: [] for m in modes}
+        tpf = {m: [0, 0] for m in modes}
+        for r in range(args.rounds):
+            for mode in modes[r % len(modes):] + modes[:r % len(modes)]:
+                tokens, start = 0, time.time()
+                for prompt in PROMPTS:
+                    reply = post(http, {"messages": [{"role": "user", "content": prompt}], "max_tokens": args.max_tokens,
+                                        "temperature": 0, "mode": mode, "ignore_eos": True})
+                    usage = reply["usage"]
+                    tokens += usage["completion_tokens"]
+                    tpf[mode][0] += usage["completion_tokens"]
+                    tpf[mode][1] += usage["forwards"]
+                rates[mode].append(tokens / (time.time() - start))
+        cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+        flags = open("/proc/cpuinfo").read()
+        isa = "AVX-512" if " avx512f " in flags else "AVX2" if " avx2 " in flags else "baseline"
+        print(f"model {os.path.basename(model)}, {len(PROMPTS)} chat prompts x {args.max_tokens} tokens, greedy, "
+              f"one at a time, {args.rounds} rounds; server {args.server_args}; host {cpu} ({os.cpu_count()} cores, {isa})")
+        print("| mode | tokens/s (median) | vs AR (median, range) | tokens per forward |")
+        print("|---|---|---|---|")
+        for mode in modes:
+            ratios = [rates[mode][i] / rates["ar"][i] for i in range(args.rounds)]
+            print(f"| {mode} | {statistics.median(rates[mode]):.1f} | {statistics.median(ratios):.2f}x "
+                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {tpf[mode][0] / max(1, tpf[mode][1]):.2f} |")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
