@@ -206,24 +206,43 @@ void ProcessedDistributionBySorting(const float* logits, int vocab, const Sampli
   for (auto& p : probs) p *= inv_sum;
 }
 
-int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng) {
-  const double u = rng.Uniform();
-  double cum = 0.0;
-  int32_t last_nonzero = -1;
+int32_t DrawMostLikelyFirst(const float* probs, int vocab, double u) {
+  // Sorting a 16k vocabulary for every draw would cost more than a small model's
+  // forward. Probabilities are grouped by octave (Octave: higher probability, lower or
+  // equal octave), so the octaves in order are the most-likely-first order in coarse
+  // steps: one pass sums each octave's mass (in id order), the running sum finds the
+  // octave where u falls, and only that octave's tokens are sorted. Every step is a
+  // fixed function of the values, so equal vectors give equal draws.
+  double mass[kOctaves + 1] = {};
   for (int32_t i = 0; i < vocab; ++i) {
-    if (probs[i] <= 0.0f) continue;
-    cum += probs[i];
-    last_nonzero = i;
-    if (u < cum) return i;
+    if (probs[i] > 0.0f) mass[Octave(probs[i])] += probs[i];
   }
-  // Rounding left the total just under 1 and u beyond it.
-  return last_nonzero >= 0 ? last_nonzero : 0;
-}
-
-int32_t Sampler::Sample(const float* logits, int vocab) {
-  if (params_.greedy()) return Argmax(logits, vocab);
-  ProcessedDistribution(logits, vocab, params_, probs_);
-  return SampleFromDistribution(probs_.data(), vocab, rng_);
+  // Rounding may leave the total a little under 1 and u past it: then the last
+  // octave, and in it the least likely token.
+  double above = 0.0;   // the mass of the octaves before the one u falls in
+  double running = 0.0;
+  int octave = -1;
+  for (int k = 0; k < kOctaves; ++k) {
+    if (mass[k] <= 0.0) continue;
+    octave = k;
+    above = running;
+    running += mass[k];
+    if (u < running) break;
+  }
+  if (octave < 0) return 0;
+  thread_local std::vector<int32_t> ids;
+  ids.clear();
+  for (int32_t i = 0; i < vocab; ++i) {
+    if (probs[i] > 0.0f && Octave(probs[i]) == octave) ids.push_back(i);
+  }
+  std::sort(ids.begin(), ids.end(),
+            [&](int32_t a, int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
+  double cum = above;
+  for (int32_t id : ids) {
+    cum += probs[id];
+    if (u < cum) return id;
+  }
+  return ids.back();  // the octave's sum in sorted order fell a rounding short of its sum in id order
 }
 
 }  // namespace crossreg

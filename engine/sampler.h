@@ -1,6 +1,7 @@
 // Sampling: the processed next-token distribution P (temperature, top-k, top-p) and
-// draws from it with a per-request seeded generator. Speculative decoding verifies
-// against exactly this P, so AR and Cross-Regression share one definition.
+// the draw of a token from it for a given uniform number. Speculative decoding
+// verifies against exactly this P and draws with exactly this rule, so AR and every
+// exact mode share one definition (the numbers: engine/position_random.h).
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,9 @@ struct SamplingParams {
   int top_k = 0;             // 0: no top-k cut
   float top_p = 1.0f;        // 1: no nucleus cut
   float min_p = 0.0f;        // 0: no cut; else drop tokens below min_p x the top token's probability
-  uint64_t seed = 0;         // same seed, same output
+  // Same seed, same output, in AR and every exact mode (docs/algorithm.md "Seed-exact
+  // verification"). The server draws one for a request that gives none.
+  uint64_t seed = 0;
   bool greedy() const { return temperature == 0.0f; }
   // Ranges: temperature >= 0 and finite, top_k >= 0, 0 < top_p <= 1, 0 <= min_p <= 1. The message
   // starts with the field ("sampling.top_p: ...").
@@ -23,7 +26,9 @@ struct SamplingParams {
 };
 
 // xoshiro256** seeded through splitmix64: fast, and the same on every platform
-// (std:: distributions are implementation-defined).
+// (std:: distributions are implementation-defined). For random weights and tests; a
+// request's sampling reads engine/position_random.h, whose numbers do not depend on
+// how many were drawn before.
 class Rng {
  public:
   explicit Rng(uint64_t seed);
@@ -51,20 +56,14 @@ void ProcessedDistribution(const float* logits, int vocab, const SamplingParams&
 void ProcessedDistributionBySorting(const float* logits, int vocab, const SamplingParams& params,
                                     std::vector<float>& probs);
 
-// Inverse-CDF draw; never returns a zero-probability token.
-int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng);
-
-class Sampler {
- public:
-  explicit Sampler(const SamplingParams& params) : params_(params), rng_(params.seed) {}
-  int32_t Sample(const float* logits, int vocab);
-  Rng& rng() { return rng_; }
-  const SamplingParams& params() const { return params_; }
-
- private:
-  SamplingParams params_;
-  Rng rng_;
-  std::vector<float> probs_;
-};
+// The token at `u` (in [0, 1)) of the inverse CDF of `probs` taken most likely first
+// (higher probability, then lower id): the one draw rule of AR, of seed-exact
+// verification and of the drafter's coupled proposals. Two distributions whose top
+// tokens agree then give the same token for most u (the coupling seed-exact drafts
+// rely on), where an order by id would let every token before them shift the
+// boundaries. A function of the probability vector's values alone: the same bits give
+// the same token, whatever computed them. Never returns a zero-probability token (0
+// when there is none).
+int32_t DrawMostLikelyFirst(const float* probs, int vocab, double u);
 
 }  // namespace crossreg
