@@ -101,6 +101,7 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       stats_ = event.stats;
       timings_ = event.timings;
       cached_prompt_tokens_ = event.cached_prompt_tokens;
+      seed_ = event.seed;
       const RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
       Complete(reason == RequestEndReason::kStop ? "stop" : "length", reason, absl::OkStatus());
       break;
@@ -223,7 +224,7 @@ bool HttpGeneration::SendChunk(const std::string& text, const OpenAiJson& finish
   return !exchange_->closed();
 }
 
-// OpenAI's usage, plus crossreg's speculative statistics.
+// OpenAI's usage, plus crossreg's speculative statistics and the seed that replays the text.
 OpenAiJson HttpGeneration::Usage() const {
   const auto prompt = static_cast<int64_t>(id_.prompt_ids.size());
   const auto completion = static_cast<int64_t>(completion_ids_.size());
@@ -235,7 +236,8 @@ OpenAiJson HttpGeneration::Usage() const {
                     {"forwards", forwards},
                     {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
                     {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
-                    {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0}};
+                    {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0},
+                    {"seed", seed_}};
 }
 
 std::string HttpGeneration::ReplyId() const { return absl::StrCat(chat_ ? "chatcmpl-" : "cmpl-", id_.request_id); }

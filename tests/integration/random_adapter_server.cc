@@ -14,8 +14,8 @@
 
 namespace crossreg::testing {
 
-absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name,
-                                                                                 uint64_t seed) {
+absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(
+    const std::string& name, uint64_t seed, const std::vector<std::string>& extra_flags) {
   auto model = LoadModel(Stories260KGguf());
   if (!model.ok()) return model.status();
   std::unique_ptr<RandomAdapterServer> s(new RandomAdapterServer());
@@ -31,7 +31,9 @@ absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(
   if (absl::Status written = WritePeftAdapter(*adapter, (*model)->config, s->adapter_dir_); !written.ok()) {
     return written;
   }
-  s->server_ = std::make_unique<ServerProcess>(std::vector<std::string>{"--adapter=" + s->adapter_dir_, "--max_gamma=16"});
+  std::vector<std::string> flags = {"--adapter=" + s->adapter_dir_, "--max_gamma=16"};
+  flags.insert(flags.end(), extra_flags.begin(), extra_flags.end());
+  s->server_ = std::make_unique<ServerProcess>(std::move(flags));
   if (!s->server_->Start()) return absl::InternalError(absl::StrCat("the server did not start:\n", s->server_->Log()));
   return s;
 }

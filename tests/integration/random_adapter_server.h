@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "gtest/gtest.h"
@@ -16,8 +17,9 @@ namespace crossreg::testing {
 class RandomAdapterServer {
  public:
   // Writes the adapter drawn from `seed` to a directory named after `name` and starts
-  // the server with it and --max_gamma=16. The error carries the server's log.
-  static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed);
+  // the server with it, --max_gamma=16 and `extra_flags`. The error carries the server's log.
+  static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed,
+                                                                    const std::vector<std::string>& extra_flags = {});
   ~RandomAdapterServer();  // removes the adapter directory (the server is killed if still running)
 
   ServerProcess& server() { return *server_; }
