@@ -13,13 +13,13 @@
 
 namespace crossreg {
 
-// What a position's number is for: one lane each, so that no two purposes ever read
+// What a position's numbers are for: one lane each, so that no two purposes ever read
 // the same number (a counter word of its own, not an offset into the positions).
 enum class RandomLane : uint32_t {
   kToken = 0,       // the position's draw from P: AR's token, seed-exact verification, the bonus;
-                    // also the drafter's coupled draw from q for that position
-  kAcceptance = 1,  // speculative sampling and lossy energy acceptance: U_k
-  kResidual = 2,    // their draw from the residual after a rejection
+                    // also the drafter's coupled draw from q for that position (DrawToken)
+  kAcceptance = 1,  // speculative sampling and lossy energy acceptance: U_k (Uniform)
+  kResidual = 2,    // their draw from the residual after a rejection (DrawToken)
 };
 
 class PositionRandom {
@@ -29,6 +29,10 @@ class PositionRandom {
   // Uniform in [0, 1), 53 random bits, for output `position` (0: the request's first
   // generated token; the prompt does not count).
   double Uniform(int64_t position, RandomLane lane) const;
+  // Block `index` of the position's lane: four 32-bit numbers, as many blocks as a draw
+  // needs (a draw reads a token's number, engine/sampler.h). Uniform reads block 0; a
+  // lane is read either way, never both.
+  PhiloxCounter Block(int64_t position, RandomLane lane, uint32_t index) const;
 
  private:
   PhiloxKey key_;

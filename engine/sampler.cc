@@ -206,43 +206,75 @@ void ProcessedDistributionBySorting(const float* logits, int vocab, const Sampli
   for (auto& p : probs) p *= inv_sum;
 }
 
-int32_t DrawMostLikelyFirst(const float* probs, int vocab, double u) {
-  // Sorting a 16k vocabulary for every draw would cost more than a small model's
-  // forward. Probabilities are grouped by octave (Octave: higher probability, lower or
-  // equal octave), so the octaves in order are the most-likely-first order in coarse
-  // steps: one pass sums each octave's mass (in id order), the running sum finds the
-  // octave where u falls, and only that octave's tokens are sorted. Every step is a
-  // fixed function of the values, so equal vectors give equal draws.
-  double mass[kOctaves + 1] = {};
-  for (int32_t i = 0; i < vocab; ++i) {
-    if (probs[i] > 0.0f) mass[Octave(probs[i])] += probs[i];
+namespace {
+
+// One round of an exponential race: entrants come with their mass and a 32-bit number;
+// the winner maximises log(u) / mass (ties: the first entered).
+class ExponentialRace {
+ public:
+  void Enter(int32_t who, double mass, uint32_t bits) {
+    const double u = (static_cast<double>(bits) + 0.5) * 0x1.0p-32;  // in (0, 1)
+    // log(u) <= u - 1: an entrant whose bound cannot pass the leader needs no log.
+    if (winner_ >= 0 && u - 1.0 <= best_ * mass) return;
+    const double key = std::log(u) / mass;
+    if (winner_ < 0 || key > best_) {
+      best_ = key;
+      winner_ = who;
+    }
   }
-  // Rounding may leave the total a little under 1 and u past it: then the last
-  // octave, and in it the least likely token.
-  double above = 0.0;   // the mass of the octaves before the one u falls in
-  double running = 0.0;
-  int octave = -1;
-  for (int k = 0; k < kOctaves; ++k) {
-    if (mass[k] <= 0.0) continue;
-    octave = k;
-    above = running;
-    running += mass[k];
-    if (u < running) break;
+  int32_t winner() const { return winner_; }
+
+ private:
+  double best_ = 0.0;
+  int32_t winner_ = -1;
+};
+
+// The first round's numbers: blocks past any token's (a token's block is id / 4).
+constexpr uint32_t kGroupBlocks = 0x80000000u;
+
+float Positive(float p) { return p > 0.0f ? p : 0.0f; }
+
+}  // namespace
+
+int32_t DrawToken(const float* probs, int vocab, const PositionRandom& random, int64_t position, RandomLane lane) {
+  // Round 1: the groups' masses (eight float partial sums each, a fixed order, so that
+  // the pass vectorises and stays a function of the values), and their race.
+  const int groups = (vocab + kDrawGroup - 1) / kDrawGroup;
+  ExponentialRace group_race;
+  PhiloxCounter numbers{};
+  int64_t loaded = -1;
+  for (int g = 0; g < groups; ++g) {
+    const int begin = g * kDrawGroup, end = std::min(vocab, begin + kDrawGroup);
+    float partial[8] = {};
+    int i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (int j = 0; j < 8; ++j) partial[j] += Positive(probs[i + j]);
+    }
+    for (; i < end; ++i) partial[0] += Positive(probs[i]);
+    double mass = 0.0;
+    for (float p : partial) mass += p;
+    if (!(mass > 0.0)) continue;
+    if (g / 4 != loaded) {
+      loaded = g / 4;
+      numbers = random.Block(position, lane, kGroupBlocks + static_cast<uint32_t>(g / 4));
+    }
+    group_race.Enter(g, mass, numbers[static_cast<size_t>(g % 4)]);
   }
-  if (octave < 0) return 0;
-  thread_local std::vector<int32_t> ids;
-  ids.clear();
-  for (int32_t i = 0; i < vocab; ++i) {
-    if (probs[i] > 0.0f && Octave(probs[i]) == octave) ids.push_back(i);
+  const int32_t group = group_race.winner();
+  if (group < 0) return 0;
+  // Round 2: the winning group's tokens, each with its own number.
+  ExponentialRace token_race;
+  loaded = -1;
+  const int begin = group * kDrawGroup, end = std::min(vocab, begin + kDrawGroup);
+  for (int i = begin; i < end; ++i) {
+    if (!(probs[i] > 0.0f)) continue;
+    if (i / 4 != loaded) {
+      loaded = i / 4;
+      numbers = random.Block(position, lane, static_cast<uint32_t>(i / 4));
+    }
+    token_race.Enter(i, probs[i], numbers[static_cast<size_t>(i % 4)]);
   }
-  std::sort(ids.begin(), ids.end(),
-            [&](int32_t a, int32_t b) { return probs[a] > probs[b] || (probs[a] == probs[b] && a < b); });
-  double cum = above;
-  for (int32_t id : ids) {
-    cum += probs[id];
-    if (u < cum) return id;
-  }
-  return ids.back();  // the octave's sum in sorted order fell a rounding short of its sum in id order
+  return token_race.winner();
 }
 
 }  // namespace crossreg

@@ -1,13 +1,14 @@
 // Sampling: the processed next-token distribution P (temperature, top-k, top-p) and
-// the draw of a token from it for a given uniform number. Speculative decoding
-// verifies against exactly this P and draws with exactly this rule, so AR and every
-// exact mode share one definition (the numbers: engine/position_random.h).
+// the draw of a token from it with a request's numbers for a position. Speculative
+// decoding verifies against exactly this P and draws with exactly this rule, so AR and
+// every exact mode share one definition (the numbers: engine/position_random.h).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "engine/position_random.h"
 
 namespace crossreg {
 
@@ -56,14 +57,24 @@ void ProcessedDistribution(const float* logits, int vocab, const SamplingParams&
 void ProcessedDistributionBySorting(const float* logits, int vocab, const SamplingParams& params,
                                     std::vector<float>& probs);
 
-// The token at `u` (in [0, 1)) of the inverse CDF of `probs` taken most likely first
-// (higher probability, then lower id): the one draw rule of AR, of seed-exact
-// verification and of the drafter's coupled proposals. Two distributions whose top
-// tokens agree then give the same token for most u (the coupling seed-exact drafts
-// rely on), where an order by id would let every token before them shift the
-// boundaries. A function of the probability vector's values alone: the same bits give
-// the same token, whatever computed them. Never returns a zero-probability token (0
-// when there is none).
-int32_t DrawMostLikelyFirst(const float* probs, int vocab, double u);
+// The token drawn from `probs` for output `position` of a request, with the numbers of
+// `lane` (engine/position_random.h): the one draw rule of AR, of seed-exact verification,
+// of the drafter's coupled proposals and of speculative sampling's residual.
+//
+// An exponential race (Gumbel-max sampling): every token has a number u_i of its own and
+// the winner maximises log(u_i) / p_i, so token i wins with probability p_i. Two
+// distributions raced with the same numbers pick the same token with probability at
+// least (1 − TV) / (1 + TV), TV their total variation distance, whatever their order of
+// likelihood: that is the coupling seed-exact drafts rely on (an inverse CDF over a fixed
+// order agrees less: wherever two tokens swap ranks, or the mass before a token shifts,
+// the same u names different tokens). The race runs in two rounds, so that a draw costs
+// one pass over the vocabulary and a few hundred numbers rather than one per token:
+// groups of kDrawGroup consecutive ids race with their masses, then the winning group's
+// tokens with theirs (a group wins with its mass and a token within it with its share,
+// so the winner's law is P's). A function of the probabilities' values and the numbers:
+// equal vectors give equal draws. Never returns a zero-probability token (0 when there
+// is none).
+inline constexpr int kDrawGroup = 64;
+int32_t DrawToken(const float* probs, int vocab, const PositionRandom& random, int64_t position, RandomLane lane);
 
 }  // namespace crossreg

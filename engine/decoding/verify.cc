@@ -12,8 +12,10 @@ namespace {
 bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
 
 // Draws from normalize(max(0, p − q)), the residual of a rejected draft drawn from q
-// (one-hot at `token` when q is empty), at `u`; all mass in q → draws from p itself.
-int32_t DrawResidual(const std::vector<float>& p, const std::vector<float>& q, int32_t token, int vocab, double u) {
+// (one-hot at `token` when q is empty), with the position's residual numbers; all mass
+// in q → draws from p itself.
+int32_t DrawResidual(const std::vector<float>& p, const std::vector<float>& q, int32_t token, int vocab,
+                     const PositionRandom& random, int64_t position) {
   thread_local std::vector<float> residual;
   residual.assign(static_cast<size_t>(vocab), 0.0f);
   const bool one_hot = q.empty();
@@ -24,9 +26,12 @@ int32_t DrawResidual(const std::vector<float>& p, const std::vector<float>& q, i
     residual[static_cast<size_t>(i)] = static_cast<float>(r);
     sum += r;
   }
-  if (sum <= 0.0) return DrawMostLikelyFirst(p.data(), vocab, u);
-  for (auto& r : residual) r = static_cast<float>(r / sum);
-  return DrawMostLikelyFirst(residual.data(), vocab, u);
+  const float* from = p.data();
+  if (sum > 0.0) {
+    for (auto& r : residual) r = static_cast<float>(r / sum);
+    from = residual.data();
+  }
+  return DrawToken(from, vocab, random, position, RandomLane::kResidual);
 }
 
 // The plan's logit rows in plan order, each whole (vocab floats) or a summary
@@ -76,13 +81,13 @@ class PlanRows {
 
 // A fresh draft from predictive row i: its argmax when greedy; else by `rule` (the
 // request's, or kSpeculativeSampling for lossy mode): drawn from the row's processed
-// distribution at `u`, the number of the position it will be verified at, or its most
-// likely token. The q is kept only where verification reads it (the residual rule).
+// distribution with the numbers of `position`, the one it will be verified at, or its
+// most likely token. The q is kept only where verification reads it (the residual rule).
 // Under a grammar (`state` non-null) every rule reads the row masked in `state` where
 // its mask is at hand (prepared or cached; a refill never computes one on the
 // scheduler's thread) and admits something.
 Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, SampledVerification rule,
-              double u, const grammar::GrammarState* state) {
+              const PositionRandom& random, int64_t position, const grammar::GrammarState* state) {
   Draft fresh;
   if (sampling.greedy()) {
     fresh.token = state != nullptr ? state->MaskedArgmax(rows.full(i), vocab, /*compute=*/false) : -1;
@@ -104,12 +109,12 @@ Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& samp
       return fresh;
     case SampledVerification::kSeedExact:
       ProcessedDistribution(z, vocab, sampling, fresh.q);
-      fresh.token = DrawMostLikelyFirst(fresh.q.data(), vocab, u);
+      fresh.token = DrawToken(fresh.q.data(), vocab, random, position, RandomLane::kToken);
       fresh.q.clear();
       return fresh;
     case SampledVerification::kSpeculativeSampling:
       ProcessedDistribution(z, vocab, sampling, fresh.q);
-      fresh.token = DrawMostLikelyFirst(fresh.q.data(), vocab, u);
+      fresh.token = DrawToken(fresh.q.data(), vocab, random, position, RandomLane::kToken);
       return fresh;
   }
   return fresh;
@@ -134,11 +139,10 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   // Every number is the one of the output position it decides (P_k decides plan.generated
   // + k − 1), so a position gets the same number in every mode and forward.
   const PositionRandom random(sampling.seed);
-  auto number = [&](int64_t position, RandomLane lane) {
-    if (fault == ExactnessFault::kDrawWithTheForwardsCounter) position = plan.generated;
-    return random.Uniform(position, lane);
+  // The output position P_k decides (the planted fault: the forward's first, for every k).
+  auto position_of = [&](int k) {
+    return fault == ExactnessFault::kDrawWithTheForwardsCounter ? plan.generated : plan.generated + k - 1;
   };
-  auto position_of = [&](int k) { return plan.generated + k - 1; };  // what P_k decides
   thread_local std::vector<float> p, q_now, adjusted, processed;
   const bool adjusting = requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr;
   grammar::GrammarState* const grammar =
@@ -222,7 +226,7 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       // rule); the draft is accepted iff it is that token, and a mismatch commits the
       // drawn one. Whatever was drafted, the committed tokens are AR's.
       ProcessedDistribution(control(k - 1), vocab, sampling, p);
-      const int32_t drawn = DrawMostLikelyFirst(p.data(), vocab, number(position_of(k), RandomLane::kToken));
+      const int32_t drawn = DrawToken(p.data(), vocab, random, position_of(k), RandomLane::kToken);
       accepted = drawn == d.token;
       if (!accepted) next = drawn;
     } else {
@@ -235,8 +239,8 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       }
       const double qd = q->empty() ? 1.0 : (*q)[static_cast<size_t>(d.token)];
       const double energy = std::log(static_cast<double>(p[static_cast<size_t>(d.token)])) - std::log(qd);
-      accepted = acceptor.Accept(k, energy, std::log(number(position_of(k), RandomLane::kAcceptance)));
-      if (!accepted) next = DrawResidual(p, *q, d.token, vocab, number(position_of(k), RandomLane::kResidual));
+      accepted = acceptor.Accept(k, energy, std::log(random.Uniform(position_of(k), RandomLane::kAcceptance)));
+      if (!accepted) next = DrawResidual(p, *q, d.token, vocab, random, position_of(k));
     }
     out.verdicts.push_back(accepted);
     if (!accepted) {
@@ -262,7 +266,7 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       next = best_of(m);
     } else {
       ProcessedDistribution(control(m), vocab, sampling, p);
-      next = DrawMostLikelyFirst(p.data(), vocab, number(position_of(m + 1), RandomLane::kToken));
+      next = DrawToken(p.data(), vocab, random, position_of(m + 1), RandomLane::kToken);
     }
     record_logprob(m, next);
   }
@@ -300,8 +304,7 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   DraftBuffer& refilled = out.next_drafts;
   auto propose = [&](int i) {
     const int64_t position = plan.generated + c + static_cast<int64_t>(refilled.size());
-    Draft fresh = Propose(rows, i, vocab, sampling, rule, greedy ? 0.0 : random.Uniform(position, RandomLane::kToken),
-                          masking ? grammar : nullptr);
+    Draft fresh = Propose(rows, i, vocab, sampling, rule, random, position, masking ? grammar : nullptr);
     follow(fresh.token);
     return fresh;
   };

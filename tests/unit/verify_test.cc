@@ -413,11 +413,11 @@ TEST(VerifyTest, FirstCommittedTokenIsDistributedAsP) {
   t1.temperature = 1.0f;
   auto run = [&](ExactnessFault fault) {
     std::vector<int64_t> counts(kVocab, 0);
-    Rng draw(12345);
+    const PositionRandom draw(12345);  // the drafts' own numbers
     for (int i = 0; i < 20000; ++i) {
       // The draft is drawn from q, as the predictive stream would have drawn it.
       const std::vector<float> qf = Probs(q);
-      const int32_t d = DrawMostLikelyFirst(qf.data(), kVocab, draw.Uniform());
+      const int32_t d = DrawToken(qf.data(), kVocab, draw, i, RandomLane::kToken);
       t1.seed = static_cast<uint64_t>(i) * 2654435761u + 1;
       const VerifyOutcome o = Verify(SpeculativeSampling(XrPlan(1, 2)), logits, kVocab, {Draft{d, qf, true}}, t1,
                                      EnergyAcceptor(0, 0, 2), fault);
