@@ -206,24 +206,75 @@ void ProcessedDistributionBySorting(const float* logits, int vocab, const Sampli
   for (auto& p : probs) p *= inv_sum;
 }
 
-int32_t SampleFromDistribution(const float* probs, int vocab, Rng& rng) {
-  const double u = rng.Uniform();
-  double cum = 0.0;
-  int32_t last_nonzero = -1;
-  for (int32_t i = 0; i < vocab; ++i) {
-    if (probs[i] <= 0.0f) continue;
-    cum += probs[i];
-    last_nonzero = i;
-    if (u < cum) return i;
-  }
-  // Rounding left the total just under 1 and u beyond it.
-  return last_nonzero >= 0 ? last_nonzero : 0;
-}
+namespace {
 
-int32_t Sampler::Sample(const float* logits, int vocab) {
-  if (params_.greedy()) return Argmax(logits, vocab);
-  ProcessedDistribution(logits, vocab, params_, probs_);
-  return SampleFromDistribution(probs_.data(), vocab, rng_);
+// One round of an exponential race: entrants come with their mass and a 32-bit number;
+// the winner maximises log(u) / mass (ties: the first entered).
+class ExponentialRace {
+ public:
+  void Enter(int32_t who, double mass, uint32_t bits) {
+    const double u = (static_cast<double>(bits) + 0.5) * 0x1.0p-32;  // in (0, 1)
+    // log(u) <= u - 1: an entrant whose bound cannot pass the leader needs no log.
+    if (winner_ >= 0 && u - 1.0 <= best_ * mass) return;
+    const double key = std::log(u) / mass;
+    if (winner_ < 0 || key > best_) {
+      best_ = key;
+      winner_ = who;
+    }
+  }
+  int32_t winner() const { return winner_; }
+
+ private:
+  double best_ = 0.0;
+  int32_t winner_ = -1;
+};
+
+// The first round's numbers: blocks past any token's (a token's block is id / 4).
+constexpr uint32_t kGroupBlocks = 0x80000000u;
+
+float Positive(float p) { return p > 0.0f ? p : 0.0f; }
+
+}  // namespace
+
+int32_t DrawToken(const float* probs, int vocab, const PositionRandom& random, int64_t position, RandomLane lane) {
+  // Round 1: the groups' masses (eight float partial sums each, a fixed order, so that
+  // the pass vectorises and stays a function of the values), and their race.
+  const int groups = (vocab + kDrawGroup - 1) / kDrawGroup;
+  ExponentialRace group_race;
+  PhiloxCounter numbers{};
+  int64_t loaded = -1;
+  for (int g = 0; g < groups; ++g) {
+    const int begin = g * kDrawGroup, end = std::min(vocab, begin + kDrawGroup);
+    float partial[8] = {};
+    int i = begin;
+    for (; i + 8 <= end; i += 8) {
+      for (int j = 0; j < 8; ++j) partial[j] += Positive(probs[i + j]);
+    }
+    for (; i < end; ++i) partial[0] += Positive(probs[i]);
+    double mass = 0.0;
+    for (float p : partial) mass += p;
+    if (!(mass > 0.0)) continue;
+    if (g / 4 != loaded) {
+      loaded = g / 4;
+      numbers = random.Block(position, lane, kGroupBlocks + static_cast<uint32_t>(g / 4));
+    }
+    group_race.Enter(g, mass, numbers[static_cast<size_t>(g % 4)]);
+  }
+  const int32_t group = group_race.winner();
+  if (group < 0) return 0;
+  // Round 2: the winning group's tokens, each with its own number.
+  ExponentialRace token_race;
+  loaded = -1;
+  const int begin = group * kDrawGroup, end = std::min(vocab, begin + kDrawGroup);
+  for (int i = begin; i < end; ++i) {
+    if (!(probs[i] > 0.0f)) continue;
+    if (i / 4 != loaded) {
+      loaded = i / 4;
+      numbers = random.Block(position, lane, static_cast<uint32_t>(i / 4));
+    }
+    token_race.Enter(i, probs[i], numbers[static_cast<size_t>(i % 4)]);
+  }
+  return token_race.winner();
 }
 
 }  // namespace crossreg

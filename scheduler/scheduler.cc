@@ -102,6 +102,7 @@ RequestEvent FinishedEvent(const ScheduledRequest& r, FinishReason reason, Stead
   if (r.decoder != nullptr) done.stats = r.decoder->stats();
   done.prompt_tokens = r.prompt_tokens;
   done.cached_prompt_tokens = r.cached_prompt_tokens;
+  done.seed = r.request.sampling.seed;
   done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
   done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
   done.timings.total_seconds = SecondsBetween(r.submitted, now);

@@ -78,6 +78,7 @@ struct RequestEvent {
   RequestTimings timings;               // kFinished
   int64_t prompt_tokens = 0;            // kFinished
   int64_t cached_prompt_tokens = 0;     // kFinished: of them, K/V reused from the prefix cache
+  uint64_t seed = 0;                    // kFinished: the request's sampling seed, which replays its text
   absl::Status error;                   // kError: CANCELLED, DEADLINE_EXCEEDED, INTERNAL...
 };
 using EventHandler = std::function<void(const RequestEvent&)>;

@@ -7,7 +7,8 @@
 # serving until Ctrl-C. Without the default model it serves stories260K from ../shared.
 # The request samples as a user would (temperature 0.8, top-p 0.95, repetition penalty 1.1,
 # seed 3): greedy decoding of a small model loops, and so does sampling without the penalty
-# (scripts/tests/test_pick_mode.py). Lossless speculation is exact under all of them.
+# (scripts/tests/test_pick_mode.py). Every exact mode writes the same answer for the seed
+# (seed-exact verification, docs/algorithm.md), so the pick changes the speed, not the text.
 #   scripts/quickstart.sh                 # gRPC on :50051, metrics on :9090
 #   MODE=lossless scripts/quickstart.sh   # skip the measurement, use this mode
 #   MODE=lossless+ngram_assist scripts/quickstart.sh

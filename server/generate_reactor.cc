@@ -128,6 +128,7 @@ void GenerateReactor::FillCompleteLocked(v1::Complete& complete, const RequestEv
   complete.mutable_usage()->set_prompt_tokens(prompt_tokens_);
   complete.mutable_usage()->set_completion_tokens(completion_tokens_);
   complete.mutable_usage()->set_cached_prompt_tokens(finished.cached_prompt_tokens);
+  complete.mutable_usage()->set_seed(finished.seed);
   v1::SpeculativeStats& spec = *complete.mutable_spec();
   const SpeculativeStats& s = finished.stats;
   spec.set_forwards(s.forwards);

@@ -1,6 +1,7 @@
 #include "server/request_from_proto.h"
 
 #include <algorithm>
+#include <random>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -112,6 +113,14 @@ size_t PromptByteBound(const Tokenizer& tokenizer, int64_t context_length) {
   return longest * static_cast<size_t>(std::max<int64_t>(context_length, 1));
 }
 
+uint64_t DrawSeed() {
+  // Any seed replays its text; below 2^53 it also survives JSON clients that hold
+  // numbers as doubles (JavaScript), so the seed a reply reports can be sent back.
+  std::random_device device;
+  const uint64_t bits = (static_cast<uint64_t>(device()) << 32) | device();
+  return bits & ((uint64_t{1} << 53) - 1);
+}
+
 DecodingMode ToDecodingMode(v1::DecodingMode mode) {
   switch (mode) {
     case v1::DECODING_MODE_UNSPECIFIED:
@@ -142,7 +151,7 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
   r.sampling.temperature = sp.temperature();
   r.sampling.top_k = sp.top_k();
   r.sampling.top_p = sp.has_top_p() ? sp.top_p() : 1.0f;
-  r.sampling.seed = sp.seed();
+  r.sampling.seed = sp.has_seed() ? sp.seed() : DrawSeed();
   r.max_new_tokens = sp.has_max_tokens() ? sp.max_tokens() : defaults.max_tokens;
   r.stop_at_eos = !sp.ignore_eos();
   r.sampling.min_p = sp.min_p();
@@ -201,6 +210,22 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
                                                                                           : DraftLayout::kChain;
   }
   DefaultForkDepthToTrainedRows(d, defaults.block_rows);
+  if (!v1::SampledVerification_IsValid(dp.sampled_verification())) {
+    return Invalid("decoding.sampled_verification",
+                   absl::StrCat("unknown value ", static_cast<int>(dp.sampled_verification()),
+                                " (use SEED_EXACT, SEED_EXACT_ARGMAX or SPECULATIVE_SAMPLING)"));
+  }
+  switch (dp.sampled_verification()) {
+    case v1::SAMPLED_VERIFICATION_SEED_EXACT_ARGMAX:
+      d.sampled_verification = SampledVerification::kSeedExactArgmax;
+      break;
+    case v1::SAMPLED_VERIFICATION_SPECULATIVE_SAMPLING:
+      d.sampled_verification = SampledVerification::kSpeculativeSampling;
+      break;
+    default:  // unset or SEED_EXACT
+      d.sampled_verification = SampledVerification::kSeedExact;
+      break;
+  }
   d.adaptive_gamma = dp.has_adaptive_gamma() ? dp.adaptive_gamma()
                                              : defaults.adaptive_gamma && d.mode != DecodingMode::kAutoregressive;
 

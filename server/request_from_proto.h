@@ -6,6 +6,7 @@
 // without reading server logs.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,9 @@ absl::StatusOr<ApiRequest> RequestFromProto(const v1::GenerateRequest& request, 
                                             const RequestDefaults& defaults);
 
 DecodingMode ToDecodingMode(v1::DecodingMode mode);
+
+// The seed of a request that gives none: drawn at random, below 2^53 (exact as a JSON
+// number), reported back in its usage so that its text can be replayed.
+uint64_t DrawSeed();
 
 }  // namespace crossreg::server

@@ -37,6 +37,7 @@ void PrintStatsLine(const crossreg::v1::GenerateRequest& request, const crossreg
     line += absl::StrFormat(" cached_prompt=%d", done.usage().cached_prompt_tokens());
   }
   if (spec.ar_forwards() > 0) line += absl::StrFormat(" ar_forwards=%d", spec.ar_forwards());
+  if (request.sampling().temperature() > 0) line += absl::StrFormat(" seed=%d", done.usage().seed());
   line += absl::StrFormat(" queue=%.1fms ttft=%.1fms total=%.1fms", t.queue_seconds() * 1e3,
                           t.time_to_first_token_seconds() * 1e3, t.total_seconds() * 1e3);
   if (client_ttft_ms >= 0) {

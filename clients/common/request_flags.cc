@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <iostream>
 #include <cstdlib>
@@ -14,7 +15,9 @@
 ABSL_FLAG(double, temperature, 0.0, "Sampling temperature; 0 = greedy");
 ABSL_FLAG(int, top_k, 0, "Keep only the k most likely tokens; 0 = off");
 ABSL_FLAG(double, top_p, 1.0, "Nucleus sampling mass in (0, 1]; 1 = off");
-ABSL_FLAG(uint64_t, seed, 0, "Random seed; the same seed gives the same output");
+ABSL_FLAG(std::optional<uint64_t>, seed, std::nullopt,
+          "Random seed; the same seed gives the same text in every exact mode. Unset: the server draws one "
+          "and reports it (seed= on the stats line)");
 ABSL_FLAG(int, max_tokens, 0,
           "Most tokens to generate; 0 = the server's default (--default_max_tokens). Also --max_new_tokens");
 ABSL_FLAG(std::string, stop, "",
@@ -73,7 +76,7 @@ crossreg::v1::GenerateRequest RequestTemplateFromFlags() {
   sampling->set_temperature(static_cast<float>(absl::GetFlag(FLAGS_temperature)));
   sampling->set_top_k(absl::GetFlag(FLAGS_top_k));
   sampling->set_top_p(static_cast<float>(absl::GetFlag(FLAGS_top_p)));
-  sampling->set_seed(absl::GetFlag(FLAGS_seed));
+  if (const std::optional<uint64_t> seed = absl::GetFlag(FLAGS_seed); seed.has_value()) sampling->set_seed(*seed);
   // max_tokens has presence in the protocol: left unset, the server applies its
   // --default_max_tokens. A negative value is sent so the server can reject it.
   if (absl::GetFlag(FLAGS_max_tokens) != 0) sampling->set_max_tokens(absl::GetFlag(FLAGS_max_tokens));

@@ -61,7 +61,8 @@ def parse_args():
     p.add_argument("--temperature", type=float, default=0.0, help="0 = greedy")
     p.add_argument("--top_k", "--top-k", type=int, default=0)
     p.add_argument("--top_p", "--top-p", type=float, default=1.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=None,
+                   help="the same seed gives the same text in every exact mode; unset: the server draws one")
     p.add_argument("--stop", action="append", default=[], help="text stop sequence (repeatable)")
     p.add_argument("--min_p", "--min-p", type=float, default=0.0,
                    help="drop tokens below min_p x the top token's probability (0 = off)")
@@ -152,7 +153,7 @@ def parse_logit_bias(entries):
 
 def generate(stub, args, metadata):
     sampling = pb.SamplingParams(
-        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+        temperature=args.temperature, top_k=args.top_k, top_p=args.top_p,
         stop=args.stop, ignore_eos=args.ignore_eos, min_p=args.min_p,
         presence_penalty=args.presence_penalty, frequency_penalty=args.frequency_penalty,
         logit_bias=parse_logit_bias(args.logit_bias),
@@ -162,6 +163,8 @@ def generate(stub, args, metadata):
         sampling.repetition_penalty = args.repetition_penalty
     if args.top_logprobs is not None:
         sampling.top_logprobs = args.top_logprobs
+    if args.seed is not None:
+        sampling.seed = args.seed
     # max_tokens is an `optional` field: left unset, the server uses its default.
     if args.max_tokens:
         sampling.max_tokens = args.max_tokens
@@ -206,6 +209,7 @@ def generate(stub, args, metadata):
           f"forwards={spec.forwards} tpf={spec.tokens_per_forward:.2f} "
           f"drafted={spec.drafted} accepted={spec.accepted} "
           f"per_position={list(spec.accepted_per_position)} ar_forwards={spec.ar_forwards} "
+          f"seed={complete.usage.seed} "
           f"queue={t.queue_seconds * 1e3:.1f}ms ttft={t.time_to_first_token_seconds * 1e3:.1f}ms "
           f"total={t.total_seconds * 1e3:.1f}ms", file=sys.stderr)
 

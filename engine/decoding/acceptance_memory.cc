@@ -16,6 +16,12 @@ std::string AcceptanceClassKey(const GenerationRequest& request) {
   if (d.mode != DecodingMode::kNgram && d.blocks()) absl::StrAppend(&key, ":blocks", d.fork_outcomes);
   if (d.mode != DecodingMode::kNgram && d.ngram_assist) absl::StrAppend(&key, ":assist");
   absl::StrAppend(&key, request.sampling.greedy() ? "/greedy" : "/sampled");
+  // The drafter's rule sets how often its sampled drafts pass (n-gram drafts pass with
+  // probability P(d) under every rule); the default is left unspelled.
+  if (!request.sampling.greedy() && d.mode == DecodingMode::kLossless &&
+      d.sampled_verification != SampledVerification::kSeedExact) {
+    absl::StrAppend(&key, ":", SampledVerificationName(d.sampled_verification));
+  }
   return key;
 }
 

@@ -40,6 +40,24 @@ absl::StatusOr<DraftLayout> ParseDraftLayout(const std::string& name) {
   return FieldViolation("draft_layout", absl::StrCat("unknown draft layout '", name, "' (chain or blocks)"));
 }
 
+const char* SampledVerificationName(SampledVerification v) {
+  switch (v) {
+    case SampledVerification::kSeedExact: return "seed_exact";
+    case SampledVerification::kSeedExactArgmax: return "seed_exact_argmax";
+    case SampledVerification::kSpeculativeSampling: return "speculative_sampling";
+  }
+  return "?";
+}
+
+absl::StatusOr<SampledVerification> ParseSampledVerification(const std::string& name) {
+  if (name == "seed_exact") return SampledVerification::kSeedExact;
+  if (name == "seed_exact_argmax") return SampledVerification::kSeedExactArgmax;
+  if (name == "speculative_sampling") return SampledVerification::kSpeculativeSampling;
+  return FieldViolation("sampled_verification",
+                        absl::StrCat("unknown rule '", name,
+                                     "' (seed_exact, seed_exact_argmax or speculative_sampling)"));
+}
+
 int MaxDecodeRows(const DecodingConfig& d) {
   switch (d.mode) {
     case DecodingMode::kAutoregressive: return 1;
@@ -87,6 +105,11 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
   if (!xr && c.ngram_assist) {
     return invalid("ngram_assist", "applies to lossless and lossy modes, not ", mode,
                    c.mode == DecodingMode::kNgram ? " (it already drafts by n-gram)" : "");
+  }
+  if (c.sampled_verification != SampledVerification::kSeedExact && c.mode != DecodingMode::kLossless &&
+      c.mode != DecodingMode::kNgram) {
+    return invalid("sampled_verification", "applies to lossless and ngram modes; mode ", mode,
+                   c.mode == DecodingMode::kLossy ? " verifies by energy (beta, tau)" : " verifies nothing");
   }
   if (c.mode == DecodingMode::kNgram && c.ngram_max < 1) return invalid("ngram_max", "must be >= 1, got ", c.ngram_max);
   if (xr && (c.fork_outcomes < 0 || c.fork_outcomes > c.gamma)) {

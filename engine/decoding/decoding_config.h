@@ -20,6 +20,23 @@ enum class DecodingMode { kAutoregressive, kLossless, kLossy, kNgram };
 enum class DraftLayout { kChain, kBlocks };
 const char* DraftLayoutName(DraftLayout l);  // "chain", "blocks"
 absl::StatusOr<DraftLayout> ParseDraftLayout(const std::string& name);
+
+// How the exact speculative modes (lossless, n-gram) verify a sampled request's drafts
+// and how the drafter draws them (docs/algorithm.md "Seed-exact verification"). Greedy
+// requests and lossy mode are unaffected.
+//   kSeedExact:           at each verified position the target draws its own token with
+//                         the position's number (engine/position_random.h); a draft is
+//                         accepted iff it is that token, and the first mismatch commits
+//                         the drawn one: the output is AR's for the seed, token for token.
+//                         The drafter draws from its q with the same number, so both
+//                         draws land on the same token whenever q and P agree enough.
+//   kSeedExactArgmax:     the same verification; the drafter proposes its most likely token.
+//   kSpeculativeSampling: drafts drawn from q, accepted with probability min(1, P/q), a
+//                         rejection drawing from normalize(max(0, P − q)): distributed as
+//                         AR, but a seed's text differs from AR's.
+enum class SampledVerification { kSeedExact, kSeedExactArgmax, kSpeculativeSampling };
+const char* SampledVerificationName(SampledVerification v);  // "seed_exact", "seed_exact_argmax", "speculative_sampling"
+absl::StatusOr<SampledVerification> ParseSampledVerification(const std::string& name);
 const char* DecodingModeName(DecodingMode m);  // "ar", "lossless", "lossy", "ngram"
 absl::StatusOr<DecodingMode> ParseDecodingMode(const std::string& name);
 
@@ -49,6 +66,8 @@ struct DecodingConfig {
   // forward cost curve (0 = a plain AR forward); gamma is the ceiling. Needs a cost
   // curve from the caller (draft_length_policy.h); ignored without one.
   bool adaptive_gamma = false;
+  // Lossless and n-gram at T > 0; must stay the default in other modes.
+  SampledVerification sampled_verification = SampledVerification::kSeedExact;
   bool blocks() const { return draft_layout == DraftLayout::kBlocks; }
   bool forked() const { return !blocks() && fork_outcomes > 0; }
   // Drafts anchored after the outcome that happened (forks or blocks): every one of the

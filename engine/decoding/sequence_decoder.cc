@@ -29,7 +29,6 @@ SequenceDecoder::SequenceDecoder(const GenerationRequest& request, const Decodin
       seq_(seq),
       tokens_(request.prompt_ids),
       ngrams_(request.decoding.ngram_max),
-      rng_(request.sampling.seed),
       acceptor_(request.decoding.beta, request.decoding.tau, std::max(1, request.decoding.gamma)),
       controller_(request, env) {
   const size_t depth = static_cast<size_t>(std::max(1, request.decoding.gamma));
@@ -104,6 +103,7 @@ StepPlan SequenceDecoder::PlanDecode(const DraftChoice& choice) const {
   plan.ar_fallback = choice.ar_fallback;
   plan.ngram_match = choice.ngram_match;
   plan.committed = static_cast<int64_t>(tokens_.size());
+  plan.generated = stats_.committed;
   const std::vector<int32_t> drafts = PlanDrafts(choice, plan);
   LayOutRows(drafts, plan);
   AskForSummaries(plan);
@@ -173,10 +173,12 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
 void SequenceDecoder::CutIllegalDrafts(std::vector<int32_t>& drafts, int assisted) const {
   if (!grammar_.active() || drafts.empty()) return;
   // A one-hot draft the grammar forbids would be rejected with certainty and its
-  // residual is P itself, so cutting it changes nothing but the rows spent. A sampled
-  // draft (the adapter's, with its q) is legal where it was proposed; if the context
-  // changed since, it stays and verification rejects it (cutting it would skip its
-  // residual and bias the output).
+  // residual is P itself, so cutting it changes nothing but the rows spent; a
+  // seed-exact draft (kept without q) likewise, as the target's draw is legal and is
+  // committed whatever was drafted. A draft sampled for speculative sampling (the
+  // adapter's, with its q) is legal where it was proposed; if the context changed
+  // since, it stays and verification rejects it (cutting it would skip its residual
+  // and bias the output).
   const bool cr = IsCrossRegression(request_.decoding.mode);
   grammar::GrammarState walk = grammar_;
   for (size_t k = 0; k < drafts.size(); ++k) {
@@ -317,7 +319,7 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
                          .logprobs_mode = request_.logprobs_mode,
                          .grammar = grammar_.active() ? &grammar_ : nullptr};
   VerifyOutcome outcome =
-      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rng_, request_.fault, rows);
+      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, request_.fault, rows);
   // A grammar that cannot be followed here ends the request; nothing is committed.
   if (!outcome.error.ok()) return outcome.error;
   // The cache keeps x_last and the accepted drafts.

@@ -132,7 +132,6 @@ class SequenceDecoder {
   int64_t cached_ = 0;            // positions whose KV is in the cache
   DraftBuffer buffer_;            // d_1 .. d_m for the next forward, with their q
   NgramIndex ngrams_;             // n-gram mode and assist: the committed context's index, always current
-  Rng rng_;
   EnergyAcceptor acceptor_;       // β, τ and the request's γ (reset every forward)
   DraftLengthController controller_;  // adaptive γ: acceptance, probes, the shared memory
   SpeculativeStats stats_;

@@ -39,6 +39,7 @@ struct StepPlan {
 
   // Decode only.
   int64_t committed = 0;          // L: committed tokens (prompt + generated) before the forward
+  int64_t generated = 0;          // of them, generated: the output position P_1 draws for
   DecodingConfig decoding;        // this forward's decoding: the request's, with γ' when adaptive
   int drafts = 0;                 // m: drafts verified
   int main_chain = 0;             // g: predictive rows of branch 0

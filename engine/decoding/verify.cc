@@ -4,15 +4,18 @@
 #include <cmath>
 
 #include "engine/cpu/ops.h"
+#include "engine/position_random.h"
 
 namespace crossreg {
 namespace {
 
 bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
 
-// Samples normalize(max(0, p − q)), the residual of a rejected draft drawn from q
-// (one-hot at `token` when q is empty); all mass in q → samples p itself.
-int32_t SampleResidual(const std::vector<float>& p, const std::vector<float>& q, int32_t token, int vocab, Rng& rng) {
+// Draws from normalize(max(0, p − q)), the residual of a rejected draft drawn from q
+// (one-hot at `token` when q is empty), with the position's residual numbers; all mass
+// in q → draws from p itself.
+int32_t DrawResidual(const std::vector<float>& p, const std::vector<float>& q, int32_t token, int vocab,
+                     const PositionRandom& random, int64_t position) {
   thread_local std::vector<float> residual;
   residual.assign(static_cast<size_t>(vocab), 0.0f);
   const bool one_hot = q.empty();
@@ -23,9 +26,12 @@ int32_t SampleResidual(const std::vector<float>& p, const std::vector<float>& q,
     residual[static_cast<size_t>(i)] = static_cast<float>(r);
     sum += r;
   }
-  if (sum <= 0.0) return SampleFromDistribution(p.data(), vocab, rng);
-  for (auto& r : residual) r = static_cast<float>(r / sum);
-  return SampleFromDistribution(residual.data(), vocab, rng);
+  const float* from = p.data();
+  if (sum > 0.0) {
+    for (auto& r : residual) r = static_cast<float>(r / sum);
+    from = residual.data();
+  }
+  return DrawToken(from, vocab, random, position, RandomLane::kResidual);
 }
 
 // The plan's logit rows in plan order, each whole (vocab floats) or a summary
@@ -73,27 +79,43 @@ class PlanRows {
   std::vector<Ref> refs_;  // empty: no summaries
 };
 
-// A fresh draft from predictive row i: its argmax when greedy, else a sample with its
-// processed distribution kept for the residual. Under a grammar (`state` non-null) both
-// read the row masked in `state` where its mask is at hand (prepared or cached; a refill
-// never computes one on the scheduler's thread) and admits something.
-Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, Rng& rng,
-              const grammar::GrammarState* state) {
+// A fresh draft from predictive row i: its argmax when greedy; else by `rule` (the
+// request's, or kSpeculativeSampling for lossy mode): drawn from the row's processed
+// distribution with the numbers of `position`, the one it will be verified at, or its
+// most likely token. The q is kept only where verification reads it (the residual rule).
+// Under a grammar (`state` non-null) every rule reads the row masked in `state` where
+// its mask is at hand (prepared or cached; a refill never computes one on the
+// scheduler's thread) and admits something.
+Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& sampling, SampledVerification rule,
+              const PositionRandom& random, int64_t position, const grammar::GrammarState* state) {
   Draft fresh;
   if (sampling.greedy()) {
     fresh.token = state != nullptr ? state->MaskedArgmax(rows.full(i), vocab, /*compute=*/false) : -1;
     if (fresh.token < 0) fresh.token = rows.Argmax(i);
-  } else {
-    const float* z = rows.full(i);
-    thread_local std::vector<float> masked;
-    const std::shared_ptr<const grammar::TokenMask> mask = state != nullptr ? state->CachedMask() : nullptr;
-    if (mask != nullptr && mask->allowed > 0) {
-      masked.assign(z, z + vocab);
-      grammar::ApplyMask(*mask, masked.data(), vocab);
-      z = masked.data();
-    }
-    ProcessedDistribution(z, vocab, sampling, fresh.q);
-    fresh.token = SampleFromDistribution(fresh.q.data(), vocab, rng);
+    return fresh;
+  }
+  const float* z = rows.full(i);
+  thread_local std::vector<float> masked;
+  const std::shared_ptr<const grammar::TokenMask> mask = state != nullptr ? state->CachedMask() : nullptr;
+  if (mask != nullptr && mask->allowed > 0) {
+    masked.assign(z, z + vocab);
+    grammar::ApplyMask(*mask, masked.data(), vocab);
+    z = masked.data();
+  }
+  switch (rule) {
+    case SampledVerification::kSeedExactArgmax:
+      // Temperature and the cuts keep the most likely token first: the logits' argmax.
+      fresh.token = cpu::Argmax(z, vocab);
+      return fresh;
+    case SampledVerification::kSeedExact:
+      ProcessedDistribution(z, vocab, sampling, fresh.q);
+      fresh.token = DrawToken(fresh.q.data(), vocab, random, position, RandomLane::kToken);
+      fresh.q.clear();
+      return fresh;
+    case SampledVerification::kSpeculativeSampling:
+      ProcessedDistribution(z, vocab, sampling, fresh.q);
+      fresh.token = DrawToken(fresh.q.data(), vocab, random, position, RandomLane::kToken);
+      return fresh;
   }
   return fresh;
 }
@@ -101,7 +123,7 @@ Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& samp
 }  // namespace
 
 VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
-                     const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng, ExactnessFault fault,
+                     const SamplingParams& sampling, EnergyAcceptor acceptor, ExactnessFault fault,
                      const RowRequests& requests) {
   const int m = plan.drafts;
   const int g = plan.main_chain;
@@ -111,6 +133,16 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   const int pred = m + 1;
   const bool greedy = sampling.greedy();
   const bool lossy = plan.decoding.mode == DecodingMode::kLossy;
+  // Lossy mode is energy acceptance over drafts sampled from q, whatever the request's rule.
+  const SampledVerification rule = lossy ? SampledVerification::kSpeculativeSampling : plan.decoding.sampled_verification;
+  const bool seed_exact = rule != SampledVerification::kSpeculativeSampling;
+  // Every number is the one of the output position it decides (P_k decides plan.generated
+  // + k − 1), so a position gets the same number in every mode and forward.
+  const PositionRandom random(sampling.seed);
+  // The output position P_k decides (the planted fault: the forward's first, for every k).
+  auto position_of = [&](int k) {
+    return fault == ExactnessFault::kDrawWithTheForwardsCounter ? plan.generated : plan.generated + k - 1;
+  };
   thread_local std::vector<float> p, q_now, adjusted, processed;
   const bool adjusting = requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr;
   grammar::GrammarState* const grammar =
@@ -189,6 +221,14 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       // Lossy acceptance never takes a token the grammar forbids.
       if (accepted && grammar != nullptr && d.token != best && !grammar->Allows(d.token)) accepted = false;
       if (!accepted) next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
+    } else if (seed_exact) {
+      // The token AR draws at this position (the same P, the same number, the same
+      // rule); the draft is accepted iff it is that token, and a mismatch commits the
+      // drawn one. Whatever was drafted, the committed tokens are AR's.
+      ProcessedDistribution(control(k - 1), vocab, sampling, p);
+      const int32_t drawn = DrawToken(p.data(), vocab, random, position_of(k), RandomLane::kToken);
+      accepted = drawn == d.token;
+      if (!accepted) next = drawn;
     } else {
       // P exactly as the AR path processes it (penalties, temperature, top-k, min-p, top-p).
       ProcessedDistribution(control(k - 1), vocab, sampling, p);
@@ -199,8 +239,8 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       }
       const double qd = q->empty() ? 1.0 : (*q)[static_cast<size_t>(d.token)];
       const double energy = std::log(static_cast<double>(p[static_cast<size_t>(d.token)])) - std::log(qd);
-      accepted = acceptor.Accept(k, energy, std::log(rng.Uniform()));
-      if (!accepted) next = SampleResidual(p, *q, d.token, vocab, rng);
+      accepted = acceptor.Accept(k, energy, std::log(random.Uniform(position_of(k), RandomLane::kAcceptance)));
+      if (!accepted) next = DrawResidual(p, *q, d.token, vocab, random, position_of(k));
     }
     out.verdicts.push_back(accepted);
     if (!accepted) {
@@ -226,7 +266,7 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
       next = best_of(m);
     } else {
       ProcessedDistribution(control(m), vocab, sampling, p);
-      next = SampleFromDistribution(p.data(), vocab, rng);
+      next = DrawToken(p.data(), vocab, random, position_of(m + 1), RandomLane::kToken);
     }
     record_logprob(m, next);
   }
@@ -258,8 +298,13 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
     }
   };
   for (size_t i = static_cast<size_t>(n); i < out.tokens.size(); ++i) follow(out.tokens[i]);
+  // The refill's slot j (0-based) is verified next as P_{j+1}, at output position
+  // plan.generated + c + j: its coupled draw takes that position's number.
+  const int c = n + 1;
+  DraftBuffer& refilled = out.next_drafts;
   auto propose = [&](int i) {
-    Draft fresh = Propose(rows, i, vocab, sampling, rng, masking ? grammar : nullptr);
+    const int64_t position = plan.generated + c + static_cast<int64_t>(refilled.size());
+    Draft fresh = Propose(rows, i, vocab, sampling, rule, random, position, masking ? grammar : nullptr);
     follow(fresh.token);
     return fresh;
   };
@@ -267,9 +312,7 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   // empty slots take fresh samples from this forward's Q at their old slot. Forked
   // refill: the outcomes with their own chain (n = m, and n < R) take that chain's
   // proposals instead. Which rows refill depends on n and m only, never on values.
-  const int c = n + 1;
   const bool forked = plan.decoding.forked();
-  DraftBuffer& refilled = out.next_drafts;
   // The untested drafts d_{c+1} .. d_m, kept with the q they were drawn from.
   auto carry_untested = [&]() {
     for (int s = c + 1; s <= m; ++s) {

@@ -1,7 +1,8 @@
 // Verification and commit of one decode iteration (ALGORITHM.md "Verify", "Commit",
-// "Refill"), as a pure function: the plan that ran, its logits, the drafts it tested,
-// the sampling transforms and the request's random stream in; what to commit, what
-// the KV keeps and the next draft buffer out. It touches no cache and no decoder, so
+// "Refill"), as a pure function: the plan that ran, its logits, the drafts it tested
+// and the sampling transforms (with the seed, whose numbers are fixed by output
+// position: engine/position_random.h) in; what to commit, what the KV keeps and the
+// next draft buffer out. It touches no cache and no decoder, so
 // every exactness rule is testable on hand-made logits (tests/unit/verify_test.cc).
 #pragma once
 
@@ -27,12 +28,18 @@ enum class ExactnessFault {
   kPenaliseDraftsWithoutEarlierDrafts,  // judges d_k's penalties without d_1 .. d_{k-1}
   kMaskDraftsInTheCommittedState,       // masks P_k by the grammar state before d_1 .. d_{k-1}
   kBlockDraftsWithTheFirstRowsQ,        // outcome blocks: caches every draft with the block's first q
+  // Draws every position of a forward with the number of its first position, as a
+  // counter kept per forward rather than per position would: AR (one position a
+  // forward) is unchanged, a forward that commits several tokens is not.
+  kDrawWithTheForwardsCounter,
 };
 
 // One buffered draft d_j with the distribution q_j it was drawn from.
 struct Draft {
   int32_t token = 0;
-  std::vector<float> q;  // processed Q distribution (vocab floats); empty = one-hot at token
+  // Processed Q distribution (vocab floats) where verification reads it (speculative
+  // sampling, lossy); empty = one-hot at token, or a seed-exact draft (never read).
+  std::vector<float> q;
   bool carried = false;  // survived an earlier verification untested
 };
 using DraftBuffer = std::vector<Draft>;
@@ -76,9 +83,10 @@ struct RowRequests {
 // logits.logits) or, where the plan asked (BatchRow::summary, greedy requests only), a
 // RowSummary (in logits.summaries) whose token is the d_k its P_k tests. `drafts`: the
 // m drafts the plan's control rows carried, d_1 first. `acceptor` holds β, τ and the
-// request's γ; `rng` is the request's stream, drawn from only when sampling (T > 0).
+// request's γ. Sampling (T > 0) draws P_k's numbers for output position
+// plan.generated + k − 1 under sampling.seed, by plan.decoding.sampled_verification.
 VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
-                     const SamplingParams& sampling, EnergyAcceptor acceptor, Rng& rng,
+                     const SamplingParams& sampling, EnergyAcceptor acceptor,
                      ExactnessFault fault = ExactnessFault::kNone, const RowRequests& requests = {});
 
 }  // namespace crossreg

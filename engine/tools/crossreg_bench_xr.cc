@@ -1,6 +1,8 @@
 // crossreg-bench-xr: Cross-Regression against AR on the CPU backend: per decoding
 // mode tokens/s and tokens per forward, and the cost of the shared draft/verify
-// forward T(1+m+γ rows)/T(1 row) that decides whether speculation pays here.
+// forward T(1+m+γ rows)/T(1 row) that decides whether speculation pays here. With
+// --temperatures, sampled decoding too: each exact rule for drafting and verifying
+// (seed-exact with coupled or argmax drafts, speculative sampling) against AR.
 //   crossreg-bench-xr --model stories260K.gguf [--adapter DIR] [--random100m]
 #include <algorithm>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/cpu/bf16_panel_kernel.h"
@@ -49,6 +52,15 @@ ABSL_FLAG(std::vector<std::string>, modes, std::vector<std::string>({"lossless",
 ABSL_FLAG(std::vector<std::string>, layouts, std::vector<std::string>({"chain", "blocks"}),
           "Draft layouts of the lossless rows: chain (ALGORITHM.md's), forked (forked refill, fork_outcomes 1) and "
           "blocks (outcome blocks for n = 0 and n = m; docs/algorithm.md)");
+ABSL_FLAG(bool, greedy, true, "Run the greedy decoding table");
+ABSL_FLAG(std::vector<std::string>, temperatures, {},
+          "Sampled decoding tables at these temperatures: AR, n-gram and lossless under each of --rules, with "
+          "acceptance; the same seeds in every row");
+ABSL_FLAG(std::vector<std::string>, rules,
+          std::vector<std::string>({"seed_exact", "seed_exact_argmax", "speculative_sampling"}),
+          "Sampled tables: how lossless drafts are drawn and verified (decoding.sampled_verification)");
+ABSL_FLAG(double, top_p, 1.0, "Sampled tables: top-p");
+ABSL_FLAG(double, repetition_penalty, 1.0, "Sampled tables: repetition penalty");
 ABSL_FLAG(int, repeats, 5, "Runs of every decoding configuration (taking turns, every other round in reverse order); the best tokens/s is reported");
 
 namespace crossreg {
@@ -96,6 +108,13 @@ bool LayoutWanted(const std::string& layout) {
 }
 
 bool ModeWanted(DecodingMode mode) {
+  for (const std::string& name : absl::GetFlag(FLAGS_rules)) {
+    if (!ParseSampledVerification(name).ok()) {
+      std::fprintf(stderr, "crossreg-bench-xr: --rules: unknown rule '%s' (seed_exact, seed_exact_argmax, "
+                   "speculative_sampling)\n", name.c_str());
+      return 2;
+    }
+  }
   for (const std::string& name : absl::GetFlag(FLAGS_modes)) {
     if (name == DecodingModeName(mode)) return true;
   }
@@ -156,12 +175,18 @@ double TimeSharedForward(Engine& e, int context, int control, int predictive) {
 struct ModeResult {
   double tokens_per_s = 0;
   double tpf = 0;
+  int64_t tokens = 0, forwards = 0, drafted = 0, accepted = 0;
+  std::vector<std::vector<int32_t>> texts;  // each prompt's ids
 };
 
+// `sampling` and `adjust` apply to every prompt; prompt i samples with seed
+// sampling.seed + i.
 ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, DecodingConfig decoding, bool alone,
-                   ForwardCostCalibration& calibration) {
-  int64_t tokens = 0, forwards = 0;
+                   ForwardCostCalibration& calibration, const SamplingParams& sampling = {},
+                   const LogitAdjustments& adjust = {}) {
+  int64_t tokens = 0, forwards = 0, drafted = 0, accepted = 0;
   double seconds = 0;
+  ModeResult result;
   DecodingEnvironment env = e.Environment();
   // The engine's memory persists across rows and repeats, as a server's does across
   // requests: every speculative row records there, adaptive rows start from it.
@@ -172,6 +197,9 @@ ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, 
     req.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
     req.stop_at_eos = false;
     req.decoding = decoding;
+    req.sampling = sampling;
+    req.sampling.seed = sampling.seed + result.texts.size();
+    req.adjustments = adjust;
     GenerateOptions options;
     if (!alone) options.calibration = &calibration;
     auto r = Generate(*e.backend, *e.kv, req, env, nullptr, options);
@@ -181,9 +209,96 @@ ModeResult RunMode(Engine& e, const std::vector<std::vector<int32_t>>& prompts, 
     }
     tokens += r->stats.committed;
     forwards += r->stats.forwards;
+    drafted += r->stats.drafted;
+    accepted += r->stats.accepted;
     seconds += r->decode_seconds;
+    result.texts.push_back(r->ids);
   }
-  return {tokens / seconds, static_cast<double>(tokens) / forwards};
+  result.tokens_per_s = tokens / seconds;
+  result.tpf = static_cast<double>(tokens) / forwards;
+  result.tokens = tokens;
+  result.forwards = forwards;
+  result.drafted = drafted;
+  result.accepted = accepted;
+  return result;
+}
+
+// Sampled decoding at temperature `t`: AR, n-gram and each lossless layout under each
+// rule, at each γ, taking turns as the greedy table's rows do. Every row samples with
+// the same seeds (a round's own), so the seed-exact rows must write AR's texts: the
+// table says whether they did. Tokens/s is the best round's; tokens per forward and
+// acceptance count every round (each round samples other texts).
+void BenchSampled(Engine& e, const std::vector<std::vector<int32_t>>& prompts, float t) {
+  SamplingParams sampling;
+  sampling.temperature = t;
+  sampling.top_p = static_cast<float>(absl::GetFlag(FLAGS_top_p));
+  LogitAdjustments adjust;
+  adjust.repetition_penalty = static_cast<float>(absl::GetFlag(FLAGS_repetition_penalty));
+  struct Row {
+    std::string rule;
+    std::string name;
+    int gamma = 0;
+    DecodingConfig decoding;
+    ModeResult best;
+    ModeResult all;         // counts over every round
+    bool same_text = true;  // every round's texts equal AR's
+  };
+  std::vector<Row> table;
+  table.push_back({"-", "ar", 0, DecodingConfig{}, {}});
+  for (int g : Gammas()) {
+    if (ModeWanted(DecodingMode::kNgram)) {
+      DecodingConfig d;
+      d.mode = DecodingMode::kNgram;
+      d.gamma = g;
+      table.push_back({"seed_exact", "ngram", g, d, {}});
+    }
+    if (!ModeWanted(DecodingMode::kLossless)) continue;
+    for (const std::string& rule_name : absl::GetFlag(FLAGS_rules)) {
+      for (const char* layout : {"chain", "forked", "blocks"}) {
+        if (!LayoutWanted(layout)) continue;
+        DecodingConfig d;
+        d.mode = DecodingMode::kLossless;
+        d.gamma = g;
+        d.sampled_verification = *ParseSampledVerification(rule_name);
+        if (std::string(layout) != "chain") d.fork_outcomes = 1;
+        if (std::string(layout) == "blocks") d.draft_layout = DraftLayout::kBlocks;
+        table.push_back({rule_name, absl::StrCat("lossless, ", layout), g, d, {}});
+      }
+    }
+  }
+  ForwardCostCalibration calibration;
+  for (int rep = 0; rep < absl::GetFlag(FLAGS_repeats); ++rep) {
+    sampling.seed = 1000 * static_cast<uint64_t>(rep + 1);
+    std::vector<ModeResult> round(table.size());
+    for (size_t i = 0; i < table.size(); ++i) {
+      const size_t k = rep % 2 == 0 ? i : table.size() - 1 - i;
+      round[k] = RunMode(e, prompts, table[k].decoding, false, calibration, sampling, adjust);
+    }
+    for (size_t k = 0; k < table.size(); ++k) {
+      Row& row = table[k];
+      row.same_text = row.same_text && round[k].texts == round.front().texts;
+      if (round[k].tokens_per_s > row.best.tokens_per_s) row.best = round[k];
+      row.all.tokens += round[k].tokens;
+      row.all.forwards += round[k].forwards;
+      row.all.drafted += round[k].drafted;
+      row.all.accepted += round[k].accepted;
+    }
+  }
+  std::printf("\nSampled decoding at T %.2f, top-p %.2f, repetition penalty %.2f, %zu prompts x %d new tokens, "
+              "tokens/s the best of %d rounds, the rest over all of them (seeds 1000r + prompt):\n",
+              t, sampling.top_p, adjust.repetition_penalty, prompts.size(), absl::GetFlag(FLAGS_max_new_tokens),
+              absl::GetFlag(FLAGS_repeats));
+  std::printf("| T | rule | mode | γ | tokens/s | tokens/forward | drafts accepted | speedup vs AR | AR's text |\n"
+              "|---|---|---|---|---|---|---|---|---|\n");
+  const double ar = table.front().best.tokens_per_s;
+  for (const Row& row : table) {
+    const double tpf = static_cast<double>(row.all.tokens) / std::max<int64_t>(1, row.all.forwards);
+    const std::string accepted =
+        row.all.drafted > 0 ? absl::StrFormat("%.1f%%", 100.0 * row.all.accepted / row.all.drafted) : "-";
+    std::printf("| %.2f | %s | %s | %s | %.1f | %.2f | %s | %.2f | %s |\n", t, row.rule.c_str(), row.name.c_str(),
+                row.gamma > 0 ? std::to_string(row.gamma).c_str() : "-", row.best.tokens_per_s, tpf, accepted.c_str(),
+                row.best.tokens_per_s / ar, row.same_text ? "yes" : "no");
+  }
 }
 
 void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::vector<int32_t>>& prompts) {
@@ -195,6 +310,15 @@ void Bench(const std::string& name, LoadedModel loaded, const std::vector<std::v
   } else {
     std::printf("\n## %s (no adapter: the model drafts for itself)\n", name.c_str());
   }
+  for (const std::string& text : absl::GetFlag(FLAGS_temperatures)) {
+    float t = 0;
+    if (!absl::SimpleAtof(text, &t) || !(t > 0)) {
+      std::fprintf(stderr, "crossreg-bench-xr: --temperatures: '%s' is not a temperature > 0\n", text.c_str());
+      std::exit(2);
+    }
+    BenchSampled(e, prompts, t);
+  }
+  if (!absl::GetFlag(FLAGS_greedy)) return;
   const int context = 64;
   const double t1 = TimeSharedForward(e, context, 1, 0);
   std::printf("\nShared forward cost at context %d (full buffer m = γ−1: γ control + γ predictive rows):\n", context);
@@ -277,6 +401,13 @@ int Run() {
   for (const std::string& name : absl::GetFlag(FLAGS_layouts)) {
     if (name != "chain" && name != "forked" && name != "blocks") {
       std::fprintf(stderr, "crossreg-bench-xr: --layouts: unknown layout '%s' (chain, forked, blocks)\n", name.c_str());
+      return 2;
+    }
+  }
+  for (const std::string& name : absl::GetFlag(FLAGS_rules)) {
+    if (!ParseSampledVerification(name).ok()) {
+      std::fprintf(stderr, "crossreg-bench-xr: --rules: unknown rule '%s' (seed_exact, seed_exact_argmax, "
+                   "speculative_sampling)\n", name.c_str());
       return 2;
     }
   }

@@ -113,6 +113,7 @@ void HttpGeneration::Apply(const RequestEvent& event) {
       stats_ = event.stats;
       timings_ = event.timings;
       cached_prompt_tokens_ = event.cached_prompt_tokens;
+      seed_ = event.seed;
       const RequestEndReason reason = EndReasonOfFinish(event.finish_reason);
       if (tool_calls_.has_value() && !request_.stream) {
         called_tools_ = !chat::ParseToolCalls(whole_text_, *tool_calls_).tool_calls.empty();
@@ -289,7 +290,7 @@ void HttpGeneration::SendDelta(const chat::StreamDelta& delta, const std::vector
   exchange_->Write(SseEvent(data));
 }
 
-// OpenAI's usage, plus crossreg's speculative statistics.
+// OpenAI's usage, plus crossreg's speculative statistics and the seed that replays the text.
 OpenAiJson HttpGeneration::Usage() const {
   const auto prompt = static_cast<int64_t>(id_.prompt_ids.size());
   const auto completion = static_cast<int64_t>(completion_ids_.size());
@@ -301,7 +302,8 @@ OpenAiJson HttpGeneration::Usage() const {
                     {"forwards", forwards},
                     {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
                     {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
-                    {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0}};
+                    {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0},
+                    {"seed", seed_}};
 }
 
 std::string HttpGeneration::ReplyId() const { return absl::StrCat(chat_ ? "chatcmpl-" : "cmpl-", id_.request_id); }

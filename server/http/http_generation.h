@@ -100,6 +100,7 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   int64_t logprob_bytes_ = 0;           // streaming completions: text_offset of the next token
   std::optional<SpeculativeStats> stats_;
   int64_t cached_prompt_tokens_ = 0;  // from the finished event
+  uint64_t seed_ = 0;  // from the finished event: the sampling seed, which replays the text
   std::optional<RequestTimings> timings_;
   std::string finish_reason_;
   absl::Status error_;

@@ -14,9 +14,9 @@
 
 namespace crossreg::testing {
 
-absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name,
-                                                                                 uint64_t seed) {
-  return Start(name, seed, Stories260KGguf(), {});
+absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(
+    const std::string& name, uint64_t seed, const std::vector<std::string>& extra_flags) {
+  return Start(name, seed, Stories260KGguf(), extra_flags);
 }
 
 absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(const std::string& name, uint64_t seed,

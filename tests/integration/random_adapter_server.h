@@ -17,9 +17,10 @@ namespace crossreg::testing {
 class RandomAdapterServer {
  public:
   // Writes the adapter drawn from `seed` to a directory named after `name` and starts
-  // the server with it and --max_gamma=16. The error carries the server's log.
-  static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed);
-  // The same for another model (a .gguf or HF directory), with `extra_flags` added.
+  // the server with it, --max_gamma=16 and `extra_flags`. The error carries the server's log.
+  static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed,
+                                                                    const std::vector<std::string>& extra_flags = {});
+  // The same for another model (a .gguf or HF directory).
   static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed,
                                                                     const std::string& model,
                                                                     std::vector<std::string> extra_flags);

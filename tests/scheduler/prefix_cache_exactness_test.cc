@@ -318,7 +318,8 @@ class PrefixCacheDistributionTest : public ::testing::Test {
     adapter_ = MakeRandomLoraAdapter(model_->config, lo);
   }
 
-  testing::ChiSquareResult SampleAndTest(ExactnessFault fault, const char* label) {
+  testing::ChiSquareResult SampleAndTest(ExactnessFault fault, const char* label,
+                                         SampledVerification rule = SampledVerification::kSeedExact) {
     constexpr int kSamples = 20000, kDepth = 4, kWave = 200;
     const std::vector<int32_t> prompt = {2, 5, 1, 3, 0, 4, 2, 2, 5};  // two full blocks cacheable
     SamplingParams sampling;
@@ -345,6 +346,7 @@ class PrefixCacheDistributionTest : public ::testing::Test {
         req.max_new_tokens = kDepth;
         req.decoding.mode = DecodingMode::kLossless;
         req.decoding.gamma = 4;
+        req.decoding.sampled_verification = rule;
         req.sampling = sampling;
         req.sampling.seed = 1000003ull * static_cast<uint64_t>(i) + 17;
         req.stop_at_eos = false;
@@ -385,8 +387,10 @@ TEST_F(PrefixCacheDistributionTest, LosslessWithCacheHitsMatchesExactProbabiliti
 }
 
 TEST_F(PrefixCacheDistributionTest, HarnessCatchesAPlantedBugWithCacheHits) {
+  // The bug is in how speculative sampling reads q (seed-exact verification reads none).
   const auto r = SampleAndTest(ExactnessFault::kVerifyCarriedDraftsWithCurrentQ,
-                               "planted bug: carried drafts vs current Q, prefix cache on");
+                               "planted bug: carried drafts vs current Q, prefix cache on",
+                               SampledVerification::kSpeculativeSampling);
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
 

@@ -31,6 +31,12 @@ TEST(AcceptanceClassKeyTest, SeparatesWhatDecidesAcceptanceAndNothingElse) {
   seeded.max_new_tokens = 7;
   EXPECT_EQ(AcceptanceClassKey(seeded), lossless);
   EXPECT_EQ(AcceptanceClassKey(Request(DecodingMode::kLossless, 4, 0.8f)), "lossless/sampled");
+  GenerationRequest residual = Request(DecodingMode::kLossless, 4, 0.8f);
+  residual.decoding.sampled_verification = SampledVerification::kSpeculativeSampling;
+  EXPECT_EQ(AcceptanceClassKey(residual), "lossless/sampled:speculative_sampling");
+  GenerationRequest greedy_residual = Request(DecodingMode::kLossless);
+  greedy_residual.decoding.sampled_verification = SampledVerification::kSpeculativeSampling;
+  EXPECT_EQ(AcceptanceClassKey(greedy_residual), lossless);  // greedy drafts are argmax under every rule
 
   GenerationRequest lossy = Request(DecodingMode::kLossy);
   lossy.decoding.beta = 0.5f;

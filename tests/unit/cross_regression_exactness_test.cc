@@ -65,6 +65,13 @@ DecodingConfig Adaptive(DecodingConfig d) {
   return d;
 }
 
+// Drafts drawn from q and verified by speculative sampling (min(1, P/q), residual):
+// distributed as AR; the rule whose handling of q the q-faults break.
+DecodingConfig WithSpeculativeSampling(DecodingConfig d) {
+  d.sampled_verification = SampledVerification::kSpeculativeSampling;
+  return d;
+}
+
 // Lossless with the forked refill (and optionally prompt-lookup assist).
 DecodingConfig Forked(int gamma, int outcomes, int depth, bool assist = false) {
   DecodingConfig d = Mode(DecodingMode::kLossless, gamma);
@@ -591,6 +598,38 @@ TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT1) {
   EXPECT_LT(r.total_variation, 0.05);
 }
 
+// The rules besides the default: speculative sampling (its residuals, carried drafts
+// with their cached q) and argmax drafts under seed-exact verification.
+TEST_F(DistributionTest, LosslessBySpeculativeSamplingMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, WithSpeculativeSampling(Mode(DecodingMode::kLossless, 4)),
+                               ExactnessFault::kNone, kSamples, kDepth, "lossless by speculative sampling T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, OutcomeBlocksBySpeculativeSamplingMatchExactProbabilitiesAtT07TopP09) {
+  SamplingParams s;
+  s.temperature = 0.7f;
+  s.top_p = 0.9f;
+  const auto r = SampleAndTest(*model_, *adapter_, s, WithSpeculativeSampling(Blocks(3, 1, 3)), ExactnessFault::kNone,
+                               kSamples, kDepth, "lossless outcome blocks R=1 by speculative sampling, T=0.7 top-p 0.9");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
+TEST_F(DistributionTest, LosslessWithArgmaxDraftsMatchesExactProbabilitiesAtT1) {
+  SamplingParams s;
+  s.temperature = 1.0f;
+  DecodingConfig argmax = Forked(3, 2, 2);
+  argmax.sampled_verification = SampledVerification::kSeedExactArgmax;
+  const auto r = SampleAndTest(*model_, *adapter_, s, argmax, ExactnessFault::kNone, kSamples, kDepth,
+                               "lossless forked, argmax drafts, seed-exact T=1");
+  EXPECT_GT(r.p_value, 0.001);
+  EXPECT_LT(r.total_variation, 0.05);
+}
+
 TEST_F(DistributionTest, LosslessMatchesExactProbabilitiesAtT07TopP09) {
   SamplingParams s;
   s.temperature = 0.7f;
@@ -633,7 +672,8 @@ TEST_F(DistributionTest, OutcomeBlocksWithCarriesMatchExactProbabilitiesAtT07Top
 TEST_F(DistributionTest, HarnessCatchesOutcomeBlockDraftsCachedWithAnotherRowsQ) {
   SamplingParams s;
   s.temperature = 1.0f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Blocks(3, 0, 2), ExactnessFault::kBlockDraftsWithTheFirstRowsQ,
+  const auto r = SampleAndTest(*model_, *adapter_, s, WithSpeculativeSampling(Blocks(3, 0, 2)),
+                               ExactnessFault::kBlockDraftsWithTheFirstRowsQ,
                                kSamples, kDepth, "planted bug: outcome-block drafts with the first row's q");
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
 }
@@ -815,7 +855,7 @@ TEST_F(DistributionTest, HarnessCatchesDraftsMaskedInTheCommittedState) {
 TEST_F(DistributionTest, HarnessCatchesCarriedDraftsVerifiedWithCurrentQ) {
   SamplingParams s;
   s.temperature = 1.0f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+  const auto r = SampleAndTest(*model_, *adapter_, s, WithSpeculativeSampling(Mode(DecodingMode::kLossless, 4)),
                                ExactnessFault::kVerifyCarriedDraftsWithCurrentQ, kSamples, kDepth,
                                "planted bug: carried drafts vs current Q");
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";
@@ -858,7 +898,7 @@ TEST_F(QuantizedDistributionTest, LosslessOnAQ8_0ModelMatchesExactProbabilitiesA
 TEST_F(QuantizedDistributionTest, HarnessCatchesThePlantedBugOnAQ8_0Model) {
   SamplingParams s;
   s.temperature = 1.0f;
-  const auto r = SampleAndTest(*model_, *adapter_, s, Mode(DecodingMode::kLossless, 4),
+  const auto r = SampleAndTest(*model_, *adapter_, s, WithSpeculativeSampling(Mode(DecodingMode::kLossless, 4)),
                                ExactnessFault::kVerifyCarriedDraftsWithCurrentQ, 20000, 4,
                                "Q8_0 model, planted bug: carried drafts vs current Q");
   EXPECT_LT(r.p_value, 0.001) << "the planted bug went undetected";

@@ -134,9 +134,8 @@ TEST(VerifyWithPenaltiesTest, ADraftIsJudgedAfterTheDraftsBeforeIt) {
     SCOPED_TRACE(faulty ? "planted fault" : "exact");
     TokenHistory history({0, 1}, {});
     const RowRequests requests{.adjust = &adjust, .history = &history, .logprobs = 1};
-    Rng rng(1);
     const VerifyOutcome o = Verify(plan, LogitRows(logits), kV, {Draft{3, {}, false}, Draft{3, {}, false}},
-                                   SamplingParams{}, EnergyAcceptor(0, 0, 2), rng,
+                                   SamplingParams{}, EnergyAcceptor(0, 0, 2),
                                    faulty ? ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts : ExactnessFault::kNone,
                                    requests);
     if (!faulty) {

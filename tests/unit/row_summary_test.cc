@@ -150,12 +150,11 @@ TEST(RowSummaryVerifyTest, SummariesGiveTheOutcomeOfWholeRows) {
         summaries.push_back(SummarizeLogitRow(z, kVocab, b.summary_token));
       }
       partial += full_rows.empty() ? 0 : 1;
-      Rng a(7), b(7);
       const SamplingParams greedy;  // T = 0
       const VerifyOutcome expected =
-          Verify(plan, whole, kVocab, drafts, greedy, EnergyAcceptor(plan.decoding.beta, plan.decoding.tau, g), a);
+          Verify(plan, whole, kVocab, drafts, greedy, EnergyAcceptor(plan.decoding.beta, plan.decoding.tau, g));
       const VerifyOutcome got = Verify(summarized, LogitRows(full_rows, summaries), kVocab, drafts, greedy,
-                                       EnergyAcceptor(plan.decoding.beta, plan.decoding.tau, g), b);
+                                       EnergyAcceptor(plan.decoding.beta, plan.decoding.tau, g));
       SCOPED_TRACE(::testing::Message() << "mode " << static_cast<int>(mode) << " trial " << trial << " m " << m
                                         << " g " << g << " forks " << forks.size());
       EXPECT_EQ(got.accepted, expected.accepted);

@@ -63,6 +63,13 @@ StepPlan XrPlan(int m, int g, DecodingMode mode = DecodingMode::kLossless, std::
   return plan;
 }
 
+// The plan verifying by speculative sampling (min(1, P/q), then the residual): the
+// rule whose handling of q these cases check; seed-exact verification reads no q.
+StepPlan SpeculativeSampling(StepPlan plan) {
+  plan.decoding.sampled_verification = SampledVerification::kSpeculativeSampling;
+  return plan;
+}
+
 // Rows in plan order: control P_1..P_{m+1}, then predictive Q rows (main chain, forks).
 struct Forward {
   std::vector<std::vector<float>> control;
@@ -81,7 +88,7 @@ struct Case {
   Forward forward;
   DraftBuffer drafts;
   SamplingParams sampling;
-  int trials = 1;  // seeds 1..trials (sampling cases draw from the request's stream)
+  int trials = 1;  // seeds 7919 × 1..trials (sampling cases draw with the seed's numbers)
   // The rule's property over every trial's outcome.
   std::function<bool(const std::vector<VerifyOutcome>&)> holds = nullptr;
   // Imitates the broken implementation through the inputs; the property must then
@@ -94,10 +101,10 @@ std::vector<VerifyOutcome> RunCase(const Case& c, ExactnessFault fault = Exactne
   std::vector<VerifyOutcome> out;
   const std::vector<float> logits = c.forward.Flat();
   for (int t = 1; t <= c.trials; ++t) {
-    Rng rng(static_cast<uint64_t>(t) * 7919);
-    out.push_back(Verify(c.plan, logits, kVocab, c.drafts, c.sampling,
-                         EnergyAcceptor(c.plan.decoding.beta, c.plan.decoding.tau, c.plan.decoding.gamma), rng,
-                         fault));
+    SamplingParams sampling = c.sampling;
+    sampling.seed = static_cast<uint64_t>(t) * 7919;
+    out.push_back(Verify(c.plan, logits, kVocab, c.drafts, sampling,
+                         EnergyAcceptor(c.plan.decoding.beta, c.plan.decoding.tau, c.plan.decoding.gamma), fault));
   }
   return out;
 }
@@ -118,7 +125,7 @@ std::vector<Case> ExactnessCases() {
     // it), never against this forward's Q at its slot. P_2(d_2) = q_2(d_2): with the
     // cached q it is always accepted; this forward's Q puts 0.9 on d_2, which would
     // reject it most of the time.
-    Case c{"carried draft uses its cached q", XrPlan(2, 3), {}, {}, t1, 200};
+    Case c{"carried draft uses its cached q", SpeculativeSampling(XrPlan(2, 3)), {}, {}, t1, 200};
     c.forward.control = {OneHotLogits(3), LogitsOf({0.2, 0.0, 0.8}), LogitsOf({0.5, 0.5})};
     c.forward.predictive = {LogitsOf({0.1, 0.1, 0.1, 0.7}), LogitsOf({0.9, 0.1}), LogitsOf({0.5, 0.5})};
     c.drafts = {Draft{3, Probs({0, 0, 0, 1}), false}, Draft{0, Probs({0.2, 0.0, 0.8}), true}};
@@ -132,7 +139,7 @@ std::vector<Case> ExactnessCases() {
     // draft was drawn from. P_1 = [.5, .5], q = one-hot at 0: d_1 = 0 is accepted half
     // the time, and when rejected the correction must be token 1 (never the rejected
     // 0). Built from this forward's Q row ([0, 1]) the residual would be [.5, 0].
-    Case c{"residual from the draft's own q", XrPlan(1, 2), {}, {}, t1, 400};
+    Case c{"residual from the draft's own q", SpeculativeSampling(XrPlan(1, 2)), {}, {}, t1, 400};
     c.forward.control = {LogitsOf({0.5, 0.5}), LogitsOf({0.25, 0.25, 0.25, 0.25})};
     c.forward.predictive = {LogitsOf({0.0, 1.0}), LogitsOf({0.5, 0.5})};
     c.drafts = {Draft{0, Probs({1.0}), true}};
@@ -252,8 +259,7 @@ TEST(VerifyTest, KvKeepsXLastAndTheAcceptedDraftsForEveryOutcome) {
     for (int k = 0; k < 4; ++k) f.predictive.push_back(OneHotLogits(1));
     DraftBuffer buffer;
     for (int32_t d : drafts) buffer.push_back(Draft{d, {}, false});
-    Rng rng(1);
-    const VerifyOutcome o = Verify(XrPlan(3, 4), f.Flat(), kVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 4), rng);
+    const VerifyOutcome o = Verify(XrPlan(3, 4), f.Flat(), kVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 4));
     EXPECT_EQ(o.accepted, n);
     EXPECT_EQ(o.kv_keep, kCommitted + n);
     std::vector<int32_t> expected(drafts.begin(), drafts.begin() + n);
@@ -285,9 +291,8 @@ TEST(VerifyTest, RefillTakesSlotsByPositionOnly) {
     }
     DraftBuffer buffer;
     for (int32_t d : drafts) buffer.push_back(Draft{d, {}, false});
-    Rng rng(1);
     const VerifyOutcome o =
-        Verify(XrPlan(3, 4), logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 4), rng);
+        Verify(XrPlan(3, 4), logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 4));
     const int c = n + 1;
     std::vector<int32_t> expected;
     for (int s = c + 1; s <= 3; ++s) expected.push_back(drafts[static_cast<size_t>(s - 1)]);  // carried
@@ -327,9 +332,8 @@ TEST(VerifyTest, ForkedRefillTakesTheChainOfTheOutcome) {
     }
     DraftBuffer buffer;
     for (int32_t d : drafts) buffer.push_back(Draft{d, {}, false});
-    Rng rng(1);
     const StepPlan plan = XrPlan(2, 5, DecodingMode::kLossless, {2, 2});
-    const VerifyOutcome o = Verify(plan, logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 5), rng);
+    const VerifyOutcome o = Verify(plan, logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 5));
     ASSERT_EQ(o.accepted, n);
     std::vector<int32_t> got;
     for (const Draft& d : o.next_drafts) got.push_back(d.token);
@@ -360,11 +364,10 @@ TEST(VerifyTest, OutcomeBlocksRefillFromTheBlockOfTheOutcome) {
     }
     DraftBuffer buffer;
     for (int32_t d : drafts) buffer.push_back(Draft{d, {}, false});
-    Rng rng(1);
     StepPlan plan = XrPlan(3, 0, DecodingMode::kLossless, sizes);
     plan.decoding.draft_layout = DraftLayout::kBlocks;
     plan.decoding.fork_outcomes = 1;
-    const VerifyOutcome o = Verify(plan, logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 3), rng);
+    const VerifyOutcome o = Verify(plan, logits, kBigVocab, buffer, SamplingParams{}, EnergyAcceptor(0, 0, 3));
     ASSERT_EQ(o.accepted, n);
     EXPECT_EQ(o.tokens.back(), n == 3 ? 6 : 7);
     EXPECT_EQ(o.kv_keep, plan.committed + n);
@@ -389,16 +392,15 @@ TEST(VerifyTest, GreedyLossyReducesToExactMatchAndTauLowersTheBar) {
     SCOPED_TRACE(tau);
     StepPlan plan = XrPlan(1, 2, DecodingMode::kLossy);
     plan.decoding.tau = tau;
-    Rng rng(1);
-    const VerifyOutcome o = Verify(plan, f.Flat(), kVocab, drafts, SamplingParams{}, EnergyAcceptor(0, tau, 2), rng);
+    const VerifyOutcome o = Verify(plan, f.Flat(), kVocab, drafts, SamplingParams{}, EnergyAcceptor(0, tau, 2));
     EXPECT_EQ(o.accepted, accepted);
     EXPECT_EQ(o.tokens.front(), accepted ? 2 : 1);
   }
 }
 
-// The first committed token of a sampled Cross-Regression step is distributed as P
-// (speculative sampling's guarantee), whatever q the draft came from: chi-square over
-// 20,000 steps. The same harness fails with the planted stale-q fault.
+// The first committed token of a sampled Cross-Regression step verified by speculative
+// sampling is distributed as P (its guarantee), whatever q the draft came from:
+// chi-square over 20,000 steps. The same harness fails with the planted stale-q fault.
 TEST(VerifyTest, FirstCommittedTokenIsDistributedAsP) {
   const std::vector<double> p = {0.30, 0.05, 0.25, 0.10, 0.15, 0.05, 0.06, 0.04};
   const std::vector<double> q = {0.05, 0.40, 0.05, 0.20, 0.05, 0.15, 0.05, 0.05};
@@ -411,14 +413,14 @@ TEST(VerifyTest, FirstCommittedTokenIsDistributedAsP) {
   t1.temperature = 1.0f;
   auto run = [&](ExactnessFault fault) {
     std::vector<int64_t> counts(kVocab, 0);
-    Rng draw(12345);
+    const PositionRandom draw(12345);  // the drafts' own numbers
     for (int i = 0; i < 20000; ++i) {
       // The draft is drawn from q, as the predictive stream would have drawn it.
       const std::vector<float> qf = Probs(q);
-      const int32_t d = SampleFromDistribution(qf.data(), kVocab, draw);
-      Rng rng(static_cast<uint64_t>(i) * 2654435761u + 1);
-      const VerifyOutcome o = Verify(XrPlan(1, 2), logits, kVocab, {Draft{d, qf, true}}, t1, EnergyAcceptor(0, 0, 2),
-                                     rng, fault);
+      const int32_t d = DrawToken(qf.data(), kVocab, draw, i, RandomLane::kToken);
+      t1.seed = static_cast<uint64_t>(i) * 2654435761u + 1;
+      const VerifyOutcome o = Verify(SpeculativeSampling(XrPlan(1, 2)), logits, kVocab, {Draft{d, qf, true}}, t1,
+                                     EnergyAcceptor(0, 0, 2), fault);
       ++counts[static_cast<size_t>(o.tokens.front())];
     }
     return testing::ChiSquareTest(counts, p);
