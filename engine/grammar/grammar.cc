@@ -1,7 +1,6 @@
 #include "engine/grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -137,26 +136,34 @@ absl::Status Grammar::Validate() const {
       }
     }
   }
-  // A cycle in that graph is left recursion (depth-first search, colours 0/1/2).
+  // A cycle in that graph is left recursion: depth-first search, colours 0/1/2, with an
+  // explicit stack of (rule, next edge), since a request's chain of rules may be longer
+  // than a thread's stack allows recursion.
   std::vector<int> colour(static_cast<size_t>(n), 0);
-  std::function<int32_t(int32_t)> cycle_at = [&](int32_t r) -> int32_t {
-    colour[static_cast<size_t>(r)] = 1;
-    for (int32_t s : left[static_cast<size_t>(r)]) {
-      if (colour[static_cast<size_t>(s)] == 1) return s;
-      if (colour[static_cast<size_t>(s)] == 0) {
-        if (int32_t found = cycle_at(s); found >= 0) return found;
+  std::vector<std::pair<int32_t, size_t>> path;
+  for (int32_t root = 0; root < n; ++root) {
+    if (colour[static_cast<size_t>(root)] != 0) continue;
+    colour[static_cast<size_t>(root)] = 1;
+    path.emplace_back(root, 0);
+    while (!path.empty()) {
+      auto& [r, edge] = path.back();
+      const std::vector<int32_t>& out = left[static_cast<size_t>(r)];
+      if (edge == out.size()) {
+        colour[static_cast<size_t>(r)] = 2;
+        path.pop_back();
+        continue;
       }
-    }
-    colour[static_cast<size_t>(r)] = 2;
-    return -1;
-  };
-  for (int32_t r = 0; r < n; ++r) {
-    if (colour[static_cast<size_t>(r)] != 0) continue;
-    if (int32_t s = cycle_at(r); s >= 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("grammar: rule '", rules[static_cast<size_t>(s)].name,
-                       "' is left-recursive (it can reach itself before matching a character); "
-                       "rewrite it right-recursively or with repetition"));
+      const int32_t s = out[edge++];
+      if (colour[static_cast<size_t>(s)] == 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("grammar: rule '", rules[static_cast<size_t>(s)].name,
+                         "' is left-recursive (it can reach itself before matching a character); "
+                         "rewrite it right-recursively or with repetition"));
+      }
+      if (colour[static_cast<size_t>(s)] == 0) {
+        colour[static_cast<size_t>(s)] = 1;
+        path.emplace_back(s, 0);
+      }
     }
   }
   return absl::OkStatus();

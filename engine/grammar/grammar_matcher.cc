@@ -99,24 +99,40 @@ int32_t GrammarMatcher::BusiestRule() const {
 
 bool GrammarMatcher::Expand(Stack stack, std::vector<Stack>& out, size_t* positions) const {
   const CompiledGrammar& g = *grammar_;
-  // Positions on a stack never point at an end marker: a finished sequence is popped
-  // before its end would be pushed, so right recursion keeps stacks flat.
-  if (stack.empty() || g.kind(stack.back()) == 0) {
-    *positions += stack.size() + kStackCost;
-    // Counted before duplicates go: an ambiguous grammar's copies of one parse cost
-    // their expansion too.
-    if (out.size() >= kMaxParseStacks * 4 || *positions > kMaxStatePositions * 4) return false;
-    out.push_back(std::move(stack));
-    return true;
-  }
-  const int32_t pos = stack.back();
-  stack.pop_back();
-  if (g.kind(pos + 1) != CompiledGrammar::kEnd) stack.push_back(pos + 1);
-  const std::vector<int32_t>& starts = g.starts(g.operand(pos));
-  for (size_t a = 0; a < starts.size(); ++a) {
-    Stack next = a + 1 == starts.size() ? std::move(stack) : stack;
-    if (g.kind(starts[a]) != CompiledGrammar::kEnd) next.push_back(starts[a]);
-    if (!Expand(std::move(next), out, positions)) return false;
+  // Depth first with an explicit worklist, not recursion: a chain of rule references
+  // that consume nothing (nested repetitions, optional groups) is as deep as the
+  // grammar is long, and a request's grammar must not be able to overflow a thread's
+  // stack. Alternatives are pushed last first, so they expand first to last.
+  std::vector<Stack> pending;
+  pending.push_back(std::move(stack));
+  while (!pending.empty()) {
+    Stack s = std::move(pending.back());
+    pending.pop_back();
+    // Positions on a stack never point at an end marker: a finished sequence is popped
+    // before its end would be pushed, so right recursion keeps stacks flat.
+    if (s.empty() || g.kind(s.back()) == 0) {
+      *positions += s.size() + kStackCost;
+      // Counted before duplicates go: an ambiguous grammar's copies of one parse cost
+      // their expansion too.
+      if (out.size() >= kMaxParseStacks * 4 || *positions > kMaxStatePositions * 4) return false;
+      out.push_back(std::move(s));
+      continue;
+    }
+    // A stack deeper than a whole state may hold can only end over the limits.
+    if (s.size() > kMaxStatePositions * 4) return false;
+    const int32_t pos = s.back();
+    s.pop_back();
+    if (g.kind(pos + 1) != CompiledGrammar::kEnd) s.push_back(pos + 1);
+    const std::vector<int32_t>& starts = g.starts(g.operand(pos));
+    for (size_t a = starts.size(); a-- > 0;) {
+      Stack next = a == 0 ? std::move(s) : s;
+      if (g.kind(starts[a]) != CompiledGrammar::kEnd) next.push_back(starts[a]);
+      pending.push_back(std::move(next));
+    }
+    // Every pending stack ends as one stack or more (a rule has an alternative), so
+    // this many cannot fit either; checked here so a wide alternation is not copied out
+    // in full first.
+    if (out.size() + pending.size() > kMaxParseStacks * 4) return false;
   }
   return true;
 }

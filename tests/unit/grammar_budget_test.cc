@@ -4,6 +4,9 @@
 // are refused as in regex; a matcher state that reaches a limit admits less than its
 // grammar, never more, and a mask agrees with AcceptBytes token by token even there; a
 // mask computation stops at its work budget.
+#include <pthread.h>
+
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -149,6 +152,44 @@ TEST(GrammarBudgetTest, AMaskStopsAtItsWorkBudgetAndAPartialBudgetCachesNothing)
   MaskWork enough{.budget = kMaxMaskWork};
   ASSERT_NE(masker.Mask(start, &enough), nullptr);
   EXPECT_NE(masker.Cached(start), nullptr);
+}
+
+
+// Runs `body` on a thread whose stack is `bytes` long.
+void RunWithStack(size_t bytes, const std::function<void()>& body) {
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, bytes);
+  pthread_t thread;
+  auto trampoline = [](void* arg) -> void* {
+    (*static_cast<const std::function<void()>*>(arg))();
+    return nullptr;
+  };
+  ASSERT_EQ(pthread_create(&thread, &attr, trampoline, const_cast<std::function<void()>*>(&body)), 0);
+  pthread_join(thread, nullptr);
+  pthread_attr_destroy(&attr);
+}
+
+// A chain of rules that consume nothing until the last one is as deep as the grammar is
+// long: checking it for left recursion and expanding the start state must not recurse
+// per rule. Run on a thread with a 512 KiB stack (many server threads have no more),
+// where a frame per rule overflows long before 60,000 rules.
+TEST(GrammarBudgetTest, LongChainsOfRulesNeedNoStackPerRule) {
+  constexpr int kRules = 60000;
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i + 1 < kRules; ++i) absl::StrAppend(&chain, "r", i, " ::= r", i + 1, " | \"b\"\n");
+  std::string cyclic = chain;
+  absl::StrAppend(&chain, "r", kRules - 1, " ::= \"a\"\n");
+  absl::StrAppend(&cyclic, "r", kRules - 1, " ::= r0\n");  // the last reaches the first at its left edge
+  absl::Status chain_status, cyclic_status;
+  RunWithStack(512 << 10, [&] {
+    chain_status = Compile(ConstraintKind::kGbnf, chain);
+    cyclic_status = Compile(ConstraintKind::kGbnf, cyclic);
+  });
+  // Admitted, or refused by a budget; answered either way.
+  EXPECT_TRUE(chain_status.ok() || absl::StrContains(chain_status.message(), "more than")) << chain_status;
+  EXPECT_EQ(cyclic_status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(absl::StrContains(cyclic_status.message(), "left-recursive")) << cyclic_status;
 }
 
 }  // namespace
