@@ -12,13 +12,29 @@
 # SKIP_CUDA=1, SKIP_DEPLOY_CHECK=1, SKIP_SANITIZERS=1, SKIP_FUZZ=1 leave a stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-stage_start=$(date +%s)
-stage() {  # prints how long the previous stage took
+# Stage times: each stage line says how long the previous one took, and a table of all
+# of them is printed at the end, on success or failure, for CI's log.
+run_start=$(date +%s)
+stage_start=$run_start
+stage_name="setup: packages, configure, build (scripts/setup.sh)"
+stage_rows=()
+stage() {  # starts stage "$*"
   local now
   now=$(date +%s)
+  stage_rows+=("$(printf '%6d s  %s' $((now - stage_start)) "$stage_name")")
   echo "[test] ---- $* (previous stage: $((now - stage_start)) s)"
   stage_start=$now
+  stage_name=$*
 }
+print_stage_times() {
+  local rc=$? now
+  now=$(date +%s)
+  [ "$stage_name" != done ] && stage_rows+=("$(printf '%6d s  %s (ended with exit code %d)' $((now - stage_start)) "$stage_name" "$rc")")
+  echo "[test] ---- stage times"
+  printf '[test] %s\n' "${stage_rows[@]}"
+  printf '[test] %6d s  total\n' $((now - run_start))
+}
+trap print_stage_times EXIT
 WITH_TEST_TOOLS=1 scripts/setup.sh
 # On a failure, the failing tests' output is printed again at the very end (from CTest's
 # LastTest.log), since a CI log viewer often shows only the tail.
