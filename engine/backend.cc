@@ -42,15 +42,13 @@ void DescribeSequences(const ForwardPlan& plan, const ForwardBatch& batch, Forwa
 
 }  // namespace
 
-absl::Status Backend::Execute(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out) {
+absl::Status Backend::Execute(const ForwardBatch& batch, KvTransaction& kv, ForwardOutput& out) {
   absl::StatusOr<ForwardPlan> plan = PlanForward(batch, kv, config_, storage_);
   if (!plan.ok()) return plan.status();
   if (absl::Status computed = Compute(*plan, out); !computed.ok()) {
     // Give back the blocks the plan reserved: the K/V written beyond each sequence's
     // length is garbage nobody will read.
-    for (const auto& [seq, count] : plan->appended) {
-      if (absl::Status released = kv.Commit(seq, kv.length(seq)); !released.ok()) return released;
-    }
+    kv.RollBack();
     return computed;
   }
   DescribeSequences(*plan, batch, out);
@@ -62,10 +60,11 @@ absl::Status Backend::Forward(const ForwardBatch& batch, PagedKvCache& kv, Forwa
   // its length plus these.
   std::map<SequenceId, int64_t> written;
   for (const BatchRow& row : batch.rows) written[row.seq] += row.predictive ? 0 : 1;
-  if (absl::Status s = Execute(batch, kv, out); !s.ok()) return s;
+  KvTransaction transaction(kv);
+  if (absl::Status s = Execute(batch, transaction, out); !s.ok()) return s;
   for (const auto& [seq, count] : written) {
     if (count == 0) continue;
-    if (absl::Status s = kv.Commit(seq, kv.length(seq) + count); !s.ok()) return s;
+    if (absl::Status s = transaction.Commit(seq, kv.length(seq) + count); !s.ok()) return s;
   }
   return absl::OkStatus();
 }

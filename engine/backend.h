@@ -1,9 +1,10 @@
 // The compute backend interface (CPU, CUDA): one ragged forward over the model.
 //
 // Execute is the same for every backend and is the only way in: PlanForward
-// (engine/forward_plan.h) validates the batch and reserves the control rows' blocks,
-// the backend's Compute runs the planned rows. A forward is one KV transaction: the
-// caller then commits the positions each sequence keeps (PagedKvCache::Commit), once.
+// (engine/forward_plan.h) validates the batch and reserves the control rows' blocks in
+// the caller's KV transaction, the backend's Compute runs the planned rows. The caller
+// then closes the transaction: commits the positions each sequence keeps, once
+// (engine/kv/kv_transaction.h).
 // A backend computes only; it never touches the cache's bookkeeping, and all backends
 // accept and refuse exactly the same batches.
 #pragma once
@@ -18,7 +19,8 @@
 #include "engine/forward_output.h"
 #include "engine/forward_plan.h"
 #include "engine/model/model_config.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/kv_transaction.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 
@@ -41,13 +43,13 @@ class Backend {
   const KvCacheConfig& kv_storage() const { return storage_; }
 
   // Runs every row of `batch` through the model: each control row's K/V lands in the
-  // slot the cache assigns (blocks reserved as needed), and each sequence's length is
-  // left as it was for the caller to commit what it keeps. `out.logits` is resized to
-  // (full logit rows x vocab) and `out.summaries` to the summary rows
-  // (BatchRow::summary), each in batch order. An invalid batch is refused before
-  // anything is reserved or computed; a failed computation releases what was
-  // reserved. Either way the cache is left as it was.
-  absl::Status Execute(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out);
+  // slot the cache assigns (blocks reserved in `kv`, which leaves those sequences open),
+  // and each sequence's length is left as it was for the caller to commit what it
+  // keeps. `out.logits` is resized to (full logit rows x vocab) and `out.summaries` to
+  // the summary rows (BatchRow::summary), each in batch order. An invalid batch is
+  // refused before anything is reserved or computed; a failed computation rolls `kv`
+  // back. Either way the cache is left as it was.
+  absl::Status Execute(const ForwardBatch& batch, KvTransaction& kv, ForwardOutput& out);
   // Execute, then commit every control row written (prefill, and callers that keep
   // the whole forward).
   absl::Status Forward(const ForwardBatch& batch, PagedKvCache& kv, ForwardOutput& out);

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 

@@ -15,7 +15,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 

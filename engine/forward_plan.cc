@@ -17,7 +17,6 @@ struct RowScan {
   std::vector<SequenceId> sequences;                     // in order of first appearance
   std::unordered_map<SequenceId, int64_t> next_control;  // control rows' end position
   std::map<GroupKey, std::vector<int32_t>> groups;       // predictive rows by chain
-  std::unordered_map<SequenceId, int64_t> control_count;
   std::map<GroupKey, bool> block;                        // outcome blocks, by chain
 };
 
@@ -107,7 +106,6 @@ absl::StatusOr<RowScan> ScanRows(const ForwardBatch& batch, const PagedKvCache& 
                                                      " (rows of a sequence must append consecutive positions)"));
     }
     ++it->second;
-    ++scan.control_count[row.seq];
     plan.num_cached[i] = row.position + 1;
   }
   return scan;
@@ -158,12 +156,12 @@ absl::StatusOr<std::map<GroupKey, GroupLayout>> LayOutGroups(const RowScan& scan
 }
 
 // The control rows' blocks, all or nothing.
-absl::Status ReserveControlRows(const RowScan& scan, PagedKvCache& kv) {
+absl::Status ReserveControlRows(const RowScan& scan, KvTransaction& kv) {
   int64_t blocks_needed = 0;
-  for (const auto& [seq, end] : scan.next_control) blocks_needed += kv.BlocksNeeded(seq, end);
-  if (blocks_needed > kv.free_blocks()) {
+  for (const auto& [seq, end] : scan.next_control) blocks_needed += kv.cache().BlocksNeeded(seq, end);
+  if (blocks_needed > kv.cache().free_blocks()) {
     return absl::ResourceExhaustedError(absl::StrCat("forward: KV cache full: batch needs ", blocks_needed,
-                                                     " blocks, ", kv.free_blocks(), " free"));
+                                                     " blocks, ", kv.cache().free_blocks(), " free"));
   }
   for (const auto& [seq, end] : scan.next_control) {
     if (absl::Status s = kv.Reserve(seq, end); !s.ok()) return s;
@@ -192,7 +190,6 @@ void FillTables(const RowScan& scan, const std::map<GroupKey, GroupLayout>& layo
         plan.num_own[r] = shared + (layout.block ? static_cast<int32_t>(g->second.size()) : static_cast<int32_t>(k) + 1);
       }
     }
-    if (auto c = scan.control_count.find(seq); c != scan.control_count.end()) plan.appended.emplace_back(seq, c->second);
   }
   // Never an empty table: the kernels index it only for attended positions, but a
   // zero-length upload region would alias the next array.
@@ -206,8 +203,9 @@ void FillTables(const RowScan& scan, const std::map<GroupKey, GroupLayout>& layo
 
 }  // namespace
 
-absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
-                                        const KvCacheConfig& storage) {
+absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, KvTransaction& transaction,
+                                        const ModelConfig& config, const KvCacheConfig& storage) {
+  const PagedKvCache& kv = transaction.cache();
   if (batch.rows.empty()) return absl::InvalidArgumentError("forward: empty batch");
   if (kv.config().num_blocks != storage.num_blocks || kv.config().block_size != storage.block_size) {
     return absl::InvalidArgumentError("forward: KV cache does not match the backend's storage");
@@ -226,11 +224,11 @@ absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache&
   if (!scan.ok()) return scan.status();
   absl::StatusOr<std::map<GroupKey, GroupLayout>> layouts = LayOutGroups(*scan, batch, kv);
   if (!layouts.ok()) return layouts.status();
-  if (absl::Status s = ReserveControlRows(*scan, kv); !s.ok()) return s;
+  if (absl::Status s = ReserveControlRows(*scan, transaction); !s.ok()) return s;
   FillTables(*scan, *layouts, batch, kv, plan);
   // What each control row writes, for the prefix cache to key the blocks it fills.
   for (const BatchRow& row : batch.rows) {
-    if (!row.predictive) kv.RecordToken(row.seq, row.position, row.token);
+    if (!row.predictive) transaction.RecordToken(row.seq, row.position, row.token);
   }
   return plan;
 }

@@ -12,7 +12,7 @@
 #include "absl/status/statusor.h"
 #include "engine/forward_batch.h"
 #include "engine/model/model_config.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/kv_transaction.h"
 
 namespace crossreg {
 
@@ -35,17 +35,16 @@ struct ForwardPlan {
   // order, and the token each summary reports the logit of (-1: none).
   std::vector<int32_t> summary_rows;
   std::vector<int32_t> summary_tokens;
-  // Control rows per sequence: the sequences whose blocks the plan reserved.
-  std::vector<std::pair<SequenceId, int64_t>> appended;
 
   bool predictive(int row) const { return slots[static_cast<size_t>(row)] < 0; }
   int full_logit_rows() const { return static_cast<int>(logit_rows.size() - summary_rows.size()); }
 };
 
-// Validates every row before touching `kv`; on success the control rows' blocks are
-// reserved (all or nothing) and the tokens they write recorded for the prefix cache
-// (PagedKvCache::RecordToken). `storage` is the backend's K/V layout, which must match.
-absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, PagedKvCache& kv, const ModelConfig& config,
+// Validates every row before touching the cache; on success the control rows' blocks
+// are reserved in `kv` (all or nothing; each such sequence is then open in it) and the
+// tokens they write recorded for the prefix cache. `storage` is the backend's K/V
+// layout, which must match.
+absl::StatusOr<ForwardPlan> PlanForward(const ForwardBatch& batch, KvTransaction& kv, const ModelConfig& config,
                                         const KvCacheConfig& storage);
 
 }  // namespace crossreg

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "engine/backend.h"
 #include "engine/cpu/cpu_features.h"
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 

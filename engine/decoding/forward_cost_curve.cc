@@ -55,9 +55,9 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
   } guard{kv, seq};
   auto token = [&](int i) { return static_cast<int32_t>((i * 7919 + 13) % config.vocab_size); };
   ForwardBatch batch;
-  std::vector<float> logits;
+  ForwardOutput out;
   for (int p = 0; p < context; ++p) batch.rows.push_back({.seq = seq, .position = p, .token = token(p)});
-  if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
+  if (auto s = backend.Forward(batch, kv, out); !s.ok()) return s;
 
   std::vector<int> sizes;
   for (int rows = 1;; rows = std::min(rows * 2, max_rows)) {
@@ -73,11 +73,11 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     for (int i = 0; i < rows - control; ++i)
       batch.rows.push_back(
           {.seq = seq, .position = context + i, .token = token(context + i), .want_logits = true, .predictive = true});
+    // Rolled back when it closes: the sequence keeps its `context` positions.
+    KvTransaction transaction(kv);
     const auto t0 = std::chrono::steady_clock::now();
-    if (auto s = backend.Forward(batch, kv, logits); !s.ok()) return s;
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (auto s = kv.Commit(seq, context); !s.ok()) return s;
-    return seconds;
+    if (auto s = backend.Execute(batch, transaction, out); !s.ok()) return s;
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
   // Warm caches, allocations and worker threads on every size first, then take the
   // fastest of `repeats` runs per size and shape: other load on the machine only adds

@@ -13,7 +13,7 @@
 #include "engine/backend.h"
 #include "engine/decoding/decoding_config.h"
 #include "engine/model/model_config.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 

@@ -32,7 +32,7 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
   // With prefix caching the prompt's cached blocks are read, not computed (all but
   // the last prompt token at most: its row gives the first logits).
   const int64_t cacheable = static_cast<int64_t>(request.prompt_ids.size()) - 1;
-  absl::StatusOr<int64_t> cached = kv.AttachCachedPrefix(seq, request.prompt_ids, cacheable);
+  absl::StatusOr<int64_t> cached = KvTransaction(kv).AttachCachedPrefix(seq, request.prompt_ids, cacheable);
   if (!cached.ok()) return cached.status();
   if (auto s = decoder.OnKvAttached(seq, *cached); !s.ok()) return s;
   result.cached_prompt_tokens = *cached;
@@ -56,7 +56,8 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
     const StepPlan plan = decoder.Plan(decoder.Choose(&cost), options.prefill_chunk);
     batch.rows = plan.rows;
     const auto t_forward = std::chrono::steady_clock::now();
-    if (auto s = backend.Execute(batch, kv, out); !s.ok()) return s;
+    KvTransaction transaction(kv);  // closed by the Commit below, else rolled back
+    if (auto s = backend.Execute(batch, transaction, out); !s.ok()) return s;
     const auto t_forwarded = std::chrono::steady_clock::now();
     absl::StatusOr<LogitRows> logits = out.RowsOf(seq, env.model->vocab_size);
     if (!logits.ok()) return logits.status();
@@ -71,7 +72,7 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
       calibration.ObserveSingleDecodeStep(*env.cost_curve, rows, predictive,
                                           seconds(t_step, std::chrono::steady_clock::now()));
     }
-    if (auto s = kv.Commit(seq, step->kv_length); !s.ok()) return s;
+    if (auto s = transaction.Commit(seq, step->kv_length); !s.ok()) return s;
     if (plan.prefill()) {
       ++result.prefill_forwards;
       t_decode = std::chrono::steady_clock::now();

@@ -12,7 +12,7 @@
 #include "engine/decoding/forward_cost_calibration.h"
 #include "engine/decoding/generation_request.h"
 #include "engine/decoding/sequence_decoder.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 

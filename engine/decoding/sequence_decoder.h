@@ -32,7 +32,7 @@
 #include "engine/decoding/ngram_drafter.h"
 #include "engine/decoding/step_plan.h"
 #include "engine/decoding/verify.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 #include "engine/sampler.h"
 
 namespace crossreg {

@@ -1,4 +1,4 @@
-#include "engine/kv_prefix_index.h"
+#include "engine/kv/kv_prefix_index.h"
 
 #include <algorithm>
 

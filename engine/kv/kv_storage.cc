@@ -1,4 +1,4 @@
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 
 #include "absl/strings/str_cat.h"
 

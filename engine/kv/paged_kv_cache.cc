@@ -1,4 +1,4 @@
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 #include "absl/strings/str_cat.h"
 

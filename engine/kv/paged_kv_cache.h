@@ -3,6 +3,9 @@
 // `num_blocks * block_size` slots and asks this table where each position lives.
 // Blocks are metadata only (no pointers), so CPU and GPU storage share the logic.
 //
+// Lengths and reservations change only through a KvTransaction (kv_transaction.h);
+// sequences are created and freed here.
+//
 // Prefix caching (KvCacheConfig::prefix_caching): a block whose every position holds
 // committed control-stream K/V is registered in a KvPrefixIndex under its tokens and
 // its parent block. Registered blocks are reference-counted and shared read-only by
@@ -27,7 +30,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "engine/kv_prefix_index.h"
+#include "engine/kv/kv_prefix_index.h"
 
 namespace crossreg {
 
@@ -70,6 +73,8 @@ struct PrefixMatch {
   int64_t evictable = 0;      // of them, held by no sequence: attaching takes them off the free pool
 };
 
+class KvTransaction;
+
 class PagedKvCache {
  public:
   explicit PagedKvCache(KvCacheConfig config);
@@ -80,37 +85,16 @@ class PagedKvCache {
   SequenceId CreateSequence();
   bool IsLive(SequenceId seq) const;
 
-  // Makes room for positions [0, num_tokens): allocates blocks as needed. All or
-  // nothing: ResourceExhausted leaves the sequence and the free list unchanged.
-  absl::Status Reserve(SequenceId seq, int64_t num_tokens);
   // Blocks Reserve(seq, num_tokens) would still have to allocate.
   int64_t BlocksNeeded(SequenceId seq, int64_t num_tokens) const;
-
-  // Ends a forward's KV transaction: the sequence's valid positions become [0, length)
-  // (at most its capacity; the forward wrote any new ones) and the blocks past them go
-  // back to the free list, so positions written and not kept are as if never written.
-  // The one call that moves a sequence's length: a decode step keeps x_last and the
-  // accepted drafts, a prefill chunk all of its rows, a failed forward none.
-  // With prefix caching, each block the new length fills is registered; a length
-  // inside the sequence's registered blocks takes them out of the cache, and is
-  // refused where another sequence shares one of them.
-  absl::Status Commit(SequenceId seq, int64_t length);
 
   // Frees every block of the sequence and retires its id. Registered blocks stay
   // cached (the sequence's last block is the first to be evicted).
   void Free(SequenceId seq);
 
-  // Prefix caching. The tokens whose K/V a forward writes at `position` of `seq` (a
-  // reserved position): the planner records every control row, and Commit registers
-  // each block that the committed length fills. A no-op without prefix caching.
-  void RecordToken(SequenceId seq, int64_t position, int32_t token);
   // The longest run of cached blocks holding the K/V of `tokens`' first positions,
   // at most `max_positions` of them (whole blocks only). Empty without prefix caching.
   PrefixMatch MatchPrefix(absl::Span<const int32_t> tokens, int64_t max_positions) const;
-  // Gives `seq` (live, holding no blocks) the match for `tokens` as its first
-  // positions, shared read-only; returns the positions it now holds (its length).
-  absl::StatusOr<int64_t> AttachCachedPrefix(SequenceId seq, absl::Span<const int32_t> tokens,
-                                             int64_t max_positions);
 
   int64_t length(SequenceId seq) const;    // valid positions
   int64_t capacity(SequenceId seq) const;  // reserved positions
@@ -133,6 +117,30 @@ class PagedKvCache {
   bool prefix_caching() const { return index_.has_value(); }
 
  private:
+  // A step's changes, made only through a KvTransaction (engine/kv/kv_transaction.h).
+  friend class KvTransaction;
+  // Makes room for positions [0, num_tokens): allocates blocks as needed. All or
+  // nothing: ResourceExhausted leaves the sequence and the free list unchanged.
+  absl::Status Reserve(SequenceId seq, int64_t num_tokens);
+  // Closes a sequence's part of a transaction: the sequence's valid positions become [0, length)
+  // (at most its capacity; the forward wrote any new ones) and the blocks past them go
+  // back to the free list, so positions written and not kept are as if never written.
+  // The one call that moves a sequence's length: a decode step keeps x_last and the
+  // accepted drafts, a prefill chunk all of its rows, a failed forward none.
+  // With prefix caching, each block the new length fills is registered; a length
+  // inside the sequence's registered blocks takes them out of the cache, and is
+  // refused where another sequence shares one of them.
+  absl::Status Commit(SequenceId seq, int64_t length);
+
+  // Prefix caching. The tokens whose K/V a forward writes at `position` of `seq` (a
+  // reserved position): the planner records every control row, and Commit registers
+  // each block that the committed length fills. A no-op without prefix caching.
+  void RecordToken(SequenceId seq, int64_t position, int32_t token);
+  // Gives `seq` (live, holding no blocks) the match for `tokens` as its first
+  // positions, shared read-only; returns the positions it now holds (its length).
+  absl::StatusOr<int64_t> AttachCachedPrefix(SequenceId seq, absl::Span<const int32_t> tokens,
+                                             int64_t max_positions);
+
   struct SequenceState {
     bool live = false;
     int64_t length = 0;

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/cpu/usable_cores.h"
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/default_model.h"
 #include "engine/model/model_quantizer.h"
 #ifdef CROSSREG_HAVE_CUDA

@@ -19,10 +19,10 @@
 #include "engine/decoding/forward_cost_curve.h"
 #include "engine/decoding/generation_request.h"
 #include "engine/decoding/ngram_table.h"
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 
 namespace crossreg {
 
@@ -58,7 +58,7 @@ struct EngineOptions {
   int64_t kv_blocks = 0;
   int64_t kv_memory_bytes = int64_t{512} << 20;
   // Automatic prefix caching: full K/V blocks stay cached for later requests with the
-  // same prefix (engine/paged_kv_cache.h). The server turns it on (--prefix_caching);
+  // same prefix (engine/kv/paged_kv_cache.h). The server turns it on (--prefix_caching);
   // off here, so benchmarks that run one prompt again and again time its prefill each time.
   bool prefix_caching = false;
   // A quantized type: the model's float matrices are quantized at load

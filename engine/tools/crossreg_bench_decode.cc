@@ -32,7 +32,7 @@
 #include "engine/cpu/paged_attention.h"
 #include "engine/cpu/thread_pool.h"
 #include "engine/cpu/tile_order_chooser.h"
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
 #include "engine/runtime/open_engine.h"
@@ -177,9 +177,9 @@ std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int 
   const int vocab = e.model->config.vocab_size;
   const SequenceId id = e.kv->CreateSequence();
   ForwardBatch fb;
-  std::vector<float> logits;
+  ForwardOutput out;
   for (int p = 0; p < context; ++p) fb.rows.push_back({.seq = id, .position = p, .token = p % vocab});
-  if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
+  if (!e.backend->Forward(fb, *e.kv, out).ok()) std::exit(1);
   std::vector<double> best(row_counts.size(), 1e30);
   for (int rep = 0; rep < repeats; ++rep) {
     for (size_t n = 0; n < row_counts.size(); ++n) {
@@ -188,10 +188,10 @@ std::vector<double> TimeRows(Engine& e, const std::vector<int>& row_counts, int 
       for (int r = 0; r < row_counts[i]; ++r) {
         fb.rows.push_back({.seq = id, .position = context + r, .token = (7 * r) % vocab, .want_logits = true});
       }
+      KvTransaction transaction(*e.kv);  // rolled back: the sequence keeps `context` positions
       const auto t0 = Clock::now();
-      if (!e.backend->Forward(fb, *e.kv, logits).ok()) std::exit(1);
+      if (!e.backend->Execute(fb, transaction, out).ok()) std::exit(1);
       best[i] = std::min(best[i], std::chrono::duration<double>(Clock::now() - t0).count());
-      if (!e.kv->Commit(id, context).ok()) std::exit(1);
     }
   }
   e.kv->Free(id);

@@ -114,8 +114,8 @@ void RunRaggedScript(const Model& model, const LoraAdapter* adapter, double tole
     ExpectSameForward(e, b, vocab, tolerance, "control + predictive");
   }
   {  // Rejected drafts: roll back, then decode over the reused slots.
-    ASSERT_TRUE(e.cpu_kv->Commit(ids[0], 11).ok());
-    ASSERT_TRUE(e.gpu_kv->Commit(ids[0], 11).ok());
+    ASSERT_TRUE(KvTransaction(*e.cpu_kv).Commit(ids[0], 11).ok());
+    ASSERT_TRUE(KvTransaction(*e.gpu_kv).Commit(ids[0], 11).ok());
     ForwardBatch b;
     Prefill(b, ids[0], {tok(40), tok(41)}, 11);
     Prefill(b, ids[1], {tok(42)}, 6);
@@ -359,7 +359,7 @@ TEST(CudaBackendTest, SummaryRowsAreTheReductionOfTheRowsTheyReplace) {
     Predict(b, seq, {20, 21, 22, 23}, p0);
     // The same rows twice: all whole (the K/V it writes is rolled back), then mixed.
     ASSERT_TRUE((*backend)->Forward(b, cache, whole).ok());
-    ASSERT_TRUE(cache.Commit(seq, p0).ok());
+    ASSERT_TRUE(KvTransaction(cache).Commit(seq, p0).ok());
     for (size_t r = 0; r < b.rows.size(); ++r) {
       BatchRow& row = b.rows[r];
       row.summary = r != 2 && r != 4;
@@ -383,7 +383,7 @@ TEST(CudaBackendTest, SummaryRowsAreTheReductionOfTheRowsTheyReplace) {
       EXPECT_EQ(got.max_logit, want.max_logit) << "row " << r;
       EXPECT_EQ(got.token_logit, want.token_logit) << "row " << r;
     }
-    ASSERT_TRUE(cache.Commit(seq, p0 + 1).ok());  // keep x_last, as a verify step that accepts nothing
+    ASSERT_TRUE(KvTransaction(cache).Commit(seq, p0 + 1).ok());  // keep x_last, as a verify step that accepts nothing
   }
 }
 

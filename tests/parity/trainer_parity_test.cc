@@ -98,7 +98,7 @@ TEST(TrainerParityTest, ControlAndPredictiveLogitsMatchPyTorch) {
       EXPECT_LE(MaxAbsDiff(logits.data() + (gamma + k) * V, want_predictive[k].get<std::vector<float>>()), 1e-3f)
           << "predictive row " << k;
     }
-    ASSERT_TRUE(kv.Commit(seq, static_cast<int64_t>(prefix.size()) - 1).ok());  // the cache before the XR forward
+    ASSERT_TRUE(KvTransaction(kv).Commit(seq, static_cast<int64_t>(prefix.size()) - 1).ok());  // the cache before the XR forward
     // 3. Outcome blocks: control rows [x_last, d_1..d_m] and, for every outcome n, a block
     //    of placeholder rows after d_n attending d_0..d_n and itself both ways.
     if (c.contains("block_logits")) {

@@ -2,7 +2,7 @@
 // what the flag accepts.
 #include <string>
 
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/random_model.h"
 #include "engine/runtime/open_engine.h"
 #include "gtest/gtest.h"

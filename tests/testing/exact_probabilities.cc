@@ -46,7 +46,7 @@ std::vector<double> ExactSequenceProbabilities(Backend& backend, PagedKvCache& k
         }
       }
     }
-    EXPECT_TRUE(kv.Commit(seq, len).ok());
+    EXPECT_TRUE(KvTransaction(kv).Commit(seq, len).ok());
   };
   visit(prompt.back(), 0, 1.0);
   kv.Free(seq);

@@ -8,7 +8,7 @@
 #include "engine/backend.h"
 #include "engine/decoding/logit_adjustments.h"
 #include "engine/grammar/grammar_constraint.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 #include "engine/sampler.h"
 
 namespace crossreg::testing {

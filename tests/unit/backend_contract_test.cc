@@ -193,12 +193,15 @@ TEST(BackendContractTest, ExecuteReservesAndTheCallerCommitsWhatItKeeps) {
   ForwardBatch batch;                              // x_last at 5 and four drafts: positions 5..9, into a third block
   for (int k = 0; k < 5; ++k) batch.rows.push_back({.seq = seq, .position = 5 + k, .token = 1, .want_logits = true});
   ForwardOutput out;
-  ASSERT_TRUE(backend.Execute(batch, kv, out).ok());
+  KvTransaction transaction(kv);
+  ASSERT_TRUE(backend.Execute(batch, transaction, out).ok());
   EXPECT_EQ(kv.length(seq), 5);  // nothing committed yet
+  EXPECT_EQ(transaction.open(), std::vector<SequenceId>{seq});
   EXPECT_EQ(kv.capacity(seq), 12);
   EXPECT_EQ(out.logits.size(), 5u * 48u);
   // A verify step that accepts one draft keeps x_last and d_1: the third block returns.
-  ASSERT_TRUE(kv.Commit(seq, 7).ok());
+  ASSERT_TRUE(transaction.Commit(seq, 7).ok());
+  EXPECT_TRUE(transaction.open().empty());
   EXPECT_EQ(kv.length(seq), 7);
   EXPECT_EQ(kv.capacity(seq), 8);
   EXPECT_EQ(kv.free_blocks(), kKv.num_blocks - 2);
@@ -223,7 +226,8 @@ TEST(BackendContractTest, TheOutputDescribesEachSequencesRows) {
         {.seq = seq, .position = 5 + k, .token = 2, .want_logits = true, .predictive = true, .summary = true});
   }
   ForwardOutput out;
-  ASSERT_TRUE(backend.Execute(batch, kv, out).ok());
+  KvTransaction transaction(kv);
+  ASSERT_TRUE(backend.Execute(batch, transaction, out).ok());
   ASSERT_EQ(out.sequences.size(), 2u);
   EXPECT_EQ(out.sequences[0].seq, other);
   EXPECT_EQ(out.sequences[1].seq, seq);
@@ -239,8 +243,8 @@ TEST(BackendContractTest, TheOutputDescribesEachSequencesRows) {
   EXPECT_EQ(mine->summaries.size(), 3u);
   // A sequence with no logit rows gets an empty window.
   ForwardBatch prefill{{{.seq = other, .position = 0, .token = 1}}};
-  ASSERT_TRUE(kv.Commit(seq, 5).ok() && kv.Commit(other, 0).ok());
-  ASSERT_TRUE(backend.Execute(prefill, kv, out).ok());
+  ASSERT_TRUE(transaction.Commit(seq, 5).ok() && transaction.Commit(other, 0).ok());
+  ASSERT_TRUE(backend.Execute(prefill, transaction, out).ok());
   ASSERT_TRUE(out.RowsOf(other, 48).ok());
   EXPECT_TRUE(out.RowsOf(other, 48)->logits.empty());
   // Interleaved rows form no single window.
@@ -248,7 +252,8 @@ TEST(BackendContractTest, TheOutputDescribesEachSequencesRows) {
   interleaved.rows.push_back({.seq = seq, .position = 5, .token = 1, .want_logits = true});
   interleaved.rows.push_back({.seq = other, .position = 0, .token = 1, .want_logits = true});
   interleaved.rows.push_back({.seq = seq, .position = 6, .token = 1, .want_logits = true});
-  ASSERT_TRUE(backend.Execute(interleaved, kv, out).ok());
+  transaction.RollBack();
+  ASSERT_TRUE(backend.Execute(interleaved, transaction, out).ok());
   EXPECT_EQ(out.RowsOf(seq, 48).status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_TRUE(out.RowsOf(other, 48).ok());
 }

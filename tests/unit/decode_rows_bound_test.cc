@@ -42,9 +42,10 @@ DecodeRun Decode(const GenerationRequest& req, const ForwardCostCurve& curve, fl
       run.gammas.push_back(plan.decoding.mode == DecodingMode::kAutoregressive ? 0 : plan.decoding.gamma);
     }
     batch.rows = plan.rows;
-    EXPECT_TRUE(engine.backend->Execute(batch, *engine.kv, out).ok());
+    KvTransaction transaction(*engine.kv);
+    EXPECT_TRUE(engine.backend->Execute(batch, transaction, out).ok());
     absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
-    if (!step.ok() || !engine.kv->Commit(decoder.sequence(), step->kv_length).ok()) {
+    if (!step.ok() || !transaction.Commit(decoder.sequence(), step->kv_length).ok()) {
       ADD_FAILURE() << "the forward's outcome could not be applied";
       break;
     }

@@ -339,10 +339,11 @@ TEST(LoraForwardTest, KvAfterCrossRegressionEqualsArCache) {
     while (!decoder.finished()) {
       const StepPlan plan = decoder.Plan(decoder.Choose(), 64);
       batch.rows = plan.rows;
-      ASSERT_TRUE(e.backend->Execute(batch, *e.kv, out).ok());
+      KvTransaction transaction(*e.kv);
+      ASSERT_TRUE(e.backend->Execute(batch, transaction, out).ok());
       absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
       ASSERT_TRUE(step.ok()) << step.status();
-      ASSERT_TRUE(e.kv->Commit(decoder.sequence(), step->kv_length).ok());
+      ASSERT_TRUE(transaction.Commit(decoder.sequence(), step->kv_length).ok());
     }
     const auto& tokens = decoder.tokens();
     ASSERT_EQ(e.kv->length(seq), static_cast<int64_t>(tokens.size()) - 1);

@@ -1,4 +1,5 @@
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/kv_transaction.h"
+#include "engine/kv/paged_kv_cache.h"
 
 #include <algorithm>
 #include <set>
@@ -47,12 +48,13 @@ TEST(KvBlockArithmeticTest, BlocksForAndExtraBlocks) {
 TEST(KvBlockArithmeticTest, BlocksNeededIsWhatReserveAllocates) {
   for (int block_size : {1, 3, 4, 16}) {
     PagedKvCache kv({block_size, 64});
+    KvTransaction txn(kv);
     const SequenceId seq = kv.CreateSequence();
     for (int64_t want : {0, 1, 2, 5, 9, 16, 17, 40}) {
       const int before = kv.free_blocks();
       const int64_t held = static_cast<int64_t>(kv.block_table(seq).size());
       const int64_t needed = kv.BlocksNeeded(seq, want);
-      ASSERT_TRUE(kv.Reserve(seq, want).ok());
+      ASSERT_TRUE(txn.Reserve(seq, want).ok());
       EXPECT_EQ(before - kv.free_blocks(), needed) << "block size " << block_size << ", " << want << " positions";
       EXPECT_EQ(static_cast<int64_t>(kv.block_table(seq).size()), std::max(held, KvBlocksFor(want, block_size)));
       EXPECT_GE(kv.capacity(seq), want);
@@ -62,12 +64,13 @@ TEST(KvBlockArithmeticTest, BlocksNeededIsWhatReserveAllocates) {
 
 TEST(PagedKvCacheTest, ReserveIsAllOrNothing) {
   PagedKvCache kv({4, 5});
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   const SequenceId b = kv.CreateSequence();
-  ASSERT_TRUE(kv.Reserve(a, 9).ok());  // 3 blocks
+  ASSERT_TRUE(txn.Reserve(a, 9).ok());  // 3 blocks
   EXPECT_EQ(kv.capacity(a), 12);
   // b wants 3 blocks, 2 are free: refused, and nothing changes.
-  EXPECT_EQ(kv.Reserve(b, 12).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(txn.Reserve(b, 12).code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(kv.capacity(b), 0);
   EXPECT_EQ(kv.free_blocks(), 2);
   EXPECT_EQ(kv.capacity(a), 12);
@@ -92,12 +95,13 @@ TEST(PagedKvCacheTest, CommitKeepsThePositionsAndReturnsTheBlocksPastThem) {
   };
   for (const Case& c : cases) {
     PagedKvCache kv({4, 8});
+    KvTransaction txn(kv);
     const SequenceId seq = kv.CreateSequence();
-    ASSERT_TRUE(kv.Reserve(seq, 3).ok());
-    ASSERT_TRUE(kv.Commit(seq, 3).ok());
-    ASSERT_TRUE(kv.Reserve(seq, c.reserved).ok());
+    ASSERT_TRUE(txn.Reserve(seq, 3).ok());
+    ASSERT_TRUE(txn.Commit(seq, 3).ok());
+    ASSERT_TRUE(txn.Reserve(seq, c.reserved).ok());
     EXPECT_EQ(kv.length(seq), 3) << "Reserve does not move the length";
-    EXPECT_EQ(kv.Commit(seq, c.committed).ok(), c.ok) << "commit " << c.committed;
+    EXPECT_EQ(txn.Commit(seq, c.committed).ok(), c.ok) << "commit " << c.committed;
     EXPECT_EQ(kv.length(seq), c.length) << "commit " << c.committed;
     EXPECT_EQ(kv.capacity(seq), c.capacity) << "commit " << c.committed;
     EXPECT_EQ(kv.free_blocks(), c.free_blocks) << "commit " << c.committed;
@@ -107,11 +111,12 @@ TEST(PagedKvCacheTest, CommitKeepsThePositionsAndReturnsTheBlocksPastThem) {
 
 TEST(PagedKvCacheTest, FreeReturnsEveryBlockAndIdsAreRecycled) {
   PagedKvCache kv({4, 10});
+  KvTransaction txn(kv);
   std::vector<SequenceId> live;
   for (int64_t n : {5, 9, 1, 12}) {
     const SequenceId seq = kv.CreateSequence();
-    ASSERT_TRUE(kv.Reserve(seq, n).ok());
-    ASSERT_TRUE(kv.Commit(seq, n).ok());
+    ASSERT_TRUE(txn.Reserve(seq, n).ok());
+    ASSERT_TRUE(txn.Commit(seq, n).ok());
     live.push_back(seq);
   }
   ExpectConsistent(kv, live);
@@ -122,8 +127,8 @@ TEST(PagedKvCacheTest, FreeReturnsEveryBlockAndIdsAreRecycled) {
   live.erase(live.begin() + 1);
   ExpectConsistent(kv, live);
   EXPECT_FALSE(kv.IsLive(freed));
-  EXPECT_EQ(kv.Reserve(freed, 1).code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(kv.Commit(freed, 0).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(txn.Reserve(freed, 1).code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(txn.Commit(freed, 0).code(), absl::StatusCode::kNotFound);
   const SequenceId again = kv.CreateSequence();
   EXPECT_EQ(again, freed);
   EXPECT_EQ(kv.length(again), 0);
@@ -139,6 +144,7 @@ TEST(PagedKvCacheTest, FreeReturnsEveryBlockAndIdsAreRecycled) {
 // shared or lost, and slots map through each sequence's own table.
 TEST(PagedKvCacheTest, InterleavedSequencesNeverShareABlock) {
   PagedKvCache kv({4, 32});
+  KvTransaction txn(kv);
   std::vector<SequenceId> live;
   uint32_t state = 12345;
   auto next = [&](uint32_t n) {
@@ -152,8 +158,8 @@ TEST(PagedKvCacheTest, InterleavedSequencesNeverShareABlock) {
     } else if (action < 8) {
       const SequenceId seq = live[next(static_cast<uint32_t>(live.size()))];
       const int64_t want = kv.length(seq) + 1 + next(9);
-      if (!kv.Reserve(seq, want).ok()) continue;  // full: all or nothing
-      ASSERT_TRUE(kv.Commit(seq, kv.length(seq) + next(static_cast<uint32_t>(want - kv.length(seq)) + 1)).ok());
+      if (!txn.Reserve(seq, want).ok()) continue;  // full: all or nothing
+      ASSERT_TRUE(txn.Commit(seq, kv.length(seq) + next(static_cast<uint32_t>(want - kv.length(seq)) + 1)).ok());
     } else {
       const size_t i = next(static_cast<uint32_t>(live.size()));
       kv.Free(live[i]);

@@ -1,4 +1,4 @@
-// The prefix cache's bookkeeping (engine/paged_kv_cache.h, engine/kv_prefix_index.h):
+// The prefix cache's bookkeeping (engine/kv/paged_kv_cache.h, engine/kv/kv_prefix_index.h):
 // block matching, reference counts, eviction order, hash collisions, stale chains.
 #include <algorithm>
 #include <map>
@@ -7,8 +7,9 @@
 #include <set>
 #include <vector>
 
-#include "engine/kv_prefix_index.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/kv_prefix_index.h"
+#include "engine/kv/kv_transaction.h"
+#include "engine/kv/paged_kv_cache.h"
 #include "gtest/gtest.h"
 
 namespace crossreg {
@@ -30,12 +31,13 @@ std::vector<int32_t> Iota(int n, int32_t first) {
 // most all but the last token), reserves, records and commits the rest. Returns the
 // cached positions it started from.
 int64_t Prefill(PagedKvCache& kv, SequenceId seq, const std::vector<int32_t>& tokens) {
-  const int64_t cached = kv.AttachCachedPrefix(seq, tokens, static_cast<int64_t>(tokens.size()) - 1).value();
-  EXPECT_TRUE(kv.Reserve(seq, static_cast<int64_t>(tokens.size())).ok());
+  KvTransaction txn(kv);
+  const int64_t cached = txn.AttachCachedPrefix(seq, tokens, static_cast<int64_t>(tokens.size()) - 1).value();
+  EXPECT_TRUE(txn.Reserve(seq, static_cast<int64_t>(tokens.size())).ok());
   for (size_t p = static_cast<size_t>(cached); p < tokens.size(); ++p) {
-    kv.RecordToken(seq, static_cast<int64_t>(p), tokens[p]);
+    txn.RecordToken(seq, static_cast<int64_t>(p), tokens[p]);
   }
-  EXPECT_TRUE(kv.Commit(seq, static_cast<int64_t>(tokens.size())).ok());
+  EXPECT_TRUE(txn.Commit(seq, static_cast<int64_t>(tokens.size())).ok());
   return cached;
 }
 
@@ -54,6 +56,7 @@ void ExpectConsistent(const PagedKvCache& kv, const std::vector<SequenceId>& liv
 
 TEST(PrefixCacheTest, OnlyFullCommittedBlocksAreSharedAndTheLastTokenIsAlwaysComputed) {
   PagedKvCache kv(Caching(16));
+  KvTransaction txn(kv);
   const std::vector<int32_t> prompt = Iota(10, 100);  // 2 full blocks + 2 tokens
   const SequenceId a = kv.CreateSequence();
   EXPECT_EQ(Prefill(kv, a, prompt), 0);
@@ -76,6 +79,7 @@ TEST(PrefixCacheTest, OnlyFullCommittedBlocksAreSharedAndTheLastTokenIsAlwaysCom
 
 TEST(PrefixCacheTest, MatchingStopsAtTheFirstDifferentBlock) {
   PagedKvCache kv(Caching(32));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(17, 0));  // 4 full blocks
   std::vector<int32_t> other = Iota(17, 0);
@@ -90,6 +94,7 @@ TEST(PrefixCacheTest, MatchingStopsAtTheFirstDifferentBlock) {
 
 TEST(PrefixCacheTest, FreedBlocksStayCachedAndAreEvictedLeastRecentlyUsedTailFirst) {
   PagedKvCache kv(Caching(6));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(13, 0));  // blocks a0 a1 a2 full, a3 partial
   const std::vector<int32_t> a_blocks = kv.block_table(a);
@@ -102,24 +107,25 @@ TEST(PrefixCacheTest, FreedBlocksStayCachedAndAreEvictedLeastRecentlyUsedTailFir
 
   // Take 4 blocks: the 3 free ones first, then one eviction: a's last full block.
   const SequenceId b = kv.CreateSequence();
-  ASSERT_TRUE(kv.Reserve(b, 16).ok());
+  ASSERT_TRUE(txn.Reserve(b, 16).ok());
   EXPECT_EQ(kv.Stats().cached_blocks, 2);
   EXPECT_EQ(kv.MatchPrefix(Iota(13, 0), 12).positions, 8) << "the prefix outlives the tail";
   const std::vector<int32_t>& b_blocks = kv.block_table(b);
   EXPECT_NE(std::find(b_blocks.begin(), b_blocks.end(), a_blocks[2]), b_blocks.end());
   // One more block: a1 goes next (the tail before the head).
-  ASSERT_TRUE(kv.Reserve(b, 20).ok());
+  ASSERT_TRUE(txn.Reserve(b, 20).ok());
   EXPECT_EQ(kv.MatchPrefix(Iota(13, 0), 12).positions, 4);
   ExpectConsistent(kv, {b});
   // Full: the last cached block is taken; then nothing is left.
-  ASSERT_TRUE(kv.Reserve(b, 24).ok());
+  ASSERT_TRUE(txn.Reserve(b, 24).ok());
   EXPECT_EQ(kv.Stats().cached_blocks, 0);
-  EXPECT_EQ(kv.Reserve(b, 28).code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(txn.Reserve(b, 28).code(), absl::StatusCode::kResourceExhausted);
   ExpectConsistent(kv, {b});
 }
 
 TEST(PrefixCacheTest, AHitRefreshesABlockInTheEvictionOrder) {
   PagedKvCache kv(Caching(4));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(5, 0));  // one cached block
   kv.Free(a);
@@ -132,7 +138,7 @@ TEST(PrefixCacheTest, AHitRefreshesABlockInTheEvictionOrder) {
   kv.Free(c);
   // Two blocks are free; the third allocation evicts the least recently used: b's.
   const SequenceId d = kv.CreateSequence();
-  ASSERT_TRUE(kv.Reserve(d, 12).ok());
+  ASSERT_TRUE(txn.Reserve(d, 12).ok());
   EXPECT_EQ(kv.MatchPrefix(Iota(5, 0), 4).positions, 4);
   EXPECT_EQ(kv.MatchPrefix(Iota(5, 50), 4).positions, 0);
   ExpectConsistent(kv, {d});
@@ -142,6 +148,7 @@ TEST(PrefixCacheTest, HashCollisionsNeverMatchDifferentTokens) {
   // Zero key bits: every block lands in one bucket, so only the comparison of tokens
   // and parents tells them apart.
   PagedKvCache kv(Caching(64, /*hash_bits=*/0));
+  KvTransaction txn(kv);
   std::mt19937 rng(7);
   std::vector<std::vector<int32_t>> prompts;
   std::vector<SequenceId> live;
@@ -170,13 +177,14 @@ TEST(PrefixCacheTest, HashCollisionsNeverMatchDifferentTokens) {
 
 TEST(PrefixCacheTest, ChildrenOfAnEvictedBlockAreUnreachable) {
   PagedKvCache kv(Caching(4, /*hash_bits=*/0));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(9, 0));  // blocks 0 and 1 cached, 2 partial
   const int32_t first = kv.block_table(a)[0];
   kv.Free(a);
   // Evict until the first block goes; its block id comes back holding other tokens.
   const SequenceId b = kv.CreateSequence();
-  ASSERT_TRUE(kv.Reserve(b, 16).ok());  // takes the free block, then both cached ones
+  ASSERT_TRUE(txn.Reserve(b, 16).ok());  // takes the free block, then both cached ones
   ASSERT_TRUE(std::find(kv.block_table(b).begin(), kv.block_table(b).end(), first) != kv.block_table(b).end());
   EXPECT_EQ(kv.MatchPrefix(Iota(9, 0), 8).positions, 0);
   kv.Free(b);
@@ -185,16 +193,17 @@ TEST(PrefixCacheTest, ChildrenOfAnEvictedBlockAreUnreachable) {
 
 TEST(PrefixCacheTest, ConcurrentDuplicatesStayPrivateAndBothReadTheirOwnBlocks) {
   PagedKvCache kv(Caching(16));
+  KvTransaction txn(kv);
   const std::vector<int32_t> prompt = Iota(9, 0);
   // Both admitted before either committed: neither hits.
   const SequenceId a = kv.CreateSequence();
   const SequenceId b = kv.CreateSequence();
-  ASSERT_EQ(kv.AttachCachedPrefix(a, prompt, 8).value(), 0);
-  ASSERT_EQ(kv.AttachCachedPrefix(b, prompt, 8).value(), 0);
+  ASSERT_EQ(txn.AttachCachedPrefix(a, prompt, 8).value(), 0);
+  ASSERT_EQ(txn.AttachCachedPrefix(b, prompt, 8).value(), 0);
   for (SequenceId s : {a, b}) {
-    ASSERT_TRUE(kv.Reserve(s, 9).ok());
-    for (int p = 0; p < 9; ++p) kv.RecordToken(s, p, prompt[static_cast<size_t>(p)]);
-    ASSERT_TRUE(kv.Commit(s, 9).ok());
+    ASSERT_TRUE(txn.Reserve(s, 9).ok());
+    for (int p = 0; p < 9; ++p) txn.RecordToken(s, p, prompt[static_cast<size_t>(p)]);
+    ASSERT_TRUE(txn.Commit(s, 9).ok());
   }
   EXPECT_EQ(kv.Stats().cached_blocks, 2) << "a's blocks; b's equal ones stay private";
   kv.Free(b);
@@ -207,20 +216,21 @@ TEST(PrefixCacheTest, ConcurrentDuplicatesStayPrivateAndBothReadTheirOwnBlocks) 
 
 TEST(PrefixCacheTest, ACommitCannotReachBackIntoSharedBlocks) {
   PagedKvCache kv(Caching(16));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(10, 0));
   const SequenceId b = kv.CreateSequence();
   EXPECT_EQ(Prefill(kv, b, Iota(6, 0)), 4);  // shares a's first block
-  EXPECT_EQ(kv.Commit(a, 3).code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(txn.Commit(a, 3).code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(kv.length(a), 10);
-  EXPECT_TRUE(kv.Commit(a, 9).ok()) << "the private partial block may shrink";
+  EXPECT_TRUE(txn.Commit(a, 9).ok()) << "the private partial block may shrink";
   // a alone holds its second block: it leaves the cache and a may rewrite it.
-  ASSERT_TRUE(kv.Commit(a, 6).ok());
+  ASSERT_TRUE(txn.Commit(a, 6).ok());
   EXPECT_EQ(kv.Stats().cached_blocks, 1);
   EXPECT_EQ(kv.MatchPrefix(Iota(10, 0), 9).positions, 4);
-  ASSERT_TRUE(kv.Reserve(a, 9).ok());
-  for (int p = 6; p < 9; ++p) kv.RecordToken(a, p, 50 + p);
-  ASSERT_TRUE(kv.Commit(a, 9).ok());
+  ASSERT_TRUE(txn.Reserve(a, 9).ok());
+  for (int p = 6; p < 9; ++p) txn.RecordToken(a, p, 50 + p);
+  ASSERT_TRUE(txn.Commit(a, 9).ok());
   std::vector<int32_t> rewritten = Iota(6, 0);
   for (int p = 6; p < 9; ++p) rewritten.push_back(50 + p);
   EXPECT_EQ(kv.MatchPrefix(rewritten, 9).positions, 8) << "the rewritten block is cached under its new tokens";
@@ -230,17 +240,18 @@ TEST(PrefixCacheTest, ACommitCannotReachBackIntoSharedBlocks) {
 
 TEST(PrefixCacheTest, DecodeStepsExtendTheChainAsBlocksFill) {
   PagedKvCache kv(Caching(16));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
   std::vector<int32_t> tokens = Iota(5, 0);
   Prefill(kv, a, tokens);
   // Verify steps: reserve 1 + gamma rows, keep some, record what each row wrote.
   for (int step = 0; step < 6; ++step) {
     const int64_t length = kv.length(a);
-    ASSERT_TRUE(kv.Reserve(a, length + 4).ok());
-    for (int k = 0; k < 4; ++k) kv.RecordToken(a, length + k, 1000 + step * 10 + k);  // drafts
+    ASSERT_TRUE(txn.Reserve(a, length + 4).ok());
+    for (int k = 0; k < 4; ++k) txn.RecordToken(a, length + k, 1000 + step * 10 + k);  // drafts
     const int keep = 1 + step % 3;
     for (int k = 0; k < keep; ++k) tokens.push_back(1000 + step * 10 + k);
-    ASSERT_TRUE(kv.Commit(a, length + keep).ok());
+    ASSERT_TRUE(txn.Commit(a, length + keep).ok());
   }
   const int64_t full = static_cast<int64_t>(tokens.size()) / kBlock;
   EXPECT_EQ(kv.Stats().cached_blocks, full);
@@ -253,6 +264,7 @@ TEST(PrefixCacheTest, DecodeStepsExtendTheChainAsBlocksFill) {
 
 TEST(PrefixCacheTest, RandomWorkloadKeepsEveryInvariant) {
   PagedKvCache kv(Caching(24, /*hash_bits=*/2));
+  KvTransaction txn(kv);
   std::mt19937 rng(11);
   std::vector<SequenceId> live;
   std::map<SequenceId, std::vector<int32_t>> tokens;
@@ -262,13 +274,13 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsEveryInvariant) {
       std::vector<int32_t> p(1 + rng() % 14);
       for (auto& t : p) t = static_cast<int32_t>(rng() % 2);
       const SequenceId seq = kv.CreateSequence();
-      const int64_t cached = kv.AttachCachedPrefix(seq, p, static_cast<int64_t>(p.size()) - 1).value();
-      if (!kv.Reserve(seq, static_cast<int64_t>(p.size())).ok()) {
+      const int64_t cached = txn.AttachCachedPrefix(seq, p, static_cast<int64_t>(p.size()) - 1).value();
+      if (!txn.Reserve(seq, static_cast<int64_t>(p.size())).ok()) {
         kv.Free(seq);
         continue;
       }
-      for (size_t i = static_cast<size_t>(cached); i < p.size(); ++i) kv.RecordToken(seq, static_cast<int64_t>(i), p[i]);
-      ASSERT_TRUE(kv.Commit(seq, static_cast<int64_t>(p.size())).ok());
+      for (size_t i = static_cast<size_t>(cached); i < p.size(); ++i) txn.RecordToken(seq, static_cast<int64_t>(i), p[i]);
+      ASSERT_TRUE(txn.Commit(seq, static_cast<int64_t>(p.size())).ok());
       live.push_back(seq);
       tokens[seq] = p;
     } else if (op == 1) {
@@ -279,18 +291,18 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsEveryInvariant) {
     } else {
       const SequenceId seq = live[rng() % live.size()];
       const int64_t length = kv.length(seq);
-      if (!kv.Reserve(seq, length + 3).ok()) continue;
+      if (!txn.Reserve(seq, length + 3).ok()) continue;
       const int keep = static_cast<int>(rng() % 4);
-      for (int k = 0; k < 3; ++k) kv.RecordToken(seq, length + k, static_cast<int32_t>(rng() % 2));
+      for (int k = 0; k < 3; ++k) txn.RecordToken(seq, length + k, static_cast<int32_t>(rng() % 2));
       // What was kept is what the rows wrote.
-      ASSERT_TRUE(kv.Commit(seq, length).ok());
-      ASSERT_TRUE(kv.Reserve(seq, length + keep).ok());
+      ASSERT_TRUE(txn.Commit(seq, length).ok());
+      ASSERT_TRUE(txn.Reserve(seq, length + keep).ok());
       for (int k = 0; k < keep; ++k) {
         const int32_t t = static_cast<int32_t>(rng() % 2);
-        kv.RecordToken(seq, length + k, t);
+        txn.RecordToken(seq, length + k, t);
         tokens[seq].push_back(t);
       }
-      ASSERT_TRUE(kv.Commit(seq, length + keep).ok());
+      ASSERT_TRUE(txn.Commit(seq, length + keep).ok());
     }
     // Sequences that hold the same full block hold the same tokens up to its end.
     std::map<int32_t, std::vector<int32_t>> prefix_of;
@@ -311,6 +323,7 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsEveryInvariant) {
 
 TEST(PrefixCacheTest, OffByDefault) {
   PagedKvCache kv({kBlock, 8});
+  KvTransaction txn(kv);
   EXPECT_FALSE(kv.prefix_caching());
   const SequenceId a = kv.CreateSequence();
   Prefill(kv, a, Iota(9, 0));
@@ -322,9 +335,10 @@ TEST(PrefixCacheTest, OffByDefault) {
 
 TEST(PrefixCacheTest, AttachingToASequenceThatHoldsBlocksIsRefused) {
   PagedKvCache kv(Caching(8));
+  KvTransaction txn(kv);
   const SequenceId a = kv.CreateSequence();
-  ASSERT_TRUE(kv.Reserve(a, 1).ok());
-  EXPECT_EQ(kv.AttachCachedPrefix(a, Iota(9, 0), 8).status().code(), absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(txn.Reserve(a, 1).ok());
+  EXPECT_EQ(txn.AttachCachedPrefix(a, Iota(9, 0), 8).status().code(), absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(KvPrefixIndexTest, FindComparesParentAndTokens) {

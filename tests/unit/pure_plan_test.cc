@@ -63,10 +63,11 @@ TEST(PurePlanTest, PlanningTwiceGivesTheSamePlanAndAStalePlanIsRefused) {
       const StepPlan plan = decoder.Plan(choice, 3);
       EXPECT_TRUE(SameRows(plan, decoder.Plan(choice, 3))) << "forward " << decode_forwards;
       batch.rows = plan.rows;
-      ASSERT_TRUE(engine.backend->Execute(batch, *engine.kv, out).ok());
+      KvTransaction transaction(*engine.kv);
+      ASSERT_TRUE(engine.backend->Execute(batch, transaction, out).ok());
       absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
       ASSERT_TRUE(step.ok()) << step.status();
-      ASSERT_TRUE(engine.kv->Commit(decoder.sequence(), step->kv_length).ok());
+      ASSERT_TRUE(transaction.Commit(decoder.sequence(), step->kv_length).ok());
       // The same plan again is stale now: its state has moved on.
       EXPECT_EQ(decoder.OnForward(plan, LogitRows(out.logits, out.summaries)).status().code(),
                 absl::StatusCode::kFailedPrecondition);

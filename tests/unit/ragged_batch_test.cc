@@ -138,7 +138,7 @@ TEST(RaggedBatchTest, RollbackThenReappendEqualsNeverRollingBack) {
   const int used_before = kv.Stats().used_blocks;
   append(seq, rejected, logits);
   EXPECT_GT(kv.Stats().used_blocks, used_before);
-  ASSERT_TRUE(kv.Commit(seq, 10).ok());
+  ASSERT_TRUE(KvTransaction(kv).Commit(seq, 10).ok());
   EXPECT_EQ(kv.Stats().used_blocks, used_before);  // whole blocks past position 10 freed
   EXPECT_EQ(kv.length(seq), 10);
   append(seq, accepted, logits);

@@ -264,10 +264,11 @@ TEST(RowSummaryDecodingTest, OnlyGreedyRowsAskForSummariesAndEachControlRowNames
     while (!decoder.finished()) {
       StepPlan plan = decoder.Plan(decoder.Choose(), 64);
       batch.rows = plan.rows;
-      EXPECT_TRUE(t.engine.backend->Execute(batch, *t.engine.kv, out).ok());
+      KvTransaction transaction(*t.engine.kv);
+      EXPECT_TRUE(t.engine.backend->Execute(batch, transaction, out).ok());
       EXPECT_EQ(out.summaries.size(), static_cast<size_t>(plan.summary_rows()));
       absl::StatusOr<StepOutcome> step = decoder.OnForward(plan, LogitRows(out.logits, out.summaries));
-      if (!step.ok() || !t.engine.kv->Commit(decoder.sequence(), step->kv_length).ok()) {
+      if (!step.ok() || !transaction.Commit(decoder.sequence(), step->kv_length).ok()) {
         ADD_FAILURE() << "the forward's outcome could not be applied";
         break;
       }

@@ -18,7 +18,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "engine/cuda/cuda_backend.h"
-#include "engine/kv_storage.h"
+#include "engine/kv/kv_storage.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_config.h"
 
@@ -96,20 +96,17 @@ std::vector<int> ParseInts(const std::vector<std::string>& items) {
   return out;
 }
 
-// Mean wall-clock ms of one forward of `batch`; each sequence then commits `context`
-// positions (keeps none of the forward's), so each repetition sees the same cache.
-absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const ForwardBatch& batch,
-                                   const std::vector<SequenceId>& seqs, int context, int iters) {
+// Mean wall-clock ms of one forward of `batch`, each rolled back (no sequence keeps any
+// of its positions), so each repetition sees the same cache.
+absl::StatusOr<double> TimeForward(Backend& backend, PagedKvCache& kv, const ForwardBatch& batch, int iters) {
   ForwardOutput out;
   double total_ms = 0;
   for (int i = 0; i < iters + 3; ++i) {
+    KvTransaction transaction(kv);  // rolled back: each sequence keeps `context` positions
     const auto t0 = Clock::now();
-    if (absl::Status s = backend.Execute(batch, kv, out); !s.ok()) return s;
+    if (absl::Status s = backend.Execute(batch, transaction, out); !s.ok()) return s;
     const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     if (i >= 3) total_ms += ms;
-    for (SequenceId seq : seqs) {
-      if (absl::Status s = kv.Commit(seq, context); !s.ok()) return s;
-    }
   }
   return total_ms / iters;
 }
@@ -241,7 +238,7 @@ int Run() {
     for (SequenceId seq : seqs) {
       ar.rows.push_back({.seq = seq, .position = context, .token = 7, .want_logits = true, .summary = summaries});
     }
-    auto ar_ms = TimeForward(**backend, kv, ar, seqs, context, iters);
+    auto ar_ms = TimeForward(**backend, kv, ar, iters);
     if (!ar_ms.ok()) {
       std::fprintf(stderr, "AR forward: %s\n", std::string(ar_ms.status().message()).c_str());
       return 1;
@@ -250,7 +247,7 @@ int Run() {
     const double roofline_ms = (weight_bytes + batch_size * (context + 1) * kv_bytes_per_token) / bandwidth * 1e3;
     std::printf("%6d %10.3f %12.3f %8.0f%%", batch_size, *ar_ms, roofline_ms, 100.0 * roofline_ms / *ar_ms);
     for (int gamma : gammas) {
-      auto xr_ms = TimeForward(**backend, kv, XrBatch(seqs, context, accepted, gamma, summaries), seqs, context, iters);
+      auto xr_ms = TimeForward(**backend, kv, XrBatch(seqs, context, accepted, gamma, summaries), iters);
       if (!xr_ms.ok()) {
         std::fprintf(stderr, "XR forward: %s\n", std::string(xr_ms.status().message()).c_str());
         return 1;
