@@ -2,13 +2,13 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "engine/cpu/ops.h"
+#include "engine/logit_argmax.h"
 
 namespace crossreg {
 
 RowSummary SummarizeLogitRow(const float* logits, int vocab, int32_t token) {
   RowSummary s;
-  s.argmax = cpu::Argmax(logits, vocab);  // the scan's index, vectorised
+  s.argmax = LogitArgmax(logits, vocab);  // the scan's index, vectorised
   s.max_logit = logits[s.argmax];
   s.token_logit = token >= 0 ? logits[token] : s.max_logit;
   return s;

@@ -41,7 +41,7 @@ class Rng {
 };
 
 // Lowest index among the maxima (NaN never wins; a NaN at 0 gives 0): the portable scan.
-// Greedy verification uses cpu::Argmax, the same index vectorised (engine/cpu/ops.h);
+// Greedy verification uses LogitArgmax, the same index vectorised (engine/logit_argmax.h);
 // this stays portable for the parsers' fuzz build, which has no engine/cpu.
 int32_t Argmax(const float* logits, int vocab);
 

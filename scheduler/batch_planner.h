@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-#include "engine/paged_kv_cache.h"  // KvExtraBlocks: the cache's own block arithmetic
+#include "engine/kv/paged_kv_cache.h"  // KvExtraBlocks: the cache's own block arithmetic
 
 namespace crossreg {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/status.h"
 #include "engine/decoding/sequence_decoder.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 #include "scheduler/scheduler.h"
 #include "scheduler/stop_text_stream.h"
 

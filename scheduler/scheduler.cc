@@ -145,11 +145,13 @@ struct Scheduler::Impl {
   SchedulerOutput Schedule();
   void PlanDecoders(SchedulerOutput& scheduled);
   void Preempt(const SchedulerOutput& scheduled, std::vector<Outgoing>& out);
-  ExecutedForward Execute(const SchedulerOutput& scheduled);
-  void Apply(const SchedulerOutput& scheduled, const ExecutedForward& forward, std::vector<Outgoing>& out);
+  ExecutedForward Execute(const SchedulerOutput& scheduled, KvTransaction& transaction);
+  void Apply(const SchedulerOutput& scheduled, const ExecutedForward& forward, KvTransaction& transaction,
+             std::vector<Outgoing>& out);
   // One sequence's share of Apply; false when it finished.
-  bool ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, ForwardReport& report,
-                     std::vector<Outgoing>& out, std::vector<std::pair<RequestPtr, absl::Status>>& failed);
+  bool ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, KvTransaction& transaction,
+                     ForwardReport& report, std::vector<Outgoing>& out,
+                     std::vector<std::pair<RequestPtr, absl::Status>>& failed);
   void FreeKv(ScheduledRequest& r);
   int64_t MasksFiled() const;
   void Dispatch(std::vector<Outgoing>& out);
@@ -363,7 +365,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     r->in_waiting_queue = false;
     r->preempted = false;
     const SequenceId seq = kv.CreateSequence();
-    absl::StatusOr<int64_t> cached = kv.AttachCachedPrefix(seq, ids, cacheable);
+    absl::StatusOr<int64_t> cached = KvTransaction(kv).AttachCachedPrefix(seq, ids, cacheable);
     const bool first_admission = r->decoder == nullptr;
     if (first_admission) r->decoder = std::make_unique<SequenceDecoder>(r->request, options.decoding, seq);
     // A resumed request recomputes whatever of its KV the cache no longer holds.
@@ -482,8 +484,11 @@ bool Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   const SchedulerOutput scheduled = Schedule();
   Preempt(scheduled, out);
   if (scheduled.sequences.empty()) return scheduled.waiting_for_masks == 0;
-  const ExecutedForward forward = Execute(scheduled);
-  Apply(scheduled, forward, out);
+  // The step's KV changes: reserved by the forward, committed per sequence by Apply;
+  // whatever is left open (sequences cancelled meanwhile are freed) rolls back here.
+  KvTransaction transaction(kv);
+  const ExecutedForward forward = Execute(scheduled, transaction);
+  Apply(scheduled, forward, transaction, out);
   if (forward.status.ok() && options.cost_curve != nullptr && !scheduled.carries_prefill &&
       scheduled.sequences.size() == 1) {
     // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
@@ -600,11 +605,11 @@ void Scheduler::Impl::Preempt(const SchedulerOutput& scheduled, std::vector<Outg
          out);
 }
 
-ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled) {
+ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled, KvTransaction& transaction) {
   if (options.debug_forward_delay.count() > 0) std::this_thread::sleep_for(options.debug_forward_delay);
   ExecutedForward forward;
   const SteadyTime start = std::chrono::steady_clock::now();
-  forward.status = backend.Execute(scheduled.batch, kv, output);
+  forward.status = backend.Execute(scheduled.batch, transaction, output);
   forward.end = std::chrono::steady_clock::now();
   forward.seconds = SecondsBetween(start, forward.end);
   if (forward.status.ok() && options.cost_curve != nullptr) {
@@ -615,7 +620,7 @@ ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled) {
 }
 
 void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForward& forward,
-                            std::vector<Outgoing>& out) {
+                            KvTransaction& transaction, std::vector<Outgoing>& out) {
   if (!forward.status.ok()) {
     // Nothing was kept; the requests of this batch cannot trust their state.
     std::lock_guard<std::mutex> lock(mu);
@@ -644,7 +649,7 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   std::vector<RequestPtr> finished;
   std::vector<std::pair<RequestPtr, absl::Status>> failed;
   for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
-    if (!ApplySequence(s, forward.end, report, out, failed)) finished.push_back(s.request);
+    if (!ApplySequence(s, forward.end, transaction, report, out, failed)) finished.push_back(s.request);
   }
   if (metrics != nullptr) metrics->OnForward(report);
   if (finished.empty() && failed.empty()) return;
@@ -656,15 +661,15 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
 }
 
-bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, ForwardReport& report,
-                                    std::vector<Outgoing>& out,
+bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, KvTransaction& transaction,
+                                    ForwardReport& report, std::vector<Outgoing>& out,
                                     std::vector<std::pair<RequestPtr, absl::Status>>& failed) {
   ScheduledRequest& r = *s.request;
   SequenceDecoder& d = *r.decoder;
   absl::StatusOr<LogitRows> logits = output.RowsOf(d.sequence(), config.vocab_size);
   absl::StatusOr<StepOutcome> outcome = logits.ok() ? d.OnForward(s.step, *logits) : logits.status();
   // The step's one KV change for this sequence: the positions it keeps.
-  absl::Status committed = outcome.ok() ? kv.Commit(d.sequence(), outcome->kv_length) : outcome.status();
+  absl::Status committed = outcome.ok() ? transaction.Commit(d.sequence(), outcome->kv_length) : outcome.status();
   if (!committed.ok()) {
     failed.emplace_back(s.request, std::move(committed));
     return true;

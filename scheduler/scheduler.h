@@ -20,7 +20,7 @@
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/grammar/grammar_budget.h"
 #include "engine/model/model_config.h"
-#include "engine/paged_kv_cache.h"
+#include "engine/kv/paged_kv_cache.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "scheduler/forward_report.h"
 

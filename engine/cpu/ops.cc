@@ -61,12 +61,6 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-int32_t Argmax(const float* x, int64_t n) {
-  if (Avx512()) return internal::ArgmaxAvx512(x, n);
-  if (Avx2()) return internal::ArgmaxAvx2(x, n);
-  return internal::ArgmaxScalar(x, n);
-}
-
 int32_t internal::ArgmaxScalar(const float* x, int64_t n) {
   int32_t best = 0;
   for (int32_t i = 1; i < n; ++i) {

@@ -39,10 +39,6 @@ void AxpyBf16(float* out, float p, const uint16_t* v, int64_t n);
 // out[i] += x[i].
 void AddInPlace(float* out, const float* x, int64_t n);
 
-// The index a sequential scan `if (x[i] > x[best]) best = i` from best = 0 returns: the
-// lowest index of the largest non-NaN value, or 0 when x[0] is NaN. Greedy decoding's
-// argmax (engine/sampler.h): every SIMD path returns the scan's index exactly.
-int32_t Argmax(const float* x, int64_t n);
 
 namespace internal {
 // ops_avx512.cc; call only when the CPU has AVX-512.

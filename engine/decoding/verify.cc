@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/cpu/ops.h"
+#include "engine/logit_argmax.h"
 #include "engine/position_random.h"
 
 namespace crossreg {
@@ -55,14 +55,14 @@ class PlanRows {
   const float* full(int i) const { return At(i).full; }
   int32_t Argmax(int i) const {
     const Ref r = At(i);
-    return r.full != nullptr ? cpu::Argmax(r.full, vocab_) : r.summary->argmax;
+    return r.full != nullptr ? LogitArgmax(r.full, vocab_) : r.summary->argmax;
   }
   // z(token) − max z of row i, untempered. A summary row must have been asked for
   // `token` (the decoder names d_k in P_k's summary).
   double Gap(int i, int32_t token) const {
     const Ref r = At(i);
     if (r.full == nullptr) return static_cast<double>(r.summary->token_logit) - r.summary->max_logit;
-    return static_cast<double>(r.full[token]) - r.full[cpu::Argmax(r.full, vocab_)];
+    return static_cast<double>(r.full[token]) - r.full[LogitArgmax(r.full, vocab_)];
   }
 
  private:
@@ -105,7 +105,7 @@ Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& samp
   switch (rule) {
     case SampledVerification::kSeedExactArgmax:
       // Temperature and the cuts keep the most likely token first: the logits' argmax.
-      fresh.token = cpu::Argmax(z, vocab);
+      fresh.token = LogitArgmax(z, vocab);
       return fresh;
     case SampledVerification::kSeedExact:
       ProcessedDistribution(z, vocab, sampling, fresh.q);
@@ -177,12 +177,12 @@ VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, D
   };
   // The greedy choice at a control row: the likeliest token the grammar admits.
   auto best_of = [&](int row) -> int32_t {
-    if (grammar == nullptr) return adjusting ? cpu::Argmax(penalised(row), vocab) : rows.Argmax(row);
+    if (grammar == nullptr) return adjusting ? LogitArgmax(penalised(row), vocab) : rows.Argmax(row);
     const float* z = penalised(row);
     const int32_t best = grammar->MaskedArgmax(z, vocab);
     if (best >= 0) return best;
     control_mask();  // records why none is allowed
-    return cpu::Argmax(z, vocab);
+    return LogitArgmax(z, vocab);
   };
   int pushed = 0;          // drafts pushed onto the history, popped before returning
   int grammar_pushed = 0;  // tokens pushed onto the grammar state, popped before returning

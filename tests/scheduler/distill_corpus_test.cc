@@ -1,6 +1,6 @@
 // crossreg-distill-data's corpus (--prompts): JSONL lines, whole files, directories,
 // and errors that name the file and line.
-#include "scheduler/tools/distill_corpus.h"
+#include "distill/distill_corpus.h"
 
 #include "gtest/gtest.h"
 #include "tests/scheduler/scratch_dir.h"

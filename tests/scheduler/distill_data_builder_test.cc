@@ -2,7 +2,7 @@
 // continuation the scheduler batched is what plain greedy AR decoding (Generate) gives
 // for its prefix alone, the streams are BOS + text + EOS per document, and the file
 // reads back as written.
-#include "scheduler/tools/distill_data_builder.h"
+#include "distill/distill_data_builder.h"
 
 #include <mutex>
 #include <set>

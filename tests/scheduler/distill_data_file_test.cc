@@ -1,7 +1,7 @@
 // The distillation data file: what the writer lays out is what the format says
 // (magic, header length, JSON header, 8-aligned arrays at their offsets) and what the
 // reader gives back; damaged files are refused.
-#include "scheduler/tools/distill_data_file.h"
+#include "distill/distill_data_file.h"
 
 #include <cstring>
 #include <filesystem>

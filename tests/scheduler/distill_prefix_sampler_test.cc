@@ -1,6 +1,6 @@
 // crossreg-distill-data's prefixes: inside the stream, lengths in range, the same for
 // the same seed on every standard library.
-#include "scheduler/tools/distill_prefix_sampler.h"
+#include "distill/distill_prefix_sampler.h"
 
 #include <algorithm>
 #include <set>

@@ -1,6 +1,6 @@
 // crossreg-distill-data's held-out split (FNV-1a-64 of the text, mod 10000) and the
 // fallback that holds out the last document when the hash rule holds out none.
-#include "scheduler/tools/distill_split.h"
+#include "distill/distill_split.h"
 
 #include <string>
 

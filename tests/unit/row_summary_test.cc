@@ -11,6 +11,7 @@
 #include "engine/decoding/generate.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/decoding/verify.h"
+#include "engine/logit_argmax.h"
 #include "engine/forward_output.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
@@ -73,6 +74,7 @@ TEST(ArgmaxTest, EverySimdPathReturnsTheSequentialScansIndex) {
       SCOPED_TRACE(::testing::Message() << "n " << n << " pattern " << pattern);
       const int32_t want = cpu::internal::ArgmaxScalar(x.data(), n);
       EXPECT_EQ(cpu::internal::ArgmaxAvx2(x.data(), n), want);
+      EXPECT_EQ(LogitArgmax(x.data(), n), want);
       if (avx512) {
         EXPECT_EQ(cpu::internal::ArgmaxAvx512(x.data(), n), want);
       }

@@ -1,4 +1,4 @@
-#include "scheduler/tools/greedy_continuations.h"
+#include "distill/greedy_continuations.h"
 
 #include <condition_variable>
 #include <memory>

@@ -1,4 +1,4 @@
-#include "scheduler/tools/distill_prefix_sampler.h"
+#include "distill/distill_prefix_sampler.h"
 
 #include <algorithm>
 #include <functional>

@@ -1,10 +1,10 @@
-#include "scheduler/tools/distill_data_builder.h"
+#include "distill/distill_data_builder.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "scheduler/tools/distill_prefix_sampler.h"
+#include "distill/distill_prefix_sampler.h"
 
 namespace crossreg {
 namespace {

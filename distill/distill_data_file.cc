@@ -1,4 +1,4 @@
-#include "scheduler/tools/distill_data_file.h"
+#include "distill/distill_data_file.h"
 
 #include <bit>
 #include <cstdio>

@@ -1,4 +1,4 @@
-#include "scheduler/tools/distill_corpus.h"
+#include "distill/distill_corpus.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "engine/tokenizer/tokenizer.h"
-#include "scheduler/tools/distill_corpus.h"
+#include "distill/distill_corpus.h"
 
 namespace crossreg {
 

@@ -1,4 +1,4 @@
-#include "scheduler/tools/distill_split.h"
+#include "distill/distill_split.h"
 
 #include <cmath>
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "scheduler/scheduler.h"
-#include "scheduler/tools/distill_prefix_sampler.h"
+#include "distill/distill_prefix_sampler.h"
 
 namespace crossreg {
 

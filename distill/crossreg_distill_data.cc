@@ -2,7 +2,7 @@
 // (`python3 -m training distill --data FILE`). The user's corpus is tokenized with the
 // model's own tokenizer, random prefixes are drawn from it, and the frozen base model
 // (no adapter, greedy AR) continues each by exactly --window tokens, batched through
-// the continuous-batching scheduler. File format: scheduler/tools/distill_data_file.h.
+// the continuous-batching scheduler. File format: distill/distill_data_file.h.
 //   crossreg-distill-data --prompts corpus.jsonl,notes.md --out distill.bin
 #include <cinttypes>
 #include <cstdio>
@@ -18,8 +18,8 @@
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/runtime/open_engine.h"
-#include "scheduler/tools/distill_data_builder.h"
-#include "scheduler/tools/distill_data_file.h"
+#include "distill/distill_data_builder.h"
+#include "distill/distill_data_file.h"
 
 ABSL_FLAG(std::string, model, "", "Model: a .gguf file or a Hugging Face directory (default: the embedded default model)");
 ABSL_FLAG(std::string, backend, "auto",

@@ -11,10 +11,10 @@
 
 #include "absl/status/statusor.h"
 #include "engine/runtime/open_engine.h"
-#include "scheduler/tools/distill_corpus.h"
-#include "scheduler/tools/distill_data_file.h"
-#include "scheduler/tools/distill_split.h"
-#include "scheduler/tools/greedy_continuations.h"
+#include "distill/distill_corpus.h"
+#include "distill/distill_data_file.h"
+#include "distill/distill_split.h"
+#include "distill/greedy_continuations.h"
 
 namespace crossreg {
 
