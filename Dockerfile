@@ -58,6 +58,7 @@ COPY common/ common/
 COPY proto/ proto/
 COPY engine/ engine/
 COPY scheduler/ scheduler/
+COPY distill/ distill/
 COPY server/ server/
 COPY clients/ clients/
 # CROSSREG_BUILD_TESTS and CROSSREG_FUZZ must stay OFF: tests/ and fuzz/ are not here.
