@@ -55,7 +55,6 @@ struct GenerationRequest {
   bool skip_special_tokens = true;
   // Scheduler: cancelled with DEADLINE_EXCEEDED once passed.
   std::optional<std::chrono::steady_clock::time_point> deadline;
-  ExactnessFault fault = ExactnessFault::kNone;  // tests only
 };
 
 // What the engine a request runs on can do, and the limits it sets.

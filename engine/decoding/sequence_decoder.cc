@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/ngram_drafter.h"
 
 namespace crossreg {
@@ -318,8 +319,13 @@ absl::StatusOr<StepOutcome> SequenceDecoder::OnForward(const StepPlan& plan, con
                          .logprobs = request_.logprobs,
                          .logprobs_mode = request_.logprobs_mode,
                          .grammar = grammar_.active() ? &grammar_ : nullptr};
-  VerifyOutcome outcome =
-      Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, request_.fault, rows);
+  // A planted fault (tests only, exactness_fault.h) swaps the verifier; production
+  // always takes Verify.
+  const ExactnessFault fault = PlantedExactnessFault();
+  VerifyOutcome outcome = fault == ExactnessFault::kNone
+                              ? Verify(plan, logits, vocab_, TakeDrafts(plan), request_.sampling, acceptor_, rows)
+                              : VerifyWithFault(fault, plan, logits, vocab_, TakeDrafts(plan), request_.sampling,
+                                                acceptor_, rows);
   // A grammar that cannot be followed here ends the request; nothing is committed.
   if (!outcome.error.ok()) return outcome.error;
   // The cache keeps x_last and the accepted drafts.

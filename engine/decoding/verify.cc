@@ -2,6 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <utility>
+
+#include "engine/decoding/exactness_fault.h"
 
 #include "engine/logit_argmax.h"
 #include "engine/position_random.h"
@@ -120,233 +124,324 @@ Draft Propose(const PlanRows& rows, int i, int vocab, const SamplingParams& samp
   return fresh;
 }
 
-}  // namespace
+// One verification (Alg. 2 and the refill), its shared state as members so that each
+// part reads as a function of its own. `kFault` plants one of the ExactnessFault bugs
+// (exactness_fault.h) for the tests that must catch it; the production instantiation is
+// kNone, where every fault test is a compile-time constant.
+template <ExactnessFault kFault>
+class Verifier {
+ public:
+  Verifier(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts, const SamplingParams& sampling,
+           EnergyAcceptor acceptor, const RowRequests& requests)
+      : plan_(plan),
+        rows_(plan, logits, vocab),
+        vocab_(vocab),
+        drafts_(std::move(drafts)),
+        sampling_(sampling),
+        acceptor_(std::move(acceptor)),
+        requests_(requests),
+        m_(plan.drafts),
+        g_(plan.main_chain),
+        pred_(plan.drafts + 1),
+        greedy_(sampling.greedy()),
+        lossy_(plan.decoding.mode == DecodingMode::kLossy),
+        // Lossy mode is energy acceptance over drafts sampled from q, whatever the
+        // request's rule.
+        rule_(lossy_ ? SampledVerification::kSpeculativeSampling : plan.decoding.sampled_verification),
+        seed_exact_(rule_ != SampledVerification::kSpeculativeSampling),
+        // Every number is the one of the output position it decides (P_k decides
+        // plan.generated + k − 1), so a position gets the same number in every mode and
+        // forward.
+        random_(sampling.seed),
+        adjusting_(requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr),
+        grammar_(requests.grammar != nullptr && requests.grammar->active() ? requests.grammar : nullptr) {}
 
-VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
-                     const SamplingParams& sampling, EnergyAcceptor acceptor, ExactnessFault fault,
-                     const RowRequests& requests) {
-  const int m = plan.drafts;
-  const int g = plan.main_chain;
-  const PlanRows rows(plan, logits, vocab);
-  // Row indices: P_k is k - 1 (k = 1 .. m+1); Q_s of the main chain is pred + s - 1;
-  // the forks follow it.
-  const int pred = m + 1;
-  const bool greedy = sampling.greedy();
-  const bool lossy = plan.decoding.mode == DecodingMode::kLossy;
-  // Lossy mode is energy acceptance over drafts sampled from q, whatever the request's rule.
-  const SampledVerification rule = lossy ? SampledVerification::kSpeculativeSampling : plan.decoding.sampled_verification;
-  const bool seed_exact = rule != SampledVerification::kSpeculativeSampling;
-  // Every number is the one of the output position it decides (P_k decides plan.generated
-  // + k − 1), so a position gets the same number in every mode and forward.
-  const PositionRandom random(sampling.seed);
+  VerifyOutcome Run() {
+    const int32_t next = JudgeDrafts();
+    out_.tokens.push_back(next);
+    for (int k = pushed_; k >= 1; --k) requests_.history->PopGenerated(out_.tokens[static_cast<size_t>(k - 1)]);
+    // Keep the K/V of x_last and the accepted drafts; the rest rolls back.
+    out_.kv_keep = plan_.committed + out_.accepted;
+    if (IsCrossRegression(plan_.decoding.mode)) Refill();  // AR and n-gram keep no buffer
+    // The grammar state leaves as it came.
+    for (; grammar_pushed_ > 0; --grammar_pushed_) grammar_->Pop();
+    return std::move(out_);
+  }
+
+ private:
   // The output position P_k decides (the planted fault: the forward's first, for every k).
-  auto position_of = [&](int k) {
-    return fault == ExactnessFault::kDrawWithTheForwardsCounter ? plan.generated : plan.generated + k - 1;
-  };
-  thread_local std::vector<float> p, q_now, adjusted, processed;
-  const bool adjusting = requests.adjust != nullptr && requests.adjust->active() && requests.history != nullptr;
-  grammar::GrammarState* const grammar =
-      requests.grammar != nullptr && requests.grammar->active() ? requests.grammar : nullptr;
+  int64_t PositionOf(int k) const {
+    if constexpr (kFault == ExactnessFault::kDrawWithTheForwardsCounter) return plan_.generated;
+    return plan_.generated + k - 1;
+  }
+
   // Control row `row` penalised and biased in the context of the committed tokens and
   // the drafts pushed so far. Valid until the next call.
-  auto penalised = [&](int row) -> const float* {
-    const float* raw = rows.full(row);
-    if (!adjusting && grammar == nullptr) return raw;
-    adjusted.assign(raw, raw + vocab);
-    if (adjusting) requests.history->Apply(*requests.adjust, adjusted.data(), vocab);
-    return adjusted.data();
-  };
-  VerifyOutcome out;
+  const float* Penalised(int row) {
+    const float* raw = rows_.full(row);
+    if (!adjusting_ && grammar_ == nullptr) return raw;
+    adjusted_.assign(raw, raw + vocab_);
+    if (adjusting_) requests_.history->Apply(*requests_.adjust, adjusted_.data(), vocab_);
+    return adjusted_.data();
+  }
   // The grammar's mask at a control row. A state whose mask is over the work budget, or
   // that admits no token (the vocabulary cannot spell what the grammar requires, or the
   // grammar's ambiguity hit the matcher's limits), fails the request: its row stays
   // unmasked here, and nothing of this outcome is committed.
-  auto control_mask = [&]() -> std::shared_ptr<const grammar::TokenMask> {
-    std::shared_ptr<const grammar::TokenMask> mask = grammar->Mask();
+  std::shared_ptr<const grammar::TokenMask> ControlMask() {
+    std::shared_ptr<const grammar::TokenMask> mask = grammar_->Mask();
     if (mask != nullptr && mask->allowed > 0) return mask;
-    if (out.error.ok()) out.error = grammar::UnmaskableState(mask.get());
+    if (out_.error.ok()) out_.error = grammar::UnmaskableState(mask.get());
     return nullptr;
-  };
+  }
   // ... and masked by the grammar's state: the logits P is made from.
-  auto control = [&](int row) -> const float* {
-    const float* z = penalised(row);
-    if (grammar != nullptr) {
-      if (auto mask = control_mask()) grammar::ApplyMask(*mask, adjusted.data(), vocab);
+  const float* Control(int row) {
+    const float* z = Penalised(row);
+    if (grammar_ != nullptr) {
+      if (auto mask = ControlMask()) grammar::ApplyMask(*mask, adjusted_.data(), vocab_);
     }
     return z;
-  };
+  }
   // The greedy choice at a control row: the likeliest token the grammar admits.
-  auto best_of = [&](int row) -> int32_t {
-    if (grammar == nullptr) return adjusting ? LogitArgmax(penalised(row), vocab) : rows.Argmax(row);
-    const float* z = penalised(row);
-    const int32_t best = grammar->MaskedArgmax(z, vocab);
+  int32_t BestOf(int row) {
+    if (grammar_ == nullptr) return adjusting_ ? LogitArgmax(Penalised(row), vocab_) : rows_.Argmax(row);
+    const float* z = Penalised(row);
+    const int32_t best = grammar_->MaskedArgmax(z, vocab_);
     if (best >= 0) return best;
-    control_mask();  // records why none is allowed
-    return LogitArgmax(z, vocab);
-  };
-  int pushed = 0;          // drafts pushed onto the history, popped before returning
-  int grammar_pushed = 0;  // tokens pushed onto the grammar state, popped before returning
-
+    ControlMask();  // records why none is allowed
+    return LogitArgmax(z, vocab_);
+  }
   // The log-probability of `token`, chosen at control row `row` in the current context.
-  auto record_logprob = [&](int row, int32_t token) {
-    if (requests.logprobs < 0) return;
-    if (requests.logprobs_mode == LogprobsMode::kRaw) {
-      out.logprobs.push_back(LogprobFromLogits(rows.full(row), vocab, token, requests.logprobs));
+  void RecordLogprob(int row, int32_t token) {
+    if (requests_.logprobs < 0) return;
+    if (requests_.logprobs_mode == LogprobsMode::kRaw) {
+      out_.logprobs.push_back(LogprobFromLogits(rows_.full(row), vocab_, token, requests_.logprobs));
     } else {
-      ProcessedDistribution(control(row), vocab, sampling, processed);
-      out.logprobs.push_back(LogprobFromProbs(processed.data(), vocab, token, requests.logprobs));
-    }
-  };
-  // Verify d_1 .. d_m in order against P_k, the control row whose input prefix is
-  // x, d_<k; stop at the first rejection (Alg. 2).
-  acceptor.Reset();
-  int32_t next = -1;
-  for (int k = 1; k <= m; ++k) {
-    const Draft& d = drafts[static_cast<size_t>(k - 1)];
-    bool accepted;
-    if (greedy) {
-      // T = 0: P is one-hot at the argmax. Lossy energies use the untempered logits:
-      // E_k = z(d_k) − max z ≤ 0 (docs/algorithm.md).
-      int32_t best;
-      double gap;
-      if (adjusting || grammar != nullptr) {
-        best = best_of(k - 1);
-        const float* z = penalised(k - 1);
-        gap = static_cast<double>(z[d.token]) - z[best];
-      } else {
-        best = rows.Argmax(k - 1);
-        gap = lossy ? rows.Gap(k - 1, d.token) : 0.0;
-      }
-      accepted = lossy ? acceptor.AcceptGreedy(k, gap, d.token == best) : d.token == best;
-      // Lossy acceptance never takes a token the grammar forbids.
-      if (accepted && grammar != nullptr && d.token != best && !grammar->Allows(d.token)) accepted = false;
-      if (!accepted) next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
-    } else if (seed_exact) {
-      // The token AR draws at this position (the same P, the same number, the same
-      // rule); the draft is accepted iff it is that token, and a mismatch commits the
-      // drawn one. Whatever was drafted, the committed tokens are AR's.
-      ProcessedDistribution(control(k - 1), vocab, sampling, p);
-      const int32_t drawn = DrawToken(p.data(), vocab, random, position_of(k), RandomLane::kToken);
-      accepted = drawn == d.token;
-      if (!accepted) next = drawn;
-    } else {
-      // P exactly as the AR path processes it (penalties, temperature, top-k, min-p, top-p).
-      ProcessedDistribution(control(k - 1), vocab, sampling, p);
-      const std::vector<float>* q = &d.q;  // the q d_k was drawn from, cached with it
-      if (fault == ExactnessFault::kVerifyCarriedDraftsWithCurrentQ && d.carried) {
-        ProcessedDistribution(rows.full(pred + k - 1), vocab, sampling, q_now);
-        q = &q_now;
-      }
-      const double qd = q->empty() ? 1.0 : (*q)[static_cast<size_t>(d.token)];
-      const double energy = std::log(static_cast<double>(p[static_cast<size_t>(d.token)])) - std::log(qd);
-      accepted = acceptor.Accept(k, energy, std::log(random.Uniform(position_of(k), RandomLane::kAcceptance)));
-      if (!accepted) next = DrawResidual(p, *q, d.token, vocab, random, position_of(k));
-    }
-    out.verdicts.push_back(accepted);
-    if (!accepted) {
-      record_logprob(k - 1, next);
-      break;
-    }
-    record_logprob(k - 1, d.token);
-    ++out.accepted;
-    out.tokens.push_back(d.token);
-    if (adjusting && fault != ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts) {
-      requests.history->PushGenerated(d.token);
-      ++pushed;
-    }
-    if (grammar != nullptr && fault != ExactnessFault::kMaskDraftsInTheCommittedState) {
-      grammar->Push(d.token);
-      ++grammar_pushed;
+      ProcessedDistribution(Control(row), vocab_, sampling_, processed_);
+      out_.logprobs.push_back(LogprobFromProbs(processed_.data(), vocab_, token, requests_.logprobs));
     }
   }
-  const int n = out.accepted;
-  if (n == m) {
-    // Every draft accepted: the bonus token comes from P_{m+1} of this forward.
-    if (greedy) {
-      next = best_of(m);
-    } else {
-      ProcessedDistribution(control(m), vocab, sampling, p);
-      next = DrawToken(p.data(), vocab, random, position_of(m + 1), RandomLane::kToken);
-    }
-    record_logprob(m, next);
-  }
-  out.tokens.push_back(next);
-  for (int k = pushed; k >= 1; --k) requests.history->PopGenerated(out.tokens[static_cast<size_t>(k - 1)]);
-  // Keep the K/V of x_last and the accepted drafts; the rest rolls back.
-  out.kv_keep = plan.committed + n;
 
-  // Leaves the grammar state as it came, on every return below.
-  auto unwind = [&]() {
-    for (; grammar_pushed > 0; --grammar_pushed) grammar->Pop();
-  };
-  if (!IsCrossRegression(plan.decoding.mode)) {  // AR and n-gram keep no buffer
-    unwind();
-    return out;
+  // Verifies d_1 .. d_m in order against P_k, the control row whose input prefix is
+  // x, d_<k; stops at the first rejection (Alg. 2). Returns the token committed after
+  // the accepted drafts: the correction, or the bonus when all were accepted.
+  int32_t JudgeDrafts() {
+    acceptor_.Reset();
+    int32_t next = -1;
+    for (int k = 1; k <= m_; ++k) {
+      const Draft& d = drafts_[static_cast<size_t>(k - 1)];
+      const bool accepted = greedy_ ? JudgeGreedy(k, d, &next) : seed_exact_ ? JudgeSeedExact(k, d, &next)
+                                                                            : JudgeSpeculative(k, d, &next);
+      out_.verdicts.push_back(accepted);
+      if (!accepted) {
+        RecordLogprob(k - 1, next);
+        return next;
+      }
+      RecordLogprob(k - 1, d.token);
+      ++out_.accepted;
+      out_.tokens.push_back(d.token);
+      if (adjusting_ && kFault != ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts) {
+        requests_.history->PushGenerated(d.token);
+        ++pushed_;
+      }
+      if (grammar_ != nullptr && kFault != ExactnessFault::kMaskDraftsInTheCommittedState) {
+        grammar_->Push(d.token);
+        ++grammar_pushed_;
+      }
+    }
+    // Every draft accepted: the bonus token comes from P_{m+1} of this forward.
+    if (greedy_) {
+      next = BestOf(m_);
+    } else {
+      ProcessedDistribution(Control(m_), vocab_, sampling_, p_);
+      next = DrawToken(p_.data(), vocab_, random_, PositionOf(m_ + 1), RandomLane::kToken);
+    }
+    RecordLogprob(m_, next);
+    return next;
   }
+  // T = 0: P is one-hot at the argmax. Lossy energies use the untempered logits:
+  // E_k = z(d_k) − max z ≤ 0 (docs/algorithm.md).
+  bool JudgeGreedy(int k, const Draft& d, int32_t* next) {
+    int32_t best;
+    double gap;
+    if (adjusting_ || grammar_ != nullptr) {
+      best = BestOf(k - 1);
+      const float* z = Penalised(k - 1);
+      gap = static_cast<double>(z[d.token]) - z[best];
+    } else {
+      best = rows_.Argmax(k - 1);
+      gap = lossy_ ? rows_.Gap(k - 1, d.token) : 0.0;
+    }
+    bool accepted = lossy_ ? acceptor_.AcceptGreedy(k, gap, d.token == best) : d.token == best;
+    // Lossy acceptance never takes a token the grammar forbids.
+    if (accepted && grammar_ != nullptr && d.token != best && !grammar_->Allows(d.token)) accepted = false;
+    if (!accepted) *next = best;  // residual of one-hot P minus one-hot q at d ≠ argmax
+    return accepted;
+  }
+  // The token AR draws at this position (the same P, the same number, the same rule);
+  // the draft is accepted iff it is that token, and a mismatch commits the drawn one.
+  // Whatever was drafted, the committed tokens are AR's.
+  bool JudgeSeedExact(int k, const Draft& d, int32_t* next) {
+    ProcessedDistribution(Control(k - 1), vocab_, sampling_, p_);
+    const int32_t drawn = DrawToken(p_.data(), vocab_, random_, PositionOf(k), RandomLane::kToken);
+    if (drawn != d.token) *next = drawn;
+    return drawn == d.token;
+  }
+  // Speculative sampling (and lossy energy acceptance): P exactly as the AR path
+  // processes it (penalties, temperature, top-k, min-p, top-p) against the q d_k was
+  // drawn from, cached with it.
+  bool JudgeSpeculative(int k, const Draft& d, int32_t* next) {
+    ProcessedDistribution(Control(k - 1), vocab_, sampling_, p_);
+    const std::vector<float>* q = &d.q;
+    if constexpr (kFault == ExactnessFault::kVerifyCarriedDraftsWithCurrentQ) {
+      if (d.carried) {
+        ProcessedDistribution(rows_.full(pred_ + k - 1), vocab_, sampling_, q_now_);
+        q = &q_now_;
+      }
+    }
+    const double qd = q->empty() ? 1.0 : (*q)[static_cast<size_t>(d.token)];
+    const double energy = std::log(static_cast<double>(p_[static_cast<size_t>(d.token)])) - std::log(qd);
+    const bool accepted = acceptor_.Accept(k, energy, std::log(random_.Uniform(PositionOf(k), RandomLane::kAcceptance)));
+    if (!accepted) *next = DrawResidual(p_, *q, d.token, vocab_, random_, PositionOf(k));
+    return accepted;
+  }
+
   // The refill is proposed in the grammar state after this commit and the buffer's
   // drafts before each slot; where a carried draft is not legal there (it was drafted
   // after a draft the correction replaced), the slots after it go unmasked: they will
   // be rejected, never accepted wrongly.
-  bool masking = grammar != nullptr;
-  auto follow = [&](int32_t token) {
-    if (!masking) return;
-    if (grammar->Allows(token) && !grammar->Exhausted()) {
-      grammar->Push(token);
-      ++grammar_pushed;
+  void Follow(int32_t token) {
+    if (!masking_) return;
+    if (grammar_->Allows(token) && !grammar_->Exhausted()) {
+      grammar_->Push(token);
+      ++grammar_pushed_;
     } else {
-      masking = false;
+      masking_ = false;
     }
-  };
-  for (size_t i = static_cast<size_t>(n); i < out.tokens.size(); ++i) follow(out.tokens[i]);
-  // The refill's slot j (0-based) is verified next as P_{j+1}, at output position
-  // plan.generated + c + j: its coupled draw takes that position's number.
-  const int c = n + 1;
-  DraftBuffer& refilled = out.next_drafts;
-  auto propose = [&](int i) {
-    const int64_t position = plan.generated + c + static_cast<int64_t>(refilled.size());
-    Draft fresh = Propose(rows, i, vocab, sampling, rule, random, position, masking ? grammar : nullptr);
-    follow(fresh.token);
+  }
+  // A fresh draft from row `i`. The refill's slot j (0-based) is verified next as
+  // P_{j+1}, at output position plan.generated + c + j: its coupled draw takes that
+  // position's number.
+  Draft ProposeFrom(int i) {
+    const int c = out_.accepted + 1;
+    const int64_t position = plan_.generated + c + static_cast<int64_t>(out_.next_drafts.size());
+    Draft fresh = Propose(rows_, i, vocab_, sampling_, rule_, random_, position, masking_ ? grammar_ : nullptr);
+    Follow(fresh.token);
     return fresh;
-  };
+  }
+  // The untested drafts d_{c+1} .. d_m, kept with the q they were drawn from.
+  void CarryUntested() {
+    for (int s = out_.accepted + 2; s <= m_; ++s) {
+      Draft carried = std::move(drafts_[static_cast<size_t>(s - 1)]);
+      carried.carried = true;
+      Follow(carried.token);
+      out_.next_drafts.push_back(std::move(carried));
+    }
+  }
   // Refill: old slot j+c becomes slot j. Untested drafts carry with their cached q;
   // empty slots take fresh samples from this forward's Q at their old slot. Forked
   // refill: the outcomes with their own chain (n = m, and n < R) take that chain's
   // proposals instead. Which rows refill depends on n and m only, never on values.
-  const bool forked = plan.decoding.forked();
-  // The untested drafts d_{c+1} .. d_m, kept with the q they were drawn from.
-  auto carry_untested = [&]() {
-    for (int s = c + 1; s <= m; ++s) {
-      Draft carried = std::move(drafts[static_cast<size_t>(s - 1)]);
-      carried.carried = true;
-      follow(carried.token);
-      refilled.push_back(std::move(carried));
+  void Refill() {
+    const int n = out_.accepted;
+    const int c = n + 1;
+    masking_ = grammar_ != nullptr;
+    for (size_t i = static_cast<size_t>(n); i < out_.tokens.size(); ++i) Follow(out_.tokens[i]);
+    const bool forked = plan_.decoding.forked();
+    // The rows of outcome n's fork or block: they follow the main chain and the earlier outcomes'.
+    const int forks = static_cast<int>(plan_.fork_sizes.size());
+    const int outcome_rows = n < forks ? plan_.fork_sizes[static_cast<size_t>(n)] : 0;
+    int outcome_first = pred_ + g_;
+    for (int b = 0; b < n && b < forks; ++b) outcome_first += plan_.fork_sizes[static_cast<size_t>(b)];
+    DraftBuffer& refilled = out_.next_drafts;
+    if (plan_.decoding.blocks()) {
+      // Outcome blocks: the block of the outcome that happened proposes the whole buffer;
+      // an outcome without one carries its untested drafts.
+      if (outcome_rows == 0) CarryUntested();
+      for (int j = 0; j < outcome_rows; ++j) {
+        Draft fresh = ProposeFrom(outcome_first + j);
+        if constexpr (kFault == ExactnessFault::kBlockDraftsWithTheFirstRowsQ) {
+          if (j > 0) fresh.q = refilled.front().q;
+        }
+        refilled.push_back(std::move(fresh));
+      }
+    } else if (forked && n == m_) {
+      for (int k = m_ + 1; k < g_; ++k) refilled.push_back(ProposeFrom(pred_ + k));
+    } else if (forked && n < forks) {
+      for (int j = 0; j < outcome_rows; ++j) refilled.push_back(ProposeFrom(outcome_first + j));
+    } else {
+      CarryUntested();
+      for (int s = std::max(m_, c) + 1; s <= g_; ++s) refilled.push_back(ProposeFrom(pred_ + s - 1));
     }
-  };
-  // The rows of outcome n's fork or block: they follow the main chain and the earlier outcomes'.
-  const int outcome_rows = n < static_cast<int>(plan.fork_sizes.size()) ? plan.fork_sizes[static_cast<size_t>(n)] : 0;
-  int outcome_first = pred + g;
-  for (int b = 0; b < n && b < static_cast<int>(plan.fork_sizes.size()); ++b) {
-    outcome_first += plan.fork_sizes[static_cast<size_t>(b)];
   }
-  if (plan.decoding.blocks()) {
-    // Outcome blocks: the block of the outcome that happened proposes the whole buffer;
-    // an outcome without one carries its untested drafts.
-    if (outcome_rows == 0) carry_untested();
-    for (int j = 0; j < outcome_rows; ++j) {
-      Draft fresh = propose(outcome_first + j);
-      if (fault == ExactnessFault::kBlockDraftsWithTheFirstRowsQ && j > 0) fresh.q = refilled.front().q;
-      refilled.push_back(std::move(fresh));
-    }
-  } else if (forked && n == m) {
-    for (int k = m + 1; k < g; ++k) refilled.push_back(propose(pred + k));
-  } else if (forked && n < static_cast<int>(plan.fork_sizes.size())) {
-    for (int j = 0; j < outcome_rows; ++j) refilled.push_back(propose(outcome_first + j));
-  } else {
-    carry_untested();
-    for (int s = std::max(m, c) + 1; s <= g; ++s) refilled.push_back(propose(pred + s - 1));
+
+  const StepPlan& plan_;
+  const PlanRows rows_;
+  const int vocab_;
+  DraftBuffer drafts_;
+  const SamplingParams& sampling_;
+  EnergyAcceptor acceptor_;
+  const RowRequests& requests_;
+  const int m_, g_, pred_;  // drafts, main chain; row indices: P_k is k - 1, Q_s is pred + s - 1
+  const bool greedy_, lossy_;
+  const SampledVerification rule_;
+  const bool seed_exact_;
+  const PositionRandom random_;
+  const bool adjusting_;
+  grammar::GrammarState* const grammar_;
+  VerifyOutcome out_;
+  int pushed_ = 0;          // drafts pushed onto the history, popped before returning
+  int grammar_pushed_ = 0;  // tokens pushed onto the grammar state, popped before returning
+  bool masking_ = false;    // the refill still follows the grammar
+  // Scratch rows, reused across calls on this thread.
+  static thread_local std::vector<float> p_, q_now_, adjusted_, processed_;
+};
+
+template <ExactnessFault kFault>
+thread_local std::vector<float> Verifier<kFault>::p_;
+template <ExactnessFault kFault>
+thread_local std::vector<float> Verifier<kFault>::q_now_;
+template <ExactnessFault kFault>
+thread_local std::vector<float> Verifier<kFault>::adjusted_;
+template <ExactnessFault kFault>
+thread_local std::vector<float> Verifier<kFault>::processed_;
+
+template <ExactnessFault kFault>
+VerifyOutcome Run(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
+                  const SamplingParams& sampling, EnergyAcceptor acceptor, const RowRequests& requests) {
+  return Verifier<kFault>(plan, logits, vocab, std::move(drafts), sampling, std::move(acceptor), requests).Run();
+}
+
+}  // namespace
+
+VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
+                     const SamplingParams& sampling, EnergyAcceptor acceptor, const RowRequests& requests) {
+  return Run<ExactnessFault::kNone>(plan, logits, vocab, std::move(drafts), sampling, std::move(acceptor), requests);
+}
+
+VerifyOutcome VerifyWithFault(ExactnessFault fault, const StepPlan& plan, const LogitRows& logits, int vocab,
+                              DraftBuffer drafts, const SamplingParams& sampling, EnergyAcceptor acceptor,
+                              const RowRequests& requests) {
+  switch (fault) {
+    case ExactnessFault::kNone:
+      break;
+    case ExactnessFault::kVerifyCarriedDraftsWithCurrentQ:
+      return Run<ExactnessFault::kVerifyCarriedDraftsWithCurrentQ>(plan, logits, vocab, std::move(drafts), sampling,
+                                                                   std::move(acceptor), requests);
+    case ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts:
+      return Run<ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts>(plan, logits, vocab, std::move(drafts),
+                                                                      sampling, std::move(acceptor), requests);
+    case ExactnessFault::kMaskDraftsInTheCommittedState:
+      return Run<ExactnessFault::kMaskDraftsInTheCommittedState>(plan, logits, vocab, std::move(drafts), sampling,
+                                                                 std::move(acceptor), requests);
+    case ExactnessFault::kBlockDraftsWithTheFirstRowsQ:
+      return Run<ExactnessFault::kBlockDraftsWithTheFirstRowsQ>(plan, logits, vocab, std::move(drafts), sampling,
+                                                                std::move(acceptor), requests);
+    case ExactnessFault::kDrawWithTheForwardsCounter:
+      return Run<ExactnessFault::kDrawWithTheForwardsCounter>(plan, logits, vocab, std::move(drafts), sampling,
+                                                              std::move(acceptor), requests);
   }
-  unwind();
-  return out;
+  return Verify(plan, logits, vocab, std::move(drafts), sampling, std::move(acceptor), requests);
 }
 
 }  // namespace crossreg

@@ -21,19 +21,6 @@
 
 namespace crossreg {
 
-// Deliberate exactness bugs, for proving that the statistical tests catch them.
-enum class ExactnessFault {
-  kNone,
-  kVerifyCarriedDraftsWithCurrentQ,  // tests a carried draft against this forward's Q
-  kPenaliseDraftsWithoutEarlierDrafts,  // judges d_k's penalties without d_1 .. d_{k-1}
-  kMaskDraftsInTheCommittedState,       // masks P_k by the grammar state before d_1 .. d_{k-1}
-  kBlockDraftsWithTheFirstRowsQ,        // outcome blocks: caches every draft with the block's first q
-  // Draws every position of a forward with the number of its first position, as a
-  // counter kept per forward rather than per position would: AR (one position a
-  // forward) is unchanged, a forward that commits several tokens is not.
-  kDrawWithTheForwardsCounter,
-};
-
 // One buffered draft d_j with the distribution q_j it was drawn from.
 struct Draft {
   int32_t token = 0;
@@ -85,8 +72,8 @@ struct RowRequests {
 // m drafts the plan's control rows carried, d_1 first. `acceptor` holds β, τ and the
 // request's γ. Sampling (T > 0) draws P_k's numbers for output position
 // plan.generated + k − 1 under sampling.seed, by plan.decoding.sampled_verification.
+// (Tests plant deliberate bugs through engine/decoding/exactness_fault.h.)
 VerifyOutcome Verify(const StepPlan& plan, const LogitRows& logits, int vocab, DraftBuffer drafts,
-                     const SamplingParams& sampling, EnergyAcceptor acceptor,
-                     ExactnessFault fault = ExactnessFault::kNone, const RowRequests& requests = {});
+                     const SamplingParams& sampling, EnergyAcceptor acceptor, const RowRequests& requests = {});
 
 }  // namespace crossreg

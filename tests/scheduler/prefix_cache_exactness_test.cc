@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/exactness_fault.h"
 #include "engine/cpu/cpu_backend.h"
 #include "engine/decoding/generate.h"
 #include "engine/model/lora_adapter.h"
@@ -337,6 +338,7 @@ class PrefixCacheDistributionTest : public ::testing::Test {
     scheduler.Start();
     std::vector<int64_t> counts(exact.size(), 0);
     int64_t cached = 0;
+    const ScopedExactnessFault planted(fault);  // the samples' verifications, not the exact walk's
     for (int w = 0; w < kSamples / kWave; ++w) {
       EventRecorder rec;
       for (int i = w * kWave; i < (w + 1) * kWave; ++i) {
@@ -350,7 +352,6 @@ class PrefixCacheDistributionTest : public ::testing::Test {
         req.sampling = sampling;
         req.sampling.seed = 1000003ull * static_cast<uint64_t>(i) + 17;
         req.stop_at_eos = false;
-        req.fault = fault;
         EXPECT_TRUE(scheduler.Submit(req, rec.HandlerFor(req.request_id)).ok());
       }
       EXPECT_TRUE(rec.WaitForFinals(kWave, std::chrono::seconds(300)));

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/generate.h"
 #include "engine/grammar/grammar_constraint.h"
@@ -33,7 +34,7 @@ std::vector<int32_t> GenerateIds(testing::EngineUnderTest& e, const Model& model
   req.decoding = decoding;
   req.sampling = sampling;
   req.stop_at_eos = false;
-  req.fault = fault;
+  const ScopedExactnessFault planted(fault);
   DecodingEnvironment env = e.env;
   env.has_adapter = has_adapter;
   env.cost_curve = curve;
@@ -533,6 +534,7 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
   const int V = model.config.vocab_size;
   std::vector<int64_t> counts(exact.size(), 0);
   ForwardCounts forwards;
+  const ScopedExactnessFault planted(fault);  // the samples' verifications, not the exact walk's
   for (int i = 0; i < samples; ++i) {
     // A memory cleared every `memory_lifetime` samples: each run of samples learns
     // from the ones before it, from nothing to a settled estimate.
@@ -544,7 +546,6 @@ testing::ChiSquareResult SampleAndTest(const Model& model, const LoraAdapter& ad
     req.sampling = base;
     req.sampling.seed = 1000003ull * i + 17;
     req.stop_at_eos = false;
-    req.fault = fault;
     if (adjust != nullptr) req.adjustments = *adjust;
     req.grammar = constraint;
     DecodingEnvironment env = e.env;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/logit_adjustments.h"
 #include "engine/decoding/token_logprobs.h"
 #include "engine/decoding/verify.h"
@@ -134,10 +135,9 @@ TEST(VerifyWithPenaltiesTest, ADraftIsJudgedAfterTheDraftsBeforeIt) {
     SCOPED_TRACE(faulty ? "planted fault" : "exact");
     TokenHistory history({0, 1}, {});
     const RowRequests requests{.adjust = &adjust, .history = &history, .logprobs = 1};
-    const VerifyOutcome o = Verify(plan, LogitRows(logits), kV, {Draft{3, {}, false}, Draft{3, {}, false}},
-                                   SamplingParams{}, EnergyAcceptor(0, 0, 2),
-                                   faulty ? ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts : ExactnessFault::kNone,
-                                   requests);
+    const VerifyOutcome o = VerifyWithFault(
+        faulty ? ExactnessFault::kPenaliseDraftsWithoutEarlierDrafts : ExactnessFault::kNone, plan, LogitRows(logits),
+        kV, {Draft{3, {}, false}, Draft{3, {}, false}}, SamplingParams{}, EnergyAcceptor(0, 0, 2), requests);
     if (!faulty) {
       EXPECT_EQ(o.tokens, (std::vector<int32_t>{3, 4}));
     } else {

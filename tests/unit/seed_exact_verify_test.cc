@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/verify.h"
 #include "gtest/gtest.h"
 
@@ -89,7 +90,7 @@ std::vector<int32_t> OneHotDraftTokens(const std::vector<int32_t>& prompt, const
     }
     Append(rows, NextLogits(context));
     const StepPlan plan = DecodePlan(DecodingMode::kNgram, sequence, m, 0);
-    const VerifyOutcome o = Verify(plan, rows, kVocab, drafts, sampling, EnergyAcceptor(0, 0, 5), fault);
+    const VerifyOutcome o = VerifyWithFault(fault, plan, rows, kVocab, drafts, sampling, EnergyAcceptor(0, 0, 5));
     for (int32_t t : o.tokens) sequence.push_back(t);
   }
   sequence.resize(static_cast<size_t>(kPromptLength + length));

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/generate.h"
 #include "gtest/gtest.h"
@@ -74,7 +75,7 @@ class SeedIdentityTest : public ::testing::Test {
   GenerationResult Run(testing::EngineUnderTest& e, GenerationRequest request, const DecodingConfig& decoding,
                        const NgramTable* table = nullptr, ExactnessFault fault = ExactnessFault::kNone) {
     request.decoding = decoding;
-    request.fault = fault;
+    const ScopedExactnessFault planted(fault);
     DecodingEnvironment env = e.env;
     env.cost_curve = &SteepCurve();
     env.ngram_table = table;

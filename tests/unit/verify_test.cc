@@ -4,6 +4,7 @@
 // imitated through the inputs (a stale q, shifted rows, an unprocessed P), the row
 // also runs that broken variant and requires the same check to fail, so the check is
 // shown to catch the bug it names.
+#include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/verify.h"
 
 #include <algorithm>
@@ -103,8 +104,8 @@ std::vector<VerifyOutcome> RunCase(const Case& c, ExactnessFault fault = Exactne
   for (int t = 1; t <= c.trials; ++t) {
     SamplingParams sampling = c.sampling;
     sampling.seed = static_cast<uint64_t>(t) * 7919;
-    out.push_back(Verify(c.plan, logits, kVocab, c.drafts, sampling,
-                         EnergyAcceptor(c.plan.decoding.beta, c.plan.decoding.tau, c.plan.decoding.gamma), fault));
+    out.push_back(VerifyWithFault(fault, c.plan, logits, kVocab, c.drafts, sampling,
+                                  EnergyAcceptor(c.plan.decoding.beta, c.plan.decoding.tau, c.plan.decoding.gamma)));
   }
   return out;
 }
@@ -419,8 +420,8 @@ TEST(VerifyTest, FirstCommittedTokenIsDistributedAsP) {
       const std::vector<float> qf = Probs(q);
       const int32_t d = DrawToken(qf.data(), kVocab, draw, i, RandomLane::kToken);
       t1.seed = static_cast<uint64_t>(i) * 2654435761u + 1;
-      const VerifyOutcome o = Verify(SpeculativeSampling(XrPlan(1, 2)), logits, kVocab, {Draft{d, qf, true}}, t1,
-                                     EnergyAcceptor(0, 0, 2), fault);
+      const VerifyOutcome o = VerifyWithFault(fault, SpeculativeSampling(XrPlan(1, 2)), logits, kVocab,
+                                              {Draft{d, qf, true}}, t1, EnergyAcceptor(0, 0, 2));
       ++counts[static_cast<size_t>(o.tokens.front())];
     }
     return testing::ChiSquareTest(counts, p);
