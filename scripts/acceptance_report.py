@@ -9,6 +9,8 @@ Prompts come from the corpus files the trainer held out (same deterministic spli
 `crossreg-generate --format jsonl` on every prompt; TPF is committed tokens / decode forwards
 summed over prompts, tokens/s is committed tokens / decode seconds. The untrained baseline is
 the same LoRA shape with B = 0 (PEFT's initialisation), written next to the report's inputs.
+The report (--out, overwritten) opens with a line naming the host, its ISA, the date and this
+command (scripts/figures_file.py).
 """
 import argparse
 import json
@@ -18,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import figures_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
@@ -312,6 +316,8 @@ def main():
 
     lines = [
         "# Acceptance report",
+        "",
+        figures_file.header(),
         "",
         f"Produced by `scripts/acceptance_report.py` on {time.strftime('%Y-%m-%d')} "
         f"({time.time() - t0:.0f} s): model `{os.path.relpath(args.model, ROOT)}`, "

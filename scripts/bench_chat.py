@@ -8,8 +8,11 @@ tokens/s of the round's requests together, its ratio to AR in the same round (me
 range over the rounds) and tokens per forward:
 
     scripts/bench_chat.py [--model PATH] [--rounds 3] [--max-tokens 128] [--modes ar,ngram]
+    scripts/bench_chat.py --rounds 3 --max-tokens 96 --out docs/figures/bench_chat.zen4.md
 
-Only loopback traffic; the server is stopped at the end.
+--out FILE also writes the table there, under a line naming the host, its ISA, the date and
+this command (scripts/figures_file.py), overwriting the file. Only loopback traffic; the
+server is stopped at the end.
 """
 import argparse
 import json
@@ -20,6 +23,8 @@ import subprocess
 import sys
 import time
 import urllib.request
+
+import figures_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPTS = [
@@ -55,6 +60,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--modes", default="ar,ngram")
     ap.add_argument("--server-args", default="--adaptive_gamma")
+    ap.add_argument("--out", help="also write the table to this file (overwritten), e.g. docs/figures/bench_chat.<host>.md")
     args = ap.parse_args()
     model = args.model or subprocess.check_output([os.path.join(ROOT, "scripts", "fetch_smollm2.sh")], text=True).strip()
     modes = args.modes.split(",")
@@ -91,14 +97,17 @@ def main():
         cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
         flags = open("/proc/cpuinfo").read()
         isa = "AVX-512" if " avx512f " in flags else "AVX2" if " avx2 " in flags else "baseline"
-        print(f"model {os.path.basename(model)}, {len(PROMPTS)} chat prompts x {args.max_tokens} tokens, greedy, "
-              f"one at a time, {args.rounds} rounds; server {args.server_args}; host {cpu} ({os.cpu_count()} cores, {isa})")
-        print("| mode | tokens/s (median) | vs AR (median, range) | tokens per forward |")
-        print("|---|---|---|---|")
+        lines = [f"model {os.path.basename(model)}, {len(PROMPTS)} chat prompts x {args.max_tokens} tokens, greedy, "
+                 f"one at a time, {args.rounds} rounds; server {args.server_args}; host {cpu} ({os.cpu_count()} cores, {isa})",
+                 "", "| mode | tokens/s (median) | vs AR (median, range) | tokens per forward |", "|---|---|---|---|"]
         for mode in modes:
             ratios = [rates[mode][i] / rates["ar"][i] for i in range(args.rounds)]
-            print(f"| {mode} | {statistics.median(rates[mode]):.1f} | {statistics.median(ratios):.2f}x "
-                  f"({min(ratios):.2f}-{max(ratios):.2f}) | {tpf[mode][0] / max(1, tpf[mode][1]):.2f} |")
+            lines.append(f"| {mode} | {statistics.median(rates[mode]):.1f} | {statistics.median(ratios):.2f}x "
+                         f"({min(ratios):.2f}-{max(ratios):.2f}) | {tpf[mode][0] / max(1, tpf[mode][1]):.2f} |")
+        print("\n".join(lines))
+        if args.out:
+            figures_file.write(args.out, lines)
+            print(f"wrote {args.out}")
     finally:
         server.terminate()
         server.wait(timeout=60)

@@ -10,6 +10,8 @@ Prints one markdown row per (prompt, mode) and a summary line; exit 1 on any
 mismatch, 2 when a server does not start.
 
   python3 scripts/compare_backends.py --bin build-gpu/bin --model models/default
+  ... --out docs/figures/compare_backends.h100.md   # also the table, under a line naming
+                                                    # the host, the date and this command
 """
 import argparse
 import json
@@ -19,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import figures_file
 
 MODES = ["ar", "lossless", "lossy", "ngram"]
 PROMPTS = ["Once upon a time", "def fibonacci(n):", "The little dog", "import os\n\n"]
@@ -103,6 +107,7 @@ def main():
     p.add_argument("--max_tokens", type=int, default=64)
     p.add_argument("--gamma", type=int, default=4)
     p.add_argument("--threads", type=int, default=0, help="CPU backend threads (0: all usable cores)")
+    p.add_argument("--out", help="also write the table to this file (overwritten), e.g. docs/figures/compare_backends.<host>.md")
     args = p.parse_args()
     backend_a, backend_b = args.backends.split(",")
     modes = args.modes.split(",")
@@ -115,8 +120,8 @@ def main():
             if not s.wait_ready(args.bin):
                 print(f"compare_backends: the {s.backend} server did not start:\n{s.tail()}", file=sys.stderr)
                 return 2
-        print(f"| prompt | mode | {backend_a} == {backend_a} AR | {backend_a} == {backend_b} |")
-        print("|---|---|---|---|")
+        lines = [f"| prompt | mode | {backend_a} == {backend_a} AR | {backend_a} == {backend_b} |", "|---|---|---|---|"]
+        print("\n".join(lines))
         exact_ok = agree_ok = 0
         total = 0
         for prompt in PROMPTS:
@@ -132,9 +137,14 @@ def main():
                 agree_ok += diff is None
                 agree = "equal" if diff is None else f"differ from token {diff}"
                 shown = prompt.replace("\n", "\\n")
-                print(f"| {shown!r} | {mode} | {'equal' if exact else 'DIFFERENT'} | {agree} |")
-        print(f"\nexactness (each mode == AR on its backend): {exact_ok}/{total}; "
-              f"{backend_a} == {backend_b}: {agree_ok}/{total}")
+                lines.append(f"| {shown!r} | {mode} | {'equal' if exact else 'DIFFERENT'} | {agree} |")
+                print(lines[-1])
+        lines += ["", f"exactness (each mode == AR on its backend): {exact_ok}/{total}; "
+                      f"{backend_a} == {backend_b}: {agree_ok}/{total}"]
+        print("\n" + lines[-1])
+        if args.out:
+            figures_file.write(args.out, [f"model `{args.model}`, backends {args.backends}, greedy, "
+                                          f"{args.max_tokens} tokens, γ {args.gamma}", ""] + lines)
         return 0 if exact_ok == total and agree_ok == total else 1
     finally:
         for s in servers:

@@ -3,6 +3,7 @@
 
     /usr/bin/python3 scripts/cpu_targets.py                 # three to five minutes on 2 cores
     /usr/bin/python3 scripts/cpu_targets.py --skip-acceptance
+    /usr/bin/python3 scripts/cpu_targets.py --out docs/figures/cpu_targets.zen3.md
 
 It runs the benchmark programs that print the figures and reads their tables back:
   1. crossreg-bench-decode (the ~110M random bf16 model, stories260K, models/default):
@@ -19,7 +20,9 @@ It runs the benchmark programs that print the figures and reads their tables bac
      takes held-out stdlib files instead.
 Every ratio comes from one program's run, never from two runs' figures. The programs'
 own output goes to --log (default /tmp/crossreg-cpu-targets.log) so the tables can be
-read whole. Exit status 0 whatever is met: this reports, it does not gate CI.
+read whole. Exit status 0 whatever is met: this reports, it does not gate CI. With --out
+FILE the host lines and the table also go to FILE, under a line naming the host, its ISA,
+the date and this command (scripts/figures_file.py), overwriting it.
 
 Some targets hold on one class of host only, and the table says which (the class is the
 SIMD level the backend runs, so CROSSREG_SIMD=avx2 on an AVX-512 host is judged as AVX2):
@@ -37,6 +40,8 @@ import os
 import re
 import subprocess
 import sys
+
+import figures_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RANDOM_110M = "random Llama ~110M, bf16 weights"
@@ -177,6 +182,7 @@ def main():
     ap.add_argument("--packed-corpus", default=os.path.join(ROOT, "training/data/corpus"),
                     help="held-out prompts from this packed corpus (docs/acceptance.md's)")
     ap.add_argument("--log", default="/tmp/crossreg-cpu-targets.log")
+    ap.add_argument("--out", help="also write the table to this file (overwritten), e.g. docs/figures/cpu_targets.<host>.md")
     args = ap.parse_args()
     for prog in ("crossreg-bench-decode", "crossreg-bench-xr", "crossreg-generate"):
         if not os.access(os.path.join(args.bin, prog), os.X_OK):
@@ -279,15 +285,16 @@ def main():
         for name, ratio in ngram + adaptive:
             print(f"[targets] {name}: {ratio:.2f}× AR", flush=True)
 
-    print()
-    for line in machine:
-        print(line)
-    print(peaks_behind_the_ratios(decode))
-    print(f"Host class: {host_class}")
-    print("\n| figure | target | measured | met |\n|---|---|---|---|")
+    lines = machine + [peaks_behind_the_ratios(decode), f"Host class: {host_class}", "",
+                       "| figure | target | measured | met |", "|---|---|---|---|"]
     for figure, target, value, met in results:
-        print(f"| {figure} | {target} | {value} | {'reported' if met is None else 'yes' if met else '**no**'} |")
+        lines.append(f"| {figure} | {target} | {value} | {'reported' if met is None else 'yes' if met else '**no**'} |")
+    print()
+    print("\n".join(lines))
     print(summary(results, host_class) + f"; the programs' tables are in {args.log}")
+    if args.out:
+        figures_file.write(args.out, lines + [summary(results, host_class)])
+        print(f"[targets] wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,10 @@ apart). The CPU model and ISA are printed with the figures.
 
   scripts/prefix_cache_bench.py                       # the issue's workload (~5 min on 2 cores)
   scripts/prefix_cache_bench.py --requests 8 --turns 2 --modes ar   # a smoke run
+  scripts/prefix_cache_bench.py --modes ar,ngram,ngram-adaptive,lossless --out docs/figures/prefix_cache_bench.zen3.md
+
+--out FILE writes the ratios as a markdown table under a line naming the host, its ISA, the
+date and this command (scripts/figures_file.py), overwriting the file.
 """
 import argparse
 import http.client
@@ -21,6 +25,8 @@ import socket
 import subprocess
 import sys
 import time
+
+import figures_file
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("CROSSREG_BIN", os.path.join(ROOT, "build/bin"))
@@ -133,6 +139,8 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--max_tokens", type=int, default=32)
     ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--out", help="write the ratios as a markdown table to this file (overwritten), "
+                                  "e.g. docs/figures/prefix_cache_bench.<host>.md")
     args = ap.parse_args()
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for m in modes:
@@ -180,6 +188,11 @@ def main():
     print(f"{'mode':16} {'TTFT p50 off/on':>16} {'tok/s on/off':>13} {'hit (on)':>9} {'multi-turn reuse':>17}"
           f" {'multi-turn TTFT off/on':>23}")
     all_met = gauges_ok
+    table = [f"Prefix caching on vs off: shared prefix {args.prefix_tokens} + {args.suffix_tokens} own tokens, "
+             f"{args.requests} requests at concurrency {args.concurrency}, {args.max_tokens} new tokens; multi-turn "
+             f"{args.conversations} x {args.turns} turns", "",
+             "| mode | TTFT p50 off/on | tokens/s on/off | hit (on) | multi-turn reuse | multi-turn TTFT off/on | met |",
+             "|---|---|---|---|---|---|---|"]
     for m in modes:
         on, off = results["runs"][f"{m}/shared_prefix/on"], results["runs"][f"{m}/shared_prefix/off"]
         mt_on, mt_off = results["runs"][f"{m}/multi_turn/on"], results["runs"][f"{m}/multi_turn/off"]
@@ -191,6 +204,8 @@ def main():
         all_met = all_met and met
         print(f"{m:16} {ttft:15.2f}x {tps:12.2f}x {100 * on['cache_hit_rate']:8.1f}% {100 * reuse:16.1f}%"
               f" {mt_ttft:22.2f}x  {'met' if met else 'MISSED'}")
+        table.append(f"| {m} | {ttft:.2f}x | {tps:.2f}x | {100 * on['cache_hit_rate']:.1f}% | {100 * reuse:.1f}% | "
+                     f"{mt_ttft:.2f}x | {'met' if met else 'missed'} |")
         results[m] = {"ttft_p50_off_over_on": ttft, "tokens_per_s_on_over_off": tps, "multi_turn_reuse": reuse,
                       "multi_turn_ttft_off_over_on": mt_ttft, "met": met}
     print("targets: TTFT p50 >= 5x lower, tokens/s >= 2x higher, multi-turn reuse >= 90%, gauges back to 0: "
@@ -198,6 +213,11 @@ def main():
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=2)
+    if args.out:
+        gauges = "; ".join(f"after the load, caching {k}: running {results[f'gauges_{k}']['running']:.0f}, "
+                           f"KV in use {results[f'gauges_{k}']['kv_usage']:.3f}, "
+                           f"cached blocks {results[f'gauges_{k}']['cached_blocks']:.0f}" for k in ("on", "off"))
+        figures_file.write(args.out, table + ["", gauges])
     return 0 if all_met else 1
 
 

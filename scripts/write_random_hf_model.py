@@ -2,7 +2,8 @@
 """Writes a random Llama model as a Hugging Face directory (config.json, one
 model.safetensors, the default model's tokenizer), for load-time figures on shapes no model
 in the repository has: `crossreg-generate --model DIR --quantize q4_k` prints how long the
-quantizing took (docs/benchmarks.md, "Quantizing at load").
+quantizing took (docs/benchmarks.md, "Xeon AMX: Cross-Regression, quantizing, a ~1.1B
+model from DRAM").
 
 The default shape is TinyLlama-1.1B's (22 x 2048, ffn 5632, 32 heads, 4 K/V heads) with the
 default model's vocabulary of 16384: about 1.04 B weights, 2.1 GB in bf16. Weights are

@@ -660,7 +660,8 @@ def main(argv=None) -> int:
     mine = slice(gs.start * K, gs.stop * K)  # whole groups per process
     share = (mine.stop - mine.start) / a.batch
     # --auto-steps times steps from the 10th on: the first ones pay for allocation and
-    # kernel selection (2.4 s against 0.17 s a step on an H100), which an average would carry.
+    # kernel selection (an order of magnitude longer than a step on a GPU), which an
+    # average would carry.
     # The fit also goes on for FIT_STEPS timed steps past a short warm-up: the first steps
     # after the calibration starts can run 20% slower than the rest, and a count fitted to them
     # leaves a tenth of the budget unspent. A cosine is flat at its start, so a refit in its

@@ -2,13 +2,13 @@
 //
 // vdpbf16ps does 32 multiply-adds per instruction, twice an f32 FMA's 16, but its
 // throughput differs by core: where it issues at the FMA's rate it doubles the math of
-// a multi-row (verify, prefill) forward; where it issues at half that rate (the 2-core
-// Xeon "model 207" VMs measure 163 bf16-dot GFLOP/s against 336 f32 FMA GFLOP/s) the
-// widened path, bf16 weights turned into f32 and multiplied by FMAs with activations
-// widened once per call, does the same math in half the time. Where the CPU has AMX
-// (engine/cpu/cpu_features.h) one tdpbf16ps does 8192 multiply-adds: on a Sapphire
-// Rapids class core about 3 TFLOP/s against the FMA's ~0.17, so 16 or 32 verify rows
-// cost the weight stream and little more. So the choice is measured, once per process,
+// a multi-row (verify, prefill) forward; where it issues at half that rate (the Xeon
+// "model 207" VMs do) the widened path, bf16 weights turned into f32 and multiplied by
+// FMAs with activations widened once per call, does the same math in half the time.
+// Where the CPU has AMX (engine/cpu/cpu_features.h) one tdpbf16ps does 8192
+// multiply-adds, over ten times the FMA's rate a core, so 16 or 32 verify rows cost the
+// weight stream and little more. The rates by machine class: docs/benchmarks.md, the
+// Xeon sections. So the choice is measured, once per process,
 // from the instruction loops of engine/cpu/compute_peak.h.
 //
 // Each kernel is batch invariant on its own (linear_kernels.h); they round differently

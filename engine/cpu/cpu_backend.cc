@@ -143,14 +143,15 @@ class CpuBackend final : public Backend {
   }
   // Whether this forward's rows are split between the threads, each running every
   // layer on its share (meeting around each layer's K/V store), instead of splitting
-  // each op. Measured on 2 Zen 5 cores (docs/benchmarks.md): stories260K (1 MB) gains
-  // from 8 rows on; the 45 MB default model from 16 (T(16) 1.83 -> 1.57-1.67 ms, T(32)
-  // 3.6 -> 2.6-2.7 ms); the 219 MB ~110M model loses at 16-24 rows (each core streams
-  // every weight for its few rows: T(16) 6.8 -> 9.6 ms), breaks even at 32 and gains from
-  // 48 (19.9 -> 17.5 ms; 64 rows 27.2 -> 22.6 ms), where the per-op path's parallel regions
-  // and cross-core hand-offs outweigh the second read of each weight (the cores run the
-  // same layer at once, so it mostly hits the shared L3). Prefill-sized forwards stay per
-  // op: their rows' attention grows along the prompt, and the per-op path balances it.
+  // each op. Small models gain from a few rows a thread on: their per-op parallel
+  // regions and cross-core hand-offs cost more than the forward's math. A large model
+  // loses with few rows a thread (each core streams every weight for its few rows) and
+  // gains only with many, where the hand-offs outweigh the second read of each weight
+  // (the cores run the same layer at once, so it mostly hits the shared L3). The
+  // thresholds below were timed with `crossreg-bench-decode --rows 8,16,24,32,48,64` on
+  // stories260K, the default model and the ~110M model (docs/benchmarks.md, "The
+  // programs"). Prefill-sized forwards stay per op: their rows' attention grows along
+  // the prompt, and the per-op path balances it.
   bool SplitRows(int64_t rows) const {
     if (pool_.num_threads() == 1 || row_split_max_weight_bytes_ <= 0) return false;
     const int64_t per_thread = rows / pool_.num_threads();

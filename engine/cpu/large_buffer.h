@@ -5,9 +5,9 @@
 // Why: a forward of the ~110M model reads 219 MB of weights, 53,000 distinct 4 KiB pages,
 // far more than the TLBs map. On 4 KiB pages every page costs a page walk (two-level in
 // a virtual machine) and the hardware prefetchers stop at each page's end; on 2 MiB pages
-// the same weights are 105 pages. On a Zen 5 VM a batch-1 forward takes 3.67 ms on huge
-// pages against 4.85 ms on 4 KiB pages (25th percentiles; `crossreg-bench-decode
-// --batches 1` times it, with CROSSREG_HUGE_PAGES=0 for the 4 KiB figure).
+// the same weights are 105 pages, and a batch-1 forward is markedly faster on them
+// (`crossreg-bench-decode --batches 1` times it, with CROSSREG_HUGE_PAGES=0 for 4 KiB
+// pages; docs/benchmarks.md, "Zen 5: huge pages").
 //
 // Where transparent huge pages are off (`never` in
 // /sys/kernel/mm/transparent_hugepage/enabled) or the kernel finds no free 2 MiB page,

@@ -80,10 +80,9 @@ int64_t MaxRowTile(SimdLevel level) {
 // The row tiles of an f32 or bf16 call. On AVX2, 7 and 8 rows run as a 5- or 6-row tile
 // and a 2-row one over the whole panel rather than as two balanced half-panel tiles: each
 // half-panel tile converts every step's weights again, and the 2-row tile holds enough
-// sums to run near the FMA rate (the default model's forward, CROSSREG_SIMD=avx2 on the
-// AMX Xeon, three turns: 7 rows 2.32-2.45 ms as 5 + 2 against 2.49-2.68 as 4 + 3, 8 rows
-// 2.57-2.80 as 6 + 2 against 2.76-2.86 as 4 + 4; 9 and 10 rows ran no faster as 6 + 3
-// and 6 + 4).
+// sums to run near the FMA rate (the default model's 7- and 8-row forwards with
+// CROSSREG_SIMD=avx2 ran faster as 5 + 2 and 6 + 2 than as 4 + 3 and 4 + 4; 9 and 10 rows
+// ran no faster as 6 + 3 and 6 + 4; `crossreg-bench-decode --rows 1,...,10` times them).
 std::vector<std::pair<int64_t, int64_t>> PlanFloatRowTiles(int64_t rows, SimdLevel level) {
   if (level == SimdLevel::kAvx2 && (rows == 7 || rows == 8)) return {{0, rows - 2}, {rows - 2, 2}};
   return internal::PlanRowTiles(rows, MaxRowTile(level));
@@ -135,8 +134,8 @@ struct QuantizedNeeds {
 
 // Whether a call's kQ8 tiles may take kQuantTileRowsAvx2 rows: on AVX2 where every panel
 // is of a super-block format (Q2_K..Q6_K). The 32-element formats' tile (Q8_0's sign step
-// beside each row) ran slower at 5 and 6 rows than at 4 (~110M Q8_0: 16 rows 17.2 against
-// 16.8 ms, prefill 512 458 against 439 ms), where Q4_K_M's ran 5 and 6 rows 18-22% faster.
+// beside each row) ran slower at 5 and 6 rows than at 4 (the ~110M Q8_0 model's 16-row
+// forward and prefill), where Q4_K_M's ran 5 and 6 rows 18-22% faster.
 bool SuperBlockTilesAvx2(SimdLevel level, const QuantizedNeeds& needs) {
   return QuantKernelAt(level) == QuantKernel::kAvx2 && !needs.per32;
 }
@@ -323,8 +322,8 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
     // before the layer split its rows between the threads in the same order (first rows
     // here), so each core mostly packs rows it wrote itself, from its own cache; packed by
     // one core, half of the rows would first cross to it from the other (with the per-row
-    // ops split from 6 rows on: ~4% of a 16-32 row forward of the ~110M model,
-    // docs/benchmarks.md).
+    // ops split from 6 rows on: a few percent of a 16-32 row forward of the ~110M model,
+    // as `crossreg-bench-decode --rows 16,32` shows).
     if (parallel && plan.size() > 1) {
       pool.ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
     } else {

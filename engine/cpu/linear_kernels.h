@@ -146,17 +146,16 @@ inline constexpr int64_t kQuantTileRowsMax = std::max({kQuantTileRows, kQuantTil
 // What a kQ8 tile asks the memory for while it computes: `lines` cache lines per group,
 // from `from` on. In the whole-K order (the K-blocked one: quant_panel_order.h) a panel's
 // first tile reads the panel from memory: it streams it, kQuantPrefetchBytes ahead of its
-// reads (the hardware prefetchers alone left one row's kernel waiting on DRAM, batch-1
-// decode at about 60% of the bandwidth roofline on Zen 3; 2 KiB, about two Q8_0 groups,
-// brought it to about 80%; with the 512-bit VNNI kernel a Zen 5 host decodes the ~110M
-// Q8_0 model in 1.85 ms a token at 2 KiB, 1.72 at 4, 1.65 at 8 and no faster at 16,
-// alternating runs; on the AMX Xeon's AVX2 path a ~1.1B Q4_K_M model, whose weights no
-// cache holds, decodes in 34-36 ms at 2-4 KiB, 42-44 at 8-12 and 32-34 at 14-32, where
-// Q8_0, Q6_K and the VNNI kernel moved by less than 5%: docs/benchmarks.md). The requests
+// reads (the hardware prefetchers alone left one row's kernel waiting on DRAM, well
+// below the bandwidth roofline; a few KiB ahead gained most of it on the ~110M model,
+// and the DRAM-bound ~1.1B model's AVX2 path, whose weights no cache holds, was
+// fastest from about 14 KiB on and slower at 6-12 KiB on one host; `crossreg-bench-decode
+// --random1b_types q4_k_m --rows 1` times it: docs/benchmarks.md, "Xeon AMX:
+// Cross-Regression, quantizing, a ~1.1B model from DRAM"). The requests
 // go to L2 (prefetcht1): into L1 they held the line-fill buffers that the loads need, and
 // the profile of one row's kernel put two thirds of its time on the prefetch instruction;
-// to L2 the ~1.1B model decodes 10-12% faster (Q4_K_M and Q8_0, AVX2 and VNNI), the ~110M
-// model, in this guest's L3, about 5% slower. The panel's other tiles find it in cache, and between them request
+// to L2 the ~1.1B model decodes faster (Q4_K_M and Q8_0, AVX2 and VNNI), and a model that
+// sits in a large L3 a little slower. The panel's other tiles find it in cache, and between them request
 // the next panel, so a verify step's later tiles compute while the memory works instead of
 // leaving it idle (a prefetch never faults; past the thread's range or the matrix it runs
 // into the next panels of the arena, which the forward reads next). Within a group, one
@@ -174,8 +173,9 @@ QuantPrefetch QuantPrefetchFor(const PanelArgs& a, const unsigned char* panel, i
 // steps), evenly; or all at once at the group's start for passes = 0. Issued at once, one
 // row's lines fill the core's queue of memory requests and the arithmetic behind them
 // waits on it: one row of the ~1.1B models, whose weights no cache holds, ran its
-// arithmetic and its waits on memory one after the other (docs/benchmarks.md, "Prefetches
-// spread over a group's steps"). A pass is an add and a compare (a Bresenham step). The
+// arithmetic and its waits on memory one after the other (docs/benchmarks.md, "Xeon AMX:
+// Cross-Regression, quantizing, a ~1.1B model from DRAM"). A pass is an add and a
+// compare (a Bresenham step). The
 // 32-element kernels' tiles of several rows, bound by their arithmetic, take the burst:
 // prefetch arithmetic in every step cost the ~110M Q8_0 model's 16-row forwards and
 // prefills on AVX2 6-18%; the super-block kernels' tiles spread theirs at every row count,

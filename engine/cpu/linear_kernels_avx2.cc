@@ -4,10 +4,10 @@
 // One row (batch-1 decode) streams the weights: a tile runs the whole panel, 32 outputs
 // in 4 accumulators, K in order, asking for the weights kPrefetchBytes ahead. Without
 // the requests the kernel leans on the hardware prefetchers, which a verify step's
-// repeated reads of cached panels leave throttled: on the 2-core hosts a one-row
-// forward of the default model took 2-3 ms instead of 1.2 for the first forwards after
-// a 16-34 row one, so the adaptive draft length's cost curve, which times each size
-// right after the largest, read one row as dearer than eight.
+// repeated reads of cached panels leave throttled: a one-row forward of the default
+// model ran up to 2-3x slower for the first forwards after a 16-34 row one, so the
+// adaptive draft length's cost curve, which times each size right after the largest,
+// read one row as dearer than eight.
 //
 // Tiles of 2 and 3 rows run the whole panel (PanelTile: enough independent sums to hide the
 // FMA latency). Tiles of 4 to 6 rows (linear.cc MaxRowTile) run half a panel (16 outputs:
@@ -15,14 +15,14 @@
 // converted once per step for every row of the tile (bf16: even and odd values, 4
 // registers), the activations arriving as f32 (bf16 tiles widened once per call,
 // WidenBf16Pairs), so each row costs its broadcasts and FMAs only. A 5-row tile keeps
-// 10 accumulators, 2 live weights, the mask and a broadcast in 14 of the 16 registers (on
-// a Zen 5 core 5 rows cost 1.18 ms a default-model forward against 1.65 as 3 + 2). A 6-row
+// 10 accumulators, 2 live weights, the mask and a broadcast in 14 of the 16 registers (a
+// 5-row default-model forward costs markedly less than as 3 + 2). A 6-row
 // tile's 12 sums leave no register for the mask, so its AND reads the mask from memory
 // (HighHalves; GCC otherwise keeps the constant in a register and spills, and clearing
 // the low halves with two shifts put the conversions on the FMA ports: 6 rows then cost
 // 1.34x 5 rows' time). Every tile converts every step again, so one 6-row tile beats
-// 3 + 3 (the default model's 6-row forward 1.78-1.79 ms against 2.14-2.27 on the AMX
-// Xeon with CROSSREG_SIMD=avx2); staging a K block's weights as f32 once for all the
+// 3 + 3 (`crossreg-bench-decode --rows 1,5,6,12,16` with CROSSREG_SIMD=avx2 times the
+// default model's forwards); staging a K block's weights as f32 once for all the
 // tiles of a call cost more in stores than the conversions it saved. A 4-row tile
 // issues 16 FMAs per step for 4 conversions where a 2-row tile over the whole panel
 // issued 16 for 12. Verify-sized calls take a K block (64 steps, 8 KiB) at a time through every

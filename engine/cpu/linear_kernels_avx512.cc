@@ -131,8 +131,8 @@ void PackRowTilesBf16Avx512(const float* x, int64_t in, int64_t first, int64_t r
   // Up to 16 rows at a time: each row's next 16 pairs in one register, the 16 x 16 block
   // transposed in registers, then one store per pair of the group's rows (contiguous in
   // the tile layout). Storing each row's pairs one by one, `rows` apart (a store and a
-  // load through memory per pair), takes 2-3x as long: 5-8 µs per 11-row tile of the
-  // ~110M model, ~4% of a 32-row verify forward (docs/benchmarks.md).
+  // load through memory per pair), takes 2-3x as long, a few percent of a 32-row verify
+  // forward of the ~110M model (`crossreg-bench-decode --rows 32` times it).
   for (int64_t r0 = 0; r0 < rows; r0 += 16) {
     const int group = static_cast<int>(std::min<int64_t>(16, rows - r0));
     const __mmask16 lanes = static_cast<__mmask16>((1u << group) - 1u);

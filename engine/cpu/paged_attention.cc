@@ -284,15 +284,16 @@ void PagedAttention(const PagedAttentionArgs& a, ThreadPool* pool) {
     const internal::UnitKernel* kernel = avx512 ? internal::UnitKernelAvx512(a) : internal::UnitKernelAvx2(a);
     // Units when no sequence has more rows than a unit holds: a verify step, or a batch's
     // decode and verify steps, however many sequences (the query heads of a kv head then
-    // share its keys' and values' reads: the default model's batch-32 decode step 6.0-6.2
-    // -> 4.4-4.5 ms, whose heads' K/V no longer fit L2 twice). A sequence of more rows (a
+    // share its keys' and values' reads, which no longer fit L2 twice in a large batch's
+    // decode step; docs/benchmarks.md, "The K/V cache's element type", has the batch
+    // figures). A sequence of more rows (a
     // prefill chunk) leaves the call to the row groups, whose tasks are dealt out as the
     // threads finish, as its later rows attend more positions.
     if (kernel != nullptr && longest_run <= kernel->MaxRows()) {
       const std::vector<internal::AttentionUnit>& units = AttentionUnits(a, starts, kernel->MaxVectors());
       // On one thread, units of one head each are the row groups again, with the phases'
-      // bookkeeping on top: stories260K's 16-row forward, its rows split 8 a thread, ran
-      // 85-89 µs so against 81-83.
+      // bookkeeping on top: stories260K's 16-row forward, its rows split 8 a thread, ran a
+      // few percent slower so.
       const bool shared_reads =
           std::any_of(units.begin(), units.end(), [](const internal::AttentionUnit& u) { return u.heads > 1; });
       if (!one_thread || shared_reads) {

@@ -316,8 +316,8 @@ constexpr int64_t kScoreItemGroups = 16;
 template <typename T>
 class UnitKernelAvx2Impl final : public UnitKernel {
  public:
-  // 16: the default model's T(12) 3.75-3.78 -> 3.55-3.60 ms at 400 positions (AMX Xeon,
-  // CROSSREG_SIMD=avx2), T(16) level.
+  // 16: as units the default model's T(12) at 400 positions ran faster than as row
+  // groups, T(16) level (docs/benchmarks.md, "Xeon AMX: verify-forward cost").
   int MaxRows() const override { return 16; }
   int MaxVectors() const override { return kMaxGroupRowsAvx2; }
   int64_t ScoreItems(const PagedAttentionArgs& a, const AttentionUnit& u) const override {

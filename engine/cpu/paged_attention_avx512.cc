@@ -491,8 +491,9 @@ void WithRows(int n, Fn fn) {
 template <typename T, int NV>
 class UnitKernelAvx512Impl final : public UnitKernel {
  public:
-  // One row group: the default model's T(10) and T(12) 2-3% faster at 400 positions (AMX
-  // Xeon), T(14) and T(16) 1-3% slower as units than as groups.
+  // One row group: as units the default model's T(10) and T(12) at 400 positions ran a
+  // little faster than as groups, T(14) and T(16) a little slower (docs/benchmarks.md,
+  // "Xeon AMX: verify-forward cost").
   int MaxRows() const override { return kMaxGroupRows; }
   int MaxVectors() const override { return kMaxGroupRows; }
 

@@ -10,10 +10,10 @@ namespace crossreg::cpu::internal {
 
 // Rows attended together by the AVX-512 kernel: consecutive rows of one sequence share
 // each key load (their scores' FMA chains interleave). 12 rather than 4: a verify step of
-// up to 11 drafts reads the head's keys once, and a prefill reads them a third as often
-// (`crossreg-bench-decode --attention`, a layer after 512 positions, docs/benchmarks.md;
-// the ~110M model against groups of 4: 5 rows 0.095-0.106 -> 0.065-0.077 ms, 16 rows
-// 0.254-0.267 -> 0.176-0.192, prefill 512 2.95-3.11 -> 2.30-2.43). Groups of at most 6 split 8
+// up to 11 drafts reads the head's keys once, and a prefill reads them a third as often;
+// against groups of 4 that made verify steps of 5 and 16 rows and a 512-row prefill
+// markedly faster (`crossreg-bench-decode --attention`, a layer after 512 positions;
+// docs/benchmarks.md, "Xeon AMX: verify-forward cost"). Groups of at most 6 split 8
 // rows as 4 + 4 and lost that.
 inline constexpr int kMaxGroupRows = 12;
 // The AVX2 kernel's groups: up to 8 rows (a verify step of up to 7 drafts is one group;

@@ -347,9 +347,9 @@ void SuperBlockTile(const PanelArgs& a, const unsigned char* panel, int64_t firs
 // SuperBlockTile over a byte panel (a staged copy, quant_panel_order.h) for at most 3
 // rows, two quarters (16 outputs) at a time: each activation broadcast feeds two
 // multiplies. The 6-row step (a weight load, six broadcasts, six vpmaddubsw) is bound by
-// its loads on Zen 3, not by its multiplies: a stand-alone loop of it ran at 116-119 G
-// multiply-adds/s a core, the 3 x 16 step (two weight loads, three broadcasts, six
-// multiplies) at 124-145 (docs/benchmarks.md, "What limits the rest"). The registers
+// its loads on Zen 3, not by its multiplies: in a stand-alone loop of each step the
+// 3 x 16 one (two weight loads, three broadcasts, six multiplies) did more multiply-adds
+// a second (docs/benchmarks.md, "Zen 3: what limits the quantized kernels"). The registers
 // hold six runs, six sums, two weights and a broadcast; the scale pairs are built where
 // a run ends, one quarter's at a time. The integer sums are SuperBlockTile's, added in
 // the same order, and the float step is the same (SuperBlockQuarterEnd): the same bits.
@@ -370,7 +370,9 @@ void SuperBlockPairTile(const PanelArgs& a, const unsigned char* panel, int64_t 
   for (int64_t g = g0; g < g1; ++g) {
     const unsigned char* group = panel + (g - g0) * group_bytes;
     // A pass per run of kRun steps (two halves of kSubs sub-blocks of S / 4 steps): a pass
-    // per step cost the 16-row calls 10-20% (docs/benchmarks.md, "What limits the rest").
+    // per step slowed the 16-row calls, the cursor's add, compare and branch finding no
+    // room beside the step's vector operations (`crossreg-bench-decode --gemm_types
+    // q4_k,q6_k --gemm_rows 16` times them).
     PrefetchCursor lines(prefetch, g - g0, 2 * kSubs * (S / 4 / kRun));
     const unsigned char* sc_bytes = group + kScalesAt;
     const unsigned char* m_bytes = group + kMinsAt;

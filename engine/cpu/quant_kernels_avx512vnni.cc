@@ -8,9 +8,9 @@
 // on the products. The tile's f32 sums stay in registers across the groups. Tiles take up
 // to kQuantTileRowsVnni (6) rows: 12 f32 sums and 12 int32 ones in 24 of the 32 registers
 // spread the step's joins and offsets over more rows than the AVX2 kernel's 4 (one core,
-// one L1-resident panel: 443 G ops/s at 6 rows against 391 at 4; in the linear calls of
-// the ~110M model, 2-14% more at 16 and 32 rows and at 512 but for the Q8_0 32000-output
-// call, 6% less).
+// one L1-resident panel: about an eighth more G ops/s at 6 rows than at 4; in the linear
+// calls of the ~110M model, 2-14% more at 16 and 32 rows and at 512 but for the Q8_0
+// 32000-output call, 6% less; `crossreg-bench-decode --gemm_types q8_0,q4_k`).
 //
 // vpdpbusd takes one operand unsigned and one signed; the activations are the signed one.
 // Formats with mins store unsigned quants: they go in as they are. Signed quants (Q8_0,
@@ -320,7 +320,7 @@ void SuperBlockPanels(const PanelArgs& a, int64_t begin, int64_t end) {
   // tiles are many: the unpacking here is 512 bits wide and a tile up to 6 rows, so at
   // 3 tiles (16 rows) the stage's stores and reloads cost more than they save (Q4_K
   // 10-14% slower, Q6_K 4-7%); at 6 tiles Q6_K gains 7% and at 512 rows 15-19%, Q4_K 5%
-  // (the ~110M model's linear calls, docs/benchmarks.md).
+  // (the ~110M model's linear calls, `crossreg-bench-decode --gemm_types q4_k,q6_k`).
   if (kNib && a.num_tiles >= 6) {
     return RunStagedQuantPanels(a, begin, end, SuperBlockTiles<S, false, kMinShift, 0>(a));
   }

@@ -126,7 +126,7 @@ void RunQuantPanels(const PanelArgs& a, int64_t begin, int64_t end, RunTile run_
 // byte-panel kernel over that copy, which is in L1 or L2. Unpacked in each
 // tile, a 16-row call of the AVX2 kernel split and joined each code 4 times, and the
 // shifts and masks share its multiply ports (Q6_K's 16-row forward 16% slower than from a
-// byte panel; staged, docs/benchmarks.md). The stage streams the panel from memory; the
+// byte panel; staged, within a few percent of it). The stage streams the panel from memory; the
 // tiles request the next panel's lines between them, as the whole-K order's later tiles do.
 // The results are the byte kernel's, which are the unpacking kernel's, bit for bit.
 template <typename RunTile>

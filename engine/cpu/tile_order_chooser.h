@@ -7,11 +7,11 @@
 // the quantized ones from AVX2 up (engine/cpu/quant_panel_order.h), can run them in two
 // orders over each panel of 32 outputs:
 //  - kBlocked: the tiles take turns per 8 KiB K block, so each weight streams from
-//    memory once while every tile's math runs on it from L1. The faster order on 2 Zen 5
-//    cores.
+//    memory once while every tile's math runs on it from L1. Usually the faster order
+//    on Zen 5.
 //  - kWholeK: each tile runs the panel's whole K in turn; the later tiles re-read the
-//    panel (48-128 KiB) from L2. 12-15% faster for 16-32 row forwards of the ~110M model
-//    on 2 Zen 4 cores (32 KiB L1, the bf16 dot product at half Zen 5's rate).
+//    panel (48-128 KiB) from L2. It has won 16-32 row forwards of the ~110M model on Zen
+//    4 (32 KiB L1, the bf16 dot product at half Zen 5's rate).
 // `crossreg-bench-decode --rows 1,16,24,32` prints both orders' times per call shape.
 // Which one wins depends on the core, so neither is hard-wired. Both accumulate every
 // output over its K steps in the same order, so the choice never changes a result bit,
@@ -22,8 +22,9 @@
 // and the comparison runs again. Alternating calls of one shape see the same load from
 // elsewhere on the machine, so a burst hits both orders alike, and the median ignores
 // the calls it lands on. The comparison repeats because the winner moves with the
-// machine's state: on a shared Zen 4 host, K-blocked wins by 1-15% at 16-24 rows while
-// the memory is slow (T(1) 6.2 ms) and loses by 12-15% while it is fast (T(1) 3.9 ms).
+// machine's state: on a shared Zen 4 host K-blocked wins at 16-24 rows while the memory
+// is slow and loses while it is fast (docs/benchmarks.md, "Zen 4: the ~110M rows table",
+// describes the two states).
 // A trial round costs about half its calls' difference (~1% of one call per 40 served).
 #pragma once
 

@@ -46,11 +46,12 @@ struct CudaBackendOptions {
   // head_dim is 64 or 128; false keeps them on the SIMT kernel.
   bool predictive_attention_mma = true;
   // Row summaries (greedy rows' argmax and logit gap) reduced on the device, so only 12
-  // bytes a row cross to the host. Off by default: on an H100 (2026-11-27) greedy decoding
-  // with device summaries returned NaN summaries from the second or third forward on
-  // (tests/gpu: OneRowForwardsReplayLikeEagerOnes, SummaryRowsAreTheReductionOfTheRowsTheyReplace,
-  // the exactness tests), while the same forwards copying whole rows were exact. Off, every
-  // logit row is copied and summarised on the host (SplitLogitRows), as the CPU backend does.
+  // bytes a row cross to the host. Off by default: on an H100 greedy decoding with device
+  // summaries returned NaN summaries from the second or third forward on (tests/gpu:
+  // OneRowForwardsReplayLikeEagerOnes, SummaryRowsAreTheReductionOfTheRowsTheyReplace,
+  // the exactness tests), while the same forwards copying whole rows were exact; not yet
+  // understood (docs/limitations.md; docs/cuda.md, "Known gaps"). Off, every logit row is
+  // copied and summarised on the host (SplitLogitRows), as the CPU backend does.
   bool device_summaries = false;
 };
 

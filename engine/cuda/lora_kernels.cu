@@ -1,9 +1,10 @@
 // The predictive rows' low-rank update, read from and added to the rows where they
 // sit: two launches per group of targets that share an input. A gather, two cuBLAS f32
 // GEMMs (one with a split-K reduction) and a scatter-add per target would take 25
-// launches a layer and ~300 µs at Llama-3-8B shapes with 30 predictive rows, where the
-// arithmetic is a few MFLOP. Kernel times: ncu over crossreg-bench-gpu, summed by
-// engine/cuda/tools/ncu_summary.py.
+// launches a layer, bound by launches and memory traffic where the arithmetic is a few
+// MFLOP. Kernel times: `scripts/gpu_lease.sh profile` (ncu over crossreg-bench-gpu,
+// summed by engine/cuda/tools/ncu_summary.py); docs/benchmarks.md, "GPU: NVIDIA H100
+// and H200", has the LoRA update's time a layer.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -31,8 +32,8 @@ __device__ __forceinline__ int Locate(const int* sizes, int targets, int& index)
 // Block (8 A rows of the group's concatenated ranks, 8 predictive rows, K split): each
 // thread multiplies its strided share of the split's inputs for all 64 (row, rank)
 // pairs, so every value read feeds 8 products (a warp per pair reads 46 MB from L2
-// per call at 8B shapes: 16 µs; a block per A row reads one value per product at a
-// time: 43-150 µs). Sums reduce in a fixed tree and the K splits are added in split
+// per call at 8B shapes; a block per A row reads one value per product at a time,
+// several times slower still). Sums reduce in a fixed tree and the K splits are added in split
 // order by the expand kernel, so a row's result does not depend on the other rows.
 __global__ void LoraShrinkKernel(LoraGroup g, const float* x, int64_t x_stride, int in, const int32_t* rows, int count,
                                  float* mid_parts, int total_rank, int k_chunk) {

@@ -4,8 +4,9 @@
 // kSub cached key and value rows into shared memory once for all its rows and heads
 // (GQA, and the 1 + m + γ rows of a Cross-Regression step), and the splits put enough
 // blocks in flight when a forward has few rows: one block of 4 warps per (row, head)
-// and no splits takes 148 µs a layer for one AR row of an 8B model (32 blocks on 132
-// SMs) and 167 µs for 33 rows.
+// and no splits leaves most SMs idle for one AR row of an 8B model (32 blocks on 132
+// SMs), and attention then cost ten times what it does split (docs/benchmarks.md, "GPU:
+// NVIDIA H100 and H200", has the layer's times).
 //
 // A warp walks its row's positions of the split in order with an online softmax;
 // lanes split head_dim. A row's positions, their order, and its split layout
@@ -273,11 +274,11 @@ __global__ void __launch_bounds__(kTileRows * kHeads * 32, 1) PagedAttentionKern
     }
   }
   // One-row tiles (AR decode): the last of the (tile, head group)'s splits to finish
-  // merges them (a separate merge kernel costs ~10 µs a layer, mostly its launch). The
-  // counter returns to 0 for the next forward (and the next replay of a captured one).
-  // Multi-row tiles leave the merge to MergeSplitsKernel: there the waiting blocks'
-  // fences and the merging block's serial work cost more than the launch (110 against
-  // 85 µs for 33 rows). Both call MergeSplits, so a row's bits do not depend on which.
+  // merges them (a separate merge kernel costs a launch a layer). The counter returns to
+  // 0 for the next forward (and the next replay of a captured one). Multi-row tiles
+  // leave the merge to MergeSplitsKernel: there the waiting blocks' fences and the
+  // merging block's serial work cost more than the launch (`scripts/gpu_lease.sh
+  // profile` times both). Both call MergeSplits, so a row's bits do not depend on which.
   if (!p.merge_in_kernel) return;
   __shared__ bool last;
   __threadfence();

@@ -24,9 +24,10 @@ namespace crossreg {
 // in forwards of about B rows. Prefill rows sharing this forward are paid for whatever
 // the sequence chooses, so they raise the margin (R counts them) but not what a token
 // is worth. Priced at T(R0) / B with R0 counting them, drafts in prefill-carrying
-// forwards would look nearly free on two CPU cores (a 400-row chunk makes an AR token
-// "cost" 5 ms against 0.35 ms in the decode forwards around it), so weak adapters would
-// draft there, and their unused reservations would cut the prefill chunks.
+// forwards would look nearly free on CPUs (a prefill chunk makes an AR token there
+// "cost" more than ten times one in the decode forwards around it; docs/algorithm.md,
+// "Adaptive draft length"), so weak adapters would draft there, and their unused
+// reservations would cut the prefill chunks.
 // Since T(B) <= T(R0), every draft chosen also earns its margin at the all-AR forward's
 // rate B / T(R0); summed over the sequences the margins telescope to T(R_final) -
 // T(R0), so the forward as planned commits at least the all-AR forward's expected
@@ -65,12 +66,11 @@ struct DraftCost {
   // min(1, forward_scale) · (T(R + extra) - T(R)) with R = R0 + planned_extra_rows: what
   // `extra` more rows add. The forward is priced as forward_scale · T(R0) plus the
   // curve's margin above R0, shrunk where the curve runs slow but never stretched: what
-  // load adds to a forward is a cost per forward, not per row. On two Zen 4 cores at
-  // concurrency 16 (default model, n-gram; `crossreg-server --adaptive_gamma` under
-  // `crossreg-loadgen --concurrency 16 --mode ngram`) decode-only forwards of 16, 28 and
-  // 40 rows take 4.0, 5.3 and 6.9 ms against the curve's 2.1, 3.5 and 4.9: the scale at
-  // 16 rows is 1.9, the rows past it cost the curve's 0.12 ms each. The all-AR guarantee
-  // holds for that price as for any other.
+  // load adds to a forward is a cost per forward, not per row: under load
+  // (`crossreg-server --adaptive_gamma` under `crossreg-loadgen --concurrency 16 --mode
+  // ngram`) decode-only forwards cost a multiple of the curve, while each row past the
+  // all-AR forward costs what the curve says (docs/algorithm.md, "Adaptive draft length",
+  // has the figures). The all-AR guarantee holds for that price as for any other.
   double MarginalSeconds(DecodingMode mode, int extra) const;
 };
 

@@ -1,13 +1,12 @@
 // How far the start-up cost curve is off for the forwards a server actually runs, kept
 // per kind of forward. The curve (forward_cost_curve.h) is timed once, on one sequence
 // at context 64 with nothing else running. Under load it is off in two directions at
-// once: on two Zen 4 cores with the default model at concurrency 16, decode-only
-// forwards of 16 sequences cost 4.5-5.6 ms against its 2.6-3.0 (longer contexts, many
-// sequences, the server's own threads on the same cores), while 500-row forwards
-// carrying a prefill chunk cost ~0.095 ms a row against its 0.13-0.145 slope
-// (`crossreg-server --adaptive_gamma` under `crossreg-loadgen --concurrency 16`: the
-// server logs the curve at start-up and exports actual / curve per kind of forward as
-// crossreg_forward_cost_curve_scale). The adaptive draft length values a drafted token
+// once: decode-only forwards of many sequences cost more than it says (longer contexts,
+// many sequences, the server's own threads on the same cores), while wide forwards
+// carrying a prefill chunk cost less a row than its slope (`crossreg-server
+// --adaptive_gamma` under `crossreg-loadgen --concurrency 16` shows both: the server logs
+// the curve at start-up and exports actual / curve per kind of forward as
+// crossreg_forward_cost_curve_scale; docs/algorithm.md, "Live correction", has figures). The adaptive draft length values a drafted token
 // at a decode-only forward's cost and prices its rows at the margin of the forward it
 // joins, so in a forward that carries a prefill chunk the two errors do not cancel: each
 // kind's own error is corrected from the forwards timed as they run. A scale above 1
@@ -34,18 +33,17 @@ namespace crossreg {
 // carried drafts, each at its mean row count, interpolated linearly in rows between
 // them and held at the nearer anchor outside. One scale for all forwards corrects the
 // curve's level, not its shape, and a curve timed at start-up in a moment slower or
-// faster for some sizes than others keeps the wrong shape. On two Zen 5 cores one
-// start-up read 1 / 2 / 4 rows at 0.57 / 0.59 / 0.63 ms for the default model, whose AR
-// forwards then ran at 0.46 ms and its drafting ones at about 0.63: drafts were priced
-// at a fifth of their cost and adaptive decoding ran at 0.83x AR. Another read 0.46 /
-// 0.59 / 0.70 ms where drafting forwards ran near 0.55, and kept every forward AR
-// (docs/benchmarks.md). Steps are timed whole (planning, forward, verification): what
-// the tokens pay for.
+// faster for some sizes than others keeps the wrong shape: a "flat" start-up curve
+// prices drafts far below what the drafting steps then cost, and adaptive decoding
+// falls below AR; a "steep" one keeps every forward AR where drafts would pay. Both
+// shapes, timed on one host class, and what this scale makes of them:
+// docs/benchmarks.md, "Zen 5: adaptive draft length on a cost curve of the wrong shape".
+// Steps are timed whole (planning, forward, verification): what the tokens pay for.
 //
 // Only single-sequence steps teach it and only they are priced with it: with several
 // sequences a step's cost depends on how many there are and on their contexts as much
-// as on its rows (at concurrency 8 on the default model, AR steps ran at 2.3x the
-// curve, whose points are one sequence at context 64), so anchors pooled over batch
+// as on its rows (under load AR steps run at a multiple of the curve, whose points are
+// one sequence at context 64; docs/algorithm.md has the figure), so anchors pooled over batch
 // sizes would read that as a slope in rows.
 struct DecodeScaleShape {
   bool known = false;  // both anchors observed (kMinAnchorForwards steps each)
@@ -71,9 +69,9 @@ class ForwardCostCalibration {
   // shape: the control-only points with no predictive rows (AR, n-gram, prefill), the
   // Cross-Regression points (half predictive) at half or more, linear in between. Read
   // against the Cross-Regression points alone, a server's AR and n-gram forwards would
-  // give a scale ~12% low (default model: 2.24 against 2.54 ms at 16 rows, both in the
-  // curve crossreg-server logs at start-up). Ignored when seconds or the curve's figure
-  // is not positive.
+  // give a scale too low: a control-only forward of 16 rows costs less than a
+  // Cross-Regression one (both are in the curve crossreg-server logs at start-up).
+  // Ignored when seconds or the curve's figure is not positive.
   void Observe(const ForwardCostCurve& curve, int rows, int predictive_rows, bool carries_prefill, double seconds);
   // A decode step of one sequence alone whose forward had `rows` rows, `predictive_rows`
   // of them predictive, that took `seconds` from planning to its verified tokens: an AR

@@ -92,10 +92,10 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     }
   }
   // Rounds alternate between rising and falling sizes. A forward can run slower for
-  // having followed a much larger one: with CROSSREG_SIMD=avx2 on the 2-core Xeon hosts,
-  // the default model's one-row forward took 2-3 ms for the two or three forwards after
-  // a 16-34 row one, against 1.0-1.3 ms otherwise, and rising rounds alone, each starting
-  // right after the previous one's widest forward, read one row as dearer than four. In
+  // having followed a much larger one (seen with CROSSREG_SIMD=avx2 on AVX-512 Xeons,
+  // up to 2-3x for the next two or three forwards; docs/benchmarks.md, "The programs"),
+  // and rising rounds alone, each starting right after the previous one's widest
+  // forward, read one row as dearer than four. In
   // a rising round every other size follows a smaller one, and in a falling round one
   // row follows two, so every size is timed at least once after a smaller or equal
   // forward (with two or more repeats).

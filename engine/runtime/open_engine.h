@@ -86,8 +86,9 @@ std::string DrafterLayout(const Model& model, const LoraAdapter* adapter);
 // --kv_dtype auto: bf16 on the CPU backend unless the model's linear weights are f32
 // (bf16, f16 and quantized models compute K/V from weights coarser than bf16, as the
 // peer engines cache them in 16 bits; the cache takes half the memory and a batch's
-// attention reads half the bytes: the default model's batch-16 decode step 3.6 -> 2.7 ms,
-// docs/benchmarks.md), f32 for f32 models (stories260K: its golden outputs are f32 runs).
+// attention reads half the bytes, so batched decode steps are faster: docs/benchmarks.md,
+// "The K/V cache's element type"), f32 for f32 models (stories260K: its golden outputs
+// are f32 runs).
 // The CUDA backend keeps f32: its bf16 cache measured no faster (docs/cuda.md).
 // Lossless decoding equals AR at either type.
 KvDtype AutoKvDtype(const Model& model, BackendChoice backend);

@@ -42,7 +42,8 @@ ABSL_FLAG(bool, adaptive_alone, false,
 // A policy comparison that must not move with the machine's memory speed: the adaptive
 // rows decide on this curve (the tokens/s are still measured). Whether a draft pays
 // depends on the curve's shape, which moves with the memory: a fast-memory host's curve
-// (T(1) low against T(16), e.g. --cost_curve=1:3.92,16:12.46 from a Zen 4 host) asks a
+// (T(1) low against T(16), e.g. --cost_curve=1:3.92,16:12.46, the one docs/benchmarks.md,
+// "Zen 4: Cross-Regression per model", uses) asks a
 // higher acceptance of the ~110M model's drafts than a slow-memory host's does.
 ABSL_FLAG(std::vector<std::string>, cost_curve, {},
           "Fixed cost curve for the adaptive rows, ROWS:MS pairs (e.g. 1:3.92,16:12.46), in place of the one "
