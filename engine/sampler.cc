@@ -6,22 +6,17 @@
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/request_fields.h"
 #include "engine/field_violation.h"
+#include "engine/status_macros.h"
 
 namespace crossreg {
 
 absl::Status SamplingParams::Validate() const {
-  if (!(temperature >= 0.0f) || !std::isfinite(temperature)) {
-    return FieldViolation("sampling.temperature", absl::StrCat("must be >= 0, got ", temperature));
-  }
-  if (top_k < 0) return FieldViolation("sampling.top_k", absl::StrCat("must be >= 0, got ", top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) {
-    return FieldViolation("sampling.top_p", absl::StrCat("must be in (0, 1], got ", top_p));
-  }
-  if (!(min_p >= 0.0f && min_p <= 1.0f)) {
-    return FieldViolation("sampling.min_p", absl::StrCat("must be in [0, 1], got ", min_p));
-  }
-  return absl::OkStatus();
+  RETURN_IF_ERROR(CheckFieldRange("sampling.temperature", temperature));
+  RETURN_IF_ERROR(CheckFieldRange("sampling.top_k", top_k));
+  RETURN_IF_ERROR(CheckFieldRange("sampling.top_p", top_p));
+  return CheckFieldRange("sampling.min_p", min_p);
 }
 
 namespace {

@@ -1,3 +1,4 @@
+#include "server/admission.h"
 #include "server/generate_reactor.h"
 
 #include "absl/strings/str_cat.h"
@@ -86,16 +87,16 @@ absl::Status GenerateReactor::Submit(grpc::CallbackServerContext* call, const gr
   }
   v1::GenerateRequest request;
   if (absl::Status parsed = ParseRequest(request_bytes, request); !parsed.ok()) return parsed;
-  auto slot = context_.stream_limiter->Acquire(principal_);
-  if (!slot.ok()) return slot.status();
-  stream_slot_ = std::move(*slot);
-  auto validated = RequestFromProto(request, context_.env, context_.defaults);
-  if (!validated.ok()) return validated.status();
-
-  GenerationRequest spec = std::move(validated->request);
-  if (spec.request_id.empty()) spec.request_id = RandomRequestId();
-  spec.owner = principal_;
-  spec.deadline = SteadyDeadline(*call);
+  const AdmissionContext admission{.scheduler = context_.scheduler,
+                                   .env = &context_.env,
+                                   .defaults = &context_.defaults,
+                                   .stream_limiter = context_.stream_limiter,
+                                   .draining = context_.draining};
+  auto admitted = Admit(admission, principal_, SteadyDeadline(*call),
+                        [&request]() -> absl::StatusOr<v1::GenerateRequest> { return std::move(request); });
+  if (!admitted.ok()) return admitted.status();
+  stream_slot_ = std::move(admitted->stream_slot);
+  GenerationRequest spec = std::move(admitted->request);
   deadline_ = call->deadline();
   request_id_ = spec.request_id;
   mode_ = spec.decoding.mode;
@@ -105,17 +106,11 @@ absl::Status GenerateReactor::Submit(grpc::CallbackServerContext* call, const gr
     submitted_ = true;
   }
   std::shared_ptr<GenerateReactor> self = self_;
-  absl::Status submitted =
-      context_.scheduler->Submit(std::move(spec), [self](const RequestEvent& event) { self->OnSchedulerEvent(event); });
+  absl::Status submitted = SubmitAdmitted(admission, std::move(spec),
+                                          [self](const RequestEvent& event) { self->OnSchedulerEvent(event); });
   if (submitted.ok()) return submitted;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    submitted_ = false;
-  }
-  // After Shutdown the scheduler says FAILED_PRECONDITION; to a client that is "go elsewhere".
-  if (submitted.code() == absl::StatusCode::kFailedPrecondition && context_.draining->load()) {
-    submitted = absl::UnavailableError("server is shutting down; retry on another replica");
-  }
+  std::lock_guard<std::mutex> lock(mu_);
+  submitted_ = false;
   return submitted;
 }
 

@@ -4,7 +4,9 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/request_fields.h"
 #include "engine/field_violation.h"
+#include "engine/status_macros.h"
 
 namespace crossreg {
 
@@ -88,8 +90,8 @@ absl::Status ValidateDecodingConfig(const DecodingConfig& c, int max_gamma, bool
   };
   const char* mode = DecodingModeName(c.mode);
   const bool xr = c.mode == DecodingMode::kLossless || c.mode == DecodingMode::kLossy;
-  if (!std::isfinite(c.beta) || c.beta < 0.0f || c.beta >= 1.0f) return invalid("beta", "must be in [0, 1), got ", c.beta);
-  if (!std::isfinite(c.tau) || c.tau > 0.0f) return invalid("tau", "must be <= 0 (nats), got ", c.tau);
+  RETURN_IF_ERROR(CheckFieldRange("decoding.beta", c.beta));
+  RETURN_IF_ERROR(CheckFieldRange("decoding.tau", c.tau));
   if (c.mode != DecodingMode::kLossy) {
     if (c.beta != 0.0f) return invalid("beta", "is a lossy setting; mode ", mode, " needs 0");
     if (c.tau != 0.0f) return invalid("tau", "is a lossy setting; mode ", mode, " needs 0");

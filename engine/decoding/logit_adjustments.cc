@@ -3,32 +3,28 @@
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
+#include "engine/decoding/request_fields.h"
 #include "engine/field_violation.h"
+#include "engine/status_macros.h"
 
 namespace crossreg {
 
 absl::Status LogitAdjustments::Validate(int vocab) const {
-  auto in = [](float v, float lo, float hi) { return std::isfinite(v) && v >= lo && v <= hi; };
-  if (!in(presence_penalty, -2.0f, 2.0f)) {
-    return FieldViolation("sampling.presence_penalty", absl::StrCat("must be in [-2, 2], got ", presence_penalty));
-  }
-  if (!in(frequency_penalty, -2.0f, 2.0f)) {
-    return FieldViolation("sampling.frequency_penalty", absl::StrCat("must be in [-2, 2], got ", frequency_penalty));
-  }
-  if (!(std::isfinite(repetition_penalty) && repetition_penalty > 0.0f)) {
-    return FieldViolation("sampling.repetition_penalty", absl::StrCat("must be > 0 (1 = off), got ", repetition_penalty));
-  }
+  RETURN_IF_ERROR(CheckFieldRange("sampling.presence_penalty", presence_penalty));
+  RETURN_IF_ERROR(CheckFieldRange("sampling.frequency_penalty", frequency_penalty));
+  RETURN_IF_ERROR(CheckFieldRange("sampling.repetition_penalty", repetition_penalty));
   if (logit_bias.size() > kMaxLogitBiasEntries) {
     return FieldViolation("sampling.logit_bias",
                           absl::StrCat("at most ", kMaxLogitBiasEntries, " entries, got ", logit_bias.size()));
   }
   for (size_t i = 0; i < logit_bias.size(); ++i) {
     const auto& [token, bias] = logit_bias[i];
-    const std::string field = absl::StrCat("sampling.logit_bias[", token, "]");
+    const std::string element = absl::StrCat("[", token, "]");
     if (token < 0 || token >= vocab) {
-      return FieldViolation(field, absl::StrCat("token ", token, " outside the vocabulary [0, ", vocab, ")"));
+      return FieldViolation(absl::StrCat("sampling.logit_bias", element),
+                            absl::StrCat("token ", token, " outside the vocabulary [0, ", vocab, ")"));
     }
-    if (!in(bias, -100.0f, 100.0f)) return FieldViolation(field, absl::StrCat("bias must be in [-100, 100], got ", bias));
+    RETURN_IF_ERROR(CheckFieldRange("sampling.logit_bias", bias, {}, element));
   }
   return absl::OkStatus();
 }

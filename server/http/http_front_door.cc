@@ -1,3 +1,4 @@
+#include "server/admission.h"
 #include "server/http/http_front_door.h"
 
 #include <chrono>
@@ -181,18 +182,16 @@ absl::Status HttpFrontDoor::Impl::Submit(const std::shared_ptr<HttpExchange>& ex
   }
   auto deadline = Deadline(exchange->request(), arrival);
   if (!deadline.ok()) return deadline.status();
-  absl::StatusOr<v1::GenerateRequest> proto =
-      request.endpoint == OpenAiEndpoint::kChatCompletions ? ChatPrompt(request) : request.proto;
-  if (!proto.ok()) return proto.status();
-  auto validated = RequestFromProto(*proto, o.env, o.defaults);
-  if (!validated.ok()) return validated.status();
-  auto slot = o.stream_limiter->Acquire(*principal);
-  if (!slot.ok()) return slot.status();
-
-  GenerationRequest spec = std::move(validated->request);
-  if (spec.request_id.empty()) spec.request_id = RandomRequestId();
-  spec.owner = *principal;
-  spec.deadline = *deadline;
+  const AdmissionContext admission{.scheduler = o.scheduler,
+                                   .env = &o.env,
+                                   .defaults = &o.defaults,
+                                   .stream_limiter = o.stream_limiter,
+                                   .draining = o.draining};
+  auto admitted = Admit(admission, *principal, *deadline, [&]() -> absl::StatusOr<v1::GenerateRequest> {
+    return request.endpoint == OpenAiEndpoint::kChatCompletions ? ChatPrompt(request) : request.proto;
+  });
+  if (!admitted.ok()) return admitted.status();
+  GenerationRequest spec = std::move(admitted->request);
   HttpGeneration::Identity id;
   id.request_id = spec.request_id;
   id.principal = *principal;
@@ -208,14 +207,9 @@ absl::Status HttpFrontDoor::Impl::Submit(const std::shared_ptr<HttpExchange>& ex
   // The scheduler's handler owns the generation: it lives until the request's last
   // event, whoever ends it.
   absl::Status submitted =
-      o.scheduler->Submit(std::move(spec), [generation](const RequestEvent& event) { generation->Push(event); });
-  if (!submitted.ok()) {
-    if (submitted.code() == absl::StatusCode::kFailedPrecondition && o.draining->load()) {
-      return absl::UnavailableError("server is shutting down; retry on another replica");
-    }
-    return submitted;
-  }
-  generation->Start(std::move(id), std::shared_ptr<ClientStreamLimiter::Lease>(std::move(*slot)));
+      SubmitAdmitted(admission, std::move(spec), [generation](const RequestEvent& event) { generation->Push(event); });
+  if (!submitted.ok()) return submitted;
+  generation->Start(std::move(id), std::shared_ptr<ClientStreamLimiter::Lease>(std::move(admitted->stream_slot)));
   return absl::OkStatus();
 }
 

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/token_logprobs.h"
 #include "engine/decoding/logit_adjustments.h"
+#include "engine/decoding/request_fields.h"
 #include "engine/field_violation.h"
 #include "engine/io/bounded_json.h"
 #include "server/http/json_fields.h"
@@ -79,6 +80,15 @@ absl::StatusOr<float> Float(const Json& body, const char* field) {
     return Invalid(field, absl::StrCat("out of range, got ", v.dump()));
   }
   return static_cast<float>(d);
+}
+
+// A number the request field table ranges (engine/decoding/request_fields.h): the
+// engine's rule, checked on the float the engine will see (0.99999999999 is 1 there)
+// and reported with the value as the client wrote it, named as the body names it.
+absl::StatusOr<float> RangedFloat(const Json& body, const char* field, const char* path) {
+  ASSIGN_OR_RETURN(const float v, Float(body, field));
+  RETURN_IF_ERROR(RenameField(CheckFieldRange(path, v, body.at(field).dump()), {{path, field}}));
+  return v;
 }
 
 // A whole number in [lo, hi], refused by name outside it (`range` says how, default
@@ -252,28 +262,25 @@ absl::Status ReadStructuredOutput(const Json& body, v1::StructuredOutput& out) {
 }
 
 // Penalties, biases, min_p and log-probabilities (engine/decoding/logit_adjustments.h,
-// token_logprobs.h); the ranges are the engine's, checked here to name the JSON field.
+// token_logprobs.h); the ranges are the field table's.
 absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::SamplingParams& sp) {
   for (const char* field : {"presence_penalty", "frequency_penalty"}) {
     if (!Has(body, field)) continue;
-    ASSIGN_OR_RETURN(const float v, Float(body, field));
-    if (!(v >= -2 && v <= 2)) return Invalid(field, absl::StrCat("must be in [-2, 2], got ", body.at(field).dump()));
-    if (field[0] == 'p') {
+    const bool presence = field[0] == 'p';
+    ASSIGN_OR_RETURN(const float v,
+                     RangedFloat(body, field, presence ? "sampling.presence_penalty" : "sampling.frequency_penalty"));
+    if (presence) {
       sp.set_presence_penalty(v);
     } else {
       sp.set_frequency_penalty(v);
     }
   }
   if (Has(body, "repetition_penalty")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "repetition_penalty"));
-    if (!(v > 0)) {
-      return Invalid("repetition_penalty", absl::StrCat("must be > 0 (1: off), got ", body.at("repetition_penalty").dump()));
-    }
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "repetition_penalty", "sampling.repetition_penalty"));
     sp.set_repetition_penalty(v);
   }
   if (Has(body, "min_p")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "min_p"));
-    if (!(v >= 0 && v <= 1)) return Invalid("min_p", absl::StrCat("must be in [0, 1], got ", body.at("min_p").dump()));
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "min_p", "sampling.min_p"));
     sp.set_min_p(v);
   }
   if (Has(body, "logit_bias")) {
@@ -298,7 +305,8 @@ absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::Samp
       }
       if (!it.value().is_number()) return Invalid(field, absl::StrCat("must be a number, got ", TypeName(it.value())));
       const double v = it.value().get<double>();
-      if (!(v >= -100 && v <= 100)) return Invalid(field, absl::StrCat("must be in [-100, 100], got ", it.value().dump()));
+      RETURN_IF_ERROR(
+          RenameField(CheckFieldRange("sampling.logit_bias", v, it.value().dump()), {{"sampling.logit_bias", field}}));
       (*sp.mutable_logit_bias())[static_cast<int32_t>(token)] = static_cast<float>(v);
     }
   }
@@ -342,20 +350,15 @@ absl::Status ReadAdjustments(const Json& body, OpenAiEndpoint endpoint, v1::Samp
   return absl::OkStatus();
 }
 
-// The engine's own rules (engine/sampler.cc), checked here too so that the value
-// named is the one the client sent.
+// The field table's ranges, checked on the values as sent.
 absl::Status ReadSamplingNumbers(const Json& body, v1::SamplingParams& sp) {
   sp.set_temperature(1.0f);  // OpenAI's default
   if (Has(body, "temperature")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "temperature"));
-    if (!(v >= 0)) {
-      return Invalid("temperature", absl::StrCat("must be >= 0 (0: greedy), got ", body.at("temperature").dump()));
-    }
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "temperature", "sampling.temperature"));
     sp.set_temperature(v);
   }
   if (Has(body, "top_p")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "top_p"));
-    if (!(v > 0 && v <= 1)) return Invalid("top_p", absl::StrCat("must be in (0, 1], got ", body.at("top_p").dump()));
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "top_p", "sampling.top_p"));
     sp.set_top_p(v);
   }
   if (Has(body, "top_k")) {
@@ -421,13 +424,11 @@ absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
     dp.set_mode(mode);
   }
   if (Has(body, "beta")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "beta"));
-    if (!(v >= 0 && v < 1)) return Invalid("beta", absl::StrCat("must be in [0, 1), got ", body.at("beta").dump()));
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "beta", "decoding.beta"));
     dp.set_beta(v);
   }
   if (Has(body, "tau")) {
-    ASSIGN_OR_RETURN(const float v, Float(body, "tau"));
-    if (!(v <= 0)) return Invalid("tau", absl::StrCat("must be <= 0 (nats), got ", body.at("tau").dump()));
+    ASSIGN_OR_RETURN(const float v, RangedFloat(body, "tau", "decoding.tau"));
     dp.set_tau(v);
   }
   for (const auto& [field, set] : std::initializer_list<std::pair<const char*, void (*)(v1::DecodingParams&, int32_t)>>{
@@ -532,26 +533,7 @@ absl::StatusOr<OpenAiRequest> ParseOpenAiRequest(const std::string& body_text, O
 }
 
 absl::Status InJsonTerms(const absl::Status& status, OpenAiEndpoint endpoint) {
-  const std::string prompt = endpoint == OpenAiEndpoint::kChatCompletions ? "messages" : "prompt";
-  return RenameField(status, {
-      {"sampling.max_tokens", "max_tokens"},   {"sampling.temperature", "temperature"},
-      {"sampling.top_p", "top_p"},             {"sampling.top_k", "top_k"},
-      {"sampling.stop", "stop"},               {"sampling.seed", "seed"},
-      {"sampling.min_p", "min_p"},             {"sampling.presence_penalty", "presence_penalty"},
-      {"sampling.frequency_penalty", "frequency_penalty"}, {"sampling.repetition_penalty", "repetition_penalty"},
-      {"sampling.logit_bias", "logit_bias"},   {"logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
-      {"sampling.top_logprobs", endpoint == OpenAiEndpoint::kChatCompletions ? "top_logprobs" : "logprobs"},
-      {"sampling.logprobs_mode", "logprobs_mode"}, {"sampling.skip_special_tokens", "skip_special_tokens"},
-      {"structured_output.json_schema", "response_format.json_schema.schema"},
-      {"structured_output.json_object", "response_format"},
-      {"structured_output.grammar", "grammar"}, {"structured_output.regex", "regex"},
-      {"decoding.mode", "mode"},               {"decoding.beta", "beta"},
-      {"decoding.tau", "tau"},                 {"decoding.gamma", "gamma"},
-      {"decoding.fork_outcomes", "fork_outcomes"}, {"decoding.fork_depth", "fork_depth"},
-      {"decoding.ngram_assist", "ngram_assist"},   {"decoding.adaptive_gamma", "adaptive_gamma"},
-      {"decoding.draft_layout", "draft_layout"},
-      {"prompt.token_ids", prompt},            {"prompt.text", prompt},
-      {"prompt", prompt}});
+  return RenameField(status, JsonFieldNames(endpoint == OpenAiEndpoint::kChatCompletions));
 }
 
 }  // namespace crossreg::server
