@@ -26,21 +26,19 @@ import time
 import numpy as np
 import torch
 
-from . import accel, common, distributed, packed_corpus
+from . import accel, common, distill_plan, distributed, packed_corpus
 from .budget import TimeBudget, fit_steps
 from .common import log
+from .distill_batch import add_noise, block_anchors, clean_rows, forward_batch, forward_blocks
 from .distill_data import Examples, read_engine_file
 from .hf_io import load_adapter, load_model_dir, save_adapter
-from .layout import (left_pad, base_prefix_kv, stream_rows_forward, generate,
-                     grouped_rows_mask, match_run_lengths, weighted_distill_loss,
-                     grouped_prefix_see, block_rows_mask, block_positions)
-from .model import LORA_TARGETS, concat_kv
+from .layout import generate
+from .model import LORA_TARGETS
 from .tokenizer import ByteBPETokenizer
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m training.distill", description=__doc__,
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+def add_data_args(p: argparse.ArgumentParser) -> None:
+    """Where the prefixes and their continuations come from, and their shapes."""
     p.add_argument("--base", default="training/runs/pretrain/model", help="HF model directory")
     p.add_argument("--out", default="training/runs/distill", help="run directory")
     p.add_argument("--corpus", default="",
@@ -72,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-temperature", type=float, default=0.0,
                    help="base continuation sampling temperature (0 = greedy; paper: 0.6)")
     p.add_argument("--gen-batch", type=int, default=64)
+
+
+def add_adapter_args(p: argparse.ArgumentParser) -> None:
+    """The draft token, the adapter, the batch and the optimizer."""
     p.add_argument("--placeholder-token-id", type=int, default=-1,
                    help="token id for empty draft slots (default: '<|draft|>' from the tokenizer)")
     p.add_argument("--rank", type=int, default=32, help="LoRA rank r")
@@ -81,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=2000)
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--warmup", type=int, default=50)
+
+
+def add_layout_args(p: argparse.ArgumentParser) -> None:
+    """The predictive rows' noise and draft layout, and their loss weights."""
     p.add_argument("--noise-max", type=float, default=0.5,
                    help="per example, a corruption rate ~ U(0, noise-max) for each draft slot")
     p.add_argument("--replay-frac", type=float, default=0.75,
@@ -109,6 +115,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the k-th placeholder row of a run (k = 0 right after the last token row) "
                         "weighs placeholder-weight * decay^k: a fork's later drafts are accepted "
                         "only after its first ones, so they matter less (1 = equal weights)")
+
+
+def add_schedule_args(p: argparse.ArgumentParser) -> None:
+    """Where training starts, its learning-rate schedule, evaluation and memory."""
     p.add_argument("--init-adapter", default="",
                    help="start from this PEFT adapter instead of a fresh LoRA (its rank, alpha "
                         "and targets replace --rank, --alpha and --targets)")
@@ -123,6 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="activation checkpointing of the predictive rows' decoder layers: each "
                         "layer's activations are recomputed in backward instead of kept (less "
                         "memory, about a third more compute)")
+
+
+def add_plan_args(p: argparse.ArgumentParser) -> None:
+    """--plan: a distillation's cost, planned instead of run."""
     p.add_argument("--plan", action="store_true",
                    help="print memory per GPU, step time and GPU-hours for --plan-tokens on "
                         "--plan-gpus GPUs (from a short measured run of the --base config's "
@@ -135,6 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "else 2); the step time is extrapolated per layer from runs at "
                         "1 and N layers")
     p.add_argument("--plan-steps", type=int, default=3, help="--plan: timed steps per run")
+
+
+def add_runtime_args(p: argparse.ArgumentParser) -> None:
+    """Weights' dtype, the time budget and timed checkpoints."""
     p.add_argument("--dtype", default="f32", choices=["f32", "bf16", "auto"],
                    help="base weight dtype on the device (LoRA stays float32); auto = bf16 on "
                         "CUDA, f32 on CPU")
@@ -146,6 +164,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "evaluation time)")
     p.add_argument("--ckpt-every-s", type=float, default=0,
                    help="also checkpoint when this many seconds passed since the last one (0=off)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python3 -m training.distill", description=__doc__,
+                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    # Added in this order, which --help shows.
+    for add in (add_data_args, add_adapter_args, add_layout_args, add_schedule_args,
+                add_plan_args, add_runtime_args):
+        add(p)
     common.add_common_args(p)
     return p
 
@@ -287,160 +314,6 @@ def load_or_make_data(model, a, device, world=distributed.World()):
     return d
 
 
-# ---- one batch in the inference layout ------------------------------------------------------
-def clean_rows(data: Examples, idx: torch.Tensor) -> torch.Tensor:
-    """[B, w] rows of the clean window: x_last, then the base's continuation c_1..c_{w-1}."""
-    x_last = torch.tensor([data.prefix(i)[-1] for i in idx.tolist()], dtype=torch.long)
-    return torch.cat([x_last[:, None], data.continuation(idx)[:, :data.window - 1]], 1)
-
-
-def batch_tensors(data: Examples, idx, device):
-    """-> cached prefix (ids, valid, pos) [G, S], clean rows [B, w], row positions [G, B/G*w],
-    the rows' attention mask (None: one window per prefix, G = B). With groups of K (idx holds
-    whole groups in order) the G = B / K prefixes are each group's longest, and each window
-    sees the part of it before its own anchor (layout.grouped_rows_mask)."""
-    lens = data.lens(idx)
-    rows = clean_rows(data, idx).to(device)
-    K, w = data.group, data.window
-    if K == 1:
-        cached = [data.prefix(i)[:-1] for i in idx.tolist()]
-        ids, valid, pos = left_pad(cached, 0, device)
-        row_pos = (lens[:, None] - 1 + torch.arange(w)[None]).to(device)
-        return ids, valid, pos, rows, row_pos, None
-    if len(idx) % K or not torch.equal(idx.view(-1, K) - idx.view(-1, K)[:, :1],
-                                       torch.arange(K).expand(len(idx) // K, K)) \
-            or bool((idx.view(-1, K)[:, 0] % K).any()):
-        raise ValueError(f"batch_tensors: indices must be whole groups of {K}")
-    firsts = idx.view(-1, K)[:, 0].tolist()
-    glens = lens.view(-1, K)
-    longest = [int(data.start[i]) for i in firsts]
-    cached = [np.asarray(data.stream[s:s + int(m) - 1], np.int64).tolist()
-              for s, m in zip(longest, glens.max(1).values.tolist())]
-    ids, valid, pos = left_pad(cached, 0, device)
-    row_pos = (glens[:, :, None] - 1 + torch.arange(w)[None, None]).reshape(len(firsts), K * w)
-    mask = grouped_rows_mask(valid, glens - 1, w)
-    return ids, valid, pos, rows, row_pos.to(device), mask
-
-
-def add_noise(clean, idx, replay, has_replay, a, vocab, placeholder, gen):
-    """Noisy window (Alg. 3): corrupt draft slots 1..w-1 with the model's replayed predictions or
-    random tokens, then maybe a placeholder suffix (empty slots at inference)."""
-    B, w = clean.shape
-    noisy = clean.clone().cpu()
-    rate = torch.rand(B, 1, generator=gen) * a.noise_max
-    corrupt = torch.rand(B, w, generator=gen) < rate
-    corrupt[:, 0] = False  # row 0 is x_last, committed
-    use_replay = (torch.rand(B, w, generator=gen) < a.replay_frac) & has_replay[idx][:, None]
-    rand_tok = torch.randint(0, vocab, (B, w), generator=gen)
-    src = torch.where(use_replay, replay[idx].long(), rand_tok)
-    noisy = torch.where(corrupt, src, noisy)
-    has_ph = torch.rand(B, generator=gen) < a.placeholder_prob
-    u = torch.randint(1, w, (B,), generator=gen)  # suffix length 1..w-1
-    col = torch.arange(w)[None]
-    ph = has_ph[:, None] & (col >= (w - u)[:, None])
-    noisy = torch.where(ph, torch.full_like(noisy, placeholder), noisy)
-    # Forked-refill layout: the accepted drafts are the clean continuation up to some
-    # j >= 0, every slot after them is a placeholder.
-    fork = torch.rand(B, generator=gen) < a.fork_frac
-    j = torch.randint(0, w - 1, (B,), generator=gen)
-    fork_rows = torch.where(col <= j[:, None], clean.cpu(), torch.full_like(noisy, placeholder))
-    noisy = torch.where(fork[:, None], fork_rows, noisy)
-    return noisy.to(clean.device)
-
-
-def placeholder_run_index(rows: torch.Tensor, placeholder: int) -> torch.Tensor:
-    """[B, w] -> k for each placeholder row (0 for the first after a token row, 1 for the
-    next ...), -1 for token rows."""
-    is_ph = rows == placeholder
-    k = torch.full_like(rows, -1)
-    run = torch.full_like(rows[:, 0], -1)
-    for t in range(rows.shape[1]):
-        run = torch.where(is_ph[:, t], run + 1, torch.full_like(run, -1))
-        k[:, t] = run
-    return k
-
-
-def row_weights(rows, s, placeholder, placeholder_weight=1.0, placeholder_decay=1.0):
-    """Loss weight per row: s_t + 1 for token rows (Alg. 3), placeholder_weight *
-    placeholder_decay^k for the k-th placeholder row of a run; None when that is s_t + 1."""
-    if placeholder is None or (placeholder_weight == 1.0 and placeholder_decay == 1.0):
-        return None
-    k = placeholder_run_index(rows, placeholder)
-    ph = placeholder_weight * torch.pow(torch.full_like(s, placeholder_decay, dtype=torch.float),
-                                        k.clamp(min=0).float())
-    return torch.where(k >= 0, ph, (s + 1).float())
-
-
-def forward_batch(model, data, idx, device, noisy_fn=None, autocast=None, placeholder=None,
-                  placeholder_weight=1.0, placeholder_decay=1.0):
-    """Loss (mean over the batch's sequences), q logits, p, the rows run and the clean rows.
-    noisy_fn(clean rows) gives the predictive rows (None: the clean rows)."""
-    ids, valid, pos, clean, row_pos, mask = batch_tensors(data, idx, device)
-    B, w = clean.shape
-    G = ids.shape[0]
-
-    def rows_forward(rows, use_lora):  # [B, w] windows -> [B, w, V] logits
-        logits, _ = stream_rows_forward(model, kv, valid, rows.reshape(G, B // G * w), row_pos,
-                                        use_lora=use_lora, mask=mask)
-        return logits.reshape(B, w, -1)
-
-    with torch.no_grad(), autocast():
-        _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")  # control prefix K/V
-        p = torch.softmax(rows_forward(clean, False).float(), -1)  # p_t on the clean window
-    rows = noisy_fn(clean) if noisy_fn else clean
-    with autocast():
-        q_logits = rows_forward(rows, True)
-    s = match_run_lengths(rows, clean)
-    weights = row_weights(rows, s, placeholder, placeholder_weight, placeholder_decay)
-    return weighted_distill_loss(q_logits, p, s, weights), q_logits, p, rows, clean
-
-
-def block_anchors(B: int, w: int, count: int, gen: torch.Generator) -> torch.Tensor:
-    """[B, A]: distinct outcomes n in [0, w-2] per window (count 0: all of them, in order)."""
-    if count <= 0 or count >= w - 1:
-        return torch.arange(w - 1).expand(B, w - 1).clone()
-    return torch.rand(B, w - 1, generator=gen).argsort(1)[:, :count]
-
-
-def forward_blocks(model, data, idx, device, anchors, f, autocast=None, placeholder=0,
-                   placeholder_weight=1.0, placeholder_decay=1.0):
-    """The outcome-block layout: the frozen base runs the prefix and the clean window (control
-    rows), then each window's blocks (anchors [B, A]; f placeholder rows each, LoRA) attend the
-    base's K/V of the clean text up to their outcome and their own block both ways. Block row i
-    after outcome n is scored against the base's p at window row n+1+i (the token at position
-    L+n+i+1), where the window has one. -> loss (per window, averaged), q [B, A, f, V], p
-    [B, w, V], has-target mask [B, A, f]."""
-    ids, valid, pos, clean, row_pos, _ = batch_tensors(data, idx, device)
-    B, w = clean.shape
-    G, K = ids.shape[0], B // ids.shape[0]
-    A = anchors.shape[1]
-    lens = data.lens(idx)
-    see = grouped_prefix_see(valid, (lens.view(G, K) - 1).to(device))
-    ctl_mask = None if K == 1 else grouped_rows_mask(valid, lens.view(G, K) - 1, w)
-    with torch.no_grad(), autocast():
-        _, kv = base_prefix_kv(model, ids, valid, pos, logits="none")
-        ctl, ctl_kv = stream_rows_forward(model, kv, valid, clean.reshape(G, K * w), row_pos,
-                                          use_lora=False, return_kv=True, mask=ctl_mask)
-        p = torch.softmax(ctl.float(), -1).reshape(B, w, -1)
-    a = anchors.to(device).reshape(G, K, A)
-    mask = block_rows_mask(see, w, a, f)
-    rows = torch.full((G, K * A * f), placeholder, dtype=torch.long, device=device)
-    bpos = block_positions(row_pos.reshape(G, K, w)[:, :, 0], a, f)
-    with autocast():
-        q, _ = stream_rows_forward(model, concat_kv(kv, ctl_kv), None, rows, bpos, use_lora=True,
-                                   mask=mask)
-    q = q.reshape(B, A, f, -1)
-    target_row = anchors.to(device)[:, :, None] + 1 + torch.arange(f, device=device)[None, None]
-    has = target_row < w                                                   # [B, A, f]
-    pt = torch.gather(p, 1, target_row.clamp(max=w - 1).reshape(B, A * f)[..., None]
-                      .expand(B, A * f, p.shape[-1])).reshape(B, A, f, -1)
-    weight = placeholder_weight * placeholder_decay ** torch.arange(f, device=device).float()
-    weight = has.float() * weight[None, None]
-    ce = -(pt * torch.log_softmax(q.float(), -1)).sum(-1)                  # [B, A, f]
-    loss = ((weight * ce).sum((1, 2)) / weight.sum((1, 2)).clamp(min=1e-9)).mean()
-    return loss, q, p, has
-
-
 @torch.no_grad()
 def evaluate_blocks(model, data: Examples, a, device, autocast, placeholder, world):
     """Held-out windows in the outcome-block layout, one block of --block-rows rows after outcome
@@ -540,17 +413,16 @@ def setup_device(a, world):
     return device, world
 
 
-def main(argv=None) -> int:
-    a = build_parser().parse_args(argv)
-    if a.plan:
-        from . import distill_plan
-        return distill_plan.main(a)
-    budget = TimeBudget(a.time_budget_s, a.reserve_s)
+def check_args(a, budget: TimeBudget) -> None:
     if a.auto_steps and not budget.enabled:
         raise SystemExit("--auto-steps fits the schedule to --time-budget-s: pass both")
     if a.window < 2 or a.prefix_min < 2:
         raise SystemExit("--window and --prefix-min must be >= 2")
-    world = distributed.from_env()
+
+
+def check_batch(a, world) -> None:
+    """--batch must split into whole groups of --windows-per-prefix windows, as many per
+    process."""
     K = a.windows_per_prefix
     if K < 1 or a.batch % K or (not a.data and a.n_examples % K):
         raise SystemExit(f"--windows-per-prefix {K}: must be >= 1 and divide --batch {a.batch}"
@@ -558,10 +430,11 @@ def main(argv=None) -> int:
     if world.enabled and (a.batch // K) % world.size:
         raise SystemExit(f"--batch {a.batch} must be a multiple of the {world.size} processes"
                          + (f" times --windows-per-prefix {K}" if K > 1 else ""))
-    os.makedirs(a.out, exist_ok=True)
-    device, world = setup_device(a, world)
-    say = log if world.main else (lambda *_: None)
-    accel.configure(device)
+
+
+def load_frozen_base(a, device):
+    """The base on the device in --dtype (auto resolved in `a`, which run.json records), every
+    weight frozen."""
     if a.dtype == "auto":
         a.dtype = "bf16" if device.type == "cuda" else "f32"
     dtype = torch.bfloat16 if a.dtype == "bf16" else torch.float32
@@ -569,22 +442,22 @@ def main(argv=None) -> int:
     for p_ in model.parameters():
         p_.requires_grad_(False)
     model.grad_checkpoint = a.grad_checkpoint
-    V = model.config.vocab_size
+    return model
+
+
+def placeholder_id(a, vocab: int) -> int:
     placeholder = a.placeholder_token_id
     if placeholder < 0:
         placeholder = draft_token_id(os.path.join(a.base, "tokenizer.json"))
-    if not 0 <= placeholder < V:
+    if not 0 <= placeholder < vocab:
         raise SystemExit(f"--placeholder-token-id {placeholder} is outside the vocabulary "
-                         f"(0..{V - 1})")
+                         f"(0..{vocab - 1})")
+    return placeholder
 
-    def autocast():
-        return accel.autocast(device)
 
-    model.eval()
-    t0 = time.time()
-    data = load_or_make_data(model, a, device, world)
-    data_s = time.time() - t0
-    w = a.window
+def attach_lora(model, a, device, say):
+    """A fresh LoRA, or --init-adapter's (whose rank, alpha and targets replace the options in
+    `a`), and its optimizer. -> targets, LoRA parameters, optimizer, optimizer kind."""
     targets = [t for t in a.targets.split(",") if t]
     if a.init_adapter:
         cfg = load_adapter(model, a.init_adapter)
@@ -596,172 +469,253 @@ def main(argv=None) -> int:
     model.to(device)
     lora = model.lora_parameters()
     opt, opt_kind = accel.adamw(lora, device, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    n_train = len(data["train"])
-    # replay[i, t]: own argmax for row t (int32: a 2M-example run's buffer is 128 MB, and it
-    # is in every checkpoint)
-    replay = torch.zeros(n_train, w, dtype=torch.int32)
-    has_replay = torch.zeros(n_train, dtype=torch.bool)
-    ckpt_path = os.path.join(a.out, "checkpoint.pt")
-    step, history = 0, []
-    if a.resume:
-        ck = common.load_checkpoint(ckpt_path, device)
-        named = dict(model.named_parameters())
+    return targets, lora, opt, opt_kind
+
+
+# --auto-steps times steps from the 10th on: the first ones pay for allocation and kernel
+# selection (an order of magnitude longer than a step on a GPU), which an average would carry. The fit
+# also goes on for FIT_STEPS timed steps past a short warm-up: the first steps after the
+# calibration starts can run 20% slower than the rest, and a count fitted to them leaves a
+# tenth of the budget unspent. A cosine is flat at its start, so a refit in its first steps
+# moves the LR by about a percent.
+FIT_STEPS = 20
+
+
+class Trainer:
+    """A distillation's training state, what its checkpoints hold (the adapter, optimizer, step,
+    history and replay buffer), and the steps, evaluations and checkpoints that advance it."""
+
+    def __init__(self, a, model, data, lora, opt, device, world, budget, placeholder, say):
+        self.a, self.model, self.data, self.lora, self.opt = a, model, data, lora, opt
+        self.device, self.world, self.budget, self.say = device, world, budget, say
+        self.placeholder = placeholder
+        self.w = a.window
+        self.blocks = a.draft_layout == "blocks"
+        n_train = len(data["train"])
+        # replay[i, t]: own argmax for row t (int32: a 2M-example run's buffer is 128 MB, and it
+        # is in every checkpoint)
+        self.replay = torch.zeros(n_train, self.w, dtype=torch.int32)
+        self.has_replay = torch.zeros(n_train, dtype=torch.bool)
+        self.ckpt_path = os.path.join(a.out, "checkpoint.pt")
+        self.step, self.history = 0, []
+        self.eval_s = 0.0
+
+    def autocast(self):
+        return accel.autocast(self.device)
+
+    def resume(self):
+        ck = common.load_checkpoint(self.ckpt_path, self.device)
+        named = dict(self.model.named_parameters())
         with torch.no_grad():
             for k, v in ck["lora"].items():
                 named[k].copy_(v)
-        opt.load_state_dict(ck["opt"])
-        step, history = ck["step"], ck["history"]
-        replay, has_replay = ck["replay"].cpu().to(torch.int32), ck["has_replay"].cpu()
-        if a.auto_steps:  # the fitted schedule (the checkpoint's args), not the command line's
-            a.steps = int(ck["args"]["steps"])
-        say(f"resumed from {ckpt_path} at step {step}")
+        self.opt.load_state_dict(ck["opt"])
+        self.step, self.history = ck["step"], ck["history"]
+        self.replay, self.has_replay = ck["replay"].cpu().to(torch.int32), ck["has_replay"].cpu()
+        if self.a.auto_steps:  # the fitted schedule (the checkpoint's args), not the command line's
+            self.a.steps = int(ck["args"]["steps"])
+        self.say(f"resumed from {self.ckpt_path} at step {self.step}")
 
-    def checkpoint():
-        if world.main:  # every process holds the same adapter, optimizer and replay buffer
-            common.save_checkpoint(ckpt_path, {
-                "lora": {n: p_.detach().cpu() for n, p_ in model.named_parameters()
+    def checkpoint(self):
+        if self.world.main:  # every process holds the same adapter, optimizer and replay buffer
+            common.save_checkpoint(self.ckpt_path, {
+                "lora": {n: p_.detach().cpu() for n, p_ in self.model.named_parameters()
                          if "lora_" in n},
-                "opt": opt.state_dict(), "step": step, "history": history, "replay": replay,
-                "has_replay": has_replay, "args": vars(a), "world_size": world.size})
-        distributed.barrier(world)
+                "opt": self.opt.state_dict(), "step": self.step, "history": self.history,
+                "replay": self.replay, "has_replay": self.has_replay, "args": vars(self.a),
+                "world_size": self.world.size})
+        distributed.barrier(self.world)
 
+    def run_eval(self):
+        t = time.time()
+        ev = evaluate(self.model, self.data["eval"], self.a, self.device, self.autocast,
+                      self.placeholder, self.world)
+        self.history.append({"step": self.step, **ev})
+        self.say(f"eval step {self.step}: {json.dumps(ev)}")
+        self.eval_s = time.time() - t
+        self.budget.set_need(1.5 * self.eval_s + 5)  # the final evaluation must fit
+
+    def budget_stops(self, step_s) -> bool:
+        # Decisions every process must share (stop for the budget, the fitted step count) are
+        # rank 0's, broadcast.
+        stop = torch.tensor([0.0, float(self.a.steps)], dtype=torch.float64)
+        if self.world.main:
+            stop[0] = float(self.budget.enabled and step_s is not None
+                            and not self.budget.allows(2 * step_s))
+        distributed.broadcast_(self.world, stop)
+        if stop[0] > 0:
+            self.say(f"time budget: stopping at step {self.step} of {self.a.steps} "
+                     f"({self.budget.left():.0f}s left for evaluation and export)")
+            return True
+        return False
+
+    def set_lr(self):
+        a = self.a
+        if a.lr_decay == "cosine":
+            lr = common.warmup_cosine_lr(self.step, a.lr, a.warmup, a.steps, 0.1)
+        else:
+            lr = a.lr * min(1.0, (self.step + 1) / a.warmup)
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+
+    def train_step(self, idx, gen, mine, share):
+        """One optimizer step on this process's slice `mine` of the batch `idx`, which is
+        `share` of it. -> the slice's loss."""
+        a, w, train = self.a, self.w, self.data["train"]
+        # The whole batch's noise (or its blocks' outcomes) is drawn by every process (same
+        # generator), each runs its slice: the data-parallel step sees exactly the one-process
+        # batch.
+        if self.blocks:
+            block_rows = a.block_rows if a.block_rows > 0 else w - 1
+            anchors = block_anchors(len(idx), w, a.block_anchors, gen)[mine]
+            loss, q, _, _ = forward_blocks(self.model, train, idx[mine], self.device, anchors,
+                                           block_rows, self.autocast, self.placeholder,
+                                           a.placeholder_weight, a.placeholder_decay)
+        else:
+            noisy = add_noise(clean_rows(train, idx), idx, self.replay, self.has_replay, a,
+                              self.model.config.vocab_size, self.placeholder, gen)[mine]
+            loss, q, _, _, _ = forward_batch(self.model, train, idx[mine], self.device,
+                                             lambda clean: noisy.to(clean.device), self.autocast,
+                                             self.placeholder, a.placeholder_weight,
+                                             a.placeholder_decay)
+        loss = loss * share  # the slice's part of the whole batch's mean
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        distributed.sum_gradients(self.world, self.lora)
+        torch.nn.utils.clip_grad_norm_(self.lora, 1.0)
+        self.opt.step()
+        if not self.blocks:  # replay buffer: row t-1 predicts slot t (blocks see no drafts)
+            self.replay[idx, 1:] = distributed.gather_rows(self.world, q.argmax(-1)[:, :w - 1],
+                                                           a.batch).cpu().to(torch.int32)
+            self.has_replay[idx] = True
+        return loss
+
+    def refit_steps(self, prog, step_s):
+        """--auto-steps: the step count fitted to the budget at every step of the warm-up (the
+        warm-up LR does not depend on it) and FIT_STEPS timed steps; after that the cosine runs
+        to the fitted end."""
+        a, step = self.a, self.step
+        if self.calib_step is None and step >= min(10, a.warmup // 2):
+            self.calib_step, self.calib_t = step, time.time()
+        timed = self.calib_step is not None and step >= self.calib_step + 5
+        per_step = (time.time() - self.calib_t) / (step - self.calib_step) if timed else step_s
+        fit = fit_steps(step, self.budget.spendable(), per_step, a.eval_every,
+                        self.eval_s / max(per_step, 1e-9))
+        fitted = distributed.broadcast_(self.world, torch.tensor([float(max(fit, step + 1))],
+                                                                 dtype=torch.float64))
+        a.steps = prog.total = int(fitted.item())
+        if step >= a.warmup and self.calib_step is not None and step >= self.calib_step + FIT_STEPS:
+            self.fitting = False
+            self.say(f"auto-steps: {per_step * 1000:.1f} ms/step -> {a.steps} steps fit the budget")
+
+    def process_slice(self):
+        """(windows per prefix, prefixes, prefixes a step, this process's slice of a step's
+        windows, the slice's share of them)."""
+        a, world = self.a, self.world
+        K = self.data["train"].group  # the data file's, when --data gave one
+        n_groups = self.data["train"].groups
+        groups_per_step = a.batch // K
+        if a.batch % K or (world.enabled and groups_per_step % world.size):
+            raise SystemExit(f"--batch {a.batch}: must be a multiple of the data's {K} windows per "
+                             f"prefix times the {world.size} process(es)")
+        gs = world.shard(groups_per_step)
+        mine = slice(gs.start * K, gs.stop * K)  # whole groups per process
+        return K, n_groups, groups_per_step, mine, (mine.stop - mine.start) / a.batch
+
+    def train(self):
+        """Steps to --steps, or until the time budget stops them. -> (stopped by the budget,
+        progress)"""
+        a, world = self.a, self.world
+        prog = common.Progress(a.steps, self.step, self.budget)
+        run_loss, run_n = 0.0, 0
+        step_s, last_ckpt = None, time.time()
+        K, n_groups, groups_per_step, mine, share = self.process_slice()
+        self.calib_step, self.calib_t = None, None
+        self.fitting = a.auto_steps and self.budget.enabled and self.step == 0
+        while self.step < a.steps:
+            if self.budget_stops(step_s):
+                return True, prog
+            t_step = time.time()
+            gen = torch.Generator().manual_seed(a.seed * 1000003 + self.step)
+            groups = torch.randint(0, n_groups, (groups_per_step,), generator=gen)
+            idx = (groups[:, None] * K + torch.arange(K)[None]).reshape(-1)
+            self.set_lr()
+            loss = self.train_step(idx, gen, mine, share)
+            self.step += 1
+            run_loss += distributed.sum_(world, loss.detach().double().cpu()).item()
+            run_n += 1
+            dt = time.time() - t_step
+            step_s = dt if step_s is None else 0.9 * step_s + 0.1 * dt
+            if self.fitting:
+                self.refit_steps(prog, step_s)
+            if self.step % a.log_every == 0 or self.step == a.steps:
+                self.say(prog.line(self.step, a.batch * self.w * run_n, loss=run_loss / run_n))
+                run_loss, run_n = 0.0, 0
+            if self.step % a.eval_every == 0 or self.step == a.steps:
+                self.run_eval()
+            due = torch.tensor([float(a.ckpt_every_s > 0
+                                      and time.time() - last_ckpt >= a.ckpt_every_s)])
+            distributed.broadcast_(world, due)
+            if self.step % a.ckpt_every == 0 or self.step == a.steps or due.item() > 0:
+                self.checkpoint()
+                last_ckpt = time.time()
+        return False, prog
+
+    def export(self, prog, stopped_by_budget, data_s):
+        """OUT/adapter and OUT/run.json (rank 0)."""
+        a, world = self.a, self.world
+        adir = os.path.join(a.out, "adapter")
+        if not world.main:
+            return
+        save_adapter(self.model, adir, a.rank, a.alpha, os.path.abspath(a.base), self.placeholder,
+                     self.w, {"draft_layout": a.draft_layout} if self.blocks else None)
+        common.write_json(os.path.join(a.out, "run.json"), {
+            "args": vars(a), "data": self.data["info"], "history": self.history,
+            "placeholder": self.placeholder,
+            "row_tokens_per_s_this_session": prog.tokens / max(time.time() - prog.t0, 1e-9),
+            "device": str(self.device), "accel": accel.describe(self.device),
+            "steps_done": self.step, "stopped_by_budget": stopped_by_budget,
+            "data_s": round(data_s, 1), "processes": world.size,
+            "wall_s": round(self.budget.elapsed(), 1)})
+        log(f"exported {adir}")
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
+    if a.plan:
+        return distill_plan.main(a)
+    budget = TimeBudget(a.time_budget_s, a.reserve_s)
+    check_args(a, budget)
+    world = distributed.from_env()
+    check_batch(a, world)
+    os.makedirs(a.out, exist_ok=True)
+    device, world = setup_device(a, world)
+    say = log if world.main else (lambda *_: None)
+    accel.configure(device)
+    model = load_frozen_base(a, device)
+    placeholder = placeholder_id(a, model.config.vocab_size)
+    model.eval()
+    t0 = time.time()
+    data = load_or_make_data(model, a, device, world)
+    data_s = time.time() - t0
+    targets, lora, opt, opt_kind = attach_lora(model, a, device, say)
+    run = Trainer(a, model, data, lora, opt, device, world, budget, placeholder, say)
+    if a.resume:
+        run.resume()
     say(f"LoRA r={a.rank} alpha={a.alpha} on {targets}: "
         f"{sum(p_.numel() for p_ in lora) / 1e6:.2f}M trainable; placeholder id {placeholder}; "
         f"base {a.dtype}, AdamW {opt_kind}, device {device} (data {data_s:.0f}s)"
         + (f"; {world.size} processes ({world.backend}), {a.batch // world.size} windows each"
            if world.enabled else "")
         + (f"; {budget.describe()}" if budget.enabled else ""))
-
-    eval_s = 0.0
-
-    def run_eval():
-        nonlocal eval_s
-        t = time.time()
-        ev = evaluate(model, data["eval"], a, device, autocast, placeholder, world)
-        history.append({"step": step, **ev})
-        say(f"eval step {step}: {json.dumps(ev)}")
-        eval_s = time.time() - t
-        budget.set_need(1.5 * eval_s + 5)  # the final evaluation must fit
-
-    if step == 0:
-        run_eval()
-    prog = common.Progress(a.steps, step, budget)
-    run_loss, run_n = 0.0, 0
-    step_s, stopped_by_budget, last_ckpt = None, False, time.time()
-    blocks = a.draft_layout == "blocks"
-    block_rows = a.block_rows if a.block_rows > 0 else w - 1
-    K = data["train"].group  # the data file's, when --data gave one
-    n_groups = data["train"].groups
-    groups_per_step = a.batch // K
-    if a.batch % K or (world.enabled and groups_per_step % world.size):
-        raise SystemExit(f"--batch {a.batch}: must be a multiple of the data's {K} windows per "
-                         f"prefix times the {world.size} process(es)")
-    gs = world.shard(groups_per_step)
-    mine = slice(gs.start * K, gs.stop * K)  # whole groups per process
-    share = (mine.stop - mine.start) / a.batch
-    # --auto-steps times steps from the 10th on: the first ones pay for allocation and
-    # kernel selection (an order of magnitude longer than a step on a GPU), which an
-    # average would carry.
-    # The fit also goes on for FIT_STEPS timed steps past a short warm-up: the first steps
-    # after the calibration starts can run 20% slower than the rest, and a count fitted to them
-    # leaves a tenth of the budget unspent. A cosine is flat at its start, so a refit in its
-    # first steps moves the LR by about a percent.
-    FIT_STEPS = 20
-    calib_step, calib_t = None, None
-    fitting = a.auto_steps and budget.enabled and step == 0
-    while step < a.steps:
-        # Decisions every process must share (stop for the budget, the fitted step count) are
-        # rank 0's, broadcast.
-        stop = torch.tensor([0.0, float(a.steps)], dtype=torch.float64)
-        if world.main:
-            stop[0] = float(budget.enabled and step_s is not None
-                            and not budget.allows(2 * step_s))
-        distributed.broadcast_(world, stop)
-        if stop[0] > 0:
-            stopped_by_budget = True
-            say(f"time budget: stopping at step {step} of {a.steps} "
-                f"({budget.left():.0f}s left for evaluation and export)")
-            break
-        t_step = time.time()
-        gen = torch.Generator().manual_seed(a.seed * 1000003 + step)
-        groups = torch.randint(0, n_groups, (groups_per_step,), generator=gen)
-        idx = (groups[:, None] * K + torch.arange(K)[None]).reshape(-1)
-        if a.lr_decay == "cosine":
-            lr = common.warmup_cosine_lr(step, a.lr, a.warmup, a.steps, 0.1)
-        else:
-            lr = a.lr * min(1.0, (step + 1) / a.warmup)
-        for g in opt.param_groups:
-            g["lr"] = lr
-        # The whole batch's noise (or its blocks' outcomes) is drawn by every process (same
-        # generator), each runs its slice: the data-parallel step sees exactly the one-process
-        # batch.
-        if blocks:
-            anchors = block_anchors(len(idx), w, a.block_anchors, gen)[mine]
-            loss, q, _, _ = forward_blocks(model, data["train"], idx[mine], device, anchors,
-                                           block_rows, autocast, placeholder,
-                                           a.placeholder_weight, a.placeholder_decay)
-        else:
-            noisy = add_noise(clean_rows(data["train"], idx), idx, replay, has_replay, a, V,
-                              placeholder, gen)[mine]
-            loss, q, _, _, _ = forward_batch(model, data["train"], idx[mine], device,
-                                             lambda clean: noisy.to(clean.device), autocast,
-                                             placeholder, a.placeholder_weight, a.placeholder_decay)
-        loss = loss * share  # the slice's part of the whole batch's mean
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        distributed.sum_gradients(world, lora)
-        torch.nn.utils.clip_grad_norm_(lora, 1.0)
-        opt.step()
-        if not blocks:  # replay buffer: row t-1 predicts slot t (blocks see no drafts)
-            replay[idx, 1:] = distributed.gather_rows(world, q.argmax(-1)[:, :w - 1],
-                                                      a.batch).cpu().to(torch.int32)
-            has_replay[idx] = True
-        step += 1
-        run_loss += distributed.sum_(world, loss.detach().double().cpu()).item()
-        run_n += 1
-        dt = time.time() - t_step
-        step_s = dt if step_s is None else 0.9 * step_s + 0.1 * dt
-        # --auto-steps: the step count fitted to the budget at every step of the warm-up (the
-        # warm-up LR does not depend on it) and FIT_STEPS timed steps; after that the cosine
-        # runs to the fitted end.
-        if fitting:
-            if calib_step is None and step >= min(10, a.warmup // 2):
-                calib_step, calib_t = step, time.time()
-            timed = calib_step is not None and step >= calib_step + 5
-            per_step = (time.time() - calib_t) / (step - calib_step) if timed else step_s
-            fit = fit_steps(step, budget.spendable(), per_step, a.eval_every,
-                            eval_s / max(per_step, 1e-9))
-            fitted = distributed.broadcast_(world, torch.tensor([float(max(fit, step + 1))],
-                                                                dtype=torch.float64))
-            a.steps = prog.total = int(fitted.item())
-            if step >= a.warmup and calib_step is not None and step >= calib_step + FIT_STEPS:
-                fitting = False
-                say(f"auto-steps: {per_step * 1000:.1f} ms/step -> {a.steps} steps fit the budget")
-        if step % a.log_every == 0 or step == a.steps:
-            say(prog.line(step, a.batch * w * run_n, loss=run_loss / run_n))
-            run_loss, run_n = 0.0, 0
-        if step % a.eval_every == 0 or step == a.steps:
-            run_eval()
-        due = torch.tensor([float(a.ckpt_every_s > 0 and time.time() - last_ckpt >= a.ckpt_every_s)])
-        distributed.broadcast_(world, due)
-        if step % a.ckpt_every == 0 or step == a.steps or due.item() > 0:
-            checkpoint()
-            last_ckpt = time.time()
+    if run.step == 0:
+        run.run_eval()
+    stopped_by_budget, prog = run.train()
     if stopped_by_budget:
-        if history[-1]["step"] != step:
-            run_eval()
-        checkpoint()
-    adir = os.path.join(a.out, "adapter")
-    if world.main:
-        save_adapter(model, adir, a.rank, a.alpha, os.path.abspath(a.base), placeholder, w,
-                     {"draft_layout": a.draft_layout} if blocks else None)
-        common.write_json(os.path.join(a.out, "run.json"), {
-            "args": vars(a), "data": data["info"], "history": history, "placeholder": placeholder,
-            "row_tokens_per_s_this_session": prog.tokens / max(time.time() - prog.t0, 1e-9),
-            "device": str(device), "accel": accel.describe(device), "steps_done": step,
-            "stopped_by_budget": stopped_by_budget, "data_s": round(data_s, 1),
-            "processes": world.size, "wall_s": round(budget.elapsed(), 1)})
-        log(f"exported {adir}")
+        if run.history[-1]["step"] != run.step:
+            run.run_eval()
+        run.checkpoint()
+    run.export(prog, stopped_by_budget, data_s)
     distributed.shutdown(world)
     return 0
 

@@ -25,6 +25,7 @@ import torch
 
 from . import accel
 from .common import log, write_json
+from .distill_batch import forward_batch  # the trainer's own step
 from .distill_data import Examples
 from .layout import generate
 from .model import LlamaConfig, LlamaForCausalLM
@@ -114,8 +115,6 @@ def peak_of(mem: dict) -> int:
 def _time_steps(cfg: LlamaConfig, layers: int, a, per_gpu: int, device, dtype):
     """(seconds per training step, seconds per generated batch, peak bytes or None) of the
     trainer's step at `layers` decoder layers, random weights."""
-    from .distill import forward_batch  # the trainer's own step
-
     c = LlamaConfig(**{**cfg.__dict__, "num_hidden_layers": layers, "extra": {}})
     model = LlamaForCausalLM(c)  # uninitialised CPU storage is not touched, so this is cheap
     model.to(device=device, dtype=dtype)

@@ -250,6 +250,112 @@ std::vector<internal::RowTile> PackAmxRowTiles(const float* x, int64_t in, int64
   return tiles;
 }
 
+using RowTilePlan = std::vector<std::pair<int64_t, int64_t>>;
+
+// The panel formats a LinearShared call's outputs use, what its kQ8 ones read, and its
+// multiply-adds (which decide whether the call is split between the threads).
+struct OutputMix {
+  bool any_f32 = false;
+  bool any_bf16 = false;
+  bool any_q8 = false;
+  QuantizedNeeds q8_needs;
+  int64_t macs = 0;
+};
+
+OutputMix SurveyOutputs(const LinearOutput* outputs, int count, int64_t rows) {
+  OutputMix mix;
+  for (int i = 0; i < count; ++i) {
+    const PanelFormat f = outputs[i].w->format();
+    (f == PanelFormat::kF32 ? mix.any_f32 : f == PanelFormat::kQ8 ? mix.any_q8 : mix.any_bf16) = true;
+    if (f == PanelFormat::kQ8) mix.q8_needs.Add(*outputs[i].w);
+    mix.macs += rows * outputs[i].w->in() * outputs[i].w->out();
+  }
+  return mix;
+}
+
+// One tile per planned tile, tile t reading `base` from element starts[t].
+std::vector<internal::RowTile> TilesAt(const RowTilePlan& plan, const std::vector<int64_t>& starts, const void* base,
+                                       size_t element) {
+  std::vector<internal::RowTile> tiles;
+  for (size_t t = 0; t < plan.size(); ++t) {
+    tiles.push_back({plan[t].first, plan[t].second, static_cast<const char*>(base) + starts[t] * element});
+  }
+  return tiles;
+}
+
+// x's rows as f32 in the kernels' row tiles, in this thread's buffer (valid until the
+// thread's next call).
+std::vector<internal::RowTile> PackF32RowTiles(const float* x, int64_t in, int64_t rows, const RowTilePlan& plan) {
+  thread_local std::vector<float> x_f32;
+  x_f32.resize(static_cast<size_t>(rows * in));
+  return TilesAt(plan, internal::PackRowTilesF32(x, in, plan, x_f32.data()), x_f32.data(), sizeof(float));
+}
+
+// x's rows as bf16 pairs in the kernels' row tiles, or where bf16 panels run widened
+// (WidenedBf16) those pairs' values as f32, in this thread's buffers (valid until the
+// thread's next call).
+std::vector<internal::RowTile> PackBf16RowTiles(const float* x, int64_t in, int64_t rows, const RowTilePlan& plan,
+                                                SimdLevel level, bool parallel, ThreadPool& pool) {
+  thread_local std::vector<uint32_t> x_bf16;
+  thread_local std::vector<float> x_wide;
+  x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
+  const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
+  const bool avx512 = level >= SimdLevel::kAvx512;
+  const bool widened = WidenedBf16(level);
+  if (widened) x_wide.resize(2 * x_bf16.size());
+  // The buffers are this thread's: take their addresses here, not inside the workers.
+  uint32_t* const packed = x_bf16.data();
+  float* const wide = x_wide.data();
+  auto pack = [&](int64_t begin, int64_t end) {
+    if (level == SimdLevel::kAvx2) return internal::PackRowTilesWideAvx2(x, in, plan, starts, wide, begin, end);
+    internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
+    if (!widened) return;
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t first = starts[static_cast<size_t>(t)];
+      internal::WidenBf16Pairs(packed, first, first + (in + 1) / 2 * plan[static_cast<size_t>(t)].second, wide);
+    }
+  };
+  // The threads pack the row tiles between them whenever the layer itself is split.
+  // Prefill's hundreds of rows take ~5% of a linear layer to round and pack, too much to
+  // leave to one core. A verify step's few tiles are cheap to pack, but the per-row ops
+  // before the layer split its rows between the threads in the same order (first rows
+  // here), so each core mostly packs rows it wrote itself, from its own cache; packed by
+  // one core, half of the rows would first cross to it from the other (with the per-row
+  // ops split from 6 rows on: a few percent of a 16-32 row forward of the ~110M model,
+  // as `crossreg-bench-decode --rows 16,32` shows).
+  if (parallel && plan.size() > 1) {
+    pool.ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
+  } else {
+    pack(0, static_cast<int64_t>(plan.size()));
+  }
+  return widened ? TilesAt(plan, starts, x_wide.data(), 2 * sizeof(float))
+                 : TilesAt(plan, starts, x_bf16.data(), sizeof(uint32_t));
+}
+
+// Each output's kernel arguments, its tiles those of its panels' format.
+std::vector<PanelArgs> SharedPanelArgs(const LinearOutput* outputs, int count, int64_t rows,
+                                       const std::vector<internal::RowTile>& tiles_f32,
+                                       const std::vector<internal::RowTile>& tiles_bf16,
+                                       const QuantizedCall& quantized, TileOrder order) {
+  std::vector<PanelArgs> args(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    const PackedWeights& w = *outputs[i].w;
+    PanelArgs& a = args[static_cast<size_t>(i)];
+    a.w = &w;
+    const auto& tiles = w.format() == PanelFormat::kF32 ? tiles_f32
+                        : w.format() == PanelFormat::kQ8 ? quantized.tiles
+                                                         : tiles_bf16;
+    if (w.format() == PanelFormat::kQ8) a.qx = &quantized.rows;
+    a.tiles = tiles.data();
+    a.num_tiles = static_cast<int>(tiles.size());
+    a.rows = rows;
+    a.y = outputs[i].y;
+    a.y_stride = w.out();
+    a.order = order;
+  }
+  return args;
+}
+
 }  // namespace
 
 const char* QuantKernelName(SimdLevel level) {
@@ -269,98 +375,33 @@ void LinearShared(const LinearOutput* outputs, int count, const float* x, int64_
   // The activations, once, in the kernels' row-tile layout: f32 for f32 panels, bf16
   // pairs for bf16 panels, or on AVX2 those pairs' values as f32 (a group may mix them).
   const auto plan = PlanFloatRowTiles(rows, level);
-  bool any_f32 = false, any_bf16 = false, any_q8 = false;
-  QuantizedNeeds q8_needs;
-  int64_t macs = 0;
-  for (int i = 0; i < count; ++i) {
-    const PanelFormat f = outputs[i].w->format();
-    (f == PanelFormat::kF32 ? any_f32 : f == PanelFormat::kQ8 ? any_q8 : any_bf16) = true;
-    if (f == PanelFormat::kQ8) q8_needs.Add(*outputs[i].w);
-    macs += rows * outputs[i].w->in() * outputs[i].w->out();
-  }
-  const bool parallel = macs >= kParallelMacs && pool.num_threads() > 1;
-  thread_local std::vector<float> x_f32;
-  thread_local std::vector<uint32_t> x_bf16;
-  thread_local std::vector<float> x_wide;
+  const OutputMix mix = SurveyOutputs(outputs, count, rows);
+  const bool parallel = mix.macs >= kParallelMacs && pool.num_threads() > 1;
   std::vector<internal::RowTile> tiles_f32, tiles_bf16;
-  auto make_tiles = [&](const std::vector<int64_t>& starts, const void* base, size_t element) {
-    std::vector<internal::RowTile> tiles;
-    for (size_t t = 0; t < plan.size(); ++t) {
-      tiles.push_back({plan[t].first, plan[t].second, static_cast<const char*>(base) + starts[t] * element});
-    }
-    return tiles;
-  };
-  if (any_f32) {
-    x_f32.resize(static_cast<size_t>(rows * in));
-    tiles_f32 = make_tiles(internal::PackRowTilesF32(x, in, plan, x_f32.data()), x_f32.data(), sizeof(float));
-  }
+  if (mix.any_f32) tiles_f32 = PackF32RowTiles(x, in, rows, plan);
   thread_local std::vector<uint32_t> x_amx;
-  const bool amx = any_bf16 && AmxBf16(level);
+  const bool amx = mix.any_bf16 && AmxBf16(level);
   if (amx) {
     tiles_bf16 = PackAmxRowTiles(x, in, rows, x_amx, parallel ? &pool : nullptr);
-  } else if (any_bf16) {
-    x_bf16.resize(static_cast<size_t>(rows * ((in + 1) / 2)));
-    const std::vector<int64_t> starts = internal::RowTileStartsBf16(in, plan);
-    const bool avx512 = level >= SimdLevel::kAvx512;
-    const bool widened = WidenedBf16(level);
-    if (widened) x_wide.resize(2 * x_bf16.size());
-    // The buffers are this thread's: take their addresses here, not inside the workers.
-    uint32_t* const packed = x_bf16.data();
-    float* const wide = x_wide.data();
-    auto pack = [&](int64_t begin, int64_t end) {
-      if (level == SimdLevel::kAvx2) return internal::PackRowTilesWideAvx2(x, in, plan, starts, wide, begin, end);
-      internal::PackRowTilesBf16Range(x, in, plan, starts, packed, avx512, begin, end);
-      if (!widened) return;
-      for (int64_t t = begin; t < end; ++t) {
-        const int64_t first = starts[static_cast<size_t>(t)];
-        internal::WidenBf16Pairs(packed, first, first + (in + 1) / 2 * plan[static_cast<size_t>(t)].second, wide);
-      }
-    };
-    // The threads pack the row tiles between them whenever the layer itself is split.
-    // Prefill's hundreds of rows take ~5% of a linear layer to round and pack, too much to
-    // leave to one core. A verify step's few tiles are cheap to pack, but the per-row ops
-    // before the layer split its rows between the threads in the same order (first rows
-    // here), so each core mostly packs rows it wrote itself, from its own cache; packed by
-    // one core, half of the rows would first cross to it from the other (with the per-row
-    // ops split from 6 rows on: a few percent of a 16-32 row forward of the ~110M model,
-    // as `crossreg-bench-decode --rows 16,32` shows).
-    if (parallel && plan.size() > 1) {
-      pool.ParallelFor(static_cast<int64_t>(plan.size()), 1, pack);
-    } else {
-      pack(0, static_cast<int64_t>(plan.size()));
-    }
-    tiles_bf16 = widened ? make_tiles(starts, x_wide.data(), 2 * sizeof(float))
-                         : make_tiles(starts, x_bf16.data(), sizeof(uint32_t));
+  } else if (mix.any_bf16) {
+    tiles_bf16 = PackBf16RowTiles(x, in, rows, plan, level, parallel, pool);
   }
   QuantizedCall quantized;
-  if (any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0, q8_needs);
+  if (mix.any_q8) quantized = QuantizeCallRows(x, rows, in, parallel, pool, level, 0, mix.q8_needs);
   // Verify-sized calls with several tiles have two loop orders on the AVX-512 paths, and
   // on the kQ8 kernels from AVX2 up (quant_panel_order.h); which is faster depends on the
   // core, so the calls time both (tile_order_chooser.h).
-  const bool q8_orders = any_q8 && QuantKernelAt(level) != QuantKernel::kScalar && quantized.tiles.size() > 1;
+  const bool q8_orders = mix.any_q8 && QuantKernelAt(level) != QuantKernel::kScalar && quantized.tiles.size() > 1;
   // (The AMX kernel has one order: calls of its panels alone are not timed.)
-  const bool vector_orders = level >= SimdLevel::kAvx512 && plan.size() > 1 && (any_f32 || (any_bf16 && !amx));
+  const bool vector_orders =
+      level >= SimdLevel::kAvx512 && plan.size() > 1 && (mix.any_f32 || (mix.any_bf16 && !amx));
   const bool two_orders = rows <= internal::kBlockedRows && (vector_orders || q8_orders);
   LinearCallShape shape{.in = in, .panels = 0, .rows = rows, .threads = parallel ? pool.num_threads() : 1};
   for (int i = 0; i < count; ++i) shape.panels += outputs[i].w->panels();
   TileOrderChooser& chooser = TileOrderChooser::Global();
   const TileOrderChooser::Decision order = two_orders ? chooser.Next(shape) : TileOrderChooser::Decision{};
-  std::vector<PanelArgs> args(static_cast<size_t>(count));
-  for (int i = 0; i < count; ++i) {
-    const PackedWeights& w = *outputs[i].w;
-    PanelArgs& a = args[static_cast<size_t>(i)];
-    a.w = &w;
-    const auto& tiles = w.format() == PanelFormat::kF32 ? tiles_f32
-                        : w.format() == PanelFormat::kQ8 ? quantized.tiles
-                                                         : tiles_bf16;
-    if (w.format() == PanelFormat::kQ8) a.qx = &quantized.rows;
-    a.tiles = tiles.data();
-    a.num_tiles = static_cast<int>(tiles.size());
-    a.rows = rows;
-    a.y = outputs[i].y;
-    a.y_stride = w.out();
-    a.order = order.order;
-  }
+  const std::vector<PanelArgs> args =
+      SharedPanelArgs(outputs, count, rows, tiles_f32, tiles_bf16, quantized, order.order);
   if (!order.trial) {
     RunOutputs(args, rows, parallel, pool, level);
     return;

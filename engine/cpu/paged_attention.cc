@@ -106,12 +106,20 @@ const std::vector<internal::AttentionUnit>& AttentionUnits(const PagedAttentionA
   return units;
 }
 
-// The units' three phases (internal::UnitKernel) on `threads` threads of `pool` (one:
-// this thread alone), each phase's items split in contiguous ranges (a thread's items of
-// one unit run as one call, the values' passes block by block), the threads meeting
-// between the phases.
-void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
-              const internal::UnitKernel& kernel, ThreadPool* pool, int threads) {
+// Where RunUnits' units keep their items and scratch: unit u's scores from offset[u]
+// (stride[u] floats a vector), its softmax inverses from inv_offset[u], its score and sum
+// items from score_items[u] and sum_items[u]; each array but stride ends with the total.
+struct UnitLayout {
+  const std::vector<int64_t>& offset;
+  const std::vector<int64_t>& stride;
+  const std::vector<int64_t>& inv_offset;
+  const std::vector<int64_t>& score_items;
+  const std::vector<int64_t>& sum_items;
+};
+
+// The layout of `units`, in this thread's buffers (valid until its next call).
+UnitLayout LayOutUnits(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
+                       const internal::UnitKernel& kernel) {
   const size_t count = units.size();
   thread_local std::vector<int64_t> offset, stride, inv_offset, score_items, sum_items;
   offset.assign(count + 1, 0);
@@ -131,11 +139,61 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
     score_items[u + 1] = score_items[u] + kernel.ScoreItems(a, unit);
     sum_items[u + 1] = sum_items[u] + kernel.SumItems(a, unit);
   }
-  const std::vector<int64_t>& off = offset;
-  const std::vector<int64_t>& str = stride;
-  const std::vector<int64_t>& inv_off = inv_offset;
-  const std::vector<int64_t>& s_items = score_items;
-  const std::vector<int64_t>& v_items = sum_items;
+  return {offset, stride, inv_offset, score_items, sum_items};
+}
+
+// Each thread takes whole units through the three phases, no meeting between them: a
+// unit's values are then summed by the core that scored its keys (and asked for its
+// values meanwhile), as in the row-group path. Split inside units, the ~110M model's 12
+// heads ran 2-4% slower on AVX-512.
+void RunWholeUnits(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
+                   const internal::UnitKernel& kernel, const UnitLayout& layout, ThreadPool* pool, int threads) {
+  const size_t count = units.size();
+  const std::vector<int64_t>& off = layout.offset;
+  const std::vector<int64_t>& str = layout.stride;
+  const std::vector<int64_t>& inv_off = layout.inv_offset;
+  const std::vector<int64_t>& s_items = layout.score_items;
+  const std::vector<int64_t>& v_items = layout.sum_items;
+  // Thread t's units start at bound(t): split by score items (positions x vectors), as
+  // a batch's sequences attend contexts of different lengths; bound(threads) is every
+  // unit, whatever items the last ones have.
+  auto bound = [&](int t) -> size_t {
+    if (t >= threads) return count;
+    const int64_t at = s_items.back() * t / threads;
+    return static_cast<size_t>(std::lower_bound(s_items.begin(), s_items.begin() + static_cast<int64_t>(count), at) -
+                               s_items.begin());
+  };
+  auto whole = [&](int t) {
+    // Each thread's own scratch, one unit's at a time: a batch's units all at once would
+    // take rows x heads x context floats.
+    thread_local std::vector<float> unit_scores, unit_inv;
+    const size_t last = bound(t + 1);
+    for (size_t u = bound(t); u < last; ++u) {
+      unit_scores.resize(static_cast<size_t>(off[u + 1] - off[u]));
+      unit_inv.resize(static_cast<size_t>(inv_off[u + 1] - inv_off[u]));
+      const internal::UnitScratch s{unit_scores.data(), str[u], unit_inv.data()};
+      kernel.Score(a, units[u], s, 0, s_items[u + 1] - s_items[u]);
+      for (int i = 0; i < units[u].vectors(); ++i) kernel.OwnKeysAndSoftmax(a, units[u], s, i);
+      kernel.Sum(a, units[u], s, 0, v_items[u + 1] - v_items[u]);
+    }
+  };
+  if (threads <= 1) {
+    whole(0);
+  } else {
+    pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { whole(static_cast<int>(t)); });
+  }
+}
+
+// The phases split units between the threads, every unit's scratch at once, the threads
+// meeting between the phases.
+void RunUnitPhases(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
+                   const internal::UnitKernel& kernel, const UnitLayout& layout, ThreadPool* pool, int threads) {
+  const size_t count = units.size();
+  const std::vector<int64_t>& off = layout.offset;
+  const std::vector<int64_t>& str = layout.stride;
+  const std::vector<int64_t>& inv_off = layout.inv_offset;
+  const std::vector<int64_t>& s_items = layout.score_items;
+  const std::vector<int64_t>& v_items = layout.sum_items;
   // Items [begin, end) of a phase whose unit u owns items [items[u], items[u + 1]):
   // fn(u, first, last) per unit, in the unit's own item numbers.
   auto for_items = [&](const std::vector<int64_t>& items, int64_t begin, int64_t end, auto fn) {
@@ -146,45 +204,9 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
       if (first < last) fn(u, first, last);
     }
   };
-  // With several units a thread, each thread takes whole units through the three phases,
-  // no meeting between them: a unit's values are then summed by the core that scored its
-  // keys (and asked for its values meanwhile), as in the row-group path. Split inside
-  // units, the ~110M model's 12 heads ran 2-4% slower on AVX-512.
-  if (count >= 4 * static_cast<size_t>(threads)) {
-    // Thread t's units start at bound(t): split by score items (positions x vectors), as
-    // a batch's sequences attend contexts of different lengths; bound(threads) is every
-    // unit, whatever items the last ones have.
-    auto bound = [&](int t) -> size_t {
-      if (t >= threads) return count;
-      const int64_t at = s_items.back() * t / threads;
-      return static_cast<size_t>(std::lower_bound(s_items.begin(), s_items.begin() + static_cast<int64_t>(count), at) -
-                                 s_items.begin());
-    };
-    auto whole = [&](int t) {
-      // Each thread's own scratch, one unit's at a time: a batch's units all at once would
-      // take rows x heads x context floats.
-      thread_local std::vector<float> unit_scores, unit_inv;
-      const size_t last = bound(t + 1);
-      for (size_t u = bound(t); u < last; ++u) {
-        unit_scores.resize(static_cast<size_t>(off[u + 1] - off[u]));
-        unit_inv.resize(static_cast<size_t>(inv_off[u + 1] - inv_off[u]));
-        const internal::UnitScratch s{unit_scores.data(), str[u], unit_inv.data()};
-        kernel.Score(a, units[u], s, 0, s_items[u + 1] - s_items[u]);
-        for (int i = 0; i < units[u].vectors(); ++i) kernel.OwnKeysAndSoftmax(a, units[u], s, i);
-        kernel.Sum(a, units[u], s, 0, v_items[u + 1] - v_items[u]);
-      }
-    };
-    if (threads <= 1) {
-      whole(0);
-    } else {
-      pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { whole(static_cast<int>(t)); });
-    }
-    return;
-  }
-  // The phases split units between the threads: every unit's scratch at once.
   thread_local std::vector<float> scores, inv;
-  scores.resize(static_cast<size_t>(offset.back()));
-  inv.resize(static_cast<size_t>(inv_offset.back()));
+  scores.resize(static_cast<size_t>(off.back()));
+  inv.resize(static_cast<size_t>(inv_off.back()));
   // The workers reach this thread's buffers through these (naming a thread_local inside
   // the lambda would give each worker its own).
   float* const scores_base = scores.data();
@@ -217,6 +239,20 @@ void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::Attention
     return;
   }
   pool->ParallelFor(threads, 1, [&](int64_t t, int64_t) { phases(static_cast<int>(t)); });
+}
+
+// The units' three phases (internal::UnitKernel) on `threads` threads of `pool` (one:
+// this thread alone), each phase's items split in contiguous ranges (a thread's items of
+// one unit run as one call, the values' passes block by block).
+void RunUnits(const PagedAttentionArgs& a, const std::vector<internal::AttentionUnit>& units,
+              const internal::UnitKernel& kernel, ThreadPool* pool, int threads) {
+  const UnitLayout layout = LayOutUnits(a, units, kernel);
+  // Enough units for each thread to take several whole ones (RunWholeUnits says why).
+  if (units.size() >= 4 * static_cast<size_t>(threads)) {
+    RunWholeUnits(a, units, kernel, layout, pool, threads);
+  } else {
+    RunUnitPhases(a, units, kernel, layout, pool, threads);
+  }
 }
 
 }  // namespace

@@ -769,37 +769,33 @@ class Converter {
     return Seq({R"("[" ws ()", items, R"(ws )? "]")"});
   }
 
-  absl::StatusOr<std::string> ObjectExpr(const Json& s, const std::string& path, const std::string& name) {
-    const Json empty = Json::object();
-    const Json& props = s.contains("properties") ? s["properties"] : empty;
-    if (!props.is_object()) return Error(path + ".properties", "must be an object");
+  // An object schema's "required": the names in order, each once.
+  static absl::StatusOr<std::vector<std::string>> RequiredNames(const Json& s, const std::string& path) {
     std::vector<std::string> required;
-    if (s.contains("required")) {
-      const Json& r = s["required"];
-      if (!r.is_array()) return Error(path + ".required", "must be an array of names");
-      for (const Json& n : r) {
-        if (!n.is_string()) return Error(path + ".required", "must be an array of names");
-        if (std::find(required.begin(), required.end(), n.get<std::string>()) == required.end()) {
-          required.push_back(n.get<std::string>());
-        }
+    if (!s.contains("required")) return required;
+    const Json& r = s["required"];
+    if (!r.is_array()) return Error(path + ".required", "must be an array of names");
+    for (const Json& n : r) {
+      if (!n.is_string()) return Error(path + ".required", "must be an array of names");
+      if (std::find(required.begin(), required.end(), n.get<std::string>()) == required.end()) {
+        required.push_back(n.get<std::string>());
       }
     }
-    const Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
-    if (!additional.is_boolean() && !additional.is_object()) {
-      return Error(path + ".additionalProperties", "must be a boolean or a schema");
-    }
-    const bool open = !(additional.is_boolean() && !additional.get<bool>());
-    if (props.empty() && required.empty() && additional == Json(true)) return Use("object");
+    return required;
+  }
 
-    GuardScope guard(this);
-    struct Member {
-      std::string text;  // "key" ws ":" ws value
-      bool required;
-    };
-    std::vector<Member> members;
-    const auto member_text = [&](const std::string& key, const std::string& value) {
-      return Seq({GbnfQuote(Json(key).dump()), R"(ws ":" ws)", value});
-    };
+  struct ObjectMember {
+    std::string text;  // "key" ws ":" ws value
+    bool required;
+  };
+
+  static std::string MemberText(const std::string& key, const std::string& value) {
+    return Seq({GbnfQuote(Json(key).dump()), R"(ws ":" ws)", value});
+  }
+
+  // One member per property whose schema is not false, in the schema's order.
+  absl::Status PropertyMembers(const Json& props, const std::vector<std::string>& required, const std::string& path,
+                               const std::string& name, std::vector<ObjectMember>* members) {
     for (const auto& [key, sub] : props.items()) {
       const bool req = std::find(required.begin(), required.end(), key) != required.end();
       const std::string at = absl::StrCat(path, ".properties.", key);
@@ -809,25 +805,15 @@ class Converter {
       }
       auto expr = Expr(sub, at, absl::StrCat(name, "-", key));
       if (!expr.ok()) return expr.status();
-      members.push_back({member_text(key, *expr), req});
+      members->push_back({MemberText(key, *expr), req});
     }
-    std::string additional_value;  // the value of a further member
-    if (open) {
-      auto expr = Expr(additional, path + ".additionalProperties", name + "-additional");
-      if (!expr.ok()) return expr.status();
-      additional_value = *std::move(expr);
-    }
-    for (const std::string& key : required) {
-      if (props.contains(key)) continue;
-      if (!open) {
-        return Error(path + ".required",
-                     absl::StrCat("\"", key, "\" is required, not in properties, and additionalProperties is false"));
-      }
-      members.push_back({member_text(key, additional_value), true});
-    }
-    Use("ws");
-    // Further members' keys: any string but the listed names (those of false properties
-    // included), so that a listed property cannot come again with another value.
+    return absl::OkStatus();
+  }
+
+  // The rule for further members' keys: any string but the listed names (those of false
+  // properties included), so that a listed property cannot come again with another value.
+  absl::StatusOr<std::string> FurtherMemberKey(const Json& props, const std::vector<std::string>& required, bool open,
+                                               const std::string& name) {
     std::vector<std::string> listed;
     for (const auto& [k, unused] : props.items()) listed.push_back(k);
     for (const std::string& k : required) {
@@ -842,12 +828,15 @@ class Converter {
     } else if (open) {
       Use("string");
     }
-    const std::string additional_member = open ? Seq({key, R"(ws ":" ws)", additional_value}) : "";
-    const std::string additional_tail = open ? "( " + Sep() + additional_member + " )*" : "";
+    return key;
+  }
 
-    // The first member is property i (every property before it optional and left out),
-    // or, when nothing is required, a further member. After member i come properties
-    // i+1.. (a comma before each) and then the further members: tail[i+1].
+  // The object's members in order, optional ones skippable, then `additional_tail`.
+  // The first member is property i (every property before it optional and left out),
+  // or, when nothing is required, a further member. After member i come properties
+  // i+1.. (a comma before each) and then the further members: tail[i+1].
+  std::string MemberSequence(const std::vector<ObjectMember>& members, const std::string& additional_member,
+                             const std::string& additional_tail, bool open, const std::string& name) {
     const size_t n = members.size();
     size_t first_required = n;
     for (size_t i = 0; i < n; ++i) {
@@ -880,6 +869,45 @@ class Converter {
     const std::string first = Group(absl::StrJoin(firsts, " | "));
     if (first_required < n) return Seq({R"("{" ws)", first, R"(ws "}")"});
     return Seq({R"("{" ws ()", first, R"(ws )? "}")"});
+  }
+
+  absl::StatusOr<std::string> ObjectExpr(const Json& s, const std::string& path, const std::string& name) {
+    const Json empty = Json::object();
+    const Json& props = s.contains("properties") ? s["properties"] : empty;
+    if (!props.is_object()) return Error(path + ".properties", "must be an object");
+    auto required_names = RequiredNames(s, path);
+    if (!required_names.ok()) return required_names.status();
+    const std::vector<std::string> required = *std::move(required_names);
+    const Json additional = s.contains("additionalProperties") ? s["additionalProperties"] : Json(true);
+    if (!additional.is_boolean() && !additional.is_object()) {
+      return Error(path + ".additionalProperties", "must be a boolean or a schema");
+    }
+    const bool open = !(additional.is_boolean() && !additional.get<bool>());
+    if (props.empty() && required.empty() && additional == Json(true)) return Use("object");
+
+    GuardScope guard(this);
+    std::vector<ObjectMember> members;
+    if (absl::Status status = PropertyMembers(props, required, path, name, &members); !status.ok()) return status;
+    std::string additional_value;  // the value of a further member
+    if (open) {
+      auto expr = Expr(additional, path + ".additionalProperties", name + "-additional");
+      if (!expr.ok()) return expr.status();
+      additional_value = *std::move(expr);
+    }
+    for (const std::string& key : required) {
+      if (props.contains(key)) continue;
+      if (!open) {
+        return Error(path + ".required",
+                     absl::StrCat("\"", key, "\" is required, not in properties, and additionalProperties is false"));
+      }
+      members.push_back({MemberText(key, additional_value), true});
+    }
+    Use("ws");
+    auto key = FurtherMemberKey(props, required, open, name);
+    if (!key.ok()) return key.status();
+    const std::string additional_member = open ? Seq({*key, R"(ws ":" ws)", additional_value}) : "";
+    const std::string additional_tail = open ? "( " + Sep() + additional_member + " )*" : "";
+    return MemberSequence(members, additional_member, additional_tail, open, name);
   }
 
   Json root_;

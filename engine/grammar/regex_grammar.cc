@@ -670,48 +670,113 @@ class RegexParser {
     return value;
   }
 
+  // The class that \d, \D, \w, \W, \s or \S stands for, or nullopt for another letter.
+  static std::optional<Ranges> ShorthandClass(char c) {
+    switch (c) {
+      case 'd':
+        return DigitSet();
+      case 'D':
+        return Complement(DigitSet());
+      case 'w':
+        return WordSet();
+      case 'W':
+        return Complement(WordSet());
+      case 's':
+        return SpaceSet();
+      case 'S':
+        return Complement(SpaceSet());
+      default:
+        return std::nullopt;
+    }
+  }
+
+  // The character that \n, \t, \r, \f or \v stands for, or -1 for another letter.
+  static int ControlCharacter(char c) {
+    switch (c) {
+      case 'n':
+        return '\n';
+      case 't':
+        return '\t';
+      case 'r':
+        return '\r';
+      case 'f':
+        return '\f';
+      case 'v':
+        return '\v';
+      default:
+        return -1;
+    }
+  }
+
+  // For the error: what a refused letter or digit escape means in the regex dialects
+  // schemas are written for. Null for punctuation, which stands for itself.
+  static const char* UnsupportedEscape(char c) {
+    switch (c) {
+      case 'b':
+      case 'B':
+        return "word boundary";
+      case 'A':
+      case 'Z':
+      case 'z':
+      case 'G':
+        return "anchor";
+      case 'k':
+        return "named backreference";
+      case 'p':
+      case 'P':
+        return "Unicode property escape";
+      default:
+        break;
+    }
+    if (c >= '1' && c <= '9') return "backreference";
+    if (std::isalnum(static_cast<unsigned char>(c))) return "unknown escape";
+    return nullptr;
+  }
+
+  // \uXXXX (a surrogate pair of them makes one code point) or \u{X...}, pos_ after the u.
+  absl::StatusOr<ClassItem> ParseUnicodeEscape(size_t start) {
+    if (Peek() == '{') {
+      ++pos_;
+      long v = 0;
+      int digits = 0;
+      while (!AtEnd() && HexValue(Peek()) >= 0 && digits < 7) {
+        v = v * 16 + HexValue(Peek());
+        ++pos_, ++digits;
+      }
+      if (digits == 0 || Peek() != '}' || v > kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF)) {
+        return Error(start, "malformed \\u{...} escape");
+      }
+      ++pos_;
+      return SingleItem(static_cast<uint32_t>(v));
+    }
+    long v = ReadHex(4);
+    if (v < 0) return Error(start, "\\u needs four hex digits");
+    if (v >= 0xD800 && v <= 0xDBFF && LookingAt("\\u")) {
+      const size_t save = pos_;
+      pos_ += 2;
+      const long low = ReadHex(4);
+      if (low >= 0xDC00 && low <= 0xDFFF)
+        return SingleItem(static_cast<uint32_t>(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00)));
+      pos_ = save;
+    }
+    if (v >= 0xD800 && v <= 0xDFFF) return Unsupported(start, "lone surrogate \\u escape");
+    return SingleItem(static_cast<uint32_t>(v));
+  }
+
   absl::StatusOr<ClassItem> ParseEscape(bool in_class) {
     const size_t start = pos_;
     ++pos_;  // '\'
     if (AtEnd()) return Error(start, "trailing backslash");
     const char c = Peek();
-    const auto unsupported_escape = [&](std::string_view construct) {
-      return Unsupported(start, absl::StrCat(std::string(construct), " \\", std::string(1, c)));
-    };
+    if (std::optional<Ranges> set = ShorthandClass(c); set.has_value()) {
+      ++pos_;
+      return SetItem(*std::move(set));
+    }
+    if (const int control = ControlCharacter(c); control >= 0) {
+      ++pos_;
+      return SingleItem(static_cast<uint32_t>(control));
+    }
     switch (c) {
-      case 'd':
-        ++pos_;
-        return SetItem(DigitSet());
-      case 'D':
-        ++pos_;
-        return SetItem(Complement(DigitSet()));
-      case 'w':
-        ++pos_;
-        return SetItem(WordSet());
-      case 'W':
-        ++pos_;
-        return SetItem(Complement(WordSet()));
-      case 's':
-        ++pos_;
-        return SetItem(SpaceSet());
-      case 'S':
-        ++pos_;
-        return SetItem(Complement(SpaceSet()));
-      case 'n':
-        ++pos_;
-        return SingleItem('\n');
-      case 't':
-        ++pos_;
-        return SingleItem('\t');
-      case 'r':
-        ++pos_;
-        return SingleItem('\r');
-      case 'f':
-        ++pos_;
-        return SingleItem('\f');
-      case 'v':
-        ++pos_;
-        return SingleItem('\v');
       case '0':
         ++pos_;
         if (std::isdigit(static_cast<unsigned char>(Peek()))) return Unsupported(start, "octal escape \\0N");
@@ -721,19 +786,7 @@ class RegexParser {
           ++pos_;
           return SingleItem(0x08);
         }
-        return unsupported_escape("word boundary");
-      case 'B':
-        return unsupported_escape("word boundary");
-      case 'A':
-      case 'Z':
-      case 'z':
-      case 'G':
-        return unsupported_escape("anchor");
-      case 'k':
-        return unsupported_escape("named backreference");
-      case 'p':
-      case 'P':
-        return unsupported_escape("Unicode property escape");
+        break;  // outside a class it is a word boundary, refused below
       case 'c': {
         const char letter = Peek(1);
         if (!std::isalpha(static_cast<unsigned char>(letter))) return Error(start, "\\c must be followed by a letter");
@@ -746,40 +799,15 @@ class RegexParser {
         if (v < 0) return Error(start, "\\x needs two hex digits");
         return SingleItem(static_cast<uint32_t>(v));
       }
-      case 'u': {
+      case 'u':
         ++pos_;
-        if (Peek() == '{') {
-          ++pos_;
-          long v = 0;
-          int digits = 0;
-          while (!AtEnd() && HexValue(Peek()) >= 0 && digits < 7) {
-            v = v * 16 + HexValue(Peek());
-            ++pos_, ++digits;
-          }
-          if (digits == 0 || Peek() != '}' || v > kMaxCodePoint || (v >= 0xD800 && v <= 0xDFFF)) {
-            return Error(start, "malformed \\u{...} escape");
-          }
-          ++pos_;
-          return SingleItem(static_cast<uint32_t>(v));
-        }
-        long v = ReadHex(4);
-        if (v < 0) return Error(start, "\\u needs four hex digits");
-        if (v >= 0xD800 && v <= 0xDBFF && LookingAt("\\u")) {
-          const size_t save = pos_;
-          pos_ += 2;
-          const long low = ReadHex(4);
-          if (low >= 0xDC00 && low <= 0xDFFF)
-            return SingleItem(static_cast<uint32_t>(0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00)));
-          pos_ = save;
-        }
-        if (v >= 0xD800 && v <= 0xDFFF) return Unsupported(start, "lone surrogate \\u escape");
-        return SingleItem(static_cast<uint32_t>(v));
-      }
+        return ParseUnicodeEscape(start);
       default:
         break;
     }
-    if (c >= '1' && c <= '9') return unsupported_escape("backreference");
-    if (std::isalnum(static_cast<unsigned char>(c))) return unsupported_escape("unknown escape");
+    if (const char* construct = UnsupportedEscape(c); construct != nullptr) {
+      return Unsupported(start, absl::StrCat(construct, " \\", std::string(1, c)));
+    }
     // A backslash before punctuation (or any other character) is that character.
     auto cp = NextCodePoint();
     if (!cp.ok()) return cp.status();

@@ -836,6 +836,92 @@ void DecodeSuperBlock(DType type, const void* block, uint8_t* q, int16_t* sc, in
   }
 }
 
+namespace {
+
+// DecodeBlock's cases, one per layout family; the header says what q, scale and min hold.
+
+// Q4_1 and Q5_1 (x = d * q + m) and Q5_0 (x = d * (q - 16)).
+void DecodeQ4_1OrQ5Block(DType type, const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const bool offset = type != DType::kQ5_0;
+  const uint8_t* qs = b + (type == DType::kQ4_1 ? kQ4_1Qs : type == DType::kQ5_0 ? kQ5_0Qs : kQ5_1Qs);
+  const uint32_t high = type == DType::kQ4_1 ? 0 : LoadU32(b + (type == DType::kQ5_0 ? kQ5_0Qh : kQ5_1Qh));
+  for (int e = 0; e < 32; ++e) {
+    q[e] = static_cast<int8_t>(LegacyNibble(qs, e) | static_cast<int>((high >> e) & 1) << 4);
+  }
+  const float d = LoadF16(b);
+  scale[0] = d;
+  // -m: scale * q - min is then d * q + m exactly. 16 * d: exact, as Q4_0's 8 * d.
+  min[0] = offset ? -LoadF16(b + 2) : 16.0f * d;
+}
+
+void DecodeQ4KOrQ5KBlock(bool five_bit, const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const float d = LoadF16(b);
+  const float dmin = LoadF16(b + kKDmin);
+  for (int j = 0; j < kSubBlocksK; ++j) {
+    int sc, m;
+    UnpackScaleMin(b + kKScales, j, &sc, &m);
+    scale[j] = d * static_cast<float>(sc);
+    min[j] = dmin * static_cast<float>(m);
+  }
+  const uint8_t* qs = b + (five_bit ? kQ5KQs : kQ4KQs);
+  for (int e = 0; e < kSuperBlock; ++e) {
+    int code = (qs[Q4KNibbleByte(e)] >> Q4KNibbleShift(e)) & 15;
+    if (five_bit) code |= ((b[kQ5KQh + e % 32] >> Q5KHighBit(e)) & 1) << 4;
+    q[e] = static_cast<int8_t>(code);
+  }
+}
+
+void DecodeQ6KBlock(const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const float d = LoadF16(b + kQ6KD);
+  const auto* scales = reinterpret_cast<const int8_t*>(b + kQ6KScales);
+  for (int j = 0; j < kSubBlocksQ6K; ++j) {
+    scale[j] = d * static_cast<float>(scales[j]);
+    min[j] = 0.0f;
+  }
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int low = (b[Q6KLowByte(e)] >> Q6KLowShift(e)) & 15;
+    const int high = (b[kQ6KQh + Q6KHighByte(e)] >> Q6KHighShift(e)) & 3;
+    q[e] = static_cast<int8_t>((low | high << 4) - 32);
+  }
+}
+
+void DecodeQ2KBlock(const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const float d = LoadF16(b + kQ2KD);
+  const float dmin = LoadF16(b + kQ2KDmin);
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    scale[j] = d * static_cast<float>(b[j] & 15);
+    min[j] = dmin * static_cast<float>(b[j] >> 4);
+  }
+  for (int e = 0; e < kSuperBlock; ++e) q[e] = static_cast<int8_t>((b[kQ2KQs + Q2KByte(e)] >> Q2KShift(e)) & 3);
+}
+
+void DecodeQ3KBlock(const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const float d = LoadF16(b + kQ3KD);
+  for (int j = 0; j < kSubBlocks16; ++j) {
+    scale[j] = d * static_cast<float>(Q3KScale(b + kQ3KScales, j));
+    min[j] = 0.0f;
+  }
+  for (int e = 0; e < kSuperBlock; ++e) {
+    const int low = (b[kQ3KQs + Q2KByte(e)] >> Q2KShift(e)) & 3;
+    const int third = (b[e % 32] >> Q3KHighBit(e)) & 1;
+    q[e] = static_cast<int8_t>(low - (third ? 0 : 4));
+  }
+}
+
+// IQ4_NL (one block of 32) and IQ4_XS (eight sub-blocks of 32, each with a 6-bit scale).
+void DecodeIq4Block(bool xs, const uint8_t* b, int8_t* q, float* scale, float* min) {
+  const int sub_blocks = xs ? kSubBlocksK : 1;
+  const float d = LoadF16(b);
+  const uint8_t* qs = b + (xs ? kIq4XsQs : kIq4NlQs);
+  for (int j = 0; j < sub_blocks; ++j) {
+    scale[j] = xs ? d * static_cast<float>(Iq4XsScale(b, j)) : d;
+    min[j] = 0.0f;
+    for (int e = 0; e < 32; ++e) q[32 * j + e] = kIq4Values[LegacyNibble(qs + 16 * j, e)];
+  }
+}
+
+}  // namespace
+
 void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* min) {
   const auto* b = static_cast<const uint8_t*>(block);
   switch (type) {
@@ -854,90 +940,22 @@ void DecodeBlock(DType type, const void* block, int8_t* q, float* scale, float* 
       min[0] = 8.0f * d;  // exact: a power-of-two multiple of an f16 value
       return;
     }
-    case DType::kQ4_K:
-    case DType::kQ5_K: {
-      const bool five_bit = type == DType::kQ5_K;
-      const float d = LoadF16(b);
-      const float dmin = LoadF16(b + kKDmin);
-      for (int j = 0; j < kSubBlocksK; ++j) {
-        int sc, m;
-        UnpackScaleMin(b + kKScales, j, &sc, &m);
-        scale[j] = d * static_cast<float>(sc);
-        min[j] = dmin * static_cast<float>(m);
-      }
-      const uint8_t* qs = b + (five_bit ? kQ5KQs : kQ4KQs);
-      for (int e = 0; e < kSuperBlock; ++e) {
-        int code = (qs[Q4KNibbleByte(e)] >> Q4KNibbleShift(e)) & 15;
-        if (five_bit) code |= ((b[kQ5KQh + e % 32] >> Q5KHighBit(e)) & 1) << 4;
-        q[e] = static_cast<int8_t>(code);
-      }
-      return;
-    }
-    case DType::kQ6_K: {
-      const float d = LoadF16(b + kQ6KD);
-      const auto* scales = reinterpret_cast<const int8_t*>(b + kQ6KScales);
-      for (int j = 0; j < kSubBlocksQ6K; ++j) {
-        scale[j] = d * static_cast<float>(scales[j]);
-        min[j] = 0.0f;
-      }
-      for (int e = 0; e < kSuperBlock; ++e) {
-        const int low = (b[Q6KLowByte(e)] >> Q6KLowShift(e)) & 15;
-        const int high = (b[kQ6KQh + Q6KHighByte(e)] >> Q6KHighShift(e)) & 3;
-        q[e] = static_cast<int8_t>((low | high << 4) - 32);
-      }
-      return;
-    }
     case DType::kQ4_1:
     case DType::kQ5_0:
-    case DType::kQ5_1: {
-      const bool offset = type != DType::kQ5_0;  // x = d * q + m, else d * (q - 16)
-      const uint8_t* qs = b + (type == DType::kQ4_1 ? kQ4_1Qs : type == DType::kQ5_0 ? kQ5_0Qs : kQ5_1Qs);
-      const uint32_t high = type == DType::kQ4_1 ? 0 : LoadU32(b + (type == DType::kQ5_0 ? kQ5_0Qh : kQ5_1Qh));
-      for (int e = 0; e < 32; ++e) {
-        q[e] = static_cast<int8_t>(LegacyNibble(qs, e) | static_cast<int>((high >> e) & 1) << 4);
-      }
-      const float d = LoadF16(b);
-      scale[0] = d;
-      // -m: scale * q - min is then d * q + m exactly. 16 * d: exact, as Q4_0's 8 * d.
-      min[0] = offset ? -LoadF16(b + 2) : 16.0f * d;
-      return;
-    }
-    case DType::kQ2_K: {
-      const float d = LoadF16(b + kQ2KD);
-      const float dmin = LoadF16(b + kQ2KDmin);
-      for (int j = 0; j < kSubBlocks16; ++j) {
-        scale[j] = d * static_cast<float>(b[j] & 15);
-        min[j] = dmin * static_cast<float>(b[j] >> 4);
-      }
-      for (int e = 0; e < kSuperBlock; ++e) q[e] = static_cast<int8_t>((b[kQ2KQs + Q2KByte(e)] >> Q2KShift(e)) & 3);
-      return;
-    }
-    case DType::kQ3_K: {
-      const float d = LoadF16(b + kQ3KD);
-      for (int j = 0; j < kSubBlocks16; ++j) {
-        scale[j] = d * static_cast<float>(Q3KScale(b + kQ3KScales, j));
-        min[j] = 0.0f;
-      }
-      for (int e = 0; e < kSuperBlock; ++e) {
-        const int low = (b[kQ3KQs + Q2KByte(e)] >> Q2KShift(e)) & 3;
-        const int third = (b[e % 32] >> Q3KHighBit(e)) & 1;
-        q[e] = static_cast<int8_t>(low - (third ? 0 : 4));
-      }
-      return;
-    }
+    case DType::kQ5_1:
+      return DecodeQ4_1OrQ5Block(type, b, q, scale, min);
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+      return DecodeQ4KOrQ5KBlock(type == DType::kQ5_K, b, q, scale, min);
+    case DType::kQ6_K:
+      return DecodeQ6KBlock(b, q, scale, min);
+    case DType::kQ2_K:
+      return DecodeQ2KBlock(b, q, scale, min);
+    case DType::kQ3_K:
+      return DecodeQ3KBlock(b, q, scale, min);
     case DType::kIQ4_NL:
-    case DType::kIQ4_XS: {
-      const bool xs = type == DType::kIQ4_XS;
-      const int sub_blocks = xs ? kSubBlocksK : 1;
-      const float d = LoadF16(b);
-      const uint8_t* qs = b + (xs ? kIq4XsQs : kIq4NlQs);
-      for (int j = 0; j < sub_blocks; ++j) {
-        scale[j] = xs ? d * static_cast<float>(Iq4XsScale(b, j)) : d;
-        min[j] = 0.0f;
-        for (int e = 0; e < 32; ++e) q[32 * j + e] = kIq4Values[LegacyNibble(qs + 16 * j, e)];
-      }
-      return;
-    }
+    case DType::kIQ4_XS:
+      return DecodeIq4Block(type == DType::kIQ4_XS, b, q, scale, min);
     default:
       break;
   }

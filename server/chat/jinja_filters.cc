@@ -250,6 +250,110 @@ absl::StatusOr<Value> Length(const Value& in, const CallArgs& args, RenderBudget
   return Value::Int(*n);
 }
 
+absl::StatusOr<Value> Trim(const Value& in, const CallArgs& args, RenderBudget& budget) {
+  BIND("trim", {"chars", Value::None()});
+  auto text = Text(in);
+  if (!text.ok()) return text.status();
+  CallArgs strip_args;
+  strip_args.positional.push_back(a[0]);
+  return FindMethod(Value::String(*std::move(text)), "strip", &budget)->AsCallable().Call(std::move(strip_args));
+}
+
+absl::StatusOr<Value> StringConversion(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("string");
+  if (in.IsMarkup()) return in;
+  auto text = Text(in);
+  if (!text.ok()) return text.status();
+  return Value::String(*std::move(text));
+}
+
+absl::StatusOr<Value> Safe(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("safe");
+  auto text = Text(in);
+  if (!text.ok()) return text.status();
+  return Value::Markup(*std::move(text));
+}
+
+// `name` is the spelling the template used ("escape" or its alias "e"), which the
+// binding errors quote.
+absl::StatusOr<Value> EscapeFilter(const Value& in, const CallArgs& args, std::string_view name) {
+  BIND(name);
+  return Escape(in);
+}
+
+absl::StatusOr<Value> Replace(const Value& in, const CallArgs& args, RenderBudget& budget) {
+  BIND("replace", {"old", std::nullopt}, {"new", std::nullopt}, {"count", Value::None()});
+  auto text = Text(in);
+  auto from = Text(a[0]);
+  auto to = Text(a[1]);
+  if (!text.ok() || !from.ok() || !to.ok()) return absl::InvalidArgumentError("replace: unprintable argument");
+  CallArgs call;
+  call.positional = {Value::String(*from), Value::String(*to), a[2].is_none() ? Value::Int(-1) : a[2]};
+  return FindMethod(Value::String(*std::move(text)), "replace", &budget)->AsCallable().Call(std::move(call));
+}
+
+absl::StatusOr<Value> Center(const Value& in, const CallArgs& args, RenderBudget& budget) {
+  BIND("center", {"width", Value::Int(80)});
+  auto text = Text(in);
+  if (!text.ok()) return text.status();
+  CallArgs call;
+  call.positional = {a[0]};
+  return FindMethod(Value::String(*std::move(text)), "center", &budget)->AsCallable().Call(std::move(call));
+}
+
+absl::StatusOr<Value> ListFilter(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("list");
+  auto items = Iterate(in);
+  if (!items.ok()) return items.status();
+  return Value::List(*std::move(items));
+}
+
+absl::StatusOr<Value> Items(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("items");
+  if (in.is_undefined()) return Value::Iterator({}, "generator");
+  if (in.kind() != Value::Kind::kDict) return absl::InvalidArgumentError("Can only get item pairs from a mapping.");
+  Values pairs;
+  for (const auto& [key, value] : in.AsDict().entries) pairs.push_back(Value::Tuple({key, value}));
+  return Value::Iterator(std::move(pairs), "generator");
+}
+
+absl::StatusOr<Value> Abs(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("abs");
+  if (in.kind() == Value::Kind::kFloat) return Value::Float(std::fabs(in.AsDouble()));
+  if (in.is_integral()) {
+    if (in.AsInt() == INT64_MIN) return absl::InvalidArgumentError("integer overflow: the result does not fit 64 bits");
+    return Value::Int(in.AsInt() < 0 ? -in.AsInt() : in.AsInt());
+  }
+  if (in.is_undefined()) return absl::InvalidArgumentError(UndefinedMessage(in));
+  return absl::InvalidArgumentError(absl::StrCat("bad operand type for abs(): '", in.TypeName(), "'"));
+}
+
+absl::StatusOr<Value> Attr(const Value& in, const CallArgs& args, RenderBudget& budget) {
+  BIND("attr", {"name", std::nullopt});
+  if (in.is_undefined()) return absl::InvalidArgumentError(UndefinedMessage(in));
+  if (!a[0].is_string()) return Value();
+  if (auto method = FindMethod(in, a[0].AsString(), &budget); method.has_value()) return *method;
+  if (in.kind() == Value::Kind::kObject) return in.AsObject().GetAttr(a[0].AsString());
+  return Value();
+}
+
+absl::StatusOr<Value> WordCount(const Value& in, const CallArgs& args, RenderBudget&) {
+  BIND("wordcount");
+  auto text = Text(in);
+  if (!text.ok()) return text.status();
+  int64_t words = 0;
+  bool in_word = false;
+  for (char c : *text) {
+    if (static_cast<unsigned char>(c) >= 0x80) {
+      return absl::InvalidArgumentError("wordcount of non-ASCII text is not supported");
+    }
+    const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    words += word && !in_word;
+    in_word = word;
+  }
+  return Value::Int(words);
+}
+
 const std::unordered_map<std::string_view, FilterFunction>& Filters() {
   static const auto* filters = new std::unordered_map<std::string_view, FilterFunction>{
       {"tojson", ToJson},
@@ -283,111 +387,18 @@ const std::unordered_map<std::string_view, FilterFunction>& Filters() {
       {"capitalize",
        [](const Value& v, const CallArgs& a, RenderBudget&) { return StringFilter(v, a, "capitalize", PythonCapitalize); }},
       {"title", [](const Value& v, const CallArgs& a, RenderBudget&) { return StringFilter(v, a, "title", JinjaTitle); }},
-      {"trim",
-       [](const Value& v, const CallArgs& args, RenderBudget& b) -> absl::StatusOr<Value> {
-         BIND("trim", {"chars", Value::None()});
-         auto text = Text(v);
-         if (!text.ok()) return text.status();
-         CallArgs strip_args;
-         strip_args.positional.push_back(a[0]);
-         return FindMethod(Value::String(*std::move(text)), "strip", &b)->AsCallable().Call(std::move(strip_args));
-       }},
-      {"string",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("string");
-         if (v.IsMarkup()) return v;
-         auto text = Text(v);
-         if (!text.ok()) return text.status();
-         return Value::String(*std::move(text));
-       }},
-      {"safe",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("safe");
-         auto text = Text(v);
-         if (!text.ok()) return text.status();
-         return Value::Markup(*std::move(text));
-       }},
-      {"escape", [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("escape");
-         return Escape(v);
-       }},
-      {"e", [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("e");
-         return Escape(v);
-       }},
-      {"replace",
-       [](const Value& v, const CallArgs& args, RenderBudget& b) -> absl::StatusOr<Value> {
-         BIND("replace", {"old", std::nullopt}, {"new", std::nullopt}, {"count", Value::None()});
-         auto text = Text(v);
-         auto from = Text(a[0]);
-         auto to = Text(a[1]);
-         if (!text.ok() || !from.ok() || !to.ok()) return absl::InvalidArgumentError("replace: unprintable argument");
-         CallArgs call;
-         call.positional = {Value::String(*from), Value::String(*to), a[2].is_none() ? Value::Int(-1) : a[2]};
-         return FindMethod(Value::String(*std::move(text)), "replace", &b)->AsCallable().Call(std::move(call));
-       }},
-      {"center",
-       [](const Value& v, const CallArgs& args, RenderBudget& b) -> absl::StatusOr<Value> {
-         BIND("center", {"width", Value::Int(80)});
-         auto text = Text(v);
-         if (!text.ok()) return text.status();
-         CallArgs call;
-         call.positional = {a[0]};
-         return FindMethod(Value::String(*std::move(text)), "center", &b)->AsCallable().Call(std::move(call));
-       }},
-      {"list",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("list");
-         auto items = Iterate(v);
-         if (!items.ok()) return items.status();
-         return Value::List(*std::move(items));
-       }},
-      {"items",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("items");
-         if (v.is_undefined()) return Value::Iterator({}, "generator");
-         if (v.kind() != Value::Kind::kDict) return absl::InvalidArgumentError("Can only get item pairs from a mapping.");
-         Values pairs;
-         for (const auto& [key, value] : v.AsDict().entries) pairs.push_back(Value::Tuple({key, value}));
-         return Value::Iterator(std::move(pairs), "generator");
-       }},
-      {"abs",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("abs");
-         if (v.kind() == Value::Kind::kFloat) return Value::Float(std::fabs(v.AsDouble()));
-         if (v.is_integral()) {
-           if (v.AsInt() == INT64_MIN) return absl::InvalidArgumentError("integer overflow: the result does not fit 64 bits");
-           return Value::Int(v.AsInt() < 0 ? -v.AsInt() : v.AsInt());
-         }
-         if (v.is_undefined()) return absl::InvalidArgumentError(UndefinedMessage(v));
-         return absl::InvalidArgumentError(absl::StrCat("bad operand type for abs(): '", v.TypeName(), "'"));
-       }},
-      {"attr",
-       [](const Value& v, const CallArgs& args, RenderBudget& b) -> absl::StatusOr<Value> {
-         BIND("attr", {"name", std::nullopt});
-         if (v.is_undefined()) return absl::InvalidArgumentError(UndefinedMessage(v));
-         if (!a[0].is_string()) return Value();
-         if (auto method = FindMethod(v, a[0].AsString(), &b); method.has_value()) return *method;
-         if (v.kind() == Value::Kind::kObject) return v.AsObject().GetAttr(a[0].AsString());
-         return Value();
-       }},
-      {"wordcount",
-       [](const Value& v, const CallArgs& args, RenderBudget&) -> absl::StatusOr<Value> {
-         BIND("wordcount");
-         auto text = Text(v);
-         if (!text.ok()) return text.status();
-         int64_t words = 0;
-         bool in_word = false;
-         for (char c : *text) {
-           if (static_cast<unsigned char>(c) >= 0x80) {
-             return absl::InvalidArgumentError("wordcount of non-ASCII text is not supported");
-           }
-           const bool word = std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-           words += word && !in_word;
-           in_word = word;
-         }
-         return Value::Int(words);
-       }},
+      {"trim", Trim},
+      {"string", StringConversion},
+      {"safe", Safe},
+      {"escape", [](const Value& v, const CallArgs& a, RenderBudget&) { return EscapeFilter(v, a, "escape"); }},
+      {"e", [](const Value& v, const CallArgs& a, RenderBudget&) { return EscapeFilter(v, a, "e"); }},
+      {"replace", Replace},
+      {"center", Center},
+      {"list", ListFilter},
+      {"items", Items},
+      {"abs", Abs},
+      {"attr", Attr},
+      {"wordcount", WordCount},
   };
   return *filters;
 }

@@ -403,6 +403,107 @@ class Interpreter {
     }
   }
 
+  absl::StatusOr<Value> EvalSequence(const ast::Sequence& node, const ScopePtr& scope) {
+    std::vector<Value> items;
+    for (const auto& item : node.items) {
+      ASSIGN_OR_RETURN(Value value, Eval(*item, scope));
+      items.push_back(std::move(value));
+    }
+    return Value::List(std::move(items),
+                       node.kind == ast::ExprKind::kList ? SequenceKind::kList : SequenceKind::kTuple);
+  }
+
+  absl::StatusOr<Value> EvalDict(const ast::DictLiteral& node, const ScopePtr& scope) {
+    std::vector<std::pair<Value, Value>> entries;
+    for (const auto& [key, value] : node.entries) {
+      ASSIGN_OR_RETURN(Value k, Eval(*key, scope));
+      ASSIGN_OR_RETURN(Value v, Eval(*value, scope));
+      entries.emplace_back(std::move(k), std::move(v));
+    }
+    return At(node.line, Value::Dict(std::move(entries)));
+  }
+
+  absl::StatusOr<Value> EvalGetItem(const ast::GetItem& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value object, Eval(*node.object, scope));
+    ASSIGN_OR_RETURN(Value key, Eval(*node.key, scope));
+    return At(node.line, GetItem(object, key, &budget_));
+  }
+
+  absl::StatusOr<Value> EvalSlice(const ast::Slice& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value object, Eval(*node.object, scope));
+    Value bounds[3] = {Value::None(), Value::None(), Value::None()};
+    const ast::ExprPtr* parts[3] = {&node.start, &node.stop, &node.step};
+    for (int i = 0; i < 3; ++i) {
+      if (*parts[i] != nullptr) {
+        ASSIGN_OR_RETURN(bounds[i], Eval(**parts[i], scope));
+      }
+    }
+    return At(node.line, GetSlice(object, bounds[0], bounds[1], bounds[2]));
+  }
+
+  absl::StatusOr<Value> EvalFilter(const ast::Filter& node, const ScopePtr& scope) {
+    Value input;
+    if (node.input != nullptr) {
+      ASSIGN_OR_RETURN(input, Eval(*node.input, scope));
+    } else {
+      // The filter of a {% filter %} section or a filtered {% set %} block has no input
+      // expression: it applies to the rendered body that Capture hands over.
+      input = *filter_input_;
+    }
+    ASSIGN_OR_RETURN(CallArgs args, EvalArgs(node.args, scope, node.line));
+    return At(node.line, node.function(input, args, budget_));
+  }
+
+  absl::StatusOr<Value> EvalTest(const ast::Test& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value input, Eval(*node.input, scope));
+    ASSIGN_OR_RETURN(CallArgs args, EvalArgs(node.args, scope, node.line));
+    ASSIGN_OR_RETURN(const bool passed, At(node.line, node.function(input, args)));
+    return Value::Bool(passed);
+  }
+
+  // Python's and/or: the deciding operand itself, not a bool, and the right one is
+  // evaluated only when the left does not decide.
+  absl::StatusOr<Value> EvalAndOr(const ast::Binary& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value left, Eval(*node.left, scope));
+    if (left.Truthy() == (node.kind == ast::ExprKind::kOr)) return left;
+    return Eval(*node.right, scope);
+  }
+
+  absl::StatusOr<Value> EvalConcat(const ast::Concat& node, const ScopePtr& scope) {
+    std::string text;
+    for (const auto& part : node.parts) {
+      ASSIGN_OR_RETURN(Value value, Eval(*part, scope));
+      ASSIGN_OR_RETURN(std::string piece, At(node.line, ToPythonStr(value)));
+      text += piece;
+      RETURN_IF_ERROR(At(node.line, budget_.CheckSize(text.size())));
+    }
+    RETURN_IF_ERROR(At(node.line, budget_.ChargeBytes(text.size())));
+    return Value::String(std::move(text));
+  }
+
+  // A chain such as a < b <= c holds when each link does; it stops at the first that
+  // fails, so later operands are not evaluated.
+  absl::StatusOr<Value> EvalCompare(const ast::Compare& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value left, Eval(*node.first, scope));
+    for (const auto& [op, operand] : node.rest) {
+      ASSIGN_OR_RETURN(Value right, Eval(*operand, scope));
+      ASSIGN_OR_RETURN(const bool holds, At(node.line, ApplyCompare(op, left, right)));
+      if (!holds) return Value::Bool(false);
+      left = std::move(right);
+    }
+    return Value::Bool(true);
+  }
+
+  absl::StatusOr<Value> EvalCondition(const ast::Condition& node, const ScopePtr& scope) {
+    ASSIGN_OR_RETURN(Value test, Eval(*node.test, scope));
+    if (test.Truthy()) return Eval(*node.then, scope);
+    if (node.otherwise != nullptr) return Eval(*node.otherwise, scope);
+    UndefinedData data;
+    data.hint = absl::StrCat("the inline if-expression on line ", node.line,
+                             " evaluated to false and no else section was defined.");
+    return Value::Undefined(std::move(data));
+  }
+
   absl::StatusOr<Value> Eval(const ast::Expr& expr, const ScopePtr& scope) {
     Nested nested(this);
     RETURN_IF_ERROR(nested.Check(expr.line));
@@ -413,67 +514,25 @@ class Interpreter {
       case ast::ExprKind::kName:
         return Lookup(static_cast<const ast::Name&>(expr).name, scope);
       case ast::ExprKind::kList:
-      case ast::ExprKind::kTuple: {
-        std::vector<Value> items;
-        for (const auto& item : static_cast<const ast::Sequence&>(expr).items) {
-          ASSIGN_OR_RETURN(Value value, Eval(*item, scope));
-          items.push_back(std::move(value));
-        }
-        return Value::List(std::move(items),
-                           expr.kind == ast::ExprKind::kList ? SequenceKind::kList : SequenceKind::kTuple);
-      }
-      case ast::ExprKind::kDict: {
-        std::vector<std::pair<Value, Value>> entries;
-        for (const auto& [key, value] : static_cast<const ast::DictLiteral&>(expr).entries) {
-          ASSIGN_OR_RETURN(Value k, Eval(*key, scope));
-          ASSIGN_OR_RETURN(Value v, Eval(*value, scope));
-          entries.emplace_back(std::move(k), std::move(v));
-        }
-        return At(expr.line, Value::Dict(std::move(entries)));
-      }
+      case ast::ExprKind::kTuple:
+        return EvalSequence(static_cast<const ast::Sequence&>(expr), scope);
+      case ast::ExprKind::kDict:
+        return EvalDict(static_cast<const ast::DictLiteral&>(expr), scope);
       case ast::ExprKind::kGetAttr: {
         const auto& node = static_cast<const ast::GetAttr&>(expr);
         ASSIGN_OR_RETURN(Value object, Eval(*node.object, scope));
         return At(expr.line, GetAttribute(object, node.name, &budget_));
       }
-      case ast::ExprKind::kGetItem: {
-        const auto& node = static_cast<const ast::GetItem&>(expr);
-        ASSIGN_OR_RETURN(Value object, Eval(*node.object, scope));
-        ASSIGN_OR_RETURN(Value key, Eval(*node.key, scope));
-        return At(expr.line, GetItem(object, key, &budget_));
-      }
-      case ast::ExprKind::kSlice: {
-        const auto& node = static_cast<const ast::Slice&>(expr);
-        ASSIGN_OR_RETURN(Value object, Eval(*node.object, scope));
-        Value bounds[3] = {Value::None(), Value::None(), Value::None()};
-        const ast::ExprPtr* parts[3] = {&node.start, &node.stop, &node.step};
-        for (int i = 0; i < 3; ++i) {
-          if (*parts[i] != nullptr) {
-            ASSIGN_OR_RETURN(bounds[i], Eval(**parts[i], scope));
-          }
-        }
-        return At(expr.line, GetSlice(object, bounds[0], bounds[1], bounds[2]));
-      }
+      case ast::ExprKind::kGetItem:
+        return EvalGetItem(static_cast<const ast::GetItem&>(expr), scope);
+      case ast::ExprKind::kSlice:
+        return EvalSlice(static_cast<const ast::Slice&>(expr), scope);
       case ast::ExprKind::kCall:
         return EvalCall(static_cast<const ast::Call&>(expr), scope);
-      case ast::ExprKind::kFilter: {
-        const auto& node = static_cast<const ast::Filter&>(expr);
-        Value input;
-        if (node.input != nullptr) {
-          ASSIGN_OR_RETURN(input, Eval(*node.input, scope));
-        } else {
-          input = *filter_input_;
-        }
-        ASSIGN_OR_RETURN(CallArgs args, EvalArgs(node.args, scope, expr.line));
-        return At(expr.line, node.function(input, args, budget_));
-      }
-      case ast::ExprKind::kTest: {
-        const auto& node = static_cast<const ast::Test&>(expr);
-        ASSIGN_OR_RETURN(Value input, Eval(*node.input, scope));
-        ASSIGN_OR_RETURN(CallArgs args, EvalArgs(node.args, scope, expr.line));
-        ASSIGN_OR_RETURN(const bool passed, At(expr.line, node.function(input, args)));
-        return Value::Bool(passed);
-      }
+      case ast::ExprKind::kFilter:
+        return EvalFilter(static_cast<const ast::Filter&>(expr), scope);
+      case ast::ExprKind::kTest:
+        return EvalTest(static_cast<const ast::Test&>(expr), scope);
       case ast::ExprKind::kNot: {
         ASSIGN_OR_RETURN(Value operand, Eval(*static_cast<const ast::Unary&>(expr).operand, scope));
         return Value::Bool(!operand.Truthy());
@@ -490,44 +549,14 @@ class Interpreter {
         return At(expr.line, ApplyBinary(node.op, left, right, budget_));
       }
       case ast::ExprKind::kAnd:
-      case ast::ExprKind::kOr: {
-        const auto& node = static_cast<const ast::Binary&>(expr);
-        ASSIGN_OR_RETURN(Value left, Eval(*node.left, scope));
-        if (left.Truthy() == (expr.kind == ast::ExprKind::kOr)) return left;
-        return Eval(*node.right, scope);
-      }
-      case ast::ExprKind::kConcat: {
-        std::string text;
-        for (const auto& part : static_cast<const ast::Concat&>(expr).parts) {
-          ASSIGN_OR_RETURN(Value value, Eval(*part, scope));
-          ASSIGN_OR_RETURN(std::string piece, At(expr.line, ToPythonStr(value)));
-          text += piece;
-          RETURN_IF_ERROR(At(expr.line, budget_.CheckSize(text.size())));
-        }
-        RETURN_IF_ERROR(At(expr.line, budget_.ChargeBytes(text.size())));
-        return Value::String(std::move(text));
-      }
-      case ast::ExprKind::kCompare: {
-        const auto& node = static_cast<const ast::Compare&>(expr);
-        ASSIGN_OR_RETURN(Value left, Eval(*node.first, scope));
-        for (const auto& [op, operand] : node.rest) {
-          ASSIGN_OR_RETURN(Value right, Eval(*operand, scope));
-          ASSIGN_OR_RETURN(const bool holds, At(expr.line, ApplyCompare(op, left, right)));
-          if (!holds) return Value::Bool(false);
-          left = std::move(right);
-        }
-        return Value::Bool(true);
-      }
-      case ast::ExprKind::kCondition: {
-        const auto& node = static_cast<const ast::Condition&>(expr);
-        ASSIGN_OR_RETURN(Value test, Eval(*node.test, scope));
-        if (test.Truthy()) return Eval(*node.then, scope);
-        if (node.otherwise != nullptr) return Eval(*node.otherwise, scope);
-        UndefinedData data;
-        data.hint = absl::StrCat("the inline if-expression on line ", expr.line,
-                                 " evaluated to false and no else section was defined.");
-        return Value::Undefined(std::move(data));
-      }
+      case ast::ExprKind::kOr:
+        return EvalAndOr(static_cast<const ast::Binary&>(expr), scope);
+      case ast::ExprKind::kConcat:
+        return EvalConcat(static_cast<const ast::Concat&>(expr), scope);
+      case ast::ExprKind::kCompare:
+        return EvalCompare(static_cast<const ast::Compare&>(expr), scope);
+      case ast::ExprKind::kCondition:
+        return EvalCondition(static_cast<const ast::Condition&>(expr), scope);
     }
     return Value();
   }

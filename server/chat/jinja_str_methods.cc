@@ -302,128 +302,129 @@ absl::StatusOr<Value> AsciiClass(std::string_view name, const std::string& self,
   return Value::Bool(all);
 }
 
+absl::StatusOr<Value> SplitLines(const std::string& self, const CallArgs& args, RenderBudget&) {
+  auto bound = BindArgs("splitlines", args, {{"keepends", Value::Bool(false)}});
+  if (!bound.ok()) return bound.status();
+  const bool keep = (*bound)[0].Truthy();
+  std::vector<Value> lines;
+  size_t start = 0;
+  for (size_t at = 0; at < self.size();) {
+    const size_t here = at;
+    const char32_t cp = NextCodePoint(self, &at);
+    if (!IsLineBreak(cp)) continue;
+    if (cp == '\r' && at < self.size() && self[at] == '\n') ++at;
+    lines.push_back(Value::String(self.substr(start, (keep ? at : here) - start)));
+    start = at;
+  }
+  if (start < self.size()) lines.push_back(Value::String(self.substr(start)));
+  return Value::List(std::move(lines));
+}
+
+absl::StatusOr<Value> FormatMethod(const std::string& self, const CallArgs& args, RenderBudget& budget) {
+  auto text = BraceFormat(self, args);
+  if (!text.ok()) return text.status();
+  if (auto status = budget.CheckSize(text->size()); !status.ok()) return status;
+  return Value::String(*std::move(text));
+}
+
+absl::StatusOr<Value> RemovePrefix(const std::string& self, const CallArgs& args, RenderBudget&) {
+  auto bound = BindArgs("removeprefix", args, {{"prefix", std::nullopt}});
+  if (!bound.ok()) return bound.status();
+  if (!(*bound)[0].is_string()) return NeedsString("removeprefix", (*bound)[0]);
+  const std::string& p = (*bound)[0].AsString();
+  return Value::String(self.compare(0, p.size(), p) == 0 && self.size() >= p.size() ? self.substr(p.size()) : self);
+}
+
+absl::StatusOr<Value> RemoveSuffix(const std::string& self, const CallArgs& args, RenderBudget&) {
+  auto bound = BindArgs("removesuffix", args, {{"suffix", std::nullopt}});
+  if (!bound.ok()) return bound.status();
+  if (!(*bound)[0].is_string()) return NeedsString("removesuffix", (*bound)[0]);
+  const std::string& p = (*bound)[0].AsString();
+  const bool has = !p.empty() && self.size() >= p.size() && self.compare(self.size() - p.size(), p.size(), p) == 0;
+  return Value::String(has ? self.substr(0, self.size() - p.size()) : self);
+}
+
+// upper(), lower(), title(), capitalize(): no arguments, a new string.
+absl::StatusOr<Value> CaseMapping(std::string_view name, const std::string& self, const CallArgs& args,
+                                  std::string (*map)(std::string_view)) {
+  if (auto status = CheckNoArguments(name, args); !status.ok()) return status;
+  return Value::String(map(self));
+}
+
+// islower(), isupper(), isspace(), isascii(): no arguments, a bool.
+absl::StatusOr<Value> TextPredicate(std::string_view name, const std::string& self, const CallArgs& args,
+                                    bool (*holds)(std::string_view)) {
+  if (auto status = CheckNoArguments(name, args); !status.ok()) return status;
+  return Value::Bool(holds(self));
+}
+
+bool AllPythonSpace(std::string_view text) {
+  bool all = !text.empty();
+  for (size_t at = 0; at < text.size() && all;) all = IsPythonSpace(NextCodePoint(text, &at));
+  return all;
+}
+
+bool AllAscii(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+}
+
+bool IsAsciiDigit(unsigned char c) { return c >= '0' && c <= '9'; }
+bool IsAsciiLetter(unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; }
+bool IsAsciiAlnum(unsigned char c) { return IsAsciiDigit(c) || IsAsciiLetter(c); }
+
 const std::unordered_map<std::string_view, StrMethod>& StrMethods() {
+  using Budget = RenderBudget;
   static const auto* methods = new std::unordered_map<std::string_view, StrMethod>{
-      {"strip", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Strip("strip", s, a, true, true); }},
-      {"lstrip", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Strip("lstrip", s, a, true, false); }},
-      {"rstrip", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Strip("rstrip", s, a, false, true); }},
-      {"split", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Split("split", s, a, false); }},
-      {"rsplit", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Split("rsplit", s, a, true); }},
-      {"splitlines",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         auto bound = BindArgs("splitlines", a, {{"keepends", Value::Bool(false)}});
-         if (!bound.ok()) return bound.status();
-         const bool keep = (*bound)[0].Truthy();
-         std::vector<Value> lines;
-         size_t start = 0;
-         for (size_t at = 0; at < s.size();) {
-           const size_t here = at;
-           const char32_t cp = NextCodePoint(s, &at);
-           if (!IsLineBreak(cp)) continue;
-           if (cp == '\r' && at < s.size() && s[at] == '\n') ++at;
-           lines.push_back(Value::String(s.substr(start, (keep ? at : here) - start)));
-           start = at;
-         }
-         if (start < s.size()) lines.push_back(Value::String(s.substr(start)));
-         return Value::List(std::move(lines));
-       }},
-      {"startswith", [](const std::string& s, const CallArgs& a, RenderBudget&) { return AffixTest("startswith", s, a, true); }},
-      {"endswith", [](const std::string& s, const CallArgs& a, RenderBudget&) { return AffixTest("endswith", s, a, false); }},
-      {"find", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Search("find", s, a); }},
-      {"rfind", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Search("rfind", s, a); }},
-      {"index", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Search("index", s, a); }},
-      {"rindex", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Search("rindex", s, a); }},
-      {"count", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Search("count", s, a); }},
-      {"replace", [](const std::string& s, const CallArgs& a, RenderBudget& b) { return Replace(s, a, b); }},
-      {"join", [](const std::string& s, const CallArgs& a, RenderBudget& b) { return Join(s, a, b); }},
-      {"center", [](const std::string& s, const CallArgs& a, RenderBudget& b) { return Justify("center", s, a, b); }},
-      {"ljust", [](const std::string& s, const CallArgs& a, RenderBudget& b) { return Justify("ljust", s, a, b); }},
-      {"rjust", [](const std::string& s, const CallArgs& a, RenderBudget& b) { return Justify("rjust", s, a, b); }},
-      {"partition", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Partition("partition", s, a); }},
-      {"rpartition", [](const std::string& s, const CallArgs& a, RenderBudget&) { return Partition("rpartition", s, a); }},
-      {"format",
-       [](const std::string& s, const CallArgs& a, RenderBudget& b) -> absl::StatusOr<Value> {
-         auto text = BraceFormat(s, a);
-         if (!text.ok()) return text.status();
-         if (auto status = b.CheckSize(text->size()); !status.ok()) return status;
-         return Value::String(*std::move(text));
-       }},
-      {"removeprefix",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         auto bound = BindArgs("removeprefix", a, {{"prefix", std::nullopt}});
-         if (!bound.ok()) return bound.status();
-         if (!(*bound)[0].is_string()) return NeedsString("removeprefix", (*bound)[0]);
-         const std::string& p = (*bound)[0].AsString();
-         return Value::String(s.compare(0, p.size(), p) == 0 && s.size() >= p.size() ? s.substr(p.size()) : s);
-       }},
-      {"removesuffix",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         auto bound = BindArgs("removesuffix", a, {{"suffix", std::nullopt}});
-         if (!bound.ok()) return bound.status();
-         if (!(*bound)[0].is_string()) return NeedsString("removesuffix", (*bound)[0]);
-         const std::string& p = (*bound)[0].AsString();
-         const bool has = !p.empty() && s.size() >= p.size() && s.compare(s.size() - p.size(), p.size(), p) == 0;
-         return Value::String(has ? s.substr(0, s.size() - p.size()) : s);
-       }},
+      {"strip", [](const std::string& s, const CallArgs& a, Budget&) { return Strip("strip", s, a, true, true); }},
+      {"lstrip", [](const std::string& s, const CallArgs& a, Budget&) { return Strip("lstrip", s, a, true, false); }},
+      {"rstrip", [](const std::string& s, const CallArgs& a, Budget&) { return Strip("rstrip", s, a, false, true); }},
+      {"split", [](const std::string& s, const CallArgs& a, Budget&) { return Split("split", s, a, false); }},
+      {"rsplit", [](const std::string& s, const CallArgs& a, Budget&) { return Split("rsplit", s, a, true); }},
+      {"splitlines", SplitLines},
+      {"startswith",
+       [](const std::string& s, const CallArgs& a, Budget&) { return AffixTest("startswith", s, a, true); }},
+      {"endswith", [](const std::string& s, const CallArgs& a, Budget&) { return AffixTest("endswith", s, a, false); }},
+      {"find", [](const std::string& s, const CallArgs& a, Budget&) { return Search("find", s, a); }},
+      {"rfind", [](const std::string& s, const CallArgs& a, Budget&) { return Search("rfind", s, a); }},
+      {"index", [](const std::string& s, const CallArgs& a, Budget&) { return Search("index", s, a); }},
+      {"rindex", [](const std::string& s, const CallArgs& a, Budget&) { return Search("rindex", s, a); }},
+      {"count", [](const std::string& s, const CallArgs& a, Budget&) { return Search("count", s, a); }},
+      {"replace", [](const std::string& s, const CallArgs& a, Budget& b) { return Replace(s, a, b); }},
+      {"join", [](const std::string& s, const CallArgs& a, Budget& b) { return Join(s, a, b); }},
+      {"center", [](const std::string& s, const CallArgs& a, Budget& b) { return Justify("center", s, a, b); }},
+      {"ljust", [](const std::string& s, const CallArgs& a, Budget& b) { return Justify("ljust", s, a, b); }},
+      {"rjust", [](const std::string& s, const CallArgs& a, Budget& b) { return Justify("rjust", s, a, b); }},
+      {"partition", [](const std::string& s, const CallArgs& a, Budget&) { return Partition("partition", s, a); }},
+      {"rpartition", [](const std::string& s, const CallArgs& a, Budget&) { return Partition("rpartition", s, a); }},
+      {"format", FormatMethod},
+      {"removeprefix", RemovePrefix},
+      {"removesuffix", RemoveSuffix},
       {"upper",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("upper", a); !status.ok()) return status;
-         return Value::String(PythonUpper(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return CaseMapping("upper", s, a, PythonUpper); }},
       {"lower",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("lower", a); !status.ok()) return status;
-         return Value::String(PythonLower(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return CaseMapping("lower", s, a, PythonLower); }},
       {"title",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("title", a); !status.ok()) return status;
-         return Value::String(PythonTitle(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return CaseMapping("title", s, a, PythonTitle); }},
       {"capitalize",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("capitalize", a); !status.ok()) return status;
-         return Value::String(PythonCapitalize(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return CaseMapping("capitalize", s, a, PythonCapitalize); }},
       {"islower",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("islower", a); !status.ok()) return status;
-         return Value::Bool(PythonIsLower(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return TextPredicate("islower", s, a, PythonIsLower); }},
       {"isupper",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("isupper", a); !status.ok()) return status;
-         return Value::Bool(PythonIsUpper(s));
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return TextPredicate("isupper", s, a, PythonIsUpper); }},
       {"isspace",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("isspace", a); !status.ok()) return status;
-         bool all = !s.empty();
-         for (size_t at = 0; at < s.size() && all;) all = IsPythonSpace(NextCodePoint(s, &at));
-         return Value::Bool(all);
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return TextPredicate("isspace", s, a, AllPythonSpace); }},
       {"isascii",
-       [](const std::string& s, const CallArgs& a, RenderBudget&) -> absl::StatusOr<Value> {
-         if (auto status = CheckNoArguments("isascii", a); !status.ok()) return status;
-         return Value::Bool(std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
-       }},
-      {"isdigit", [](const std::string& s, const CallArgs&, RenderBudget&) {
-         return AsciiClass("isdigit", s, [](unsigned char c) { return c >= '0' && c <= '9'; });
-       }},
-      {"isdecimal", [](const std::string& s, const CallArgs&, RenderBudget&) {
-         return AsciiClass("isdecimal", s, [](unsigned char c) { return c >= '0' && c <= '9'; });
-       }},
-      {"isnumeric", [](const std::string& s, const CallArgs&, RenderBudget&) {
-         return AsciiClass("isnumeric", s, [](unsigned char c) { return c >= '0' && c <= '9'; });
-       }},
-      {"isalpha", [](const std::string& s, const CallArgs&, RenderBudget&) {
-         return AsciiClass("isalpha", s, [](unsigned char c) { return (c | 0x20) >= 'a' && (c | 0x20) <= 'z'; });
-       }},
-      {"isalnum", [](const std::string& s, const CallArgs&, RenderBudget&) {
-         return AsciiClass("isalnum", s, [](unsigned char c) {
-           return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z');
-         });
-       }},
+       [](const std::string& s, const CallArgs& a, Budget&) { return TextPredicate("isascii", s, a, AllAscii); }},
+      {"isdigit",
+       [](const std::string& s, const CallArgs&, Budget&) { return AsciiClass("isdigit", s, IsAsciiDigit); }},
+      {"isdecimal",
+       [](const std::string& s, const CallArgs&, Budget&) { return AsciiClass("isdecimal", s, IsAsciiDigit); }},
+      {"isnumeric",
+       [](const std::string& s, const CallArgs&, Budget&) { return AsciiClass("isnumeric", s, IsAsciiDigit); }},
+      {"isalpha",
+       [](const std::string& s, const CallArgs&, Budget&) { return AsciiClass("isalpha", s, IsAsciiLetter); }},
+      {"isalnum",
+       [](const std::string& s, const CallArgs&, Budget&) { return AsciiClass("isalnum", s, IsAsciiAlnum); }},
   };
   return *methods;
 }

@@ -19,6 +19,42 @@ int HexValue(char c) {
 JsonValueScanner::Step JsonValueScanner::Push(char byte) {
   switch (state_) {
     case State::kValue:
+    case State::kValueOrArrayEnd:
+    case State::kKeyOrObjectEnd:
+    case State::kKey:
+    case State::kColon:
+    case State::kAfterMember:
+      return StructureByte(byte);
+    case State::kString:
+      return StringByte(static_cast<unsigned char>(byte));
+    case State::kEscape:
+    case State::kUnicodeHex:
+    case State::kLowSurrogateBackslash:
+    case State::kLowSurrogateU:
+      return EscapeByte(byte);
+    case State::kNumberMinus:
+    case State::kNumberZero:
+    case State::kNumberInteger:
+    case State::kNumberPoint:
+    case State::kNumberFraction:
+    case State::kNumberExponent:
+    case State::kNumberExponentSign:
+    case State::kNumberExponentDigits:
+      return NumberByte(byte);
+    case State::kLiteral:
+      if (byte != literal_[literal_matched_]) return Fail();
+      if (++literal_matched_ < literal_.size()) return Step::kMore;
+      return EndValue();
+    case State::kComplete:  // a byte after a complete value is not part of it
+    case State::kInvalid:
+      return Fail();
+  }
+  return Fail();
+}
+
+JsonValueScanner::Step JsonValueScanner::StructureByte(char byte) {
+  switch (state_) {
+    case State::kValue:
       return StartValue(byte);
     case State::kValueOrArrayEnd:
       if (byte == ']') return CloseContainer(byte);
@@ -45,8 +81,13 @@ JsonValueScanner::Step JsonValueScanner::Push(char byte) {
       }
       if (byte == '}' || byte == ']') return CloseContainer(byte);
       return Fail();
-    case State::kString:
-      return StringByte(static_cast<unsigned char>(byte));
+    default:
+      return Fail();
+  }
+}
+
+JsonValueScanner::Step JsonValueScanner::EscapeByte(char byte) {
+  switch (state_) {
     case State::kEscape:
       switch (byte) {
         case '"':
@@ -79,6 +120,13 @@ JsonValueScanner::Step JsonValueScanner::Push(char byte) {
       code_unit_ = 0;
       hex_digits_ = 0;
       return Step::kMore;
+    default:
+      return Fail();
+  }
+}
+
+JsonValueScanner::Step JsonValueScanner::NumberByte(char byte) {
+  switch (state_) {
     case State::kNumberMinus:
       if (byte == '0') {
         state_ = State::kNumberZero;
@@ -126,15 +174,9 @@ JsonValueScanner::Step JsonValueScanner::Push(char byte) {
     case State::kNumberExponentDigits:
       if (IsDigit(byte)) return Step::kMore;
       return EndNumber(byte);
-    case State::kLiteral:
-      if (byte != literal_[literal_matched_]) return Fail();
-      if (++literal_matched_ < literal_.size()) return Step::kMore;
-      return EndValue();
-    case State::kComplete:  // a byte after a complete value is not part of it
-    case State::kInvalid:
+    default:
       return Fail();
   }
-  return Fail();
 }
 
 JsonValueScanner::Step JsonValueScanner::StartValue(char byte) {

@@ -48,6 +48,11 @@ class JsonValueScanner {
     kInvalid,
   };
 
+  // Push picks one of these by state_: the bytes between a container's tokens, those of
+  // an escape inside a string, those of a number.
+  Step StructureByte(char byte);
+  Step EscapeByte(char byte);
+  Step NumberByte(char byte);
   Step StartValue(char byte);
   Step StartString(bool is_key);
   Step StringByte(unsigned char byte);

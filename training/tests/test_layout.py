@@ -74,7 +74,7 @@ def test_explicit_weights_replace_run_lengths():
 
 def test_fork_layout_noise_is_a_clean_prefix_then_placeholders():
     import argparse
-    from training.distill import add_noise
+    from training.distill_batch import add_noise
     PH, B, w = 99, 64, 8
     clean = torch.arange(B * w).reshape(B, w) % 50
     a = argparse.Namespace(noise_max=0.5, replay_frac=0.75, placeholder_prob=0.5, fork_frac=1.0)
@@ -89,7 +89,7 @@ def test_fork_layout_noise_is_a_clean_prefix_then_placeholders():
 
 
 def test_placeholder_rows_weigh_less_the_further_they_are_from_the_last_token_row():
-    from training.distill import placeholder_run_index, row_weights
+    from training.distill_batch import placeholder_run_index, row_weights
     PH = 99
     rows = torch.tensor([[5, 6, PH, PH, PH, 7, PH],
                          [5, PH, PH, 8, 9, PH, PH]])
