@@ -473,10 +473,10 @@ def attach_lora(model, a, device, say):
 
 
 # --auto-steps times steps from the 10th on: the first ones pay for allocation and kernel
-# selection (an order of magnitude longer than a step on a GPU), which an average would carry. The fit
-# also goes on for FIT_STEPS timed steps past a short warm-up: the first steps after the
-# calibration starts can run 20% slower than the rest, and a count fitted to them leaves a
-# tenth of the budget unspent. A cosine is flat at its start, so a refit in its first steps
+# selection (an order of magnitude longer than a step on a GPU), which an average would
+# carry. The fit also goes on for FIT_STEPS timed steps past a short warm-up: the first
+# steps after the calibration starts can run 20% slower than the rest, and a count fitted
+# to them leaves a tenth of the budget unspent. A cosine is flat at its start, so a refit in its first steps
 # moves the LR by about a percent.
 FIT_STEPS = 20
 
