@@ -41,6 +41,7 @@ struct ScheduledRequest {
   int64_t last_served_step = -1;             // last step its decode rows ran
   SteadyTime submitted;
   std::optional<SteadyTime> admitted;        // first admission
+  std::optional<SteadyTime> prefilled;       // the prompt's K/V all cached
   std::optional<SteadyTime> first_token;
   SteadyTime last_commit;                    // previous commit, or submission before any
   std::optional<StopTextStream> text;        // the output as text, watching for stop strings

@@ -84,6 +84,7 @@ struct SchedulerOutput {
 struct ExecutedForward {
   absl::Status status;
   double seconds = 0;
+  SteadyTime step_start;  // the step's, before Schedule
   SteadyTime end;
 };
 
@@ -104,6 +105,7 @@ RequestEvent FinishedEvent(const ScheduledRequest& r, FinishReason reason, Stead
   done.cached_prompt_tokens = r.cached_prompt_tokens;
   done.seed = r.request.sampling.seed;
   done.timings.queue_seconds = SecondsBetween(r.submitted, r.admitted.value_or(now));
+  done.timings.prompt_seconds = SecondsBetween(r.submitted, r.prefilled.value_or(now));
   done.timings.time_to_first_token = SecondsBetween(r.submitted, r.first_token.value_or(now));
   done.timings.total_seconds = SecondsBetween(r.submitted, now);
   return done;
@@ -120,12 +122,16 @@ struct Scheduler::Impl {
     options.max_queue = std::max(0, options.max_queue);
     if (options.decoding.model == nullptr) options.decoding.model = &config;
     if (options.cost_curve == nullptr) options.cost_curve = options.decoding.cost_curve;
+    if (options.calibration == nullptr) options.calibration = &own_calibration;
   }
 
   absl::Status Submit(GenerationRequest request, EventHandler on_event);
   bool Abort(const std::string& owner, const std::string& request_id, absl::Status reason);
   void Shutdown(std::chrono::milliseconds timeout);
   void Loop();
+  bool Idle() const { return running.empty() && !AnyoneWaiting() && to_abort.empty(); }
+  // One pass of the loop over a busy scheduler, `lock` held on entry and exit.
+  void Iterate(std::unique_lock<std::mutex>& lock, std::vector<Outgoing>& out);
 
   // Under `mu`, on the scheduling thread (or before it ever started).
   void DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoing>& out);
@@ -187,8 +193,10 @@ struct Scheduler::Impl {
   int64_t prefix_cache_hits = 0;     // of them, found cached
   // The cost curve's error on the forwards this scheduler ran, per kind (decode-only,
   // carrying prefill): the one cost model, for the adaptive draft length and the
-  // speedup accounting's split of each forward.
-  ForwardCostCalibration calibration;
+  // speedup accounting's split of each forward. options.calibration points at it unless
+  // the caller keeps one.
+  ForwardCostCalibration own_calibration;
+  ForwardCostCalibration& calibration() { return *options.calibration; }
   ForwardOutput output;
   // Grammar masks a step could not compute within its inline budget: computed here,
   // off this thread, while the sequences that need them sit forwards out. Each mask
@@ -382,6 +390,7 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     }
     if (first_admission) r->cached_prompt_tokens = *cached;
     r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
+    if (!r->decoder->prefilling() && !r->prefilled.has_value()) r->prefilled = now;
     r->admit_order = ++admit_counter;
     if (!r->admitted.has_value()) r->admitted = now;
     running.push_back(r);
@@ -442,35 +451,39 @@ void Scheduler::Impl::Loop() {
   ReportQueueState();
   std::unique_lock<std::mutex> lock(mu);
   while (true) {
-    if (running.empty() && !AnyoneWaiting() && to_abort.empty()) {
+    if (Idle()) {
       step_in_progress = false;
       idle.notify_all();
       if (stop) return;
       wake.wait(lock, [&] { return stop || AnyoneWaiting() || !to_abort.empty(); });
       continue;
     }
-    step_in_progress = true;
-    const SteadyTime now = std::chrono::steady_clock::now();
-    DrainAbortsAndDeadlines(now, out);
-    Admit(now, out);
-    Publish();
-    lock.unlock();
-    Dispatch(out);
-    const int64_t filed_before = MasksFiled();
-    const bool stepped = running.empty() || Step(out);
-    lock.lock();
-    if (!stepped) {
-      // Every running sequence waits for a mask: sleep until the worker files one, or
-      // something else needs the loop (bounded, so that deadlines are still checked).
-      wake.wait_for(lock, std::chrono::milliseconds(20),
-                    [&] { return stop || !to_abort.empty() || masks_filed != filed_before; });
-    }
-    Publish();
-    lock.unlock();
-    Dispatch(out);
-    ReportQueueState();
-    lock.lock();
+    Iterate(lock, out);
   }
+}
+
+void Scheduler::Impl::Iterate(std::unique_lock<std::mutex>& lock, std::vector<Outgoing>& out) {
+  step_in_progress = true;
+  const SteadyTime now = std::chrono::steady_clock::now();
+  DrainAbortsAndDeadlines(now, out);
+  Admit(now, out);
+  Publish();
+  lock.unlock();
+  Dispatch(out);
+  const int64_t filed_before = MasksFiled();
+  const bool stepped = running.empty() || Step(out);
+  lock.lock();
+  if (!stepped) {
+    // Every running sequence waits for a mask: sleep until the worker files one, or
+    // something else needs the loop (bounded, so that deadlines are still checked).
+    wake.wait_for(lock, std::chrono::milliseconds(20),
+                  [&] { return stop || !to_abort.empty() || masks_filed != filed_before; });
+  }
+  Publish();
+  lock.unlock();
+  Dispatch(out);
+  ReportQueueState();
+  lock.lock();
 }
 
 int64_t Scheduler::Impl::MasksFiled() const {
@@ -487,15 +500,9 @@ bool Scheduler::Impl::Step(std::vector<Outgoing>& out) {
   // The step's KV changes: reserved by the forward, committed per sequence by Apply;
   // whatever is left open (sequences cancelled meanwhile are freed) rolls back here.
   KvTransaction transaction(kv);
-  const ExecutedForward forward = Execute(scheduled, transaction);
+  ExecutedForward forward = Execute(scheduled, transaction);
+  forward.step_start = start;
   Apply(scheduled, forward, transaction, out);
-  if (forward.status.ok() && options.cost_curve != nullptr && !scheduled.carries_prefill &&
-      scheduled.sequences.size() == 1) {
-    // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
-    calibration.ObserveSingleDecodeStep(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
-                                        scheduled.predictive_rows,
-                                        SecondsBetween(start, std::chrono::steady_clock::now()));
-  }
   return true;
 }
 
@@ -548,10 +555,11 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
     cost.base_rows += s.prefill ? s.rows : 1;
     scheduled.carries_prefill = scheduled.carries_prefill || s.prefill;
   }
-  cost.decode_scale = calibration.Scale(false);
-  cost.forward_scale = calibration.Scale(scheduled.carries_prefill);
-  cost.decode_shape = calibration.DecodeShape();
-  cost.ar_step_wanted = cost.batch_sequences == 1 && cost.base_rows == 1 && calibration.WantsArStep();
+  cost.decode_scale = calibration().Scale(false);
+  cost.forward_scale = calibration().Scale(scheduled.carries_prefill);
+  cost.decode_shape = calibration().DecodeShape();
+  cost.ar_step_wanted =
+      options.ar_probe_steps && cost.batch_sequences == 1 && cost.base_rows == 1 && calibration().WantsArStep();
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<BatchRow>& rows = scheduled.batch.rows;
@@ -612,10 +620,6 @@ ExecutedForward Scheduler::Impl::Execute(const SchedulerOutput& scheduled, KvTra
   forward.status = backend.Execute(scheduled.batch, transaction, output);
   forward.end = std::chrono::steady_clock::now();
   forward.seconds = SecondsBetween(start, forward.end);
-  if (forward.status.ok() && options.cost_curve != nullptr) {
-    calibration.Observe(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()), scheduled.predictive_rows,
-                        scheduled.carries_prefill, forward.seconds);
-  }
   return forward;
 }
 
@@ -631,18 +635,24 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
     return;
   }
   ++forwards;
+  // What the forward cost, for the one cost model: Apply is where a step's outcome is
+  // observed; Schedule only reads the model.
+  if (options.cost_curve != nullptr) {
+    calibration().Observe(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
+                          scheduled.predictive_rows, scheduled.carries_prefill, forward.seconds);
+  }
   ForwardReport report;
   report.seconds = forward.seconds;
   report.rows = static_cast<int>(scheduled.batch.rows.size());
-  report.decode_cost_scale = calibration.Scale(false);
-  report.prefill_cost_scale = calibration.Scale(true);
-  if (const DecodeScaleShape shape = calibration.DecodeShape(); shape.known) {
+  report.decode_cost_scale = calibration().Scale(false);
+  report.prefill_cost_scale = calibration().Scale(true);
+  if (const DecodeScaleShape shape = calibration().DecodeShape(); shape.known) {
     report.ar_step_scale = shape.ar_scale;
     report.drafting_step_scale = shape.draft_scale;
   }
   if (options.cost_curve != nullptr) {
     const AffineCost cost =
-        calibration.Affine(*options.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);
+        calibration().Affine(*options.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);
     report.fixed_seconds = cost.fixed;
     report.per_row_seconds = cost.per_row;
   }
@@ -652,13 +662,19 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
     if (!ApplySequence(s, forward.end, transaction, report, out, failed)) finished.push_back(s.request);
   }
   if (metrics != nullptr) metrics->OnForward(report);
-  if (finished.empty() && failed.empty()) return;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const RequestPtr& r : finished) {
-    running.erase(std::find(running.begin(), running.end(), r));
-    live.erase(LiveKey(r->request));
+  if (!finished.empty() || !failed.empty()) {
+    std::lock_guard<std::mutex> lock(mu);
+    for (const RequestPtr& r : finished) {
+      running.erase(std::find(running.begin(), running.end(), r));
+      live.erase(LiveKey(r->request));
+    }
+    for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
   }
-  for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
+  if (options.cost_curve != nullptr && !scheduled.carries_prefill && scheduled.sequences.size() == 1) {
+    // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
+    calibration().ObserveSingleDecodeStep(*options.cost_curve, report.rows, scheduled.predictive_rows,
+                                          SecondsBetween(forward.step_start, std::chrono::steady_clock::now()));
+  }
 }
 
 bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, KvTransaction& transaction,
@@ -699,6 +715,7 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
   const bool stop_string = r.text.has_value() && r.text->stopped();
   if (!d.finished() && !stop_string) {
     r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
+    if (!d.prefilling() && !r.prefilled.has_value()) r.prefilled = now;
     return true;
   }
   FreeKv(r);
@@ -733,6 +750,14 @@ void Scheduler::Start() {
   if (impl_->started || !impl_->accepting) return;  // once, and never after Shutdown
   impl_->started = true;
   impl_->thread = std::thread([impl = impl_.get()] { impl->Loop(); });
+}
+
+void Scheduler::RunUntilIdle() {
+  std::vector<Outgoing> out;
+  std::unique_lock<std::mutex> lock(impl_->mu);
+  if (impl_->started) return;  // the thread runs the loop
+  while (!impl_->Idle()) impl_->Iterate(lock, out);
+  impl_->step_in_progress = false;
 }
 
 absl::Status Scheduler::Submit(GenerationRequest request, EventHandler on_event) {

@@ -53,10 +53,19 @@ struct SchedulerOptions {
   // (engine/grammar/grammar_budget.h); the rest goes to the mask worker while the
   // sequences needing it sit forwards out. 0 sends every uncached mask to the worker.
   int64_t inline_mask_work = grammar::kInlineMaskWorkPerStep;
+  // The cost model's calibration (forward_cost_calibration.h), kept by the caller across
+  // schedulers (Generate keeps one across calls as a server keeps its own across
+  // requests). Null: the scheduler's own. Not owned.
+  ForwardCostCalibration* calibration = nullptr;
+  // Adaptive sequences decoding alone may take an AR step now and then to learn the
+  // decode step's shape. Off for a scheduler that lives for one request with its own
+  // calibration: it would pay those steps every time and keep nothing of them.
+  bool ar_probe_steps = true;
 };
 
 struct RequestTimings {
   double queue_seconds = 0;            // submit -> admitted
+  double prompt_seconds = 0;           // submit -> the prompt's K/V all cached (prefill done)
   double time_to_first_token = 0;      // submit -> first token committed
   double total_seconds = 0;            // submit -> finished
 };
@@ -131,6 +140,10 @@ class Scheduler {
 
   // Starts the scheduling thread.
   void Start();
+  // Runs the scheduling loop on the calling thread until no request is queued or
+  // running (Generate: a one-request scheduler driven by its caller). Only for a
+  // scheduler that was never started; the same steps the thread runs.
+  void RunUntilIdle();
   // Queues a request after ValidateGenerationRequest. RESOURCE_EXHAUSTED when the
   // queue is full, ALREADY_EXISTS for a live request_id of the same owner
   // (GenerationRequest::owner), FAILED_PRECONDITION after

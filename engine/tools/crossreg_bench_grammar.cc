@@ -21,7 +21,7 @@
 #include "absl/flags/flag.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/cpu/cpu_features.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/grammar/grammar_compiler.h"
 #include "engine/runtime/open_engine.h"
 

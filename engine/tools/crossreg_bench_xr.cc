@@ -20,7 +20,7 @@
 #include "common/flags/flag_spelling.h"
 #include "engine/cpu/bf16_panel_kernel.h"
 #include "engine/cpu/cpu_features.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"

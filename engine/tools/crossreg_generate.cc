@@ -14,7 +14,7 @@
 #include "absl/strings/str_split.h"
 #include "common/flags/flag_spelling.h"
 #include "engine/model/model_quantizer.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/runtime/open_engine.h"
 #include "nlohmann/json.hpp"
 

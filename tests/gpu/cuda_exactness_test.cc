@@ -6,7 +6,7 @@
 #include <algorithm>
 
 #include "engine/cuda/cuda_backend.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"
 #include "tests/gpu/gpu_generation.h"

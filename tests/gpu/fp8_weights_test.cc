@@ -9,7 +9,7 @@
 #include "engine/cuda/device_weights.h"
 #include "engine/cuda/gemm.h"
 #include "engine/cuda/kernels.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/dtype.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"

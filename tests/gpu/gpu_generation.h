@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "engine/cuda/cuda_backend.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "tests/gpu/gpu_test_support.h"
 
 namespace crossreg::testing {

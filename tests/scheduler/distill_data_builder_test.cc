@@ -7,7 +7,7 @@
 #include <mutex>
 #include <set>
 
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "gtest/gtest.h"
 #include "tests/scheduler/scratch_dir.h"
 #include "tests/testing/test_paths.h"

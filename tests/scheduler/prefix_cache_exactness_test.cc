@@ -12,7 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "engine/decoding/exactness_fault.h"
 #include "engine/cpu/cpu_backend.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "engine/cpu/cpu_backend.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"

@@ -14,7 +14,7 @@
 
 #include "engine/cpu/cpu_backend.h"
 #include "engine/decoding/acceptance_memory.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "gtest/gtest.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/event_recorder.h"

@@ -6,7 +6,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tiny_models.h"

@@ -7,7 +7,7 @@
 
 #include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/acceptance_memory.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/grammar/grammar_constraint.h"
 #include "engine/model/model_loader.h"
 #include "engine/model/random_model.h"

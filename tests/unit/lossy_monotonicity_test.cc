@@ -1,7 +1,7 @@
 // Lossy acceptance: tokens per forward rise with beta and with -tau.
 #include <cstdio>
 
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
 #include "tests/testing/tiny_models.h"

@@ -10,7 +10,7 @@
 
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/linear.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
 #include "gtest/gtest.h"

@@ -8,7 +8,7 @@
 
 #include "engine/cpu/cpu_features.h"
 #include "engine/cpu/ops.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "engine/decoding/sequence_decoder.h"
 #include "engine/decoding/verify.h"
 #include "engine/logit_argmax.h"
@@ -238,8 +238,6 @@ TEST(RowSummaryDecodingTest, GreedyDecodingIsTheSameWithAndWithoutSummaries) {
     EXPECT_EQ(a->ids, b->ids);
     EXPECT_EQ(a->stats.forwards, b->stats.forwards);
     EXPECT_EQ(a->stats.accepted, b->stats.accepted);
-    EXPECT_EQ(a->prompt_logits, b->prompt_logits);
-    EXPECT_EQ(a->prompt_logits.size(), 48u);
   }
 }
 

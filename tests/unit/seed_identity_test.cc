@@ -13,7 +13,7 @@
 
 #include "engine/decoding/exactness_fault.h"
 #include "engine/decoding/acceptance_memory.h"
-#include "engine/decoding/generate.h"
+#include "scheduler/generate.h"
 #include "gtest/gtest.h"
 #include "tests/testing/seeded_requests.h"
 #include "tests/testing/tiny_models.h"
