@@ -31,9 +31,11 @@ absl::StatusOr<GenerationResult> Generate(Backend& backend, PagedKvCache& kv, co
       case RequestEvent::Kind::kTokens:
         result.ids.insert(result.ids.end(), event.tokens.begin(), event.tokens.end());
         result.logprobs.insert(result.logprobs.end(), event.logprobs.begin(), event.logprobs.end());
+        result.text += event.text;
         if (on_tokens && !event.tokens.empty()) on_tokens(event.tokens);
         break;
       case RequestEvent::Kind::kFinished:
+        result.text += event.text;
         finished = event;
         break;
       case RequestEvent::Kind::kError:

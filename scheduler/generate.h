@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -22,6 +23,9 @@ namespace crossreg {
 struct GenerationResult {
   std::vector<int32_t> ids;          // generated ids (a stop id included; none past a stop string)
   std::vector<TokenLogprob> logprobs;  // one per id when the request asks (GenerationRequest::logprobs)
+  // The output as text, up to a stop string (left out), when GenerateOptions::tokenizer
+  // is given; else empty.
+  std::string text;
   FinishReason finish_reason = FinishReason::kLength;
   SpeculativeStats stats;            // decode forwards, drafted/accepted, TPF
   int64_t prefill_forwards = 0;

@@ -28,6 +28,8 @@ ABSL_FLAG(double, top_p, 1.0, "Nucleus sampling mass in (0, 1]; 1 = off");
 ABSL_FLAG(uint64_t, seed, 0, "Random seed; the same seed gives the same output");
 ABSL_FLAG(std::string, format, "text", "Output: text (streamed) or jsonl (one JSON object)");
 ABSL_FLAG(std::string, stop_ids, "", "Comma-separated token ids that also end generation");
+ABSL_FLAG(std::vector<std::string>, stop, {},
+          "Comma-separated texts that end generation where they first appear (left out of the output)");
 ABSL_FLAG(bool, ignore_eos, false, "Keep generating past the model's EOS token");
 ABSL_FLAG(bool, add_bos, true, "Prepend BOS to --prompt when the model's tokenizer wants it");
 ABSL_FLAG(int, threads, 0, "CPU threads; 0 = one per usable core (the cgroup CPU limit)");
@@ -135,6 +137,10 @@ absl::StatusOr<GenerationRequest> RequestFromFlags() {
   auto stop = ParseIds("stop_ids", absl::GetFlag(FLAGS_stop_ids));
   if (!stop.ok()) return stop.status();
   request.stop_ids = *stop;
+  request.stop_strings = absl::GetFlag(FLAGS_stop);
+  for (const std::string& s : request.stop_strings) {
+    if (s.empty()) return absl::InvalidArgumentError("--stop: an empty stop text would end every output at once");
+  }
   request.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   request.stop_at_eos = !absl::GetFlag(FLAGS_ignore_eos);
   request.sampling.temperature = static_cast<float>(absl::GetFlag(FLAGS_temperature));
@@ -212,7 +218,7 @@ void PrintJsonResult(const GenerationRequest& request, const std::string& prompt
   continuation.ContinueSequence();
   std::string text;
   for (int32_t id : result.ids) text += continuation.Push(id);
-  out["text"] = text + continuation.Flush();
+  out["text"] = request.stop_strings.empty() ? text + continuation.Flush() : result.text;
   out["finish_reason"] = FinishReasonName(result.finish_reason);
   out["mode"] = DecodingModeName(request.decoding.mode);
   out["forwards"] = stats.forwards;
@@ -289,15 +295,21 @@ int Run() {
   stream.ContinueSequence();
   const bool text = format == "text";
   if (text) std::cout << (prompt_text.empty() ? tok.Decode(request->prompt_ids) : prompt_text) << std::flush;
-  auto result = Generate(*engine.backend, *engine.kv, *request, engine.Environment(),
-                         [&](const std::vector<int32_t>& ids) {
-                           if (!text) return;
-                           for (int32_t id : ids) std::cout << stream.Push(id);
-                           std::cout << std::flush;
-                         });
+  GenerateOptions generate;
+  generate.tokenizer = &tok;  // stop texts are found in the detokenized output
+  auto result = Generate(
+      *engine.backend, *engine.kv, *request, engine.Environment(),
+      [&](const std::vector<int32_t>& ids) {
+        // With stop texts the output streams once it is known where it ends.
+        if (!text || !request->stop_strings.empty()) return;
+        for (int32_t id : ids) std::cout << stream.Push(id);
+        std::cout << std::flush;
+      },
+      generate);
   if (!result.ok()) return Fail(std::string(result.status().message()));
   const double tok_per_s = result->decode_seconds > 0 ? result->stats.committed / result->decode_seconds : 0.0;
   if (text) {
+    if (!request->stop_strings.empty()) std::cout << result->text;
     std::cout << stream.Flush() << std::endl;
     PrintTextSummary(*request, *result, engine, tok_per_s);
   } else {

@@ -94,6 +94,33 @@ TEST(GenerateCliTest, TextFormatStreamsPromptAndContinuation) {
   EXPECT_EQ(r.output.substr(0, r.output.find("[crossreg")), again.output.substr(0, again.output.find("[crossreg")));
 }
 
+// --stop: Generate runs the server's step, stop strings included. The greedy reference's
+// text, cut where a word of it first appears, with that word left out.
+TEST(GenerateCliTest, StopTextEndsTheOutputWhereItFirstAppears) {
+  const auto ref = testing::LoadStoriesReference().front();
+  const std::string bin = testing::BinDir() + "/crossreg-generate --model " + testing::Stories260KGguf() +
+                          " --prompt " + Quote(ref.prompt) + " --max-new-tokens " +
+                          std::to_string(ref.greedy_ids.size()) + " --ignore-eos --format jsonl";
+  const auto full = RunCommand(bin);
+  ASSERT_EQ(full.exit_code, 0) << full.output;
+  const std::string text = nlohmann::json::parse(full.output)["text"].get<std::string>();
+  // A word from the middle of the continuation, at its first appearance.
+  const size_t space = text.find(' ', text.size() / 2);
+  ASSERT_NE(space, std::string::npos) << text;
+  const size_t end = text.find(' ', space + 1);
+  const std::string word = text.substr(space, end == std::string::npos ? std::string::npos : end - space);
+  ASSERT_GT(word.size(), 1u);
+  const auto stopped = RunCommand(bin + " --stop " + Quote(word));
+  ASSERT_EQ(stopped.exit_code, 0) << stopped.output;
+  const auto j = nlohmann::json::parse(stopped.output);
+  EXPECT_EQ(j["text"].get<std::string>(), text.substr(0, text.find(word))) << "stop " << word;
+  EXPECT_EQ(j["finish_reason"].get<std::string>(), "stop");
+  EXPECT_LT(j["ids"].size(), ref.greedy_ids.size());
+  const auto empty = RunCommand(bin + " --stop 'the,'");  // a list with an empty text
+  EXPECT_NE(empty.exit_code, 0);
+  EXPECT_NE(empty.output.find("--stop"), std::string::npos) << empty.output;
+}
+
 }  // namespace
 }  // namespace crossreg
 
