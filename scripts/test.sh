@@ -8,7 +8,7 @@
 # server with --backend cuda|auto, checked by the backend-selection test). Then the
 # deployment files (scripts/check_deploy.sh: kustomize renders, promtool), the tests
 # under ASan+UBSan and TSan (scripts/sanitize.sh) and every libFuzzer target for
-# FUZZ_SECONDS (default 30) each (scripts/fuzz.sh).
+# FUZZ_SECONDS (default 20) each (scripts/fuzz.sh).
 # SKIP_CUDA=1, SKIP_DEPLOY_CHECK=1, SKIP_SANITIZERS=1, SKIP_FUZZ=1 leave a stage out.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -95,7 +95,7 @@ if [ "${SKIP_SANITIZERS:-0}" != 1 ]; then
   scripts/sanitize.sh
 fi
 if [ "${SKIP_FUZZ:-0}" != 1 ]; then
-  stage "fuzzers: every libFuzzer target for ${FUZZ_SECONDS:-30} s (scripts/fuzz.sh)"
-  scripts/fuzz.sh "${FUZZ_SECONDS:-30}"
+  stage "fuzzers: every libFuzzer target for ${FUZZ_SECONDS:-20} s (scripts/fuzz.sh)"
+  scripts/fuzz.sh "${FUZZ_SECONDS:-20}"
 fi
 stage "done"
