@@ -15,9 +15,16 @@
 
 namespace crossreg {
 
-// queued -> prefilling -> decoding -> finished; any live state -> cancelled (abort,
-// deadline, error). Preemption sends prefilling/decoding back to queued.
-enum class RequestPhase { kQueued, kPrefilling, kDecoding, kFinished, kCancelled };
+// Where a request is, the one state the scheduler keeps of it:
+//   waiting -> prefilling -> decoding -> finished
+// with preemption sending prefilling/decoding to preempted (which resumes as
+// prefilling), and any live phase ending in cancelled (abort, deadline, error). Which
+// queue holds a request, and whether it holds KV, follow from it: waiting and preempted
+// are the two queues, prefilling and decoding the running list with a live sequence.
+enum class RequestPhase { kWaiting, kPreempted, kPrefilling, kDecoding, kFinished, kCancelled };
+inline bool Queued(RequestPhase p) { return p == RequestPhase::kWaiting || p == RequestPhase::kPreempted; }
+inline bool Running(RequestPhase p) { return p == RequestPhase::kPrefilling || p == RequestPhase::kDecoding; }
+inline bool Ended(RequestPhase p) { return p == RequestPhase::kFinished || p == RequestPhase::kCancelled; }
 
 struct ScheduledRequest {
   GenerationRequest request;  // as submitted; the decoder keeps its own copy once admitted
@@ -30,13 +37,11 @@ struct ScheduledRequest {
 
   // Guarded by the scheduler's mutex.
   std::optional<absl::Status> abort_reason;  // set once by Abort or the deadline
-  bool in_waiting_queue = true;
-  bool preempted = false;  // in the preempted queue (else the new-request queue)
 
-  // Scheduling thread only.
-  RequestPhase phase = RequestPhase::kQueued;
+  // The scheduling thread's (and Shutdown's before any loop ran); changed under the
+  // mutex wherever the queues change with it.
+  RequestPhase phase = RequestPhase::kWaiting;
   std::unique_ptr<SequenceDecoder> decoder;  // created at first admission, kept across preemption
-  bool holds_kv = false;                     // decoder->sequence() is live in the cache
   int64_t admit_order = 0;                   // larger = admitted (or resumed) later
   int64_t last_served_step = -1;             // last step its decode rows ran
   SteadyTime submitted;

@@ -158,7 +158,9 @@ struct Scheduler::Impl {
   bool ApplySequence(const SchedulerOutput::Sequence& s, SteadyTime now, KvTransaction& transaction,
                      ForwardReport& report, std::vector<Outgoing>& out,
                      std::vector<std::pair<RequestPtr, absl::Status>>& failed);
-  void FreeKv(ScheduledRequest& r);
+  // Moves a request out of the running phases (or a queue) to `next`, freeing its
+  // sequence if it held one.
+  void Leave(ScheduledRequest& r, RequestPhase next);
   int64_t MasksFiled() const;
   void Dispatch(std::vector<Outgoing>& out);
   void ReportQueueState();
@@ -295,23 +297,20 @@ void Scheduler::Impl::Shutdown(std::chrono::milliseconds timeout) {
 }
 
 void Scheduler::Impl::Cancel(RequestPtr r, absl::Status status, std::vector<Outgoing>& out) {
-  if (r->in_waiting_queue) {
-    std::deque<RequestPtr>& queue = r->preempted ? preempted : waiting;
+  if (Queued(r->phase)) {
+    std::deque<RequestPtr>& queue = r->phase == RequestPhase::kPreempted ? preempted : waiting;
     queue.erase(std::find(queue.begin(), queue.end(), r));
-    r->in_waiting_queue = false;
   } else {
     running.erase(std::find(running.begin(), running.end(), r));
   }
-  FreeKv(*r);
+  Leave(*r, RequestPhase::kCancelled);
   live.erase(LiveKey(r->request));
-  r->phase = RequestPhase::kCancelled;
   out.push_back({r, ErrorEvent(std::move(status))});
 }
 
-void Scheduler::Impl::FreeKv(ScheduledRequest& r) {
-  if (!r.holds_kv) return;
-  kv.Free(r.decoder->sequence());
-  r.holds_kv = false;
+void Scheduler::Impl::Leave(ScheduledRequest& r, RequestPhase next) {
+  if (Running(r.phase)) kv.Free(r.decoder->sequence());
+  r.phase = next;
 }
 
 void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoing>& out) {
@@ -319,7 +318,7 @@ void Scheduler::Impl::DrainAbortsAndDeadlines(SteadyTime now, std::vector<Outgoi
   aborts.swap(to_abort);
   for (const RequestPtr& r : aborts) {
     // It may have finished in the step that raced with Abort.
-    if (r->phase == RequestPhase::kFinished || r->phase == RequestPhase::kCancelled) continue;
+    if (Ended(r->phase)) continue;
     Cancel(r, *r->abort_reason, out);
   }
   std::vector<RequestPtr> expired;
@@ -370,15 +369,13 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
     if (take + reserved > kv.free_blocks()) break;  // FIFO: nobody overtakes the head
 
     PopNextWaiting();
-    r->in_waiting_queue = false;
-    r->preempted = false;
     const SequenceId seq = kv.CreateSequence();
     absl::StatusOr<int64_t> cached = KvTransaction(kv).AttachCachedPrefix(seq, ids, cacheable);
     const bool first_admission = r->decoder == nullptr;
     if (first_admission) r->decoder = std::make_unique<SequenceDecoder>(r->request, options.decoding, seq);
     // A resumed request recomputes whatever of its KV the cache no longer holds.
     absl::Status attached = cached.ok() ? r->decoder->OnKvAttached(seq, *cached) : cached.status();
-    r->holds_kv = true;
+    r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;  // holds `seq`
     if (!attached.ok()) {
       running.push_back(r);  // Cancel takes it out of `running` and frees its sequence
       Cancel(r, absl::InternalError(absl::StrCat("prefix cache: ", attached.message())), out);
@@ -389,7 +386,6 @@ void Scheduler::Impl::Admit(SteadyTime now, std::vector<Outgoing>& out) {
       prefix_cache_hits += *cached;
     }
     if (first_admission) r->cached_prompt_tokens = *cached;
-    r->phase = r->decoder->prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;
     if (!r->decoder->prefilling() && !r->prefilled.has_value()) r->prefilled = now;
     r->admit_order = ++admit_counter;
     if (!r->admitted.has_value()) r->admitted = now;
@@ -592,11 +588,8 @@ void Scheduler::Impl::Preempt(const SchedulerOutput& scheduled, std::vector<Outg
   std::lock_guard<std::mutex> lock(mu);
   // Most recent first; pushing each to the front leaves them in admission order.
   for (const RequestPtr& r : scheduled.preempt) {
-    FreeKv(*r);
+    Leave(*r, RequestPhase::kPreempted);
     running.erase(std::find(running.begin(), running.end(), r));
-    r->phase = RequestPhase::kQueued;
-    r->in_waiting_queue = true;
-    r->preempted = true;
     preempted.push_front(r);
     ++preemptions;
   }
@@ -718,8 +711,7 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
     if (!d.prefilling() && !r.prefilled.has_value()) r.prefilled = now;
     return true;
   }
-  FreeKv(r);
-  r.phase = RequestPhase::kFinished;
+  Leave(r, RequestPhase::kFinished);
   RequestEvent done = FinishedEvent(r, stop_string ? FinishReason::kStop : d.finish_reason(), now);
   done.stop_reason = stop_string ? StopReason::kStopString : d.stop_reason();
   if (r.text.has_value()) {
