@@ -44,6 +44,7 @@ constexpr RequestField kFields[] = {
     {"decoding.ngram_assist", "ngram_assist", "ngram_assist", std::nullopt},
     {"decoding.adaptive_gamma", "adaptive_gamma", "adaptive_gamma", std::nullopt},
     {"decoding.draft_layout", "draft_layout", "draft_layout", std::nullopt},
+    {"decoding.sampled_verification", "sampled_verification", "sampled_verification", std::nullopt},
     {"prompt.token_ids", "prompt", "messages", std::nullopt},
     {"prompt.text", "prompt", "messages", std::nullopt},
     {"prompt", "prompt", "messages", std::nullopt},

@@ -41,7 +41,8 @@ constexpr absl::string_view kCommonFields[] = {
     "stream", "stream_options", "ignore_eos", "request_id", "return_token_ids", "user",
     "n", "best_of", "presence_penalty", "frequency_penalty", "echo", "logprobs", "top_logprobs",
     "logit_bias", "suffix", "tools", "functions", "response_format", "min_p", "repetition_penalty", "logprobs_mode",
-    "skip_special_tokens", "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout"};
+    "skip_special_tokens", "grammar", "regex", "mode", "beta", "tau", "gamma", "fork_outcomes", "fork_depth", "ngram_assist", "adaptive_gamma", "draft_layout",
+    "sampled_verification"};
 constexpr absl::string_view kStreamOptionsFields[] = {"include_usage"};
 
 absl::Status CheckTopLevelFields(const Json& body, OpenAiEndpoint endpoint) {
@@ -455,6 +456,22 @@ absl::Status ReadDecoding(const Json& body, v1::DecodingParams& dp) {
       dp.set_draft_layout(v1::DRAFT_LAYOUT_BLOCKS);
     } else {
       return Invalid("draft_layout", absl::StrCat("unknown draft layout \"", name.substr(0, 64), "\" (use chain or blocks)"));
+    }
+  }
+  if (Has(body, "sampled_verification")) {
+    // How a sampled lossless or n-gram request verifies (docs/algorithm.md, "Seed-exact
+    // verification"); the proto's enum by its lower-case name.
+    ASSIGN_OR_RETURN(const std::string name, StringField(body.at("sampled_verification"), "sampled_verification"));
+    if (name == "seed_exact") {
+      dp.set_sampled_verification(v1::SAMPLED_VERIFICATION_SEED_EXACT);
+    } else if (name == "seed_exact_argmax") {
+      dp.set_sampled_verification(v1::SAMPLED_VERIFICATION_SEED_EXACT_ARGMAX);
+    } else if (name == "speculative_sampling") {
+      dp.set_sampled_verification(v1::SAMPLED_VERIFICATION_SPECULATIVE_SAMPLING);
+    } else {
+      return Invalid("sampled_verification",
+                     absl::StrCat("unknown rule \"", name.substr(0, 64),
+                                  "\" (use seed_exact, seed_exact_argmax or speculative_sampling)"));
     }
   }
   return absl::OkStatus();

@@ -107,9 +107,11 @@ TEST(GrammarMasksTest, MasksLeftToTheWorkerChangeNoOutputAndHoldNoOneElseUp) {
     // The text is a prefix of a sentence of the grammar.
     grammar::GrammarMatcher matcher(grammar::MakeGrammarConstraint(gbnf, "grammar", LetterVocabulary()).value()->grammar);
     EXPECT_TRUE(matcher.AcceptBytes(Spell(worker_masks.constrained))) << Spell(worker_masks.constrained);
-    // The constrained sequence sat some forwards out while the worker ran: the other
-    // one's forwards went on without it.
-    EXPECT_GT(worker_masks.forwards, inline_masks.forwards);
+    // The constrained sequence may sit forwards out while the worker computes its masks,
+    // and the other one's forwards go on without it; never fewer forwards than with the
+    // masks inline. (How many it sits out is a race with the worker: on a loaded host
+    // under TSan the worker has kept up with every step.)
+    EXPECT_GE(worker_masks.forwards, inline_masks.forwards);
   }
 }
 

@@ -34,6 +34,11 @@ TEST(OpenAiRequestTest, FieldsMapToTheGenerateRequest) {
   EXPECT_EQ(p.decoding().fork_outcomes(), 2);
   EXPECT_EQ(p.decoding().fork_depth(), 3);
   EXPECT_EQ(p.decoding().draft_layout(), v1::DRAFT_LAYOUT_BLOCKS);
+  EXPECT_EQ(ParseOpenAiRequest(R"({"prompt": "x", "mode": "lossless", "sampled_verification": "speculative_sampling"})",
+                               OpenAiEndpoint::kCompletions)
+                ->proto.decoding()
+                .sampled_verification(),
+            v1::SAMPLED_VERIFICATION_SPECULATIVE_SAMPLING);
   EXPECT_TRUE(p.decoding().ngram_assist());
   EXPECT_TRUE(p.decoding().has_adaptive_gamma());
   EXPECT_FALSE(p.decoding().adaptive_gamma());
@@ -205,6 +210,8 @@ TEST(OpenAiRequestTest, EveryNumberIsRangeCheckedByName) {
       {R"("fork_depth": 1.5)", "fork_depth: must be an integer, got 1.5"},
       {R"("draft_layout": "tree")", "draft_layout: unknown draft layout \"tree\" (use chain or blocks)"},
       {R"("draft_layout": 2)", "draft_layout: must be a string, got a number"},
+      {R"("sampled_verification": "exact")",
+       "sampled_verification: unknown rule \"exact\" (use seed_exact, seed_exact_argmax or speculative_sampling)"},
       {R"("n": 18446744073709551615)", "n: only n = 1 is supported, got 18446744073709551615"},
       {R"("n": 1.5)", "n: only n = 1 is supported, got 1.5"},
   };
