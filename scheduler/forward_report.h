@@ -15,6 +15,10 @@ struct SequenceForward {
   bool prefill = false;  // a prefill chunk (the last one commits the first token)
   int rows = 0;          // rows it put into the batch
   int committed = 0;     // tokens this forward committed for it
+  // The scheduler thread's own seconds for this sequence in the step around the forward:
+  // choosing and planning its rows (grammar masks included) and applying the forward's
+  // output (verification, detokenizing, its events). Charged to it as measured.
+  double cpu_seconds = 0;
   // Decode forwards of speculative requests (lossless, lossy, ngram): what Verify did.
   bool speculative = false;  // a decode forward of a speculative request
   bool ar_fallback = false;  // ... that the adaptive draft length ran as plain AR
@@ -27,6 +31,10 @@ struct SequenceForward {
 
 struct ForwardReport {
   double seconds = 0;  // wall time of the forward
+  // Wall time of the whole step, planning to applying the last sequence's output (0:
+  // the forward alone). What the step spent beyond the forward and the sequences' own
+  // cpu_seconds (batch planning, preemption, bookkeeping) is a cost per step.
+  double step_seconds = 0;
   int rows = 0;        // rows in the batch
   // How far the start-up cost curve is off, actual / curve seconds, for decode-only
   // forwards and for forwards carrying prefill, after this forward

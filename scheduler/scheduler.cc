@@ -69,6 +69,7 @@ struct SchedulerOutput {
     bool prefill = false;
     int rows = 0;         // the planner's rows: a prefill chunk, or a decode bound
     StepPlan step;        // what its decoder planned for this forward
+    double plan_seconds = 0;  // choosing and planning it (grammar masks included)
   };
   std::vector<Sequence> sequences;  // batch order: decode, then prefill chunks
   std::vector<RequestPtr> preempt;  // freed before the forward, most recent first
@@ -558,6 +559,8 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
       options.ar_probe_steps && cost.batch_sequences == 1 && cost.base_rows == 1 && calibration().WantsArStep();
   cost.batch_sequences = std::max(1, cost.batch_sequences);
   cost.base_rows = std::max(1, cost.base_rows);
+  std::vector<std::string> step_probes;  // one probe a step per acceptance class
+  cost.step_probes = &step_probes;
   std::vector<BatchRow>& rows = scheduled.batch.rows;
   // Grammar masks the verifications will read: computed here within one budget for the
   // whole step, the rest by the mask worker while their sequences sit this forward out.
@@ -567,7 +570,9 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   kept.reserve(scheduled.sequences.size());
   for (SchedulerOutput::Sequence& s : scheduled.sequences) {
     SequenceDecoder& d = *s.request->decoder;
+    const SteadyTime planning = std::chrono::steady_clock::now();
     s.step = d.Plan(d.Choose(&cost, s.prefill ? std::numeric_limits<int>::max() : s.rows), s.prefill ? s.rows : 1);
+    s.plan_seconds = SecondsBetween(planning, std::chrono::steady_clock::now());
     if (d.constrained() && !d.PrepareGrammarMasks(s.step, mask_work, &missing)) {
       for (grammar::GrammarMatcher& state : missing) mask_worker.Post(d.request().grammar->masker, std::move(state));
       missing.clear();
@@ -576,6 +581,7 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
     }
     if (!s.prefill) cost.planned_extra_rows += std::max(0, static_cast<int>(s.step.rows.size()) - 1);
     rows.insert(rows.end(), s.step.rows.begin(), s.step.rows.end());
+    s.plan_seconds = SecondsBetween(planning, std::chrono::steady_clock::now());
     kept.push_back(std::move(s));
   }
   scheduled.sequences = std::move(kept);
@@ -654,6 +660,7 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
     if (!ApplySequence(s, forward.end, transaction, report, out, failed)) finished.push_back(s.request);
   }
+  report.step_seconds = SecondsBetween(forward.step_start, std::chrono::steady_clock::now());
   if (metrics != nullptr) metrics->OnForward(report);
   if (!finished.empty() || !failed.empty()) {
     std::lock_guard<std::mutex> lock(mu);
@@ -675,6 +682,7 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
                                     std::vector<std::pair<RequestPtr, absl::Status>>& failed) {
   ScheduledRequest& r = *s.request;
   SequenceDecoder& d = *r.decoder;
+  const SteadyTime applying = std::chrono::steady_clock::now();
   absl::StatusOr<LogitRows> logits = output.RowsOf(d.sequence(), config.vocab_size);
   absl::StatusOr<StepOutcome> outcome = logits.ok() ? d.OnForward(s.step, *logits) : logits.status();
   // The step's one KV change for this sequence: the positions it keeps.
@@ -683,7 +691,10 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
     failed.emplace_back(s.request, std::move(committed));
     return true;
   }
-  if (metrics != nullptr) report.sequences.push_back(DescribeForward(r.request.decoding.mode, s.step, *outcome));
+  SequenceForward* described = nullptr;
+  if (metrics != nullptr) {
+    described = &report.sequences.emplace_back(DescribeForward(r.request.decoding.mode, s.step, *outcome));
+  }
   if (!s.prefill) r.last_served_step = step_count;
   RequestEvent tokens;
   tokens.kind = RequestEvent::Kind::kTokens;
@@ -705,6 +716,9 @@ bool Scheduler::Impl::ApplySequence(const SchedulerOutput::Sequence& s, SteadyTi
     r.last_commit = now;
   }
   if (!tokens.tokens.empty() || !tokens.text.empty()) out.push_back({s.request, std::move(tokens)});
+  if (described != nullptr) {
+    described->cpu_seconds = s.plan_seconds + SecondsBetween(applying, std::chrono::steady_clock::now());
+  }
   const bool stop_string = r.text.has_value() && r.text->stopped();
   if (!d.finished() && !stop_string) {
     r.phase = d.prefilling() ? RequestPhase::kPrefilling : RequestPhase::kDecoding;

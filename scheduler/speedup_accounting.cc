@@ -2,17 +2,43 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace crossreg {
+
+namespace {
+// The weight of a new one-row step in ar_cpu_seconds_ once 1/n falls below it.
+constexpr double kArCpuWeight = 0.01;
+}  // namespace
+
+void SpeedupAccounting::LearnArCpu(const ForwardReport& forward) {
+  for (const SequenceForward& s : forward.sequences) {
+    if (s.prefill || s.rows != 1 || s.committed != 1) continue;
+    ++ar_cpu_samples_;
+    const double w = std::max(kArCpuWeight, 1.0 / static_cast<double>(ar_cpu_samples_));
+    ar_cpu_seconds_ += w * (s.cpu_seconds - ar_cpu_seconds_);
+  }
+}
 
 void SpeedupAccounting::OnForward(const ForwardReport& forward, std::array<ModeSeconds, kNumDecodingModes>* out) {
   if (out != nullptr) *out = {};
   if (forward.sequences.empty() || forward.rows <= 0) return;
+  LearnArCpu(forward);
   const double n = static_cast<double>(forward.sequences.size());
   const double c0 = forward.fixed_seconds, c1 = forward.per_row_seconds;
   const double predicted = c0 + c1 * forward.rows;
   // Before the model knows anything, charge by rows.
   const double scale = predicted > 0 ? forward.seconds / predicted : 0.0;
+  double cpu = 0, cheapest_cpu_per_token = std::numeric_limits<double>::infinity();
+  for (const SequenceForward& s : forward.sequences) {
+    cpu += s.cpu_seconds;
+    if (!s.prefill && s.committed > 0) cheapest_cpu_per_token = std::min(cheapest_cpu_per_token, s.cpu_seconds / s.committed);
+  }
+  // The step's own share per sequence, beyond the forward and the sequences' own time.
+  const double step_share = forward.step_seconds > 0 ? std::max(0.0, forward.step_seconds - forward.seconds - cpu) / n : 0.0;
+  const double ar_cpu = ar_cpu_samples_ > 0 ? ar_cpu_seconds_
+                        : std::isfinite(cheapest_cpu_per_token) ? cheapest_cpu_per_token
+                                                                : 0.0;
   for (const SequenceForward& s : forward.sequences) {
     if (s.prefill) continue;
     double actual, ar_per_token;
@@ -23,9 +49,12 @@ void SpeedupAccounting::OnForward(const ForwardReport& forward, std::array<ModeS
       actual = forward.seconds * s.rows / forward.rows;
       ar_per_token = forward.seconds / forward.rows;
     }
+    actual += s.cpu_seconds + step_share;
+    ar_per_token += ar_cpu + step_share;
     const size_t m = static_cast<size_t>(s.mode);
     if (m >= totals_.size()) continue;
-    ModeSeconds charge{actual, ar_per_token * s.committed};
+    // AR is AR's own baseline: exactly 1.
+    ModeSeconds charge{actual, s.mode == DecodingMode::kAutoregressive ? actual : ar_per_token * s.committed};
     totals_[m].actual += charge.actual;
     totals_[m].ar_equivalent += charge.ar_equivalent;
     if (out != nullptr) {

@@ -13,6 +13,15 @@
 // to the measured forward time. AR would have committed one token per forward with one
 // row, so for the k tokens a sequence committed it would have been charged
 // k·(c0/N + c1), scaled alike (N: sequences in the batch).
+//
+// The scheduler thread's time around the forward counts too: each sequence is charged
+// its own measured planning and applying (SequenceForward::cpu_seconds: choosing γ',
+// grammar masks, verification, detokenizing), and the rest of the step (batch planning,
+// bookkeeping) as an equal share, like c0. AR would have paid that share per token, and
+// per token the planning and applying of a one-row decode step, learnt from the one-row
+// decode steps this server ran (before any, the cheapest per token in the forward at
+// hand, which understates AR and so the speedup). A mode whose verification or masks
+// cost more than its drafts save reads below 1, as the clock says.
 #pragma once
 
 #include <array>
@@ -42,9 +51,15 @@ class SpeedupAccounting {
   // gets this forward's per-mode charges.
   void OnForward(const ForwardReport& forward, std::array<ModeSeconds, kNumDecodingModes>* out = nullptr);
   const std::array<ModeSeconds, kNumDecodingModes>& totals() const { return totals_; }
+  // Planning and applying seconds of a one-row decode step, as learnt (0: none seen).
+  double ar_cpu_seconds() const { return ar_cpu_seconds_; }
 
  private:
+  // Learns ar_cpu_seconds_ from this forward's one-row decode sequences.
+  void LearnArCpu(const ForwardReport& forward);
   std::array<ModeSeconds, kNumDecodingModes> totals_{};
+  double ar_cpu_seconds_ = 0;
+  long long ar_cpu_samples_ = 0;
 };
 
 }  // namespace crossreg

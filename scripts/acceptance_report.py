@@ -41,7 +41,7 @@ def def_prompts(name, lines, limit, max_chars):
 
 def heldout_prompts(corpus_root, holdout_pct, count, max_chars):
     """Prefixes of held-out files that end just after a `def` line: the model writes a body."""
-    from training.common import is_heldout, list_corpus  # same split as the trainer
+    from training.corpus_split import is_heldout, list_corpus  # same split as the trainer
     prompts = []
     files = [f for f in list_corpus(corpus_root) if is_heldout(f, holdout_pct)]
     for rel in files:

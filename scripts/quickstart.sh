@@ -26,9 +26,9 @@ echo "[quickstart] setup took $(( $(date +%s) - setup_start )) s"
 PORT=${PORT:-50051}
 METRICS_PORT=${METRICS_PORT:-9090}
 HTTP_PORT=${HTTP_PORT:-8000}
-# --adaptive_gamma: the server times its forward cost curve at start and speculative
-# requests pick each forward's draft length (or plain AR) for the most tokens/s.
-SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT" --adaptive_gamma)
+# The server's defaults: it times its forward cost curve at start and speculative requests
+# pick each forward's draft length (or plain AR) for the most tokens/s (--adaptive_gamma).
+SERVER_ARGS=(--host=127.0.0.1 --port="$PORT" --metrics_port="$METRICS_PORT" --http_port="$HTTP_PORT")
 if [ -f models/default/config.json ]; then
   PROMPT=${PROMPT:-$'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n    '}
   TRY="--prompt 'import os' --mode lossless --gamma 4 --draft_layout blocks --ngram_assist"

@@ -155,8 +155,9 @@ void GenerateReactor::RecordEndLocked(RequestEndReason reason, const v1::Complet
     end.cached_prompt_tokens = complete->usage().cached_prompt_tokens();
     end.finish = v1::FinishReason_Name(complete->finish_reason());
     end.tokens_per_forward = complete->spec().tokens_per_forward();
-    end.timings = RequestTimings{complete->timings().queue_seconds(), complete->timings().time_to_first_token_seconds(),
-                                 complete->timings().total_seconds()};
+    end.timings = RequestTimings{.queue_seconds = complete->timings().queue_seconds(),
+                                 .time_to_first_token = complete->timings().time_to_first_token_seconds(),
+                                 .total_seconds = complete->timings().total_seconds()};
   }
   end.total_seconds = SecondsSince(arrival_);
   end.error = error;

@@ -194,6 +194,14 @@ void PrometheusMetrics::RegisterForwardFamilies() {
                                  "draft rows) in buckets {rows}=1, 2-4, 5-8, ..., 65-128, 129+: the measured cost "
                                  "curve T(rows) that decides speculative speedup.")
                            .Register(r);
+  step_seconds_ = &BuildCounter()
+                      .Name("crossreg_scheduler_step_seconds_total")
+                      .Help("Seconds of the scheduler's steps by {phase}: forward (the engine's forward), "
+                            "sequences (each sequence's own planning and applying: choosing its draft length, "
+                            "grammar masks, verification, detokenizing, its events) and step (the rest: batch "
+                            "planning, preemption, bookkeeping). What speculation costs beyond its rows.")
+                      .Register(r);
+  for (const char* phase : {"forward", "sequences", "step"}) step_seconds_->Add({{"phase", phase}});
   forward_cost_ = &BuildGauge()
                        .Name("crossreg_forward_cost_seconds")
                        .Help("The server's forward cost model (the startup cost curve calibrated by the forwards "
@@ -305,6 +313,11 @@ absl::Status PrometheusMetrics::Serve(const std::string& host, int port, std::fu
 
 void PrometheusMetrics::OnForward(const ForwardReport& forward) {
   forward_duration_->Add({{"rows", RowsBucketLabel(forward.rows)}}, kForwardBuckets).Observe(forward.seconds);
+  double sequences = 0;
+  for (const SequenceForward& s : forward.sequences) sequences += s.cpu_seconds;
+  step_seconds_->Add({{"phase", "forward"}}).Increment(forward.seconds);
+  step_seconds_->Add({{"phase", "sequences"}}).Increment(sequences);
+  step_seconds_->Add({{"phase", "step"}}).Increment(std::max(0.0, forward.step_seconds - forward.seconds - sequences));
   for (const SequenceForward& s : forward.sequences) {
     if (!s.speculative) continue;
     const std::string mode = Mode(s.mode);

@@ -102,6 +102,7 @@ class PrometheusMetrics final : public MetricsSink, public ServerMetrics {
   prometheus::Counter* prefix_cache_queries_ = nullptr;
   prometheus::Counter* prefix_cache_hits_ = nullptr;
   prometheus::Family<prometheus::Histogram>* forward_duration_ = nullptr;
+  prometheus::Family<prometheus::Counter>* step_seconds_ = nullptr;
   prometheus::Family<prometheus::Counter>* generation_tokens_ = nullptr;
   prometheus::Counter* prompt_tokens_ = nullptr;
   prometheus::Family<prometheus::Counter>* request_success_ = nullptr;

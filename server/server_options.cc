@@ -80,7 +80,8 @@ ABSL_FLAG(int, max_gamma, kDefaults.max_gamma, "Largest gamma (draft slots per f
 ABSL_FLAG(int, default_gamma, kDefaults.default_gamma, "Gamma for requests that leave it 0");
 ABSL_FLAG(bool, adaptive_gamma, kDefaults.adaptive_gamma,
           "Measure the forward cost curve at start; speculative requests then pick each forward's draft length "
-          "(0 = AR) for the most tokens per second unless they set decoding.adaptive_gamma = false");
+          "(0 = AR) for the most tokens per second unless they set decoding.adaptive_gamma = false. "
+          "--adaptive_gamma=false: every request runs at its gamma");
 ABSL_FLAG(bool, acceptance_memory, kDefaults.acceptance_memory,
           "With --adaptive_gamma: a request starts from the draft acceptance earlier requests of its class "
           "(mode, beta/tau, forking, greedy or sampled) saw, and probes on one schedule with them; false: each "

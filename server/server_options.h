@@ -41,7 +41,7 @@ struct ServerOptions {
   int max_queue = 256;           // waiting requests; more -> RESOURCE_EXHAUSTED
   int max_gamma = 16;            // largest gamma a request may ask for
   int default_gamma = 8;         // gamma when a request leaves it 0
-  bool adaptive_gamma = false;   // measure the forward cost curve; speculative requests adapt gamma by default
+  bool adaptive_gamma = true;    // measure the forward cost curve; speculative requests adapt gamma by default
   bool acceptance_memory = true; // adaptive requests start from what earlier ones of their class saw
   int default_max_tokens = 128;  // max_tokens when a request leaves it unset
   double drain_timeout_s = 30;   // on SIGTERM: how long in-flight calls may run on

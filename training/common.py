@@ -12,8 +12,9 @@ from typing import List, Tuple
 import numpy as np
 import torch
 
-DEFAULT_CORPUS_ROOT = "/usr/lib/python3.11"
-_EXCLUDED_DIRS = {"test", "tests", "idle_test", "site-packages", "dist-packages", "__pycache__"}
+# The split lives in a module of its own, free of numpy and torch, so that benchmark scripts
+# run by the system Python pick the same held-out files as the trainer.
+from training.corpus_split import DEFAULT_CORPUS_ROOT, is_heldout, list_corpus  # noqa: F401
 
 
 def add_common_args(p: argparse.ArgumentParser) -> None:
@@ -116,23 +117,6 @@ def write_json(path: str, obj) -> None:
 
 
 # ---- corpus ----------------------------------------------------------------------------------
-def list_corpus(root: str, pattern_ext: str = ".py") -> List[str]:
-    """Sorted relative paths of *.py under root, skipping test dirs and site/dist-packages."""
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _EXCLUDED_DIRS)
-        for fn in filenames:
-            if fn.endswith(pattern_ext):
-                out.append(os.path.relpath(os.path.join(dirpath, fn), root))
-    return sorted(out)
-
-
-def is_heldout(relpath: str, pct: float) -> bool:
-    """Deterministic split: a file is held out when sha256(path) maps below pct percent."""
-    h = int.from_bytes(hashlib.sha256(relpath.encode()).digest()[:8], "big")
-    return (h % 10000) < pct * 100
-
-
 def read_corpus(root: str, files: List[str]) -> Tuple[List[str], str, List[str]]:
     """Returns (texts, manifest sha256, manifest lines 'sha256  relpath')."""
     texts, lines = [], []

@@ -52,9 +52,15 @@ void AcceptanceMemory::Record(const std::string& cls, int slot, const std::vecto
   for (size_t k = 0; k < verdicts.size(); ++k) pooled.Record(static_cast<int>(k) + 1, verdicts[k]);
 }
 
-bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) {
+bool AcceptanceMemory::ProbeDue(const std::string& cls, int first_interval) const {
   std::lock_guard<std::mutex> lock(mu_);
-  return Get(cls).probes.ArForward(first_interval, kMaxProbeInterval);
+  const auto it = classes_.find(cls);
+  return (it == classes_.end() ? ProbeSchedule{} : it->second.probes).Due(first_interval);
+}
+
+void AcceptanceMemory::CountArForward(const std::string& cls, int first_interval, bool probed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Get(cls).probes.Count(first_interval, kMaxProbeInterval, probed);
 }
 
 void AcceptanceMemory::DraftsPay(const std::string& cls, int first_interval) {

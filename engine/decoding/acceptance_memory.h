@@ -61,11 +61,13 @@ class AcceptanceMemory {
   // One verified forward's verdicts at `slot`: verdicts[k-1] for the draft at depth k.
   void Record(const std::string& cls, int slot, const std::vector<bool>& verdicts);
 
-  // The class's probe schedule. Call on each forward a request of the class would run
-  // as AR because its estimate says drafts do not pay: true when this forward should
-  // probe instead. Probes come every `first_interval` such forwards, doubling after
-  // each probe up to max(kMaxProbeInterval, first_interval).
-  bool ProbeDue(const std::string& cls, int first_interval);
+  // The class's probe schedule: true when the next forward a request of the class would
+  // run as AR, because its estimate says drafts do not pay, should probe instead.
+  // Probes come every `first_interval` such forwards, doubling after each probe up to
+  // max(kMaxProbeInterval, first_interval).
+  bool ProbeDue(const std::string& cls, int first_interval) const;
+  // Such a forward ran, as AR or (`probed`) as a probe.
+  void CountArForward(const std::string& cls, int first_interval, bool probed);
   // A request of the class chose to draft from its estimate: probes start over at
   // `first_interval`.
   void DraftsPay(const std::string& cls, int first_interval);

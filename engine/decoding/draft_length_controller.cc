@@ -28,6 +28,10 @@ AcceptanceTracker& DraftLengthController::TrackerFor(int ngram_match) {
   return match_acceptance_[static_cast<size_t>(std::min<int>(ngram_match, match_acceptance_.size()) - 1)];
 }
 
+const AcceptanceTracker& DraftLengthController::TrackerFor(int ngram_match) const {
+  return const_cast<DraftLengthController*>(this)->TrackerFor(ngram_match);
+}
+
 int DraftLengthController::MemorySlot(int ngram_match) const {
   return std::clamp(ngram_match, 0, static_cast<int>(match_acceptance_.size()));
 }
@@ -44,60 +48,101 @@ int DraftLengthController::RowsBound(const ForwardCostCurve* curve) const {
   return MaxDecodeRows(WithGamma(d, ProbeGamma()));
 }
 
-int DraftLengthController::Choose(const DraftCost& cost, int max_decode_rows, int ngram_match) {
-  // n-gram with no context match has nothing to verify (and nothing to probe).
-  if (decoding_.mode == DecodingMode::kNgram && ngram_match <= 0) return last_gamma_ = 0;
-  AcceptanceTracker& acceptance = TrackerFor(ngram_match);
-  const int slot = MemorySlot(ngram_match);
-  const DecodingConfig& d = decoding_;
-  const int probe = ProbeGamma();
-  // The draft lengths whose rows fit what the caller reserved (a scheduler's bound).
-  int fits = d.gamma;
-  while (fits > 0 && MaxDecodeRows(WithGamma(d, fits)) > max_decode_rows) --fits;
+int DraftLengthController::FirstProbeInterval(const DraftCost& cost) const {
   // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
   // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
   // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
   // Both at this forward's margin: under load a probe's rows cost several of this
   // sequence's shares of the forward, not a fraction of a one-row forward.
+  const DecodingConfig& d = decoding_;
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
   const double extra =
-      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, probe)) - 1) / cost.ArShare(d.mode);
-  const int first_interval =
-      std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
+      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, ProbeGamma())) - 1) / cost.ArShare(d.mode);
+  return std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
+}
+
+bool DraftLengthController::ProbeDue(const DraftCost& cost, int first_interval) const {
+  if (memory_ == nullptr) return probes_.Due(first_interval);
+  if (cost.step_probes != nullptr &&
+      std::find(cost.step_probes->begin(), cost.step_probes->end(), memory_class_) != cost.step_probes->end()) {
+    return false;  // the class probes once a step
+  }
+  return memory_->ProbeDue(memory_class_, first_interval);
+}
+
+DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decode_rows, int ngram_match) const {
+  using Kind = DraftDecision::Kind;
+  DraftDecision decision{.kind = Kind::kAr, .gamma = 0, .ngram_match = ngram_match};
+  // n-gram with no context match has nothing to verify (and nothing to probe).
+  if (decoding_.mode == DecodingMode::kNgram && ngram_match <= 0) return {.kind = Kind::kFixed};
+  const DecodingConfig& d = decoding_;
+  const int probe = ProbeGamma();
+  // The draft lengths whose rows fit what the caller reserved (a scheduler's bound).
+  int fits = d.gamma;
+  while (fits > 0 && MaxDecodeRows(WithGamma(d, fits)) > max_decode_rows) --fits;
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
-    --probe_forwards_;
-    return last_gamma_ = probe <= fits ? probe : 0;
+    return {.kind = Kind::kProbeVerify, .gamma = probe <= fits ? probe : 0, .ngram_match = ngram_match};
   }
   // A step the cost calibration times as AR; it is no verdict on the drafts, so the
   // probe schedules and the acceptance memory do not count it.
-  if (cost.ar_step_wanted) return last_gamma_ = 0;
-  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), acceptance, cost);
+  if (cost.ar_step_wanted) return {.kind = Kind::kTimedAr};
+  decision.first_interval = FirstProbeInterval(cost);
+  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), TrackerFor(ngram_match), cost);
   if (chosen > 0) {
-    probes_.DraftsPay(first_interval);
-    if (memory_ != nullptr) memory_->DraftsPay(memory_class_, first_interval);
-    return last_gamma_ = chosen;
+    decision.kind = Kind::kDraft;
+    decision.gamma = chosen;
+    return decision;
   }
-  // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
-  // request's estimate a step back toward the class's pooled one. Otherwise a burst of
-  // failed first drafts freezes it below the point where drafts pay, in AR until the
-  // next probe (~45 AR forwards on the ~110M model at kProbeBudget), though the class's
-  // drafts pay. A class whose drafts never pay pools an estimate as low as the
-  // request's own, so this does not make it draft.
-  if (memory_ != nullptr) memory_->Revert(memory_class_, slot, acceptance);
   // After a run of AR forwards, probe (a count-based choice), backing off exponentially
   // while probes fail. With a memory the run is counted over the class's requests
   // (acceptance_memory.h).
-  const bool due = memory_ != nullptr ? memory_->ProbeDue(memory_class_, first_interval)
-                                      : probes_.ArForward(first_interval, kMaxProbeInterval);
-  if (!due || probe > fits) return last_gamma_ = 0;
-  probe_forwards_ = probe_forwards - 1;
-  return last_gamma_ = probe;
+  if (probe <= fits && ProbeDue(cost, decision.first_interval)) {
+    if (memory_ != nullptr && cost.step_probes != nullptr) cost.step_probes->push_back(memory_class_);
+    decision.kind = Kind::kProbe;
+    decision.gamma = probe;
+  }
+  return decision;
 }
 
-void DraftLengthController::Observe(int ngram_match, const std::vector<bool>& verdicts) {
+void DraftLengthController::Observe(const DraftDecision& decision, int ngram_match, const std::vector<bool>& verdicts) {
+  using Kind = DraftDecision::Kind;
+  const bool ar = decision.kind == Kind::kAr || decision.kind == Kind::kProbe;
+  // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
+  // request's estimate a step back toward the class's pooled one (as it stood before
+  // this forward's verdicts). Otherwise a burst of failed first drafts freezes it below
+  // the point where drafts pay, in AR until the next probe (~45 AR forwards on the ~110M
+  // model at kProbeBudget), though the class's drafts pay. A class whose drafts never pay
+  // pools an estimate as low as the request's own, so this does not make it draft.
+  if (ar && memory_ != nullptr) {
+    memory_->Revert(memory_class_, MemorySlot(decision.ngram_match), TrackerFor(decision.ngram_match));
+  }
   AcceptanceTracker& tracker = TrackerFor(ngram_match);
   for (size_t k = 0; k < verdicts.size(); ++k) tracker.Record(static_cast<int>(k) + 1, verdicts[k]);
   if (memory_ != nullptr) memory_->Record(memory_class_, MemorySlot(ngram_match), verdicts);
+  last_gamma_ = decision.gamma;
+  switch (decision.kind) {
+    case Kind::kFixed:
+    case Kind::kTimedAr:
+      return;
+    case Kind::kProbeVerify:
+      --probe_forwards_;
+      break;
+    case Kind::kDraft:
+      probes_.DraftsPay(decision.first_interval);
+      if (memory_ != nullptr) memory_->DraftsPay(memory_class_, decision.first_interval);
+      break;
+    case Kind::kAr:
+    case Kind::kProbe: {
+      const bool probed = decision.kind == Kind::kProbe;
+      if (memory_ != nullptr) {
+        memory_->CountArForward(memory_class_, decision.first_interval, probed);
+      } else {
+        probes_.Count(decision.first_interval, kMaxProbeInterval, probed);
+      }
+      if (probed && IsCrossRegression(decoding_.mode)) probe_forwards_ = 1;
+      break;
+    }
+  }
 }
 
 }  // namespace crossreg

@@ -1,10 +1,12 @@
 // The adaptive draft length of one request, behind two calls (the shape of SGLang's
-// adaptive speculation): Choose picks the next forward's γ' from the acceptance seen so
-// far and what rows cost, Observe takes the verdicts of the drafts that forward
-// verified. Everything that learns lives here: the per-depth acceptance trackers (one
-// for Cross-Regression, one per context-match length for n-gram), the probe schedule
-// and the engine's shared acceptance memory. A plan is a pure function of the decoder's
-// state and the choice (SequenceDecoder::Plan is const).
+// adaptive speculation): Choose decides the next forward's γ' from the acceptance seen so
+// far and what rows cost, and changes nothing; Observe applies that decision once its
+// forward ran, with the verdicts of the drafts it verified. Everything that learns lives
+// here: the per-depth acceptance trackers (one for Cross-Regression, one per
+// context-match length for n-gram), the probe schedule and the engine's shared acceptance
+// memory. A plan is a pure function of the decoder's state and the decision
+// (SequenceDecoder::Plan is const), so a plan made and dropped (a sequence left to wait
+// for its grammar masks) moves nothing.
 //
 // Exactness is untouched: γ' depends only on counts and timings measured before the
 // forward, never on the drafts about to be verified.
@@ -15,6 +17,7 @@
 
 #include "engine/decoding/acceptance_memory.h"
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/draft_decision.h"
 #include "engine/decoding/draft_length_policy.h"
 #include "engine/decoding/generation_request.h"
 
@@ -25,15 +28,16 @@ class DraftLengthController {
   // `request` passed ValidateGenerationRequest for `env`.
   DraftLengthController(const GenerationRequest& request, const DecodingEnvironment& env);
 
-  // γ' for the next decode forward (0 = plain AR), among the draft lengths whose rows
-  // fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the match class the drafts
-  // would come from (NgramMatchClass; 0 = none: AR, nothing to verify or probe).
-  // Moves the probe schedules (this request's or, with a memory, its class's): call
-  // once per decode forward.
-  int Choose(const DraftCost& cost, int max_decode_rows, int ngram_match);
-  // The verdicts of the drafts a forward verified (verdicts[k-1]: d_k accepted), from
-  // drafts of `ngram_match` (n-gram: the match class they came from; 0 otherwise).
-  void Observe(int ngram_match, const std::vector<bool>& verdicts);
+  // The next decode forward's γ' (0 = plain AR) and why, among the draft lengths whose
+  // rows fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the match class the
+  // drafts would come from (NgramMatchClass; 0 = none: AR, nothing to verify or probe).
+  // With an acceptance memory, a class probes once a step: `cost.step_probes` holds the
+  // classes already probing in this step, and a probe chosen here adds its class.
+  DraftDecision Choose(const DraftCost& cost, int max_decode_rows, int ngram_match) const;
+  // The forward of `decision` ran and verified drafts with these verdicts
+  // (verdicts[k-1]: d_k accepted; for n-gram, of match class `ngram_match`, 0 otherwise):
+  // the probe schedules, the estimates and the memory move as the decision says.
+  void Observe(const DraftDecision& decision, int ngram_match, const std::vector<bool>& verdicts);
 
   // Rows the next decode iteration may use, for a scheduler's token budget: the
   // request's MaxDecodeRows, except after an AR forward of an adaptive Cross-Regression
@@ -51,6 +55,11 @@ class DraftLengthController {
   AcceptanceTracker& TrackerFor(int ngram_match);
   // Its slot in the acceptance memory: 0 for Cross-Regression, the match class for n-gram.
   int MemorySlot(int ngram_match) const;
+  const AcceptanceTracker& TrackerFor(int ngram_match) const;
+  // The next AR forward should probe: this request's schedule, or its class's once a step.
+  bool ProbeDue(const DraftCost& cost, int first_interval) const;
+  // AR forwards between probes at this cost (kProbeBudget).
+  int FirstProbeInterval(const DraftCost& cost) const;
 
   static constexpr int kFirstProbeInterval = 8;  // AR forwards before the first probe, at least
   // ... and between probes, at most (unless probes are dear), for a request learning
@@ -69,7 +78,7 @@ class DraftLengthController {
   AcceptanceMemory* memory_ = nullptr;
   std::string memory_class_;
   ProbeSchedule probes_;    // learning alone: when AR forwards give way to a probe
-  int probe_forwards_ = 0;  // forwards left at full γ after a probe
+  int probe_forwards_ = 0;  // Cross-Regression: the forward after a probe verifies its drafts
   int last_gamma_ = 0;      // γ' of the last decode forward (0 = AR)
 };
 

@@ -65,13 +65,17 @@ double AcceptanceTracker::ExpectedTokens(int drafts) const {
   return expected;
 }
 
-bool ProbeSchedule::ArForward(int first, int cap) {
+bool ProbeSchedule::Due(int first) const { return ar_streak + 1 >= std::max({interval, first, 1}); }
+
+void ProbeSchedule::Count(int first, int cap, bool probed) {
   first = std::max(1, first);
-  if (interval < first) interval = first;
-  if (++ar_streak < interval) return false;
+  interval = std::max(interval, first);
+  if (!probed) {
+    ++ar_streak;
+    return;
+  }
   ar_streak = 0;
   interval = std::min(2 * interval, std::max(cap, first));
-  return true;
 }
 
 void ProbeSchedule::DraftsPay(int first) {
@@ -98,6 +102,17 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime) {
     d.fork_depth = std::min(config.ForkDepth(), gamma_prime);
     d.fork_outcomes = std::min(config.fork_outcomes, gamma_prime);
   }
+  return d;
+}
+
+DecodingConfig ForcedTextStep(const DecodingConfig& config, int drafts) {
+  DecodingConfig d = config;
+  d.mode = DecodingMode::kNgram;
+  d.gamma = std::max(1, drafts);
+  d.fork_outcomes = 0;
+  d.fork_depth = 0;
+  d.draft_layout = DraftLayout::kChain;
+  d.ngram_assist = false;
   return d;
 }
 

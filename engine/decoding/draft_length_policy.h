@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
@@ -53,6 +54,9 @@ struct DraftCost {
   // (ForwardCostCalibration::WantsArStep): adaptive requests run this forward as AR
   // (DraftLengthController::Choose), unless it verifies a probe's drafts.
   bool ar_step_wanted = false;
+  // The acceptance classes with a probe planned in this step (DraftLengthController::
+  // Choose adds to it): the scheduler's, one per step; null: no such bound.
+  std::vector<std::string>* step_probes = nullptr;
   // Seconds of a single-sequence step of `rows` rows: the shaped curve.
   double DecodeSeconds(DecodingMode mode, int rows) const;
   // Priced by the shape: one sequence decoding alone, and the shape known.
@@ -117,8 +121,10 @@ class AcceptanceTracker {
 struct ProbeSchedule {
   int ar_streak = 0;  // AR forwards since the last probe
   int interval = 0;   // AR forwards before the next probe (0: not started)
-  // An AR forward is about to run: true when it should probe instead.
-  bool ArForward(int first, int cap);
+  // The next AR forward should probe instead.
+  bool Due(int first) const;
+  // An AR forward ran (`probed`: a probe ran in its place, and the interval doubles).
+  void Count(int first, int cap, bool probed);
   void DraftsPay(int first);
 };
 
@@ -126,6 +132,9 @@ struct ProbeSchedule {
 int DraftCapacity(const DecodingConfig& config, int gamma_prime);
 // `config` with γ' in place of γ (forks and their depth capped by γ').
 DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime);
+// A forward that verifies `drafts` one-hot drafts of text a grammar forces, for a request
+// of any speculative mode: n-gram's shape (control rows only), the request's sampling rule.
+DecodingConfig ForcedTextStep(const DecodingConfig& config, int drafts);
 // The γ' ∈ [0, config.gamma] with the best expected tokens per second.
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost);
 

@@ -55,24 +55,25 @@ int64_t SequenceDecoder::PendingKvRows() const {
   return DecodeHeadroom(request_.decoding);
 }
 
-DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) {
+DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) const {
   DraftChoice choice;
   choice.decoding = request_.decoding;
   const DecodingMode mode = request_.decoding.mode;
-  if (prefilling() || !request_.decoding.adaptive_gamma || cost == nullptr || cost->curve == nullptr ||
-      mode == DecodingMode::kAutoregressive) {
-    return choice;
-  }
-  if (mode == DecodingMode::kNgram && grammar_.active()) {
-    // Forced text is drafted whole, at the request's γ: the grammar leaves the model no
-    // choice there, so the drafts are rejected only where it tokenizes the text
-    // differently.
-    choice.forced_drafts = grammar_.ForcedTokens(request_.decoding.gamma);
+  if (prefilling() || mode == DecodingMode::kAutoregressive) return choice;
+  if (grammar_.active()) {
+    // Forced text is drafted whole, up to the request's γ and the rows reserved, in every
+    // speculative mode and whether γ adapts or not: the grammar leaves the model no choice
+    // there, so the drafts are rejected only where it tokenizes the text differently.
+    // The forward has n-gram's shape (control rows only, one-hot drafts): a
+    // Cross-Regression request's predictive rows would draft what is already known, and
+    // its next forward refills the buffer.
+    choice.forced_drafts = grammar_.ForcedTokens(std::min(request_.decoding.gamma, std::max(0, max_decode_rows - 1)));
     if (!choice.forced_drafts.empty()) {
-      choice.decoding = WithGamma(request_.decoding, static_cast<int>(choice.forced_drafts.size()));
+      choice.decoding = ForcedTextStep(request_.decoding, static_cast<int>(choice.forced_drafts.size()));
       return choice;
     }
   }
+  if (!request_.decoding.adaptive_gamma || cost == nullptr || cost->curve == nullptr) return choice;
   if (mode == DecodingMode::kNgram) {
     // The drafts first: γ' follows the acceptance of drafts from matches of this class.
     int length = 0;
@@ -80,7 +81,8 @@ DraftChoice SequenceDecoder::Choose(const DraftCost* cost, int max_decode_rows) 
     choice.ngram_drafts = ngrams_.Draft(tokens_, request_.decoding.gamma, &length, env_.ngram_table, &from_table);
     choice.ngram_match = NgramMatchClass(length, from_table, request_.decoding.ngram_max);
   }
-  choice.decoding = WithGamma(request_.decoding, controller_.Choose(*cost, max_decode_rows, choice.ngram_match));
+  choice.decision = controller_.Choose(*cost, max_decode_rows, choice.ngram_match);
+  choice.decoding = WithGamma(request_.decoding, choice.decision.gamma);
   choice.ar_fallback = choice.decoding.mode == DecodingMode::kAutoregressive;
   return choice;
 }
@@ -103,6 +105,7 @@ StepPlan SequenceDecoder::PlanDecode(const DraftChoice& choice) const {
   plan.decoding = choice.decoding;
   plan.ar_fallback = choice.ar_fallback;
   plan.ngram_match = choice.ngram_match;
+  plan.decision = choice.decision;
   plan.committed = static_cast<int64_t>(tokens_.size());
   plan.generated = stats_.committed;
   const std::vector<int32_t> drafts = PlanDrafts(choice, plan);
@@ -122,10 +125,7 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
       break;
     case DecodingMode::kNgram: {
       const int64_t want = std::max<int64_t>(0, std::min<int64_t>({gamma, remaining - 1, room}));
-      std::vector<int32_t> forced = choice.forced_drafts;
-      if (forced.empty() && grammar_.active()) {
-        forced = grammar_.ForcedTokens(gamma);
-      }
+      std::vector<int32_t> forced = choice.forced_drafts;  // Choose found what the grammar forces
       if (!forced.empty()) {  // not filed with the n-gram matches' verdicts (plan.ngram_match stays 0)
         drafts = std::move(forced);
         drafts.resize(std::min<size_t>(drafts.size(), static_cast<size_t>(want)));
@@ -165,13 +165,14 @@ std::vector<int32_t> SequenceDecoder::PlanDrafts(const DraftChoice& choice, Step
       break;
     }
   }
-  CutIllegalDrafts(drafts, plan.assisted_drafts);
+  // One-hot drafts: an n-gram-shaped step's all (a forced-text step of any request too).
+  CutIllegalDrafts(drafts, it.mode == DecodingMode::kNgram ? static_cast<int>(drafts.size()) : plan.assisted_drafts);
   plan.assisted_drafts = std::min(plan.assisted_drafts, static_cast<int>(drafts.size()));
   plan.drafts = static_cast<int>(drafts.size());
   return drafts;
 }
 
-void SequenceDecoder::CutIllegalDrafts(std::vector<int32_t>& drafts, int assisted) const {
+void SequenceDecoder::CutIllegalDrafts(std::vector<int32_t>& drafts, int one_hot_drafts) const {
   if (!grammar_.active() || drafts.empty()) return;
   // A one-hot draft the grammar forbids would be rejected with certainty and its
   // residual is P itself, so cutting it changes nothing but the rows spent; a
@@ -180,10 +181,9 @@ void SequenceDecoder::CutIllegalDrafts(std::vector<int32_t>& drafts, int assiste
   // adapter's, with its q) is legal where it was proposed; if the context changed
   // since, it stays and verification rejects it (cutting it would skip its residual
   // and bias the output).
-  const bool cr = IsCrossRegression(request_.decoding.mode);
   grammar::GrammarState walk = grammar_;
   for (size_t k = 0; k < drafts.size(); ++k) {
-    const bool one_hot = !cr || static_cast<int>(k) < assisted || buffer_[k].q.empty();
+    const bool one_hot = static_cast<int>(k) < one_hot_drafts || buffer_[k].q.empty();
     if (!one_hot) return;
     if (!walk.Allows(drafts[k]) || walk.Exhausted()) {
       drafts.resize(k);
@@ -346,7 +346,7 @@ void SequenceDecoder::Apply(const StepPlan& plan, VerifyOutcome outcome, StepOut
     ++stats_.drafted_per_position[k];
     if (outcome.verdicts[k]) ++stats_.accepted_per_position[k];
   }
-  if (!plan.forced_drafts) controller_.Observe(plan.ngram_match, outcome.verdicts);
+  if (!plan.forced_drafts) controller_.Observe(plan.decision, plan.ngram_match, outcome.verdicts);
   step.verdicts = std::move(outcome.verdicts);
   buffer_ = std::move(outcome.next_drafts);
   for (size_t i = 0; i < outcome.tokens.size(); ++i) {

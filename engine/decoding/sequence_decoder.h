@@ -5,12 +5,13 @@
 // newest (x_last), whose row opens the next forward.
 //
 // A decode iteration (ALGORITHM.md), as a choice, three values and their application:
-//   Choose()    -> DraftChoice    γ' (adaptive requests: DraftLengthController::Choose)
+//   Choose()    -> DraftChoice    γ' (adaptive requests: DraftLengthController::Choose), const
 //   Plan()      -> StepPlan       rows [x_last, d_1..d_m] (control) + predictive chains;
 //               const: a function of the committed tokens, the draft buffer and the choice
 //   Verify()    -> VerifyOutcome  engine/decoding/verify.h, a pure function of the logits
 //   OnForward() -> StepOutcome    commits the tokens to the decoder's state, installs the
-//               refilled draft buffer, hands the verdicts to the controller (Observe) and
+//               refilled draft buffer, hands the decision and the verdicts to the
+//               controller (Observe) and
 //               says how many cached positions the sequence keeps (L+n); the caller
 //               commits them to the cache, which the decoder never touches.
 #pragma once
@@ -62,9 +63,9 @@ class SequenceDecoder {
   // How the next forward decodes: the request's decoding, or for an adaptive request
   // (with `cost`: what rows cost) the draft length its controller picks among those
   // whose rows fit `max_decode_rows` (a scheduler passes what it reserved, at least
-  // DecodeRowsBound()). Moves the controller's probe schedules: call once per forward,
-  // then Plan with the choice. A prefilling sequence's choice moves nothing.
-  DraftChoice Choose(const DraftCost* cost = nullptr, int max_decode_rows = std::numeric_limits<int>::max());
+  // DecodeRowsBound()). Changes nothing: the decision travels in the plan and is
+  // applied by OnForward, so a choice whose plan never runs leaves no trace.
+  DraftChoice Choose(const DraftCost* cost = nullptr, int max_decode_rows = std::numeric_limits<int>::max()) const;
   // The next forward's share for this sequence: a prefill chunk of at most
   // `max_prefill_rows` rows, or the decode iteration `choice` describes.
   StepPlan Plan(const DraftChoice& choice, int max_prefill_rows) const;
@@ -112,8 +113,9 @@ class SequenceDecoder {
   StepPlan PlanDecode(const DraftChoice& choice) const;
   std::vector<int32_t> PlanDrafts(const DraftChoice& choice, StepPlan& plan) const;
   void LayOutRows(const std::vector<int32_t>& drafts, StepPlan& plan) const;
-  // Structured output: the drafts up to the first one-hot draft the grammar forbids.
-  void CutIllegalDrafts(std::vector<int32_t>& drafts, int assisted) const;
+  // Structured output: the drafts up to the first one-hot draft the grammar forbids (the
+  // first `one_hot` drafts are one-hot; after them, those the adapter proposed without q).
+  void CutIllegalDrafts(std::vector<int32_t>& drafts, int one_hot) const;
   // Greedy requests ask the backend for row summaries instead of logits (Verify reads
   // no more at T = 0), except for the first decode forward's P_1: the prompt logits.
   void AskForSummaries(StepPlan& plan) const;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/decoding/decoding_config.h"
+#include "engine/decoding/draft_decision.h"
 #include "engine/decoding/token_logprobs.h"
 #include "engine/forward_batch.h"
 
@@ -23,6 +24,7 @@ struct DraftChoice {
   // N-gram under a grammar: the tokens spelling the text the grammar forces next (keys,
   // quotes, brackets of a JSON schema), drafted before any n-gram match.
   std::vector<int32_t> forced_drafts;
+  DraftDecision decision;  // adaptive requests: what the controller decided (applied after the forward)
 };
 
 struct StepPlan {
@@ -48,6 +50,7 @@ struct StepPlan {
   int ngram_match = 0;            // n-gram: the match class its drafts came from (NgramMatchClass; 0: not tracked)
   bool forced_drafts = false;     // the drafts spell text the grammar forces (kept out of the n-gram statistics)
   int assisted_drafts = 0;        // n-gram assist: the first drafts, one-hot from the context index
+  DraftDecision decision;         // the choice's, for DraftLengthController::Observe
 
   bool prefill() const { return kind == Kind::kPrefill; }
   // Logit rows this plan expects back (its rows that want logits): m + 1 control, g

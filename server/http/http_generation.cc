@@ -303,7 +303,17 @@ OpenAiJson HttpGeneration::Usage() const {
                     {"drafted_tokens", stats_.has_value() ? stats_->drafted : 0},
                     {"accepted_tokens", stats_.has_value() ? stats_->accepted : 0},
                     {"tokens_per_forward", stats_.has_value() ? stats_->tokens_per_forward() : 0.0},
-                    {"seed", seed_}};
+                    {"seed", seed_},
+                    {"timings", Timings()}};
+}
+
+// The scheduler's timings, seconds from arrival at the scheduler (gRPC's Complete.timings):
+// a request's decode time is total_seconds - time_to_first_token_seconds.
+OpenAiJson HttpGeneration::Timings() const {
+  if (!timings_.has_value()) return nullptr;
+  return OpenAiJson{{"queue_seconds", timings_->queue_seconds},
+                    {"time_to_first_token_seconds", timings_->time_to_first_token},
+                    {"total_seconds", timings_->total_seconds}};
 }
 
 std::string HttpGeneration::ReplyId() const { return absl::StrCat(chat_ ? "chatcmpl-" : "cmpl-", id_.request_id); }

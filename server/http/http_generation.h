@@ -74,6 +74,7 @@ class HttpGeneration : public std::enable_shared_from_this<HttpGeneration> {
   OpenAiJson LogprobsJson(const std::vector<TokenLogprob>& logprobs, int64_t text_offset) const;
   bool wants_logprobs() const { return request_.proto.sampling().has_top_logprobs(); }
   OpenAiJson Usage() const;
+  OpenAiJson Timings() const;  // usage.timings (null before the scheduler finished the request)
   std::string ReplyId() const;
   void RecordEnd(RequestEndReason reason, const absl::Status& error);
 

@@ -16,6 +16,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
 #include "engine/io/gguf_file.h"
 #include "engine/model/lora_adapter.h"
 #include "engine/model/model_loader.h"
@@ -129,8 +130,28 @@ TEST_F(HttpApiTest, GreedyCompletionsEqualTheGrpcStreamInEveryMode) {
       EXPECT_EQ(usage["drafted_tokens"], grpc.complete.spec().drafted());
       EXPECT_EQ(usage["accepted_tokens"], grpc.complete.spec().accepted());
       EXPECT_NEAR(usage["tokens_per_forward"].get<double>(), grpc.complete.spec().tokens_per_forward(), 1e-9);
+      // The scheduler's timings, in order.
+      const Json& timings = usage["timings"];
+      EXPECT_GE(timings["queue_seconds"].get<double>(), 0.0) << usage;
+      EXPECT_GE(timings["time_to_first_token_seconds"].get<double>(), timings["queue_seconds"].get<double>()) << usage;
+      EXPECT_GT(timings["total_seconds"].get<double>(), timings["time_to_first_token_seconds"].get<double>()) << usage;
     }
   }
+  // Both doors log each request's end with its timings in order: time to first token
+  // before the total.
+  const std::string log = server_->Log();
+  int ends = 0;
+  for (absl::string_view line : absl::StrSplit(log, '\n')) {
+    if (!absl::StrContains(line, "request ended") || !absl::StrContains(line, "ttft_s=")) continue;
+    const auto value = [&](absl::string_view key) {
+      const size_t at = line.find(key);
+      return std::stod(std::string(line.substr(at + key.size(), line.find(' ', at) - at - key.size())));
+    };
+    EXPECT_LE(value("ttft_s="), value("total_s=")) << line;
+    EXPECT_GT(value("total_s="), 0.0) << line;
+    ++ends;
+  }
+  EXPECT_GE(ends, 16) << log;
   // Token ids as the prompt.
   const HttpReply ids = Post(server_->http_port(), "/v1/completions",
                              {{"prompt", {1, 403, 407, 261, 378}}, {"max_tokens", 8}, {"temperature", 0}});

@@ -37,7 +37,10 @@ absl::StatusOr<std::unique_ptr<RandomAdapterServer>> RandomAdapterServer::Start(
   if (absl::Status written = WritePeftAdapter(*adapter, (*model)->config, s->adapter_dir_); !written.ok()) {
     return written;
   }
-  extra_flags.insert(extra_flags.begin(), {"--adapter=" + s->adapter_dir_, "--max_gamma=16"});
+  // Fixed γ unless a suite asks otherwise: a random adapter's drafts almost never pay, so
+  // the server's default adaptive draft length would run them as AR, and these suites
+  // check the drafting and verification machinery itself.
+  extra_flags.insert(extra_flags.begin(), {"--adapter=" + s->adapter_dir_, "--max_gamma=16", "--adaptive_gamma=false"});
   s->server_ = std::make_unique<ServerProcess>(std::move(extra_flags), model_path);
   if (!s->server_->Start()) return absl::InternalError(absl::StrCat("the server did not start:\n", s->server_->Log()));
   return s;

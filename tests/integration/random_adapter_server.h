@@ -17,7 +17,8 @@ namespace crossreg::testing {
 class RandomAdapterServer {
  public:
   // Writes the adapter drawn from `seed` to a directory named after `name` and starts
-  // the server with it, --max_gamma=16 and `extra_flags`. The error carries the server's log.
+  // the server with it, --max_gamma=16, --adaptive_gamma=false (fixed γ: the drafts are
+  // exercised, not judged) and `extra_flags`. The error carries the server's log.
   static absl::StatusOr<std::unique_ptr<RandomAdapterServer>> Start(const std::string& name, uint64_t seed,
                                                                     const std::vector<std::string>& extra_flags = {});
   // The same for another model (a .gguf or HF directory).

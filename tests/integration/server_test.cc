@@ -302,7 +302,7 @@ TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
 }
 
 TEST(ServerProcessTest, AdaptiveGammaMeasuresItsCostCurveAndKeepsGreedyOutputs) {
-  ServerProcess server({"--adaptive_gamma"});
+  ServerProcess server({});  // adaptive γ is the default
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_NE(server.Log().find("forward cost curve (adaptive gamma, speedup metrics): 1 rows"), std::string::npos)
       << server.Log();
@@ -362,14 +362,14 @@ TEST(ServerProcessTest, TinyKvCacheServesSixteenConcurrentRequests) {
 
 TEST(ServerProcessTest, FullQueueIsResourceExhaustedAndNoAdapterIsFailedPrecondition) {
   // 20 ms per forward keeps the first two requests busy while the others arrive.
-  ServerProcess server({"--max_queue=1", "--max_running=1", "--debug_forward_delay_ms=20"});
+  ServerProcess server({"--max_queue=1", "--max_running=1", "--debug_forward_delay_ms=20", "--adaptive_gamma=false"});
   ASSERT_TRUE(server.Start()) << server.Log();
   auto stub = server.NewStub();
   {
     StreamResult r = RunGenerate(*stub, GreedyRequest("Once upon a time", v1::DECODING_MODE_LOSSLESS, 8));
     EXPECT_EQ(r.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << r.status.error_message();
   }
-  {  // Adaptive gamma needs the cost curve that --adaptive_gamma measures.
+  {  // Adaptive gamma needs the cost curve that --adaptive_gamma (the default) measures.
     v1::GenerateRequest request = GreedyRequest("Once upon a time", v1::DECODING_MODE_NGRAM, 8);
     request.mutable_decoding()->set_adaptive_gamma(true);
     StreamResult r = RunGenerate(*stub, request);

@@ -130,5 +130,38 @@ TEST(SpeedupAccountingTest, WithoutAnyCostKnowledgeTimeIsChargedByRows) {
   EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kLossy)].ar_equivalent, f.seconds * 2 / 4, 1e-12);
 }
 
+TEST(SpeedupAccountingTest, TheStepAroundTheForwardIsChargedAsMeasured) {
+  // One-row decode steps teach what AR pays per token around its forward: 1 ms.
+  SpeedupAccounting a;
+  SequenceForward ar = Decode(DecodingMode::kAutoregressive, 1, 1);
+  ar.cpu_seconds = 0.001;
+  for (int i = 0; i < 10; ++i) a.OnForward(Forward({ar}));
+  EXPECT_NEAR(a.ar_cpu_seconds(), 0.001, 1e-12);
+  // A lossless sequence whose drafts pay in the forward (3 tokens for 5 rows: 20 ms
+  // against AR's 3 x 12 ms) but whose verification costs 30 ms reads below 1; the
+  // charges sum to the step's measured time, its 4 ms of batch bookkeeping included.
+  SequenceForward slow = Decode(DecodingMode::kLossless, 5, 3);
+  slow.cpu_seconds = 0.030;
+  ForwardReport f = Forward({slow});
+  f.step_seconds = f.seconds + slow.cpu_seconds + 0.004;
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  SpeedupAccounting b = a;
+  b.OnForward(f, &charges);
+  const ModeSeconds& lossless = charges[static_cast<size_t>(DecodingMode::kLossless)];
+  EXPECT_NEAR(lossless.actual, f.step_seconds, 1e-12);
+  EXPECT_NEAR(lossless.ar_equivalent, 3 * (TrueSeconds(1) + 0.001 + 0.004), 1e-12);
+  EXPECT_LT(lossless.ar_equivalent / lossless.actual, 1.0);
+  // The same forward with cheap verification is a win.
+  slow.cpu_seconds = 0.001;
+  f = Forward({slow});
+  f.step_seconds = f.seconds + slow.cpu_seconds;
+  a.OnForward(f, &charges);
+  EXPECT_GT(charges[static_cast<size_t>(DecodingMode::kLossless)].ar_equivalent /
+                charges[static_cast<size_t>(DecodingMode::kLossless)].actual,
+            1.5);
+  // AR stays exactly 1 however its steps' time splits.
+  EXPECT_NEAR(Speedup(a, DecodingMode::kAutoregressive), 1.0, 1e-12);
+}
+
 }  // namespace
 }  // namespace crossreg

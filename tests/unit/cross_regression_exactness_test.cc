@@ -830,7 +830,8 @@ std::shared_ptr<const grammar::GrammarConstraint> SixTokenGrammar() {
 TEST_F(DistributionTest, LosslessUnderAGrammarMatchesExactProbabilitiesAtT1) {
   SamplingParams s;
   s.temperature = 1.0f;
-  // N-gram too: after a "b" the grammar forces "a", which it drafts (GrammarState::ForcedTokens).
+  // Every mode drafts what the grammar forces: after a "b", an "a" (GrammarState::ForcedTokens),
+  // one-hot in the first slots in lossless, before the adapter's drafts.
   for (const DecodingConfig& mode :
        {Mode(DecodingMode::kLossless, 4), Forked(3, 2, 2, /*assist=*/true), Mode(DecodingMode::kNgram, 3)}) {
     const auto r = SampleAndTest(*model_, *adapter_, s, mode, ExactnessFault::kNone, kSamples, kDepth,

@@ -95,25 +95,25 @@ TEST(DraftLengthControllerTest, ChooseFollowsTheObservedVerdicts) {
   const DraftCost cost{&*flat, 1, 1, 0};
   DraftLengthController good(req, env), bad(req, env);
   for (int f = 0; f < 40; ++f) {
-    good.Observe(0, std::vector<bool>(6, true));
-    bad.Observe(0, {false});
+    good.Observe({}, 0, std::vector<bool>(6, true));
+    bad.Observe({}, 0, {false});
   }
-  EXPECT_GT(good.Choose(cost, 1 << 20, 0), 0);
-  EXPECT_EQ(bad.Choose(cost, 1 << 20, 0), 0);
+  EXPECT_GT(good.Choose(cost, 1 << 20, 0).gamma, 0);
+  EXPECT_EQ(bad.Choose(cost, 1 << 20, 0).gamma, 0);
   // The rows a scheduler reserved bound the choice.
   DraftLengthController bounded(req, env);
-  for (int f = 0; f < 40; ++f) bounded.Observe(0, std::vector<bool>(6, true));
+  for (int f = 0; f < 40; ++f) bounded.Observe({}, 0, std::vector<bool>(6, true));
   const int reserved = MaxDecodeRows(WithGamma(req.decoding, 3));
-  const int chosen = bounded.Choose(cost, reserved, 0);
+  const int chosen = bounded.Choose(cost, reserved, 0).gamma;
   EXPECT_GT(chosen, 0);
   EXPECT_LE(MaxDecodeRows(WithGamma(req.decoding, chosen)), reserved);
   // A step the cost calibration wants timed as AR runs as AR, and leaves the choice
   // after it as it was.
   DraftCost ar_wanted = cost;
   ar_wanted.ar_step_wanted = true;
-  EXPECT_EQ(good.Choose(ar_wanted, 1 << 20, 0), 0);
-  EXPECT_EQ(good.Choose(cost, 1 << 20, 0), good.Choose(cost, 1 << 20, 0));
-  EXPECT_GT(good.Choose(cost, 1 << 20, 0), 0);
+  EXPECT_EQ(good.Choose(ar_wanted, 1 << 20, 0).gamma, 0);
+  EXPECT_EQ(good.Choose(cost, 1 << 20, 0).gamma, good.Choose(cost, 1 << 20, 0).gamma);
+  EXPECT_GT(good.Choose(cost, 1 << 20, 0).gamma, 0);
 }
 
 }  // namespace
