@@ -31,9 +31,11 @@ struct SequenceForward {
 
 struct ForwardReport {
   double seconds = 0;  // wall time of the forward
-  // Wall time of the whole step, planning to applying the last sequence's output (0:
-  // the forward alone). What the step spent beyond the forward and the sequences' own
-  // cpu_seconds (batch planning, preemption, bookkeeping) is a cost per step.
+  // Wall time of the scheduler since it reported the previous forward, while busy (else
+  // since this step began): the step's planning, the forward and applying its output, and
+  // between steps delivering events, admitting, and waiting for grammar masks (0: the
+  // forward alone). What it spent beyond the forward and the sequences' own cpu_seconds is
+  // a cost per step: a mode that needs fewer steps pays it less often.
   double step_seconds = 0;
   int rows = 0;        // rows in the batch
   // How far the start-up cost curve is off, actual / curve seconds, for decode-only
@@ -46,6 +48,15 @@ struct ForwardReport {
   // drafts (ForwardCostCalibration::DecodeShape); 0 until both are known.
   double ar_step_scale = 0;
   double drafting_step_scale = 0;
+  // A forward of one sequence decoding alone, once the calibration knows what its AR
+  // steps take (ar_step_scale times the curve's one-row forward): a whole AR step as this
+  // server ran them, planning to applying. The accounting prices AR's tokens with it
+  // there, rather than with the affine cost model, whose shape is the start-up curve's
+  // (0: not known, or not such a forward).
+  double lone_ar_step_seconds = 0;
+  // Of step_seconds, the time before this step began (since the previous report): events
+  // delivered, requests admitted, masks waited for.
+  double gap_seconds = 0;
   // The scheduler's forward-cost model (forward_cost_calibration.h) at this forward's
   // shape, T(R) ≈ fixed + per_row · R: what the speedup accounting splits the measured
   // time by. 0 and 0 when the scheduler has no cost curve.

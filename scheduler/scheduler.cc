@@ -1,6 +1,7 @@
 #include "scheduler/scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <condition_variable>
 #include <deque>
 #include <limits>
@@ -122,7 +123,6 @@ struct Scheduler::Impl {
     options.max_running = std::max(1, options.max_running);
     options.max_queue = std::max(0, options.max_queue);
     if (options.decoding.model == nullptr) options.decoding.model = &config;
-    if (options.cost_curve == nullptr) options.cost_curve = options.decoding.cost_curve;
     if (options.calibration == nullptr) options.calibration = &own_calibration;
   }
 
@@ -189,6 +189,9 @@ struct Scheduler::Impl {
   // Scheduling thread only.
   std::vector<RequestPtr> running;  // admission order
   int64_t step_count = 0;
+  // When the last forward was reported, while the loop has been busy since: what the
+  // speedup accounting charges runs from there (ForwardReport::step_seconds).
+  std::optional<SteadyTime> last_report;
   int64_t admit_counter = 0;
   int64_t preemptions = 0;
   int64_t forwards = 0;
@@ -450,6 +453,7 @@ void Scheduler::Impl::Loop() {
   while (true) {
     if (Idle()) {
       step_in_progress = false;
+      last_report.reset();  // time idle is no step's
       idle.notify_all();
       if (stop) return;
       wake.wait(lock, [&] { return stop || AnyoneWaiting() || !to_abort.empty(); });
@@ -636,8 +640,8 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   ++forwards;
   // What the forward cost, for the one cost model: Apply is where a step's outcome is
   // observed; Schedule only reads the model.
-  if (options.cost_curve != nullptr) {
-    calibration().Observe(*options.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
+  if (options.decoding.cost_curve != nullptr) {
+    calibration().Observe(*options.decoding.cost_curve, static_cast<int>(scheduled.batch.rows.size()),
                           scheduled.predictive_rows, scheduled.carries_prefill, forward.seconds);
   }
   ForwardReport report;
@@ -648,10 +652,13 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   if (const DecodeScaleShape shape = calibration().DecodeShape(); shape.known) {
     report.ar_step_scale = shape.ar_scale;
     report.drafting_step_scale = shape.draft_scale;
+    if (!scheduled.carries_prefill && scheduled.sequences.size() == 1 && options.decoding.cost_curve != nullptr) {
+      report.lone_ar_step_seconds = shape.At(1) * options.decoding.cost_curve->Seconds(DecodingMode::kNgram, 1);
+    }
   }
-  if (options.cost_curve != nullptr) {
+  if (options.decoding.cost_curve != nullptr) {
     const AffineCost cost =
-        calibration().Affine(*options.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);
+        calibration().Affine(*options.decoding.cost_curve, report.rows, scheduled.predictive_rows, scheduled.carries_prefill);
     report.fixed_seconds = cost.fixed;
     report.per_row_seconds = cost.per_row;
   }
@@ -660,7 +667,10 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   for (const SchedulerOutput::Sequence& s : scheduled.sequences) {
     if (!ApplySequence(s, forward.end, transaction, report, out, failed)) finished.push_back(s.request);
   }
-  report.step_seconds = SecondsBetween(forward.step_start, std::chrono::steady_clock::now());
+  const SteadyTime reported = std::chrono::steady_clock::now();
+  report.step_seconds = SecondsBetween(last_report.value_or(forward.step_start), reported);
+  report.gap_seconds = last_report.has_value() ? std::max(0.0, SecondsBetween(*last_report, forward.step_start)) : 0.0;
+  last_report = reported;
   if (metrics != nullptr) metrics->OnForward(report);
   if (!finished.empty() || !failed.empty()) {
     std::lock_guard<std::mutex> lock(mu);
@@ -670,9 +680,9 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
     }
     for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
   }
-  if (options.cost_curve != nullptr && !scheduled.carries_prefill && scheduled.sequences.size() == 1) {
+  if (options.decoding.cost_curve != nullptr && !scheduled.carries_prefill && scheduled.sequences.size() == 1) {
     // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
-    calibration().ObserveSingleDecodeStep(*options.cost_curve, report.rows, scheduled.predictive_rows,
+    calibration().ObserveSingleDecodeStep(*options.decoding.cost_curve, report.rows, scheduled.predictive_rows,
                                           SecondsBetween(forward.step_start, std::chrono::steady_clock::now()));
   }
 }
@@ -762,6 +772,7 @@ void Scheduler::RunUntilIdle() {
   std::vector<Outgoing> out;
   std::unique_lock<std::mutex> lock(impl_->mu);
   if (impl_->started) return;  // the thread runs the loop
+  impl_->last_report.reset();
   while (!impl_->Idle()) impl_->Iterate(lock, out);
   impl_->step_in_progress = false;
 }

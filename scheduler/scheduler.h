@@ -42,12 +42,9 @@ struct SchedulerOptions {
   // stop string (GenerationRequest::stop_strings). Null: events carry no text, and
   // requests with stop strings are refused.
   const Tokenizer* tokenizer = nullptr;
-  // The forward cost curve measured at start-up: the shape of the scheduler's one cost
-  // model (calibrated by the forwards it runs), which prices draft rows and splits each
-  // forward's time for the speedup accounting. Null: decoding.cost_curve.
-  const ForwardCostCurve* cost_curve = nullptr;
-  // What requests may do on the engine (adapter, gamma limit, cost curve for adaptive
-  // gamma). Its `model` may be left null: the backend's model is used.
+  // What requests may do on the engine (adapter, gamma limit, whether they may adapt γ),
+  // and its cost curve: the shape of the scheduler's one cost model, calibrated by the
+  // forwards it runs. Its `model` may be left null: the backend's model is used.
   DecodingEnvironment decoding;
   // Grammar mask work a step does on the scheduler's thread, all sequences together
   // (engine/grammar/grammar_budget.h); the rest goes to the mask worker while the

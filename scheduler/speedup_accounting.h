@@ -20,8 +20,18 @@
 // bookkeeping) as an equal share, like c0. AR would have paid that share per token, and
 // per token the planning and applying of a one-row decode step, learnt from the one-row
 // decode steps this server ran (before any, the cheapest per token in the forward at
-// hand, which understates AR and so the speedup). A mode whose verification or masks
+// hand, which understates AR and so the speedup). The share of the rest AR pays per token
+// is learnt likewise from forwards of one-row steps only, and never taken above the
+// current step's: a mode that waits longer between steps (for its drafts' grammar masks)
+// must not count that wait to AR once per token. A mode whose verification or masks
 // cost more than its drafts save reads below 1, as the clock says.
+//
+// One sequence decoding alone is priced apart once the scheduler's calibration has timed
+// its AR steps (ForwardReport::lone_ar_step_seconds): AR's tokens cost those steps, whole,
+// plus the wait before each. The affine model's shape is the start-up curve's, and a curve
+// timed in a moment slower for one row than for five reads a lone n-gram step as cheaper
+// against AR than the steps then run (on the default model it read 2.6× where n-gram ran
+// 2.1× AR).
 #pragma once
 
 #include <array>
@@ -55,11 +65,15 @@ class SpeedupAccounting {
   double ar_cpu_seconds() const { return ar_cpu_seconds_; }
 
  private:
-  // Learns ar_cpu_seconds_ from this forward's one-row decode sequences.
-  void LearnArCpu(const ForwardReport& forward);
+  // Learns from this forward's one-row decode sequences what AR pays around its forward:
+  // its own planning and applying, and (when the whole forward is one-row steps) its share
+  // of the rest of the step.
+  void LearnArStep(const ForwardReport& forward, double step_share);
   std::array<ModeSeconds, kNumDecodingModes> totals_{};
   double ar_cpu_seconds_ = 0;
   long long ar_cpu_samples_ = 0;
+  double ar_step_share_ = 0;
+  long long ar_step_samples_ = 0;
 };
 
 }  // namespace crossreg

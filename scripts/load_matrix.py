@@ -2,7 +2,7 @@
 """Exact modes against AR at every load: the load matrix (docs/benchmarks.md, "Speculation under load").
 
 Starts crossreg-server with its default flags (plus --server-args), then for each
-concurrency C sends 2·C (at least one per prompt) greedy /v1/completions requests with C in flight at once, per
+concurrency C sends max(32, 4·C) greedy /v1/completions requests with C in flight at once, per
 mode, the modes taking turns within each round (their order rotating from round to
 round), and prints per cell:
   - tokens/s of the mode's requests together (completion tokens / wall seconds),
@@ -97,10 +97,10 @@ def served_mode(spec):
 
 
 def run_cell(args, port, metrics_port, prompts, spec, concurrency):
-    """max(prompts, 2·C) requests of one mode, C at a time: tokens/s, TPF, decode time per token, the server's speedup."""
+    """max(32, 4·C) requests of one mode, C at a time: tokens/s, TPF, decode time per token, the server's speedup."""
     before = counters(metrics_port)
     bodies = []
-    for i in range(max(len(prompts), args.requests_per_slot * concurrency)):
+    for i in range(max(len(prompts), args.min_requests, args.requests_per_slot * concurrency)):
         body = {"max_tokens": args.max_tokens, "temperature": 0, "ignore_eos": not args.json_schema, **spec}
         if args.json_schema:
             body["response_format"] = {"type": "json_schema", "json_schema": {
@@ -146,9 +146,11 @@ def main():
     ap.add_argument("--server-args", default="", help="extra crossreg-server flags (default: none, its defaults)")
     ap.add_argument("--modes", default="ar,ngram,lossless,assist")
     ap.add_argument("--concurrency", default="1,4,8,16,32,64")
-    ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--requests-per-slot", type=int, default=2,
-                    help="requests per cell = this x concurrency (at least one per prompt)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--requests-per-slot", type=int, default=4,
+                    help="requests per cell = this x concurrency, at least --min-requests and one per prompt")
+    ap.add_argument("--min-requests", type=int, default=32,
+                    help="requests per cell at least (a cell of a second or less is mostly its ramp and tail)")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompts", type=int, default=8)
     ap.add_argument("--max-chars", type=int, default=600, help="code prompt length cap (characters)")
@@ -201,10 +203,10 @@ def main():
         lines = [f"model {os.path.basename(args.model) or 'default (embedded)'}, "
                  f"{'chat' if args.chat else 'held-out code'} prompts, greedy, "
                  f"{'JSON schemas, at most ' if args.json_schema else ''}{args.max_tokens} tokens, "
-                 f"max({len(prompts)}, {args.requests_per_slot} x C) requests a cell, {args.rounds} interleaved rounds; "
+                 f"max({max(len(prompts), args.min_requests)}, {args.requests_per_slot} x C) requests a cell, {args.rounds} interleaved rounds; "
                  f"server flags: {args.server_args or '(defaults)'}",
                  "",
-                 "| C | mode | tokens/s | vs AR: tokens/s | vs AR: decode | TPF | outside the forward | server's speedup | vs decode |",
+                 "| C | mode | tokens/s | vs AR: tokens/s | vs AR: decode | TPF | outside the forward | server's speedup | its error: tokens/s, decode |",
                  "|---|---|---|---|---|---|---|---|---|"]
         for c in levels:
             for mode in modes:
@@ -214,7 +216,7 @@ def main():
                 tpf = sum(x["tokens"] for x in runs) / max(1, sum(x["forwards"] for x in runs))
                 gauge = statistics.median(x["gauge"] for x in runs)
                 ratio = statistics.median(ratios)
-                err = "" if mode == "ar" else f"{100 * (gauge / decode - 1):+.0f}%"
+                err = "" if mode == "ar" else f"{100 * (gauge / ratio - 1):+.0f}%, {100 * (gauge / decode - 1):+.0f}%"
                 lines.append(f"| {c} | {mode} | {statistics.median(x['rate'] for x in runs):.1f} | {ratio:.2f}x "
                              f"({min(ratios):.2f}-{max(ratios):.2f}) | {decode:.2f}x | {tpf:.2f} | "
                              f"{100 * statistics.median(x['outside'] for x in runs):.0f}% | {gauge:.2f} | {err} |")
@@ -222,7 +224,7 @@ def main():
                   "the same round (range in brackets); decode the same for seconds per token after the first "
                   "(usage.timings: total - time to first token), the prompt's prefill left out, as in the "
                   "server's speedup (the rise of crossreg_decode_ar_equivalent_seconds_total over that of "
-                  "crossreg_decode_seconds_total while the cell ran); the last column is its error. Outside the forward: "
+                  "crossreg_decode_seconds_total while the cell ran); the last column is its error against each ratio. Outside the forward: "
                   "the scheduler's step time beyond the engine's forwards (crossreg_scheduler_step_seconds_total: "
                   "planning, grammar masks, verification, detokenizing, bookkeeping) as a share of all of it."]
         print("\n".join(lines))

@@ -184,10 +184,9 @@ SchedulerOptions SchedulerOptionsFor(const ServerOptions& options, const Engine&
   s.max_running = options.max_running;
   s.max_queue = options.max_queue;
   s.decoding = engine.Environment(options.max_gamma);
-  s.cost_curve = engine.cost_curve.has_value() ? &*engine.cost_curve : nullptr;
   s.tokenizer = engine.model->tokenizer.get();
   // Requests may adapt their draft length only on a server started for it.
-  if (!options.adaptive_gamma) s.decoding.cost_curve = nullptr;
+  s.decoding.adaptive_gamma = options.adaptive_gamma;
   if (!options.acceptance_memory) s.decoding.acceptance_memory = nullptr;
   s.debug_forward_delay = std::chrono::milliseconds(options.debug_forward_delay_ms);
   if (options.debug_forward_delay_ms > 0) {

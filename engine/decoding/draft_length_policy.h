@@ -135,7 +135,10 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime);
 // A forward that verifies `drafts` one-hot drafts of text a grammar forces, for a request
 // of any speculative mode: n-gram's shape (control rows only), the request's sampling rule.
 DecodingConfig ForcedTextStep(const DecodingConfig& config, int drafts);
-// The γ' ∈ [0, config.gamma] with the best expected tokens per second.
+// How much faster than AR a draft length must expect to be to be chosen over it.
+inline constexpr double kDraftHurdle = 1.05;
+// The γ' ∈ [0, config.gamma] with the best expected tokens per second, AR unless a draft
+// length beats it by kDraftHurdle.
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost);
 
 }  // namespace crossreg

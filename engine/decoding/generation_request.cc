@@ -39,7 +39,7 @@ absl::Status ValidateGenerationRequest(const GenerationRequest& request, const D
     return FieldViolation("logprobs", absl::StrCat("top log-probabilities must be in [0, ", kMaxTopLogprobs,
                                                    "] (-1: none), got ", request.logprobs));
   }
-  return ValidateDecodingConfig(request.decoding, env.max_gamma, env.has_adapter, env.cost_curve != nullptr);
+  return ValidateDecodingConfig(request.decoding, env.max_gamma, env.has_adapter, env.cost_curve != nullptr && env.adaptive_gamma);
 }
 
 int64_t DecodeHeadroom(const DecodingConfig& decoding) {

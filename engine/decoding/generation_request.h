@@ -63,9 +63,13 @@ struct DecodingEnvironment {
   bool has_adapter = false;        // lossless/lossy need a predictive-stream adapter
   int32_t placeholder_token = 0;   // fills predictive slots with no draft (the adapter's)
   int max_gamma = kMaxGamma;       // largest gamma a request may ask for
-  // Measured forward cost (engine/decoding/forward_cost_curve.h): adaptive_gamma
-  // needs one. Not owned.
+  // Measured forward cost (engine/decoding/forward_cost_curve.h): the shape of a
+  // scheduler's one cost model, which prices draft rows and splits each forward's time
+  // for the speedup accounting. adaptive_gamma needs one. Not owned.
   const ForwardCostCurve* cost_curve = nullptr;
+  // Requests may adapt their draft length (with cost_curve): a server started with
+  // --adaptive_gamma=false keeps its curve for the accounting and refuses them.
+  bool adaptive_gamma = true;
   // The model's corpus n-gram table (engine/decoding/ngram_table.h): n-gram drafts
   // (n-gram mode, n-gram assist) come from it where the context has no match of 2+
   // tokens. Null: the context alone. Not owned.

@@ -19,7 +19,8 @@ def test_a_small_matrix_prints_every_cell_and_writes_its_figures(tmp_path):
         pytest.skip(f"{STORIES} is missing")
     out = tmp_path / "matrix.md"
     run = subprocess.run([sys.executable, SCRIPT, "--bin", BIN, "--model", STORIES, "--modes", "ar,ngram",
-                          "--concurrency", "1,3", "--rounds", "1", "--max-tokens", "16", "--prompts", "2",
+                          "--concurrency", "1,3", "--rounds", "1", "--max-tokens", "16", "--prompts", "2", "--min-requests", "2",
+                          "--requests-per-slot", "1",
                           "--out", str(out)], capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     rows = [line for line in run.stdout.splitlines() if line.startswith("| 1 |") or line.startswith("| 3 |")]

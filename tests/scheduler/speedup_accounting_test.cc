@@ -163,5 +163,23 @@ TEST(SpeedupAccountingTest, TheStepAroundTheForwardIsChargedAsMeasured) {
   EXPECT_NEAR(Speedup(a, DecodingMode::kAutoregressive), 1.0, 1e-12);
 }
 
+TEST(SpeedupAccountingTest, AModesLongerWaitsBetweenStepsAreNotCountedToArPerToken) {
+  // AR steps spend 1 ms between forwards (events, admission); an n-gram step waits 6 ms
+  // for its drafts' grammar masks. AR would have paid its own 1 ms per token, not 6.
+  SpeedupAccounting a;
+  SequenceForward ar = Decode(DecodingMode::kAutoregressive, 1, 1);
+  ForwardReport f = Forward({ar, ar});
+  f.step_seconds = f.seconds + 0.002;  // 1 ms a sequence
+  for (int i = 0; i < 10; ++i) a.OnForward(f);
+  SequenceForward ngram = Decode(DecodingMode::kNgram, 4, 3);
+  ForwardReport g = Forward({ngram, ngram});
+  g.step_seconds = g.seconds + 0.012;
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  a.OnForward(g, &charges);
+  const ModeSeconds& m = charges[static_cast<size_t>(DecodingMode::kNgram)];
+  EXPECT_NEAR(m.actual, g.step_seconds, 1e-12);
+  EXPECT_NEAR(m.ar_equivalent, 2 * 3 * (kFixed / 2 + kPerRow + 0.001), 1e-9);
+}
+
 }  // namespace
 }  // namespace crossreg
