@@ -2,7 +2,7 @@
 """Chat speed of a served model, one request at a time: each exact mode against AR.
 
 Starts crossreg-server on MODEL (default: SmolLM2-135M-Instruct from scripts/fetch_smollm2.sh)
-with --adaptive_gamma, sends the same greedy chat prompts (below: our own, held out from any
+with its default flags (adaptive draft length on), sends the same greedy chat prompts (below: our own, held out from any
 training) in every mode, modes taking turns within each round, and prints per mode the
 tokens/s of the round's requests together, its ratio to AR in the same round (median and
 range over the rounds) and tokens per forward:
@@ -17,7 +17,6 @@ server is stopped at the end.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -25,6 +24,7 @@ import time
 import urllib.request
 
 import figures_file
+import local_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PROMPTS = [
@@ -38,11 +38,6 @@ PROMPTS = [
     "Describe the water cycle to a ten-year-old.",
 ]
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port, body):
@@ -59,24 +54,14 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--modes", default="ar,ngram")
-    ap.add_argument("--server-args", default="--adaptive_gamma")
+    ap.add_argument("--server-args", default="", help="extra crossreg-server flags (default: none, its defaults)")
     ap.add_argument("--out", help="also write the table to this file (overwritten), e.g. docs/figures/bench_chat.<host>.md")
     args = ap.parse_args()
     model = args.model or subprocess.check_output([os.path.join(ROOT, "scripts", "fetch_smollm2.sh")], text=True).strip()
     modes = args.modes.split(",")
     if "ar" not in modes:
         modes.insert(0, "ar")
-    http, grpc, metrics = free_port(), free_port(), free_port()
-    server = subprocess.Popen([os.path.join(args.bin, "crossreg-server"), f"--model={model}", "--host=127.0.0.1",
-                               f"--port={grpc}", f"--http_port={http}", f"--metrics_port={metrics}"]
-                              + args.server_args.split(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(600):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
-                break
-            except OSError:
-                time.sleep(0.2)
+    with local_server.running(args.bin, [f"--model={model}"] + args.server_args.split()) as (http, _):
         # One untimed request per mode: caches, page faults, the adaptive rule's first probes.
         for mode in modes:
             post(http, {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 16, "temperature": 0,
@@ -98,19 +83,13 @@ def main():
         flags = open("/proc/cpuinfo").read()
         isa = "AVX-512" if " avx512f " in flags else "AVX2" if " avx2 " in flags else "baseline"
         lines = [f"model {os.path.basename(model)}, {len(PROMPTS)} chat prompts x {args.max_tokens} tokens, greedy, "
-                 f"one at a time, {args.rounds} rounds; server {args.server_args}; host {cpu} ({os.cpu_count()} cores, {isa})",
+                 f"one at a time, {args.rounds} rounds; server flags: {args.server_args or '(defaults)'}; host {cpu} ({os.cpu_count()} cores, {isa})",
                  "", "| mode | tokens/s (median) | vs AR (median, range) | tokens per forward |", "|---|---|---|---|"]
         for mode in modes:
             ratios = [rates[mode][i] / rates["ar"][i] for i in range(args.rounds)]
             lines.append(f"| {mode} | {statistics.median(rates[mode]):.1f} | {statistics.median(ratios):.2f}x "
                          f"({min(ratios):.2f}-{max(ratios):.2f}) | {tpf[mode][0] / max(1, tpf[mode][1]):.2f} |")
-        print("\n".join(lines))
-        if args.out:
-            figures_file.write(args.out, lines)
-            print(f"wrote {args.out}")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+        figures_file.report(lines, args.out)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,14 @@ def header():
     return f"Host: {host()}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; command: `{command()}`"
 
 
+def report(lines, path=None):
+    """Prints `lines` and, with a `path`, writes them there too (`write`)."""
+    print("\n".join(lines))
+    if path:
+        write(path, lines)
+        print(f"wrote {path}")
+
+
 def write(path, lines):
     """Overwrites `path` with the header line and `lines` (a table and its notes)."""
     directory = os.path.dirname(path)

@@ -20,28 +20,29 @@ round), and prints per cell:
 Prompts: held-out Python stdlib files cut after a `def` line (scripts/acceptance_report.py's
 split, none trained on), or --chat for the chat prompts of scripts/bench_chat.py sent as
 /v1/chat/completions (with a chat model: --model $(scripts/fetch_smollm2.sh)). Modes:
-ar, ngram, lossless, lossy, assist (lossless + n-gram assist), forked (lossless with two fork
-outcomes). Only loopback traffic; the server is stopped at the end.
+ar, ar2 (AR again, in its own slot of each round: the noise floor), ngram, lossless, lossy,
+assist (lossless + n-gram assist), forked (lossless with two fork outcomes). Only loopback traffic; the server is stopped at the end.
 """
 import argparse
 import concurrent.futures
 import json
 import os
 import re
-import socket
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
 
 import figures_file
+import local_server
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "scripts"))
 
 MODES = {
     "ar": {"mode": "ar"},
+    # AR again in a slot of its own: its ratio to AR is the host's noise floor for the cell.
+    "ar2": {"mode": "ar"},
     "ngram": {"mode": "ngram"},
     "lossless": {"mode": "lossless"},
     "lossy": {"mode": "lossy", "beta": 0.5, "tau": -1.0},
@@ -65,11 +66,6 @@ SCHEMAS = [
 COUNTERS = ("crossreg_decode_seconds_total", "crossreg_decode_ar_equivalent_seconds_total")
 STEP_COUNTER = "crossreg_scheduler_step_seconds_total"
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def post(port, path, body):
@@ -144,7 +140,7 @@ def main():
     ap.add_argument("--model", default="", help="model path (default: the server's embedded default model)")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin"))
     ap.add_argument("--server-args", default="", help="extra crossreg-server flags (default: none, its defaults)")
-    ap.add_argument("--modes", default="ar,ngram,lossless,assist")
+    ap.add_argument("--modes", default="ar,ar2,ngram,lossless,assist")
     ap.add_argument("--concurrency", default="1,4,8,16,32,64")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--requests-per-slot", type=int, default=4,
@@ -171,22 +167,8 @@ def main():
         prompts = PROMPTS[: args.prompts]
     else:
         prompts = code_prompts(args.prompts, args.max_chars)
-    http, grpc, metrics = free_port(), free_port(), free_port()
-    cmd = [os.path.join(args.bin, "crossreg-server"), "--host=127.0.0.1", f"--port={grpc}", f"--http_port={http}",
-           f"--metrics_port={metrics}"]
-    if args.model:
-        cmd.append(f"--model={args.model}")
-    cmd += args.server_args.split()
-    server = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(1200):
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{http}/health", timeout=1)
-                break
-            except OSError:
-                if server.poll() is not None:
-                    sys.exit(f"crossreg-server exited ({server.returncode}): {' '.join(cmd)}")
-                time.sleep(0.2)
+    server_args = ([f"--model={args.model}"] if args.model else []) + args.server_args.split()
+    with local_server.running(args.bin, server_args) as (http, metrics):
         # Untimed: caches, page faults, the adaptive rule's first lessons.
         for mode in modes:
             run_cell(args, http, metrics, prompts, MODES[mode], 2)
@@ -216,7 +198,7 @@ def main():
                 tpf = sum(x["tokens"] for x in runs) / max(1, sum(x["forwards"] for x in runs))
                 gauge = statistics.median(x["gauge"] for x in runs)
                 ratio = statistics.median(ratios)
-                err = "" if mode == "ar" else f"{100 * (gauge / ratio - 1):+.0f}%, {100 * (gauge / decode - 1):+.0f}%"
+                err = "" if MODES[mode]["mode"] == "ar" else f"{100 * (gauge / ratio - 1):+.0f}%, {100 * (gauge / decode - 1):+.0f}%"
                 lines.append(f"| {c} | {mode} | {statistics.median(x['rate'] for x in runs):.1f} | {ratio:.2f}x "
                              f"({min(ratios):.2f}-{max(ratios):.2f}) | {decode:.2f}x | {tpf:.2f} | "
                              f"{100 * statistics.median(x['outside'] for x in runs):.0f}% | {gauge:.2f} | {err} |")
@@ -227,13 +209,7 @@ def main():
                   "crossreg_decode_seconds_total while the cell ran); the last column is its error against each ratio. Outside the forward: "
                   "the scheduler's step time beyond the engine's forwards (crossreg_scheduler_step_seconds_total: "
                   "planning, grammar masks, verification, detokenizing, bookkeeping) as a share of all of it."]
-        print("\n".join(lines))
-        if args.out:
-            figures_file.write(args.out, lines)
-            print(f"wrote {args.out}")
-    finally:
-        server.terminate()
-        server.wait(timeout=60)
+        figures_file.report(lines, args.out)
 
 
 if __name__ == "__main__":

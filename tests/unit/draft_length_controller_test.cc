@@ -13,13 +13,18 @@
 namespace crossreg {
 namespace {
 
-TEST(DraftLengthControllerTest, ContextAndTableMatchesOfOneLengthLearnApart) {
+GenerationRequest AdaptiveRequest(DecodingMode mode, int gamma) {
   GenerationRequest req;
   req.prompt_ids = {1, 2, 3};
-  req.max_new_tokens = 100;
-  req.decoding.mode = DecodingMode::kNgram;
-  req.decoding.gamma = 8;
+  req.max_new_tokens = 1000;
+  req.decoding.mode = mode;
+  req.decoding.gamma = gamma;
   req.decoding.adaptive_gamma = true;
+  return req;
+}
+
+TEST(DraftLengthControllerTest, ContextAndTableMatchesOfOneLengthLearnApart) {
+  const GenerationRequest req = AdaptiveRequest(DecodingMode::kNgram, 8);
   const DecodingEnvironment env;  // no acceptance memory: the request learns alone
   DraftLengthController controller(req, env);
   const int context3 = NgramMatchClass(3, false, req.decoding.ngram_max);
@@ -46,15 +51,7 @@ ForwardCostCurve CpuCurve() {
   return *ForwardCostCurve::FromPoints({{1, 1e-3}, {2, 1.25e-3}, {9, 3e-3}}, {{1, 1e-3}, {2, 1.25e-3}, {9, 3e-3}});
 }
 
-GenerationRequest AdaptiveLossless() {
-  GenerationRequest req;
-  req.prompt_ids = {1, 2, 3};
-  req.max_new_tokens = 1000;
-  req.decoding.mode = DecodingMode::kLossless;
-  req.decoding.gamma = 4;
-  req.decoding.adaptive_gamma = true;
-  return req;
-}
+GenerationRequest AdaptiveLossless() { return AdaptiveRequest(DecodingMode::kLossless, 4); }
 
 TEST(DraftLengthControllerTest, ChooseChangesNothingAndObserveAppliesTheDecision) {
   const DecodingEnvironment env;  // learning alone
