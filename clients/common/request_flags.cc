@@ -43,7 +43,8 @@ ABSL_FLAG(std::string, draft_layout, "",
           "layout the server's adapter was trained for");
 ABSL_FLAG(std::string, adaptive_gamma, "",
           "Speculative modes: true/false sets decoding.adaptive_gamma (adapt each forward's draft length to "
-          "acceptance and cost; needs a server started with --adaptive_gamma); empty = the server's default");
+          "acceptance and cost; true is refused by a server started with --adaptive_gamma=false); empty = the server's "
+          "default (adaptive unless it was started with --adaptive_gamma=false)");
 ABSL_FLAG(bool, ngram_assist, false, "Lossless/lossy: prompt-lookup drafts take the first slots where text repeats");
 ABSL_FLAG(double, timeout_s, 0.0, "Deadline per Generate call in seconds; 0 = none");
 
