@@ -142,10 +142,12 @@ int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptanc
   if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
   const double share = cost.ArShare(config.mode);
   int best = 0;
-  // AR: one token for this sequence's share of the all-AR forward. Drafts must beat it by
+  // AR: one token for this sequence's share of the all-AR forward. Priced by a model (in a
+  // batch, or before a lone sequence's steps were timed), drafts must beat it by
   // kDraftHurdle: the estimates of acceptance and of the margin both err, and where
   // drafting would gain a few percent at best an error either way turns it into a loss.
-  double best_rate = kDraftHurdle / share;
+  // A lone sequence priced by its own timed steps (Shaped) needs no such margin.
+  double best_rate = (cost.Shaped() ? 1.0 : kDraftHurdle) / share;
   for (int g = 1; g <= config.gamma; ++g) {
     const int rows = MaxDecodeRows(WithGamma(config, g));
     const double seconds = share + cost.MarginalSeconds(config.mode, rows - 1);

@@ -135,7 +135,8 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime);
 // A forward that verifies `drafts` one-hot drafts of text a grammar forces, for a request
 // of any speculative mode: n-gram's shape (control rows only), the request's sampling rule.
 DecodingConfig ForcedTextStep(const DecodingConfig& config, int drafts);
-// How much faster than AR a draft length must expect to be to be chosen over it.
+// How much faster than AR a draft length must expect to be to be chosen over it, where its
+// cost is modelled rather than timed (DraftCost::Shaped).
 inline constexpr double kDraftHurdle = 1.05;
 // The γ' ∈ [0, config.gamma] with the best expected tokens per second, AR unless a draft
 // length beats it by kDraftHurdle.
