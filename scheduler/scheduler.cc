@@ -649,9 +649,9 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   report.rows = static_cast<int>(scheduled.batch.rows.size());
   report.decode_cost_scale = calibration().Scale(false);
   report.prefill_cost_scale = calibration().Scale(true);
-  if (const DecodeScaleShape shape = calibration().DecodeShape(); shape.known) {
-    report.ar_step_scale = shape.ar_scale;
-    report.drafting_step_scale = shape.draft_scale;
+  if (const DecodeScaleShape shape = calibration().DecodeShape(); shape.known()) {
+    report.ar_step_scale = shape.ar_scale();
+    report.drafting_step_scale = calibration().DraftingStepScale();
     if (!scheduled.carries_prefill && scheduled.sequences.size() == 1 && options.decoding.cost_curve != nullptr) {
       report.lone_ar_step_seconds = shape.At(1) * options.decoding.cost_curve->Seconds(DecodingMode::kNgram, 1);
     }

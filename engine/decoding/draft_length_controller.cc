@@ -37,8 +37,7 @@ int DraftLengthController::MemorySlot(int ngram_match) const {
 }
 
 int DraftLengthController::ProbeGamma() const {
-  // Probes use the cheapest draft length that still verifies one draft: they measure
-  // depth-1 acceptance, and deeper drafts follow once that pays.
+  // The cheapest draft length that verifies one draft: deeper ones follow once that pays.
   return std::min(decoding_.gamma, DraftCapacity(decoding_, 1) > 0 ? 1 : 2);
 }
 
@@ -49,11 +48,9 @@ int DraftLengthController::RowsBound(const ForwardCostCurve* curve) const {
 }
 
 int DraftLengthController::FirstProbeInterval(const DraftCost& cost) const {
-  // A probe (and, for Cross-Regression, the forward that verifies it) costs more than an
-  // AR forward: probe no more often than keeps that extra cost within kProbeBudget of
-  // the AR forwards around it, so a sequence whose drafts never pay loses at most that.
-  // Both at this forward's margin: under load a probe's rows cost several of this
-  // sequence's shares of the forward, not a fraction of a one-row forward.
+  // A probe (and, for Cross-Regression, the forward verifying it) costs more than an AR
+  // forward, at this forward's margin: probe no more often than keeps that within
+  // kProbeBudget of the AR forwards around it, all a sequence whose drafts never pay loses.
   const DecodingConfig& d = decoding_;
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
   const double extra =
@@ -83,8 +80,7 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     return {.kind = Kind::kProbeVerify, .gamma = probe <= fits ? probe : 0, .ngram_match = ngram_match};
   }
-  // A step the cost calibration times as AR; it is no verdict on the drafts, so the
-  // probe schedules and the acceptance memory do not count it.
+  // A step the cost calibration times as AR: no verdict on the drafts, counted nowhere.
   if (cost.ar_step_wanted) return {.kind = Kind::kTimedAr};
   decision.first_interval = FirstProbeInterval(cost);
   const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), TrackerFor(ngram_match), cost);
@@ -93,9 +89,7 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
     decision.gamma = chosen;
     return decision;
   }
-  // After a run of AR forwards, probe (a count-based choice), backing off exponentially
-  // while probes fail. With a memory the run is counted over the class's requests
-  // (acceptance_memory.h).
+  // After a run of AR forwards, probe, backing off while probes fail.
   if (probe <= fits && ProbeDue(cost, decision.first_interval)) {
     if (memory_ != nullptr && cost.step_probes != nullptr) cost.step_probes->push_back(memory_class_);
     decision.kind = Kind::kProbe;
@@ -107,12 +101,9 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
 void DraftLengthController::Observe(const DraftDecision& decision, int ngram_match, const std::vector<bool>& verdicts) {
   using Kind = DraftDecision::Kind;
   const bool ar = decision.kind == Kind::kAr || decision.kind == Kind::kProbe;
-  // Plain AR forwards learn nothing about acceptance. With a memory, each one moves the
-  // request's estimate a step back toward the class's pooled one (as it stood before
-  // this forward's verdicts). Otherwise a burst of failed first drafts freezes it below
-  // the point where drafts pay, in AR until the next probe (~45 AR forwards on the ~110M
-  // model at kProbeBudget), though the class's drafts pay. A class whose drafts never pay
-  // pools an estimate as low as the request's own, so this does not make it draft.
+  // AR forwards learn nothing; with a memory each moves the request's estimate a step
+  // back toward the class's (before this forward's verdicts), so a burst of failed drafts
+  // does not freeze it in AR until the next probe while the class's drafts pay.
   if (ar && memory_ != nullptr) {
     memory_->Revert(memory_class_, MemorySlot(decision.ngram_match), TrackerFor(decision.ngram_match));
   }

@@ -1,14 +1,10 @@
-// The adaptive draft length of one request, behind two calls (the shape of SGLang's
-// adaptive speculation): Choose decides the next forward's γ' from the acceptance seen so
-// far and what rows cost, and changes nothing; Observe applies that decision once its
-// forward ran, with the verdicts of the drafts it verified. Everything that learns lives
-// here: the per-depth acceptance trackers (one for Cross-Regression, one per
-// context-match length for n-gram), the probe schedule and the engine's shared acceptance
-// memory. A plan is a pure function of the decoder's state and the decision
-// (SequenceDecoder::Plan is const), so a plan made and dropped (a sequence left to wait
-// for its grammar masks) moves nothing.
-//
-// Exactness is untouched: γ' depends only on counts and timings measured before the
+// The adaptive draft length of one request (the shape of SGLang's adaptive
+// speculation): Choose decides the next forward's γ' from the acceptance seen so far and
+// what rows cost, and changes nothing; Observe applies that decision once its forward
+// ran. Everything that learns lives here: the per-depth acceptance trackers (one for
+// Cross-Regression, one per n-gram match class), the probe schedule and the engine's
+// acceptance memory, so a plan made and dropped (a sequence left to wait for its grammar
+// masks) moves nothing. γ' depends only on counts and timings measured before the
 // forward, never on the drafts about to be verified.
 #pragma once
 
@@ -30,22 +26,18 @@ class DraftLengthController {
 
   // The next decode forward's γ' (0 = plain AR) and why, among the draft lengths whose
   // rows fit `max_decode_rows`. `ngram_match`: adaptive n-gram, the match class the
-  // drafts would come from (NgramMatchClass; 0 = none: AR, nothing to verify or probe).
-  // With an acceptance memory, a class probes once a step: `cost.step_probes` holds the
-  // classes already probing in this step, and a probe chosen here adds its class.
+  // drafts would come from (NgramMatchClass; 0 = none). With an acceptance memory a class
+  // probes once a step (`cost.step_probes`).
   DraftDecision Choose(const DraftCost& cost, int max_decode_rows, int ngram_match) const;
-  // The forward of `decision` ran and verified drafts with these verdicts
-  // (verdicts[k-1]: d_k accepted; for n-gram, of match class `ngram_match`, 0 otherwise):
-  // the probe schedules, the estimates and the memory move as the decision says.
+  // The forward of `decision` ran and verified drafts with these verdicts (verdicts[k-1]:
+  // d_k accepted; n-gram: of match class `ngram_match`): everything moves as it says.
   void Observe(const DraftDecision& decision, int ngram_match, const std::vector<bool>& verdicts);
 
-  // Rows the next decode iteration may use, for a scheduler's token budget: the
-  // request's MaxDecodeRows, except after an AR forward of an adaptive Cross-Regression
-  // request, which reserves a probe's rows (6 with forks, against 42 at γ = 8 with two
-  // forks) and drafts deeper from the next forward on. Reserving the full γ for every
-  // such sequence would leave the prefill chunks a third of the budget at 8 forked
-  // sequences, and at 16 would leave sequences out of forwards that run them all as AR.
-  // (n-gram rows are few, and its drafts come in bursts that a ramp would cut.)
+  // Rows the next decode iteration may use, for a scheduler's token budget: the request's
+  // MaxDecodeRows, except after an AR forward of an adaptive Cross-Regression request,
+  // which reserves a probe's rows and drafts deeper from the next forward on (reserving
+  // the full γ for every such sequence would starve prefill chunks and leave sequences
+  // out of forwards that run them all as AR). n-gram rows are few, its drafts bursty.
   int RowsBound(const ForwardCostCurve* curve) const;
 
  private:
@@ -62,17 +54,13 @@ class DraftLengthController {
   int FirstProbeInterval(const DraftCost& cost) const;
 
   static constexpr int kFirstProbeInterval = 8;  // AR forwards before the first probe, at least
-  // ... and between probes, at most (unless probes are dear), for a request learning
-  // alone; one sharing an AcceptanceMemory follows the class's schedule there.
-  static constexpr int kMaxProbeInterval = 128;
+  static constexpr int kMaxProbeInterval = 128;   // ... between a lone request's probes, at most
   static constexpr double kProbeBudget = 0.03;  // probes' extra cost, as a fraction of the AR forwards
 
   const DecodingConfig decoding_;
   AcceptanceTracker acceptance_;  // recent per-depth acceptance
-  // Adaptive n-gram: the same per match class of the drafts (NgramMatchClass, index
-  // class - 1): the context's matches by length, then the corpus table's. A 3-token match
-  // predicts far better than a 1-token one, and a run of failed 1-token drafts must not
-  // stop the drafts of a long repeat.
+  // Adaptive n-gram: the same per match class (index class - 1): a run of failed 1-token
+  // matches must not stop the drafts of a long repeat.
   std::vector<AcceptanceTracker> match_acceptance_;
   // The engine's memory of acceptance (null: none) and this request's class there.
   AcceptanceMemory* memory_ = nullptr;

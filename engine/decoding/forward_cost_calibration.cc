@@ -41,7 +41,7 @@ void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, in
 void ForwardCostCalibration::ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                                      double seconds) {
   if (rows < 1) return;
-  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) (rows > 1 ? drafting_ : ar_).Add(*r, rows, weight_);
+  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) (rows > 1 ? drafting_[rows] : ar_).Add(*r, rows, weight_);
 }
 
 void ForwardCostCalibration::Kind::Add(double log_ratio, int forward_rows, double weight) {
@@ -59,25 +59,39 @@ double ForwardCostCalibration::Scale(bool carries_prefill) const {
 
 DecodeScaleShape ForwardCostCalibration::DecodeShape() const {
   DecodeScaleShape shape;
-  if (ar_.forwards < kMinAnchorForwards || drafting_.forwards < kMinAnchorForwards) {
-    return shape;
+  if (ar_.forwards < kMinAnchorForwards) return shape;
+  shape.anchors.push_back({1, std::exp(ar_.log_scale)});
+  for (const auto& [rows, kind] : drafting_) {
+    if (kind.forwards >= kMinAnchorForwards) shape.anchors.push_back({rows, std::exp(kind.log_scale)});
   }
-  shape.known = true;
-  shape.ar_rows = ar_.rows;
-  shape.ar_scale = std::exp(ar_.log_scale);
-  shape.draft_rows = drafting_.rows;
-  shape.draft_scale = std::exp(drafting_.log_scale);
+  if (!shape.known()) shape.anchors.clear();
   return shape;
 }
 
+double ForwardCostCalibration::DraftingStepScale() const {
+  double log_sum = 0.0, steps = 0.0;
+  for (const auto& [rows, kind] : drafting_) {
+    log_sum += static_cast<double>(kind.forwards) * kind.log_scale;
+    steps += static_cast<double>(kind.forwards);
+  }
+  return steps > 0.0 ? std::exp(log_sum / steps) : 1.0;
+}
+
 bool ForwardCostCalibration::WantsArStep() const {
-  return drafting_.forwards >= kMinAnchorForwards && ar_.forwards < kMinAnchorForwards;
+  if (ar_.forwards >= kMinAnchorForwards) return false;
+  return std::any_of(drafting_.begin(), drafting_.end(),
+                     [](const auto& entry) { return entry.second.forwards >= kMinAnchorForwards; });
 }
 
 double DecodeScaleShape::At(double rows) const {
-  if (!known) return 1.0;
-  const double t = std::clamp((rows - ar_rows) / (draft_rows - ar_rows), 0.0, 1.0);
-  return ar_scale + t * (draft_scale - ar_scale);
+  if (!known()) return 1.0;
+  if (rows <= anchors.front().rows) return anchors.front().scale;
+  for (size_t i = 1; i < anchors.size(); ++i) {
+    const Anchor& lo = anchors[i - 1];
+    const Anchor& hi = anchors[i];
+    if (rows <= hi.rows) return lo.scale + (rows - lo.rows) / (hi.rows - lo.rows) * (hi.scale - lo.scale);
+  }
+  return anchors.back().scale;
 }
 
 double ForwardCostCalibration::Predict(const ForwardCostCurve& curve, int rows, int predictive_rows,

@@ -79,34 +79,19 @@ absl::StatusOr<ForwardCostCurve> ForwardCostCurve::Measure(Backend& backend, Pag
     if (auto s = backend.Execute(batch, transaction, out); !s.ok()) return s;
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  // Warm caches, allocations and worker threads on every size first, then take the
-  // fastest of `repeats` runs per size and shape: other load on the machine only adds
-  // time. The repeats are rounds over every size and shape, not runs back to back, so a
-  // burst of load spreads over the sizes instead of raising one point: on a shared
-  // two-core host, runs back to back can leave T(16) equal to T(8) at one start-up (a
-  // flat stretch that tells adaptive sequences their draft rows are free) and twice T(8)
-  // at another (crossreg-server logs the curve at start-up).
-  for (int rows : sizes) {
-    for (bool all_control : {false, true}) {
-      if (auto t = time_forward(rows, all_control); !t.ok()) return t.status();
-    }
-  }
-  // Rounds alternate between rising and falling sizes. A forward can run slower for
-  // having followed a much larger one (seen with CROSSREG_SIMD=avx2 on AVX-512 Xeons,
-  // up to 2-3x for the next two or three forwards; docs/benchmarks.md, "The programs"),
-  // and rising rounds alone, each starting right after the previous one's widest
-  // forward, read one row as dearer than four. In
-  // a rising round every other size follows a smaller one, and in a falling round one
-  // row follows two, so every size is timed at least once after a smaller or equal
-  // forward (with two or more repeats).
-  std::vector<std::array<double, 2>> best(sizes.size(), {0.0, 0.0});
-  for (int r = 0; r < repeats; ++r) {
+  // A warm-up round (r = -1) over every size and shape, then the fastest of `repeats`
+  // rounds (other load only adds time; rounds rather than runs back to back spread a burst
+  // of load over the sizes). Rounds alternate rising and falling sizes: a forward can run
+  // slower right after a much larger one (docs/benchmarks.md, "The programs"), so every
+  // size is timed at least once after a smaller or equal forward.
+  std::vector<std::array<double, 2>> best(sizes.size(), {1e300, 1e300});
+  for (int r = -1; r < repeats; ++r) {
     for (size_t n = 0; n < sizes.size(); ++n) {
       const size_t i = r % 2 == 0 ? n : sizes.size() - 1 - n;
       for (int shape = 0; shape < 2; ++shape) {
         auto t = time_forward(sizes[i], shape == 1);
         if (!t.ok()) return t.status();
-        best[i][shape] = r == 0 ? *t : std::min(best[i][shape], *t);
+        if (r >= 0) best[i][shape] = std::min(best[i][shape], *t);
       }
     }
   }

@@ -28,12 +28,9 @@ class ForwardCostCurve {
   static absl::StatusOr<ForwardCostCurve> FromPoints(Points points, Points control = {});
 
   // Times forwards of 1, 2, 4, ... up to `max_rows` rows on a scratch sequence with
-  // `context` cached positions, in both shapes: half control rows and half predictive
-  // rows (a Cross-Regression step), and control rows only (an n-gram step). One warm-up
-  // pass over all sizes, then the fastest of `repeats` rounds over every size (load from elsewhere
-  // only adds time), the rounds alternately rising and falling in size (a forward right
-  // after a much larger one can run slow), made non-decreasing. The scratch sequence is freed; it needs
-  // context + max_rows positions of free KV.
+  // `context` cached positions (freed after; it needs context + max_rows positions of
+  // free KV), half predictive (a Cross-Regression step) and control rows only (n-gram):
+  // the fastest of `repeats` rounds after a warm-up, made non-decreasing.
   static absl::StatusOr<ForwardCostCurve> Measure(Backend& backend, PagedKvCache& kv, const ModelConfig& config,
                                                   int max_rows, int context = 64, int repeats = 5);
 

@@ -245,13 +245,13 @@ void BenchSampled(Engine& e, const std::vector<std::vector<int32_t>>& prompts, f
     bool same_text = true;  // every round's texts equal AR's
   };
   std::vector<Row> table;
-  table.push_back({"-", "ar", 0, DecodingConfig{}, {}});
+  table.push_back({"-", "ar", 0, DecodingConfig{}, {}, {}});
   for (int g : Gammas()) {
     if (ModeWanted(DecodingMode::kNgram)) {
       DecodingConfig d;
       d.mode = DecodingMode::kNgram;
       d.gamma = g;
-      table.push_back({"seed_exact", "ngram", g, d, {}});
+      table.push_back({"seed_exact", "ngram", g, d, {}, {}});
     }
     if (!ModeWanted(DecodingMode::kLossless)) continue;
     for (const std::string& rule_name : absl::GetFlag(FLAGS_rules)) {
@@ -263,7 +263,7 @@ void BenchSampled(Engine& e, const std::vector<std::vector<int32_t>>& prompts, f
         d.sampled_verification = *ParseSampledVerification(rule_name);
         if (std::string(layout) != "chain") d.fork_outcomes = 1;
         if (std::string(layout) == "blocks") d.draft_layout = DraftLayout::kBlocks;
-        table.push_back({rule_name, absl::StrCat("lossless, ", layout), g, d, {}});
+        table.push_back({rule_name, absl::StrCat("lossless, ", layout), g, d, {}, {}});
       }
     }
   }

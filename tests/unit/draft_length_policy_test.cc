@@ -253,10 +253,10 @@ TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
       cost.forward_scale = 0.4 + 2.6 * unit(rng);
     }
     if (unit(rng) < 0.4) {  // ... and its step shape, which prices one sequence decoding alone
-      cost.decode_shape.known = true;
-      cost.decode_shape.ar_scale = 0.4 + 2.6 * unit(rng);
-      cost.decode_shape.draft_rows = 1.5 + 60 * unit(rng);
-      cost.decode_shape.draft_scale = 0.4 + 2.6 * unit(rng);
+      cost.decode_shape.anchors = {{1, 0.4 + 2.6 * unit(rng)}};
+      for (int rows = 2; rows < 64; rows += 1 + static_cast<int>(unit(rng) * 30)) {
+        cost.decode_shape.anchors.push_back({rows, 0.4 + 2.6 * unit(rng)});
+      }
     }
     shaped += cost.Shaped() ? 1 : 0;
     // What the forward costs as DraftCost prices it: with the shape, one sequence and no

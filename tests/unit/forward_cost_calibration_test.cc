@@ -140,27 +140,35 @@ TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
   EXPECT_NEAR(small.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(18) / 16, 1e-15);
 }
 
-// The single-sequence step shape's anchors: AR steps (one row) and drafting steps, each
-// its mean rows and geometric-mean scale; known once each has three steps, the scale
-// interpolated in rows between them and held outside.
-TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtTwoRowCounts) {
+// The single-sequence step shape's anchors: AR steps (one row) and drafting steps at
+// each row count, each its geometric-mean scale; an anchor once it has three steps, the
+// scale interpolated in rows between anchors and held at the nearest outside.
+TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtEachRowCount) {
   const ForwardCostCurve curve = Linear();
   ForwardCostCalibration cal;
   for (int i = 0; i < 3; ++i) cal.ObserveSingleDecodeStep(curve, 1, 0, 0.5 * curve.Seconds(1));
+  for (int i = 0; i < 2; ++i) {
+    cal.ObserveSingleDecodeStep(curve, 9, 4, 2.0 * curve.Seconds(9));
+    cal.ObserveSingleDecodeStep(curve, 17, 8, 1.0 * curve.Seconds(17));
+  }
+  cal.ObserveSingleDecodeStep(curve, 13, 6, 4.0 * curve.Seconds(13));
+  EXPECT_FALSE(cal.DecodeShape().known());  // no row count has three drafting steps
   cal.ObserveSingleDecodeStep(curve, 9, 4, 2.0 * curve.Seconds(9));
-  cal.ObserveSingleDecodeStep(curve, 17, 8, 2.0 * curve.Seconds(17));
-  EXPECT_FALSE(cal.DecodeShape().known);  // two drafting steps
-  cal.ObserveSingleDecodeStep(curve, 13, 6, 2.0 * curve.Seconds(13));
+  ASSERT_EQ(cal.DecodeShape().anchors.size(), 2u);
+  cal.ObserveSingleDecodeStep(curve, 17, 8, 1.0 * curve.Seconds(17));
   const DecodeScaleShape shape = cal.DecodeShape();
-  ASSERT_TRUE(shape.known);
-  EXPECT_NEAR(shape.ar_rows, 1.0, 1e-9);
-  EXPECT_NEAR(shape.ar_scale, 0.5, 1e-9);
-  EXPECT_NEAR(shape.draft_rows, 13.0, 1e-9);
-  EXPECT_NEAR(shape.draft_scale, 2.0, 1e-9);
+  ASSERT_TRUE(shape.known());
+  ASSERT_EQ(shape.anchors.size(), 3u);  // 13 rows ran once: no anchor
+  EXPECT_EQ(shape.anchors[1].rows, 9);
+  EXPECT_NEAR(shape.ar_scale(), 0.5, 1e-9);
   EXPECT_NEAR(shape.At(1), 0.5, 1e-9);
-  EXPECT_NEAR(shape.At(7), 1.25, 1e-9);
-  EXPECT_NEAR(shape.At(100), 2.0, 1e-9);
+  EXPECT_NEAR(shape.At(5), 1.25, 1e-9);
+  EXPECT_NEAR(shape.At(9), 2.0, 1e-9);
+  EXPECT_NEAR(shape.At(13), 1.5, 1e-9);
+  EXPECT_NEAR(shape.At(100), 1.0, 1e-9);
   EXPECT_DOUBLE_EQ(DecodeScaleShape{}.At(7), 1.0);
+  // The drafting steps' scale for the dashboard: all of them, weighted by steps.
+  EXPECT_NEAR(cal.DraftingStepScale(), std::exp((3 * std::log(2.0) + 3 * std::log(1.0) + std::log(4.0)) / 7), 1e-9);
   // The per-kind scales are the forwards' own, untouched by steps.
   EXPECT_DOUBLE_EQ(cal.Scale(false), 1.0);
   // AR steps are wanted only while drafting steps alone taught their anchor.
@@ -175,7 +183,7 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtTwoRowCounts) {
     drafting_only.ObserveSingleDecodeStep(curve, 1, 0, curve.Seconds(1));
   }
   EXPECT_FALSE(drafting_only.WantsArStep());
-  EXPECT_TRUE(drafting_only.DecodeShape().known);
+  EXPECT_TRUE(drafting_only.DecodeShape().known());
   EXPECT_FALSE(cal.WantsArStep());
   // Bad figures teach nothing.
   ForwardCostCalibration bad;
@@ -185,12 +193,12 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtTwoRowCounts) {
     bad.ObserveSingleDecodeStep(curve, 0, 0, 1e-3);
     bad.ObserveSingleDecodeStep(curve, 1, 0, 1e-3);
   }
-  EXPECT_FALSE(bad.DecodeShape().known);
+  EXPECT_FALSE(bad.DecodeShape().known());
   // Only one sequence decoding alone is priced with the shape.
   DraftCost alone{&curve, 1, 1, 0};
   alone.decode_shape = shape;
   EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(1), 1e-15);
-  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 6), shape.At(7) * curve.Seconds(7) - 0.5 * curve.Seconds(1),
+  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 8), shape.At(9) * curve.Seconds(9) - 0.5 * curve.Seconds(1),
               1e-15);
   DraftCost two = alone;
   two.batch_sequences = two.base_rows = 2;
@@ -225,7 +233,7 @@ std::pair<DraftCost, DraftCost> PricedWithoutAndWithShape(const WrongShape& w) {
   cost.decode_scale = cost.forward_scale = cal.Scale(false);
   const DraftCost unshaped = cost;
   cost.decode_shape = cal.DecodeShape();
-  EXPECT_TRUE(cost.decode_shape.known);
+  EXPECT_TRUE(cost.decode_shape.known());
   return {unshaped, cost};
 }
 
@@ -257,7 +265,7 @@ TEST(ForwardCostCalibrationTest, TheDecodeShapeCorrectsACurveOfTheWrongShape) {
   const WrongShape steep{*ForwardCostCurve::FromPoints({{1, 0.462e-3}, {2, 0.593e-3}, {4, 0.700e-3},
                                                         {8, 0.861e-3}, {16, 1.4e-3}}),
                          0.45, [](int rows) { return rows == 1 ? 0.46e-3 : 0.56e-3 + 0.03e-3 * (rows - 4); },
-                         {4, 4, 7, 10, 13, 13}};
+                         {4, 4, 4, 7, 10, 13, 13, 13}};
   const auto [steep_unshaped, steep_shaped] = PricedWithoutAndWithShape(steep);
   EXPECT_EQ(ChooseGamma(blocks, tracker(steep.acceptance), steep_unshaped), 0);
   EXPECT_GT(ChooseGamma(blocks, tracker(steep.acceptance), steep_shaped), 0);
