@@ -26,6 +26,10 @@ void SpeedupAccounting::LearnArStep(const ForwardReport& forward, double step_sh
   ++ar_step_samples_;
   const double w = std::max(kArStepWeight, 1.0 / static_cast<double>(ar_step_samples_));
   ar_step_share_ += w * (step_share - ar_step_share_);
+  if (forward.sequences.size() != 1) return;
+  ++ar_gap_samples_;
+  ar_gap_seconds_ += std::max(kArStepWeight, 1.0 / static_cast<double>(ar_gap_samples_)) *
+                     (forward.gap_seconds - ar_gap_seconds_);
 }
 
 void SpeedupAccounting::OnForward(const ForwardReport& forward, std::array<ModeSeconds, kNumDecodingModes>* out) {
@@ -65,8 +69,10 @@ void SpeedupAccounting::OnForward(const ForwardReport& forward, std::array<ModeS
     ar_per_token += ar_cpu + ar_step_share;
     if (forward.lone_ar_step_seconds > 0 && forward.sequences.size() == 1) {
       // Alone: AR's steps as measured (ForwardReport::lone_ar_step_seconds), each with the
-      // same wait before it as this one.
-      ar_per_token = forward.lone_ar_step_seconds + forward.gap_seconds;
+      // wait a lone AR step had before it, never more than this one's (a step that
+      // delivers several tokens, or waits for its drafts' masks, waits longer).
+      ar_per_token = forward.lone_ar_step_seconds +
+                     (ar_gap_samples_ > 0 ? std::min(ar_gap_seconds_, forward.gap_seconds) : forward.gap_seconds);
     }
     const size_t m = static_cast<size_t>(s.mode);
     if (m >= totals_.size()) continue;

@@ -28,7 +28,8 @@
 //
 // One sequence decoding alone is priced apart once the scheduler's calibration has timed
 // its AR steps (ForwardReport::lone_ar_step_seconds): AR's tokens cost those steps, whole,
-// plus the wait before each. The affine model's shape is the start-up curve's, and a curve
+// plus the wait a lone AR step has before it (learnt like the share above, and never
+// taken above the current step's). The affine model's shape is the start-up curve's, and a curve
 // timed in a moment slower for one row than for five reads a lone n-gram step as cheaper
 // against AR than the steps then run (on the default model it read 2.6× where n-gram ran
 // 2.1× AR).
@@ -74,6 +75,8 @@ class SpeedupAccounting {
   long long ar_cpu_samples_ = 0;
   double ar_step_share_ = 0;
   long long ar_step_samples_ = 0;
+  double ar_gap_seconds_ = 0;  // the wait before a lone one-row step
+  long long ar_gap_samples_ = 0;
 };
 
 }  // namespace crossreg

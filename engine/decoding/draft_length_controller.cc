@@ -9,31 +9,20 @@ namespace crossreg {
 
 DraftLengthController::DraftLengthController(const GenerationRequest& request, const DecodingEnvironment& env)
     : decoding_(request.decoding),
-      acceptance_(std::max(1, request.decoding.gamma)),
-      match_acceptance_(static_cast<size_t>(NgramMatchClasses(std::max(1, request.decoding.ngram_max))),
-                        AcceptanceTracker(std::max(1, request.decoding.gamma))) {
+      trackers_(1 + static_cast<size_t>(NgramMatchClasses(std::max(1, request.decoding.ngram_max))),
+                AcceptanceTracker(std::max(1, request.decoding.gamma))) {
   if (env.acceptance_memory == nullptr || request.decoding.mode == DecodingMode::kAutoregressive) return;
   memory_ = env.acceptance_memory;
   memory_class_ = AcceptanceClassKey(request);
-  if (request.decoding.adaptive_gamma) {  // start from what earlier requests of the class saw
-    memory_->Seed(memory_class_, 0, acceptance_);
-    for (size_t n = 0; n < match_acceptance_.size(); ++n) {
-      memory_->Seed(memory_class_, static_cast<int>(n) + 1, match_acceptance_[n]);
-    }
+  if (!request.decoding.adaptive_gamma) return;
+  // Start from what earlier requests of the class saw.
+  for (size_t slot = 0; slot < trackers_.size(); ++slot) {
+    memory_->Seed(memory_class_, static_cast<int>(slot), trackers_[slot]);
   }
 }
 
-AcceptanceTracker& DraftLengthController::TrackerFor(int ngram_match) {
-  if (ngram_match <= 0) return acceptance_;
-  return match_acceptance_[static_cast<size_t>(std::min<int>(ngram_match, match_acceptance_.size()) - 1)];
-}
-
-const AcceptanceTracker& DraftLengthController::TrackerFor(int ngram_match) const {
-  return const_cast<DraftLengthController*>(this)->TrackerFor(ngram_match);
-}
-
-int DraftLengthController::MemorySlot(int ngram_match) const {
-  return std::clamp(ngram_match, 0, static_cast<int>(match_acceptance_.size()));
+int DraftLengthController::Slot(int ngram_match) const {
+  return std::clamp(ngram_match, 0, static_cast<int>(trackers_.size()) - 1);
 }
 
 int DraftLengthController::ProbeGamma() const {
@@ -83,7 +72,8 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
   // A step the cost calibration times as AR: no verdict on the drafts, counted nowhere.
   if (cost.ar_step_wanted) return {.kind = Kind::kTimedAr};
   decision.first_interval = FirstProbeInterval(cost);
-  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), TrackerFor(ngram_match), cost);
+  const AcceptanceTracker& acceptance = trackers_[Slot(ngram_match)];
+  const int chosen = fits == 0 ? 0 : ChooseGamma(fits == d.gamma ? d : WithGamma(d, fits), acceptance, cost);
   if (chosen > 0) {
     decision.kind = Kind::kDraft;
     decision.gamma = chosen;
@@ -105,11 +95,11 @@ void DraftLengthController::Observe(const DraftDecision& decision, int ngram_mat
   // back toward the class's (before this forward's verdicts), so a burst of failed drafts
   // does not freeze it in AR until the next probe while the class's drafts pay.
   if (ar && memory_ != nullptr) {
-    memory_->Revert(memory_class_, MemorySlot(decision.ngram_match), TrackerFor(decision.ngram_match));
+    memory_->Revert(memory_class_, Slot(decision.ngram_match), trackers_[Slot(decision.ngram_match)]);
   }
-  AcceptanceTracker& tracker = TrackerFor(ngram_match);
+  AcceptanceTracker& tracker = trackers_[Slot(ngram_match)];
   for (size_t k = 0; k < verdicts.size(); ++k) tracker.Record(static_cast<int>(k) + 1, verdicts[k]);
-  if (memory_ != nullptr) memory_->Record(memory_class_, MemorySlot(ngram_match), verdicts);
+  if (memory_ != nullptr) memory_->Record(memory_class_, Slot(ngram_match), verdicts);
   last_gamma_ = decision.gamma;
   switch (decision.kind) {
     case Kind::kFixed:

@@ -44,10 +44,9 @@ class DraftLengthController {
   static bool IsCrossRegression(DecodingMode m) { return m == DecodingMode::kLossless || m == DecodingMode::kLossy; }
   // The draft length of a probe: the cheapest that still verifies one draft.
   int ProbeGamma() const;
-  AcceptanceTracker& TrackerFor(int ngram_match);
-  // Its slot in the acceptance memory: 0 for Cross-Regression, the match class for n-gram.
-  int MemorySlot(int ngram_match) const;
-  const AcceptanceTracker& TrackerFor(int ngram_match) const;
+  // The tracker (and acceptance memory slot) of drafts of this match class: 0 for
+  // Cross-Regression and n-gram without a match class, the class for n-gram.
+  int Slot(int ngram_match) const;
   // The next AR forward should probe: this request's schedule, or its class's once a step.
   bool ProbeDue(const DraftCost& cost, int first_interval) const;
   // AR forwards between probes at this cost (kProbeBudget).
@@ -58,10 +57,9 @@ class DraftLengthController {
   static constexpr double kProbeBudget = 0.03;  // probes' extra cost, as a fraction of the AR forwards
 
   const DecodingConfig decoding_;
-  AcceptanceTracker acceptance_;  // recent per-depth acceptance
-  // Adaptive n-gram: the same per match class (index class - 1): a run of failed 1-token
-  // matches must not stop the drafts of a long repeat.
-  std::vector<AcceptanceTracker> match_acceptance_;
+  // Recent per-depth acceptance by Slot: adaptive n-gram keeps one per match class, since
+  // a run of failed 1-token matches must not stop the drafts of a long repeat.
+  std::vector<AcceptanceTracker> trackers_;
   // The engine's memory of acceptance (null: none) and this request's class there.
   AcceptanceMemory* memory_ = nullptr;
   std::string memory_class_;

@@ -41,7 +41,8 @@ void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, in
 void ForwardCostCalibration::ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                                      double seconds) {
   if (rows < 1) return;
-  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) (rows > 1 ? drafting_[rows] : ar_).Add(*r, rows, weight_);
+  const auto r = LogRatio(curve, rows, predictive_rows, seconds);
+  if (r.has_value()) (rows > 1 ? drafting_[rows] : ar_).Add(*r, rows, weight_);
 }
 
 void ForwardCostCalibration::Kind::Add(double log_ratio, int forward_rows, double weight) {

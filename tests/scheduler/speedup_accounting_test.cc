@@ -181,5 +181,27 @@ TEST(SpeedupAccountingTest, AModesLongerWaitsBetweenStepsAreNotCountedToArPerTok
   EXPECT_NEAR(m.ar_equivalent, 2 * 3 * (kFixed / 2 + kPerRow + 0.001), 1e-9);
 }
 
+TEST(SpeedupAccountingTest, ALoneModesLongerWaitsAreNotCountedToArPerToken) {
+  // Alone, once AR's steps are timed: AR's tokens cost a timed AR step plus the wait a
+  // lone AR step had (1 ms), not the 4 ms an n-gram step waited before it to deliver its
+  // tokens; a step that waited less than AR's is priced with its own wait.
+  SpeedupAccounting a;
+  ForwardReport ar = Forward({Decode(DecodingMode::kAutoregressive, 1, 1)});
+  ar.gap_seconds = 0.001;
+  ar.step_seconds = ar.seconds + ar.gap_seconds;
+  for (int i = 0; i < 10; ++i) a.OnForward(ar);
+  ForwardReport g = Forward({Decode(DecodingMode::kNgram, 4, 3)});
+  g.lone_ar_step_seconds = 0.013;
+  g.gap_seconds = 0.004;
+  g.step_seconds = g.seconds + g.gap_seconds;
+  std::array<ModeSeconds, kNumDecodingModes> charges;
+  a.OnForward(g, &charges);
+  EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kNgram)].ar_equivalent, 3 * (0.013 + 0.001), 1e-12);
+  g.gap_seconds = 0.0005;
+  g.step_seconds = g.seconds + g.gap_seconds;
+  a.OnForward(g, &charges);
+  EXPECT_NEAR(charges[static_cast<size_t>(DecodingMode::kNgram)].ar_equivalent, 3 * (0.013 + 0.0005), 1e-12);
+}
+
 }  // namespace
 }  // namespace crossreg
