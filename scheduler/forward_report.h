@@ -44,8 +44,9 @@ struct ForwardReport {
   double decode_cost_scale = 1.0;
   double prefill_cost_scale = 1.0;
   // What adaptive γ prices a sequence decoding alone with: its whole steps (planning,
-  // forward, verification) over the curve's forward, AR steps and steps that carried
-  // drafts (ForwardCostCalibration::DecodeShape); 0 until both are known.
+  // forward, verification) over the curve's forward, AR steps and the steps that carried
+  // drafts (their mean over the row counts' anchors; ForwardCostCalibration::DecodeShape);
+  // 0 until both are known.
   double ar_step_scale = 0;
   double drafting_step_scale = 0;
   // A forward of one sequence decoding alone, once the calibration knows what its AR
