@@ -26,10 +26,6 @@
 // must not count that wait to AR once per token. A mode whose verification or masks
 // cost more than its drafts save reads below 1, as the clock says.
 //
-// Where decode-only forwards of every sequence in AR ran at a batch size (3 or more), AR's
-// forward at that size is priced as they took, not by the model: its shape is the
-// start-up curve's.
-//
 // One sequence decoding alone is priced apart once the scheduler's calibration has timed
 // its AR steps (ForwardReport::lone_ar_step_seconds): AR's tokens cost those steps, whole,
 // plus the wait a lone AR step has before it (learnt like the share above, and never
@@ -40,7 +36,6 @@
 #pragma once
 
 #include <array>
-#include <map>
 #include <utility>
 #include <vector>
 
@@ -68,25 +63,20 @@ class SpeedupAccounting {
   void OnForward(const ForwardReport& forward, std::array<ModeSeconds, kNumDecodingModes>* out = nullptr);
   const std::array<ModeSeconds, kNumDecodingModes>& totals() const { return totals_; }
   // Planning and applying seconds of a one-row decode step, as learnt (0: none seen).
-  double ar_cpu_seconds() const { return ar_cpu_.value; }
+  double ar_cpu_seconds() const { return ar_cpu_seconds_; }
 
  private:
   // Learns from this forward's one-row decode sequences what AR pays around its forward:
   // its own planning and applying, and (when the whole forward is one-row steps) its share
   // of the rest of the step.
   void LearnArStep(const ForwardReport& forward, double step_share);
-  // A mean that averages its first samples, then forgets at `weight` a sample.
-  struct LearntMean {
-    double value = 0;
-    long long samples = 0;
-    void Add(double x, double weight);
-  };
   std::array<ModeSeconds, kNumDecodingModes> totals_{};
-  LearntMean ar_cpu_;         // a one-row step's planning and applying
-  LearntMean ar_step_share_;  // its share of the rest of the step
-  LearntMean ar_gap_;         // the wait before a lone one-row step
-  // Decode-only forwards whose sequences all ran one-row steps, by their number.
-  std::map<size_t, LearntMean> ar_forward_by_batch_;
+  double ar_cpu_seconds_ = 0;
+  long long ar_cpu_samples_ = 0;
+  double ar_step_share_ = 0;
+  long long ar_step_samples_ = 0;
+  double ar_gap_seconds_ = 0;  // the wait before a lone one-row step
+  long long ar_gap_samples_ = 0;
 };
 
 }  // namespace crossreg

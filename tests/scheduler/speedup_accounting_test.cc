@@ -181,34 +181,6 @@ TEST(SpeedupAccountingTest, AModesLongerWaitsBetweenStepsAreNotCountedToArPerTok
   EXPECT_NEAR(m.ar_equivalent, 2 * 3 * (kFixed / 2 + kPerRow + 0.001), 1e-9);
 }
 
-TEST(SpeedupAccountingTest, BatchedArTokensArePricedAsAllArForwardsOfThatBatchRan) {
-  // The model (10 ms + 2 ms a row) prices n-gram's 12-row forward of 4 sequences at 34 ms;
-  // it ran in 22 (rows past AR's cheaper than the start-up curve said). AR's forwards of 4
-  // sequences ran as the model says, 18 ms. Until three of them ran, AR's tokens beside the
-  // wide forward are priced by the model at that forward's scale (22/34 of 4.5 ms); from
-  // then on as AR's forwards took, 4.5 ms each.
-  SpeedupAccounting a;
-  const SequenceForward ar = Decode(DecodingMode::kAutoregressive, 1, 1);
-  const ForwardReport all_ar = Forward({ar, ar, ar, ar});
-  const SequenceForward ngram = Decode(DecodingMode::kNgram, 3, 2);
-  ForwardReport wide = Forward({ngram, ngram, ngram, ngram});
-  wide.seconds = 0.022;
-  std::array<ModeSeconds, kNumDecodingModes> charges;
-  for (int i = 0; i < 2; ++i) a.OnForward(all_ar);
-  a.OnForward(wide, &charges);
-  const size_t m = static_cast<size_t>(DecodingMode::kNgram);
-  EXPECT_NEAR(charges[m].ar_equivalent, 4 * 2 * (0.022 / 0.034) * (kFixed / 4 + kPerRow), 1e-12);
-  a.OnForward(all_ar);
-  a.OnForward(wide, &charges);
-  EXPECT_NEAR(charges[m].ar_equivalent, 4 * 2 * TrueSeconds(4) / 4, 1e-12);
-  EXPECT_NEAR(charges[m].actual, wide.seconds, 1e-12);
-  // Another batch size has no measured AR forward: the model prices it.
-  ForwardReport three = Forward({ngram, ngram, ngram});
-  three.seconds = 0.015;
-  a.OnForward(three, &charges);
-  EXPECT_NEAR(charges[m].ar_equivalent, 3 * 2 * (0.015 / TrueSeconds(9)) * (kFixed / 3 + kPerRow), 1e-12);
-}
-
 TEST(SpeedupAccountingTest, ALoneModesLongerWaitsAreNotCountedToArPerToken) {
   // Alone, once AR's steps are timed: AR's tokens cost a timed AR step plus the wait a
   // lone AR step had (1 ms), not the 4 ms an n-gram step waited before it to deliver its
