@@ -558,10 +558,11 @@ void Scheduler::Impl::PlanDecoders(SchedulerOutput& scheduled) {
   }
   cost.decode_scale = calibration().Scale(false);
   cost.forward_scale = calibration().Scale(scheduled.carries_prefill);
-  cost.decode_shape = calibration().DecodeShape();
-  cost.ar_step_wanted =
-      options.ar_probe_steps && cost.batch_sequences == 1 && cost.base_rows == 1 && calibration().WantsArStep();
   cost.batch_sequences = std::max(1, cost.batch_sequences);
+  if (cost.base_rows == cost.batch_sequences) {  // decode only: priced by its batch size's timed steps
+    cost.decode_shape = calibration().DecodeShape(cost.batch_sequences);
+    cost.ar_step_wanted = options.ar_probe_steps && calibration().WantsArStep(cost.batch_sequences);
+  }
   cost.base_rows = std::max(1, cost.base_rows);
   std::vector<std::string> step_probes;  // one probe a step per acceptance class
   cost.step_probes = &step_probes;
@@ -649,7 +650,7 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
   report.rows = static_cast<int>(scheduled.batch.rows.size());
   report.decode_cost_scale = calibration().Scale(false);
   report.prefill_cost_scale = calibration().Scale(true);
-  if (const DecodeScaleShape shape = calibration().DecodeShape(); shape.known()) {
+  if (const DecodeScaleShape shape = calibration().DecodeShape(1); shape.known()) {
     report.ar_step_scale = shape.ar_scale();
     report.drafting_step_scale = calibration().DraftingStepScale();
     if (!scheduled.carries_prefill && scheduled.sequences.size() == 1 && options.decoding.cost_curve != nullptr) {
@@ -680,10 +681,11 @@ void Scheduler::Impl::Apply(const SchedulerOutput& scheduled, const ExecutedForw
     }
     for (auto& [r, status] : failed) Cancel(r, std::move(status), out);
   }
-  if (options.decoding.cost_curve != nullptr && !scheduled.carries_prefill && scheduled.sequences.size() == 1) {
-    // A sequence decoding alone: adaptive γ's step shape (forward_cost_calibration.h).
-    calibration().ObserveSingleDecodeStep(*options.decoding.cost_curve, report.rows, scheduled.predictive_rows,
-                                          SecondsBetween(forward.step_start, std::chrono::steady_clock::now()));
+  if (options.decoding.cost_curve != nullptr && !scheduled.carries_prefill && !scheduled.sequences.empty()) {
+    // A decode-only step: adaptive γ's step shape for its batch size (forward_cost_calibration.h).
+    calibration().ObserveDecodeStep(*options.decoding.cost_curve, static_cast<int>(scheduled.sequences.size()),
+                                    report.rows, scheduled.predictive_rows,
+                                    SecondsBetween(forward.step_start, std::chrono::steady_clock::now()));
   }
 }
 

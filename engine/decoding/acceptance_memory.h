@@ -1,19 +1,14 @@
 // Acceptance remembered across the requests of one engine, for the adaptive draft
-// length (draft_length_policy.h). Without it every request learns alone from the prior
-// (α = 1/2), and on a model whose drafts do not pay each short request buys the same
-// lesson again (a probe of two wider forwards; `crossreg-bench-xr --adaptive_alone`).
-//
-// Per acceptance class (mode, β and τ, forking, n-gram assist, greedy or sampled) it
-// keeps pooled per-depth acceptance, forgetting slowly, which seeds a new request's
-// tracker as at most kPriorWeight verdicts per depth (its own outcomes take over within
-// a few forwards), and the probe schedule, counted over the class's requests so probing
-// costs a share of the engine's AR forwards, not of each request's. Slot 0 is a
-// request's main tracker; slot n > 0 the adaptive n-gram tracker of match class n
-// (NgramMatchClass, ngram_drafter.h).
-//
+// length (draft_length_policy.h): without it each short request on a model whose drafts
+// do not pay buys the same lesson again (`crossreg-bench-xr --adaptive_alone`). Per
+// acceptance class (mode, β and τ, forking, n-gram assist, greedy or sampled): pooled
+// per-depth acceptance, forgetting slowly, which seeds a new request's tracker as at
+// most kPriorWeight verdicts per depth, and the probe schedule, counted over the class's
+// requests so probing costs a share of the engine's AR forwards, not of each request's.
+// Slot 0 is a request's main tracker, slot n > 0 adaptive n-gram's of match class n.
 // Exactness is untouched: what a request reads here was measured on forwards already
-// verified. Sampled outputs keep AR's distribution; a seed reproduces an adaptive
-// request's output only at the same load and history. Thread-safe.
+// verified (a seed reproduces an adaptive request only at the same load and history).
+// Thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -1,8 +1,6 @@
 // What the adaptive draft length decided for one decode forward: made by
-// DraftLengthController::Choose (a const function of what was learnt and what rows
-// cost), carried by the step's plan, and applied by DraftLengthController::Observe once
-// the forward ran. A plan dropped before its forward (a sequence left to wait for its
-// grammar masks) leaves nothing behind.
+// DraftLengthController::Choose, carried by the step's plan, applied by Observe once the
+// forward ran (a plan dropped before its forward leaves nothing behind).
 #pragma once
 
 namespace crossreg {

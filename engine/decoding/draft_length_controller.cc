@@ -37,9 +37,8 @@ int DraftLengthController::RowsBound(const ForwardCostCurve* curve) const {
 }
 
 int DraftLengthController::FirstProbeInterval(const DraftCost& cost) const {
-  // A probe (and, for Cross-Regression, the forward verifying it) costs more than an AR
-  // forward, at this forward's margin: probe no more often than keeps that within
-  // kProbeBudget of the AR forwards around it, all a sequence whose drafts never pay loses.
+  // A probe (and, for Cross-Regression, the forward verifying it) costs its margin over an
+  // AR forward: probe no more often than keeps that within kProbeBudget of the AR forwards.
   const DecodingConfig& d = decoding_;
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
   const double extra =
@@ -63,8 +62,7 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
   if (decoding_.mode == DecodingMode::kNgram && ngram_match <= 0) return {.kind = Kind::kFixed};
   const DecodingConfig& d = decoding_;
   const int probe = ProbeGamma();
-  // The draft lengths whose rows fit what the caller reserved (a scheduler's bound).
-  int fits = d.gamma;
+  int fits = d.gamma;  // the draft lengths whose rows fit what the caller reserved
   while (fits > 0 && MaxDecodeRows(WithGamma(d, fits)) > max_decode_rows) --fits;
   if (probe_forwards_ > 0) {  // the forward after an XR probe verifies its drafts
     return {.kind = Kind::kProbeVerify, .gamma = probe <= fits ? probe : 0, .ngram_match = ngram_match};
@@ -91,9 +89,8 @@ DraftDecision DraftLengthController::Choose(const DraftCost& cost, int max_decod
 void DraftLengthController::Observe(const DraftDecision& decision, int ngram_match, const std::vector<bool>& verdicts) {
   using Kind = DraftDecision::Kind;
   const bool ar = decision.kind == Kind::kAr || decision.kind == Kind::kProbe;
-  // AR forwards learn nothing; with a memory each moves the request's estimate a step
-  // back toward the class's (before this forward's verdicts), so a burst of failed drafts
-  // does not freeze it in AR until the next probe while the class's drafts pay.
+  // AR forwards learn nothing; each moves the request's estimate a step back toward the
+  // class's, so a burst of failed drafts does not freeze it in AR while the class's pay.
   if (ar && memory_ != nullptr) {
     memory_->Revert(memory_class_, Slot(decision.ngram_match), trackers_[Slot(decision.ngram_match)]);
   }

@@ -1,11 +1,8 @@
-// The adaptive draft length of one request (the shape of SGLang's adaptive
-// speculation): Choose decides the next forward's γ' from the acceptance seen so far and
-// what rows cost, and changes nothing; Observe applies that decision once its forward
-// ran. Everything that learns lives here: the per-depth acceptance trackers (one for
-// Cross-Regression, one per n-gram match class), the probe schedule and the engine's
-// acceptance memory, so a plan made and dropped (a sequence left to wait for its grammar
-// masks) moves nothing. γ' depends only on counts and timings measured before the
-// forward, never on the drafts about to be verified.
+// The adaptive draft length of one request (SGLang's choose / observe shape): Choose
+// decides the next forward's γ' from the acceptance seen so far and what rows cost, and
+// changes nothing; Observe applies that decision once its forward ran, so a plan made and
+// dropped (a sequence left to wait for its grammar masks) moves nothing. γ' depends only
+// on what was measured before the forward, never on the drafts about to be verified.
 #pragma once
 
 #include <string>
@@ -35,9 +32,8 @@ class DraftLengthController {
 
   // Rows the next decode iteration may use, for a scheduler's token budget: the request's
   // MaxDecodeRows, except after an AR forward of an adaptive Cross-Regression request,
-  // which reserves a probe's rows and drafts deeper from the next forward on (reserving
-  // the full γ for every such sequence would starve prefill chunks and leave sequences
-  // out of forwards that run them all as AR). n-gram rows are few, its drafts bursty.
+  // which reserves a probe's rows (the full γ for every such sequence would starve
+  // prefill chunks). n-gram rows are few, its drafts bursty.
   int RowsBound(const ForwardCostCurve* curve) const;
 
  private:

@@ -123,31 +123,32 @@ double DraftCost::DecodeSeconds(DecodingMode mode, int rows) const {
 double DraftCost::ArShare(DecodingMode mode) const {
   const int b = std::max(1, batch_sequences);
   const int r0 = std::max(base_rows, b);
-  if (Shaped()) return DecodeSeconds(mode, 1);
-  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, r0)) / b;
+  const double modelled = std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, r0)) / b;
+  if (!Shaped()) return modelled;
+  const double timed = DecodeSeconds(mode, b) / b;
+  return b == 1 ? timed : std::min(timed, modelled);
 }
 
 double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
   const int b = std::max(1, batch_sequences);
-  const int r0 = std::max(base_rows, b);
-  const int rows = r0 + std::max(0, planned_extra_rows);
-  if (Shaped()) {
-    return std::max(0.0, DecodeSeconds(mode, rows + std::max(0, extra)) - DecodeSeconds(mode, rows));
-  }
-  return std::min(1.0, forward_scale) *
-         std::max(0.0, curve->Seconds(mode, rows + std::max(0, extra)) - curve->Seconds(mode, rows));
+  const int rows = std::max(base_rows, b) + std::max(0, planned_extra_rows);
+  const int wider = rows + std::max(0, extra);
+  const double modelled = std::min(1.0, forward_scale) * std::max(0.0, curve->Seconds(mode, wider) - curve->Seconds(mode, rows));
+  if (!Shaped()) return modelled;
+  const double timed = std::max(0.0, DecodeSeconds(mode, wider) - DecodeSeconds(mode, rows));
+  return b == 1 ? timed : std::max(timed, modelled);
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
   if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
   const double share = cost.ArShare(config.mode);
   int best = 0;
-  // AR: one token for this sequence's share of the all-AR forward. Priced by a model (in a
-  // batch, or before a lone sequence's steps were timed), drafts must beat it by
+  // AR: one token for this sequence's share of the all-AR forward. Drafts must beat it by
   // kDraftHurdle: the estimates of acceptance and of the margin both err, and where
   // drafting would gain a few percent at best an error either way turns it into a loss.
-  // A lone sequence priced by its own timed steps (Shaped) needs no such margin.
-  double best_rate = (cost.Shaped() ? 1.0 : kDraftHurdle) / share;
+  // One sequence alone priced by its own timed steps (Shaped) needs no such margin; a
+  // batch's timed steps mix its sequences' contexts, and stay noisier.
+  double best_rate = (cost.Shaped() && cost.batch_sequences <= 1 ? 1.0 : kDraftHurdle) / share;
   for (int g = 1; g <= config.gamma; ++g) {
     const int rows = MaxDecodeRows(WithGamma(config, g));
     const double seconds = share + cost.MarginalSeconds(config.mode, rows - 1);

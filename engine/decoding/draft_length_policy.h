@@ -16,14 +16,11 @@ namespace crossreg {
 
 // What the next forward's rows cost this sequence. Its draft rows are costed at the
 // margin of the forward as planned so far, T(R + extra) - T(R), and their expected extra
-// tokens must pay it at the cost of an AR token in a decode-only forward, T(B) / B (an
-// accepted draft is a token not decoded later, in forwards of about B rows). Prefill
-// rows sharing the forward raise the margin but not what a token is worth: priced at
-// T(R0) / B, drafts would look nearly free beside a prefill chunk (docs/algorithm.md,
-// "Adaptive draft length"). Since T(B) <= T(R0), the margins chosen telescope to
-// T(R_final) - T(R0) and each earns at least the all-AR forward's rate, so the forward
-// as planned commits at least the all-AR forward's expected tokens per second, whatever
-// the curve's shape.
+// tokens must pay it at an AR token's cost in a decode-only forward, T(B) / B (an
+// accepted draft is a token not decoded later). Prefill rows sharing the forward raise
+// the margin, not a token's worth. Since T(B) <= T(R0) the margins telescope, so the
+// forward as planned expects at least the all-AR forward's tokens per second, whatever
+// the curve's shape (docs/algorithm.md, "Adaptive draft length").
 struct DraftCost {
   const ForwardCostCurve* curve = nullptr;
   int batch_sequences = 1;     // B: decoding sequences in the forward
@@ -33,8 +30,8 @@ struct DraftCost {
   // (forward_cost_calibration.h).
   double decode_scale = 1.0;
   double forward_scale = 1.0;
-  // One sequence decoding alone, once its steps were timed (ForwardCostCalibration::
-  // DecodeShape): a step of R rows costs At(R) · T(R), as the steps actually ran.
+  // Decode-only steps of B sequences, once they were timed (ForwardCostCalibration::
+  // DecodeShape(B)): a step of R rows costs At(R) · T(R), as the steps actually ran.
   DecodeScaleShape decode_shape{};
   // The calibration asks for a timed AR step (ForwardCostCalibration::WantsArStep).
   bool ar_step_wanted = false;
@@ -42,16 +39,21 @@ struct DraftCost {
   std::vector<std::string>* step_probes = nullptr;
   // Seconds of a single-sequence step of `rows` rows: the shaped curve.
   double DecodeSeconds(DecodingMode mode, int rows) const;
-  // Priced by the shape: one sequence decoding alone, and the shape known.
-  bool Shaped() const { return decode_shape.known() && batch_sequences <= 1 && base_rows <= 1; }
-  // What an AR token costs this sequence, the value of each token a draft commits:
-  // decode_scale · T(B) / B, at most forward_scale · T(R0) / B (the all-AR guarantee
-  // when the scales differ).
+  // Priced by the shape: a decode-only forward (R0 = B), and the shape of B sequences known.
+  bool Shaped() const {
+    return decode_shape.known() && base_rows == batch_sequences && decode_shape.anchors.front().rows == base_rows;
+  }
+  // What an AR token costs this sequence, the value of each token a draft commits: the
+  // model's decode_scale · T(B) / B, at most forward_scale · T(R0) / B (the all-AR
+  // guarantee when the scales differ); shaped, the timed DecodeSeconds(B) / B alone for
+  // one sequence, the lower of the two in a batch.
   double ArShare(DecodingMode mode) const;
-  // What `extra` more rows add, R = R0 + planned_extra_rows: shaped, DecodeSeconds(R +
-  // extra) - DecodeSeconds(R); otherwise min(1, forward_scale) · (T(R + extra) - T(R)).
-  // The scale shrinks the margin but never stretches it: load adds a cost per forward,
-  // not per row (docs/algorithm.md, "Adaptive draft length").
+  // What `extra` more rows add, R = R0 + planned_extra_rows: the model's min(1,
+  // forward_scale) · (T(R + extra) - T(R)) (load adds a cost per forward, not per row);
+  // shaped, the timed DecodeSeconds(R + extra) - DecodeSeconds(R) alone for one sequence,
+  // the higher of the two in a batch. A batch's timed steps mix its sequences' contexts
+  // and read noisier, and the draft lengths chosen would favour the anchors that read
+  // low, so there a draft must pay by both (docs/algorithm.md, "Live correction").
   double MarginalSeconds(DecodingMode mode, int extra) const;
 };
 
@@ -105,8 +107,8 @@ DecodingConfig WithGamma(const DecodingConfig& config, int gamma_prime);
 // A forward verifying `drafts` one-hot drafts of grammar-forced text, in any speculative
 // mode: n-gram's shape (control rows only).
 DecodingConfig ForcedTextStep(const DecodingConfig& config, int drafts);
-// How much faster than AR a draft length must expect to be where its cost is modelled,
-// not timed (DraftCost::Shaped).
+// How much faster than AR a draft length must expect to be, except for one sequence
+// alone priced by its timed steps (DraftCost::Shaped).
 inline constexpr double kDraftHurdle = 1.05;
 // The γ' ∈ [0, config.gamma] with the best expected tokens per second, AR unless a draft
 // length beats it by kDraftHurdle.

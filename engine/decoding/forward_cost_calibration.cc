@@ -9,9 +9,8 @@ namespace crossreg {
 namespace {
 constexpr double kMaxRatio = 4.0;
 
-// The curve's seconds for `rows` rows of which `predictive_rows` are predictive: the
-// control-only points with none, the Cross-Regression points (half predictive) at half
-// or more, linear in between.
+// The curve's seconds for `rows` rows, `predictive_rows` predictive: the control-only
+// points with none, the Cross-Regression points at half or more, linear in between.
 double CurveSeconds(const ForwardCostCurve& curve, int rows, int predictive_rows) {
   rows = std::max(1, rows);
   const double control_only = curve.Seconds(DecodingMode::kNgram, rows);
@@ -34,23 +33,21 @@ ForwardCostCalibration::ForwardCostCalibration(double weight) : weight_(std::cla
 void ForwardCostCalibration::Observe(const ForwardCostCurve& curve, int rows, int predictive_rows,
                                      bool carries_prefill, double seconds) {
   if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) {
-    (carries_prefill ? with_prefill_ : decode_only_).Add(*r, rows, weight_);
+    (carries_prefill ? with_prefill_ : decode_only_).Add(*r, weight_);
   }
 }
 
-void ForwardCostCalibration::ObserveSingleDecodeStep(const ForwardCostCurve& curve, int rows, int predictive_rows,
-                                                     double seconds) {
-  if (rows < 1) return;
-  const auto r = LogRatio(curve, rows, predictive_rows, seconds);
-  if (r.has_value()) (rows > 1 ? drafting_[rows] : ar_).Add(*r, rows, weight_);
+void ForwardCostCalibration::ObserveDecodeStep(const ForwardCostCurve& curve, int sequences, int rows,
+                                               int predictive_rows, double seconds) {
+  if (sequences < 1 || rows < sequences) return;
+  if (const auto r = LogRatio(curve, rows, predictive_rows, seconds)) steps_[{sequences, rows}].Add(*r, weight_);
 }
 
-void ForwardCostCalibration::Kind::Add(double log_ratio, int forward_rows, double weight) {
+void ForwardCostCalibration::Kind::Add(double log_ratio, double weight) {
   ++forwards;
   // 1/n until that falls below `weight`: the first forwards average, later ones forget.
   const double w = std::max(weight, 1.0 / static_cast<double>(forwards));
   log_scale += w * (log_ratio - log_scale);
-  rows += w * (forward_rows - rows);
 }
 
 double ForwardCostCalibration::Scale(bool carries_prefill) const {
@@ -58,12 +55,13 @@ double ForwardCostCalibration::Scale(bool carries_prefill) const {
   return k.forwards == 0 ? 1.0 : std::exp(k.log_scale);
 }
 
-DecodeScaleShape ForwardCostCalibration::DecodeShape() const {
+DecodeScaleShape ForwardCostCalibration::DecodeShape(int sequences) const {
   DecodeScaleShape shape;
-  if (ar_.forwards < kMinAnchorForwards) return shape;
-  shape.anchors.push_back({1, std::exp(ar_.log_scale)});
-  for (const auto& [rows, kind] : drafting_) {
-    if (kind.forwards >= kMinAnchorForwards) shape.anchors.push_back({rows, std::exp(kind.log_scale)});
+  // The map orders a batch size's steps by rows, its AR steps (rows == sequences) first.
+  for (auto it = steps_.lower_bound({sequences, sequences}); it != steps_.end() && it->first.first == sequences; ++it) {
+    if (it->second.forwards < kMinAnchorForwards) continue;
+    if (shape.anchors.empty() && it->first.second != sequences) break;  // no AR anchor
+    shape.anchors.push_back({it->first.second, std::exp(it->second.log_scale)});
   }
   if (!shape.known()) shape.anchors.clear();
   return shape;
@@ -71,17 +69,20 @@ DecodeScaleShape ForwardCostCalibration::DecodeShape() const {
 
 double ForwardCostCalibration::DraftingStepScale() const {
   double log_sum = 0.0, steps = 0.0;
-  for (const auto& [rows, kind] : drafting_) {
-    log_sum += static_cast<double>(kind.forwards) * kind.log_scale;
-    steps += static_cast<double>(kind.forwards);
+  for (auto it = steps_.upper_bound({1, 1}); it != steps_.end() && it->first.first == 1; ++it) {
+    log_sum += static_cast<double>(it->second.forwards) * it->second.log_scale;
+    steps += static_cast<double>(it->second.forwards);
   }
   return steps > 0.0 ? std::exp(log_sum / steps) : 1.0;
 }
 
-bool ForwardCostCalibration::WantsArStep() const {
-  if (ar_.forwards >= kMinAnchorForwards) return false;
-  return std::any_of(drafting_.begin(), drafting_.end(),
-                     [](const auto& entry) { return entry.second.forwards >= kMinAnchorForwards; });
+bool ForwardCostCalibration::WantsArStep(int sequences) const {
+  const auto ar = steps_.find({sequences, sequences});
+  if (ar != steps_.end() && ar->second.forwards >= kMinAnchorForwards) return false;
+  for (auto it = steps_.upper_bound({sequences, sequences}); it != steps_.end() && it->first.first == sequences; ++it) {
+    if (it->second.forwards >= kMinAnchorForwards) return true;
+  }
+  return false;
 }
 
 double DecodeScaleShape::At(double rows) const {

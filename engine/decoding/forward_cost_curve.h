@@ -1,9 +1,7 @@
-// The measured cost curve T(rows) of one forward on a backend: what a draft row
-// costs. ALGORITHM.md (PERFORMANCE): a speculative forward pays only if its tokens per
-// forward exceed T(its rows) / T(1); on a GPU at batch 1 that ratio is near 1, on two
-// CPU cores it grows almost linearly. The adaptive draft length reads this curve.
-// A predictive row also pays for the adapter's update, so n-gram steps (control rows
-// only) get a curve of their own.
+// The measured cost curve T(rows) of one forward on a backend: what a draft row costs
+// (ALGORITHM.md, PERFORMANCE: a speculative forward pays only if its tokens per forward
+// exceed T(its rows) / T(1), near 1 on a GPU at batch 1, almost linear on two CPU
+// cores). n-gram steps (control rows only, no adapter update) get a curve of their own.
 #pragma once
 
 #include <utility>
@@ -21,10 +19,9 @@ class ForwardCostCurve {
  public:
   using Points = std::vector<std::pair<int, double>>;
 
-  // (rows, seconds) points; rows >= 1 and distinct, seconds > 0. Sorted here.
-  // `points` time Cross-Regression forwards (control and predictive rows); `control`
-  // (optional) forwards of control rows only, the shape of an n-gram step, which skip
-  // the adapter's update: without them n-gram steps are costed as Cross-Regression ones.
+  // (rows, seconds) points; rows >= 1 and distinct, seconds > 0. Sorted here. `points`
+  // time Cross-Regression forwards; `control` (optional) forwards of control rows only
+  // (n-gram's shape): without them n-gram steps are costed as Cross-Regression ones.
   static absl::StatusOr<ForwardCostCurve> FromPoints(Points points, Points control = {});
 
   // Times forwards of 1, 2, 4, ... up to `max_rows` rows on a scratch sequence with
@@ -35,9 +32,8 @@ class ForwardCostCurve {
                                                   int max_rows, int context = 64, int repeats = 5);
 
   // Seconds for a Cross-Regression forward of `rows` rows: linear between measured
-  // points, extended linearly past the last one (the slope from the last point at or
-  // below half the last one's rows), flat below the first (and everywhere when there
-  // is a single point).
+  // points, extended past the last one (the slope from the last point at or below half
+  // its rows), flat below the first (and everywhere with a single point).
   double Seconds(int rows) const { return Interpolate(points_, rows); }
   // The same for a forward of `mode`'s shape: n-gram steps read the control-only points
   // when they were measured.

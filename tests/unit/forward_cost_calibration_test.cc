@@ -146,17 +146,17 @@ TEST(ForwardCostCalibrationTest, DraftCostReadsTheScales) {
 TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtEachRowCount) {
   const ForwardCostCurve curve = Linear();
   ForwardCostCalibration cal;
-  for (int i = 0; i < 3; ++i) cal.ObserveSingleDecodeStep(curve, 1, 0, 0.5 * curve.Seconds(1));
+  for (int i = 0; i < 3; ++i) cal.ObserveDecodeStep(curve, 1, 1, 0, 0.5 * curve.Seconds(1));
   for (int i = 0; i < 2; ++i) {
-    cal.ObserveSingleDecodeStep(curve, 9, 4, 2.0 * curve.Seconds(9));
-    cal.ObserveSingleDecodeStep(curve, 17, 8, 1.0 * curve.Seconds(17));
+    cal.ObserveDecodeStep(curve, 1, 9, 4, 2.0 * curve.Seconds(9));
+    cal.ObserveDecodeStep(curve, 1, 17, 8, 1.0 * curve.Seconds(17));
   }
-  cal.ObserveSingleDecodeStep(curve, 13, 6, 4.0 * curve.Seconds(13));
-  EXPECT_FALSE(cal.DecodeShape().known());  // no row count has three drafting steps
-  cal.ObserveSingleDecodeStep(curve, 9, 4, 2.0 * curve.Seconds(9));
-  ASSERT_EQ(cal.DecodeShape().anchors.size(), 2u);
-  cal.ObserveSingleDecodeStep(curve, 17, 8, 1.0 * curve.Seconds(17));
-  const DecodeScaleShape shape = cal.DecodeShape();
+  cal.ObserveDecodeStep(curve, 1, 13, 6, 4.0 * curve.Seconds(13));
+  EXPECT_FALSE(cal.DecodeShape(1).known());  // no row count has three drafting steps
+  cal.ObserveDecodeStep(curve, 1, 9, 4, 2.0 * curve.Seconds(9));
+  ASSERT_EQ(cal.DecodeShape(1).anchors.size(), 2u);
+  cal.ObserveDecodeStep(curve, 1, 17, 8, 1.0 * curve.Seconds(17));
+  const DecodeScaleShape shape = cal.DecodeShape(1);
   ASSERT_TRUE(shape.known());
   ASSERT_EQ(shape.anchors.size(), 3u);  // 13 rows ran once: no anchor
   EXPECT_EQ(shape.anchors[1].rows, 9);
@@ -173,27 +173,27 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtEachRowCount) {
   EXPECT_DOUBLE_EQ(cal.Scale(false), 1.0);
   // AR steps are wanted only while drafting steps alone taught their anchor.
   ForwardCostCalibration drafting_only;
-  EXPECT_FALSE(drafting_only.WantsArStep());
+  EXPECT_FALSE(drafting_only.WantsArStep(1));
   for (int i = 0; i < ForwardCostCalibration::kMinAnchorForwards; ++i) {
-    drafting_only.ObserveSingleDecodeStep(curve, 9, 4, curve.Seconds(9));
+    drafting_only.ObserveDecodeStep(curve, 1, 9, 4, curve.Seconds(9));
   }
-  EXPECT_TRUE(drafting_only.WantsArStep());
+  EXPECT_TRUE(drafting_only.WantsArStep(1));
   for (int i = 0; i < ForwardCostCalibration::kMinAnchorForwards; ++i) {
-    EXPECT_TRUE(drafting_only.WantsArStep());
-    drafting_only.ObserveSingleDecodeStep(curve, 1, 0, curve.Seconds(1));
+    EXPECT_TRUE(drafting_only.WantsArStep(1));
+    drafting_only.ObserveDecodeStep(curve, 1, 1, 0, curve.Seconds(1));
   }
-  EXPECT_FALSE(drafting_only.WantsArStep());
-  EXPECT_TRUE(drafting_only.DecodeShape().known());
-  EXPECT_FALSE(cal.WantsArStep());
+  EXPECT_FALSE(drafting_only.WantsArStep(1));
+  EXPECT_TRUE(drafting_only.DecodeShape(1).known());
+  EXPECT_FALSE(cal.WantsArStep(1));
   // Bad figures teach nothing.
   ForwardCostCalibration bad;
   for (int i = 0; i < 3; ++i) {
-    bad.ObserveSingleDecodeStep(curve, 1, 0, 0.0);
-    bad.ObserveSingleDecodeStep(curve, 5, 2, -1.0);
-    bad.ObserveSingleDecodeStep(curve, 0, 0, 1e-3);
-    bad.ObserveSingleDecodeStep(curve, 1, 0, 1e-3);
+    bad.ObserveDecodeStep(curve, 1, 1, 0, 0.0);
+    bad.ObserveDecodeStep(curve, 1, 5, 2, -1.0);
+    bad.ObserveDecodeStep(curve, 1, 0, 0, 1e-3);
+    bad.ObserveDecodeStep(curve, 1, 1, 0, 1e-3);
   }
-  EXPECT_FALSE(bad.DecodeShape().known());
+  EXPECT_FALSE(bad.DecodeShape(1).known());
   // Only one sequence decoding alone is priced with the shape.
   DraftCost alone{&curve, 1, 1, 0};
   alone.decode_shape = shape;
@@ -206,6 +206,64 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtEachRowCount) {
   DraftCost prefill = alone;
   prefill.base_rows = 40;
   EXPECT_NEAR(prefill.MarginalSeconds(DecodingMode::kNgram, 6), curve.Seconds(46) - curve.Seconds(40), 1e-15);
+}
+
+// Decode-only steps of several sequences learn the shape of their own batch size, from
+// their AR steps (rows == sequences) up; a drafting row count without the AR anchor asks
+// for AR steps of that batch size. A four-sequence batch whose drafting steps cost far
+// more than the curve's margin (per-sequence work the curve does not see) is priced by
+// what they took, and the drafts the curve would buy are declined.
+TEST(ForwardCostCalibrationTest, EachBatchSizeLearnsItsOwnStepShape) {
+  const ForwardCostCurve curve = Linear();
+  ForwardCostCalibration cal;
+  for (int i = 0; i < 3; ++i) cal.ObserveDecodeStep(curve, 4, 7, 3, 2.0 * curve.Seconds(7));
+  EXPECT_FALSE(cal.DecodeShape(4).known());
+  EXPECT_TRUE(cal.WantsArStep(4));
+  EXPECT_FALSE(cal.WantsArStep(1));
+  EXPECT_FALSE(cal.WantsArStep(3));
+  for (int i = 0; i < 3; ++i) cal.ObserveDecodeStep(curve, 4, 4, 0, curve.Seconds(4));
+  EXPECT_FALSE(cal.WantsArStep(4));
+  const DecodeScaleShape shape = cal.DecodeShape(4);
+  ASSERT_TRUE(shape.known());
+  EXPECT_EQ(shape.anchors.front().rows, 4);
+  EXPECT_NEAR(shape.At(4), 1.0, 1e-9);
+  EXPECT_NEAR(shape.At(7), 2.0, 1e-9);
+  EXPECT_FALSE(cal.DecodeShape(1).known());
+  EXPECT_FALSE(cal.DecodeShape(3).known());
+  EXPECT_DOUBLE_EQ(cal.DraftingStepScale(), 1.0);  // the dashboard's: one sequence alone
+  // Nearly every draft accepted.
+  AcceptanceTracker acceptance(8, 1.0);
+  for (int i = 0; i < 50; ++i) {
+    for (int k = 1; k <= 8; ++k) acceptance.Record(k, true);
+  }
+  DecodingConfig ngram;
+  ngram.mode = DecodingMode::kNgram;
+  ngram.gamma = 3;
+  ngram.adaptive_gamma = true;
+  DraftCost by_curve{&curve, 4, 4, 0};
+  EXPECT_EQ(ChooseGamma(ngram, acceptance, by_curve), 3);
+  DraftCost by_steps = by_curve;
+  by_steps.decode_shape = shape;
+  ASSERT_TRUE(by_steps.Shaped());
+  EXPECT_NEAR(by_steps.ArShare(DecodingMode::kNgram), curve.Seconds(4) / 4, 1e-15);
+  EXPECT_NEAR(by_steps.MarginalSeconds(DecodingMode::kNgram, 3), 2.0 * curve.Seconds(7) - curve.Seconds(4), 1e-15);
+  EXPECT_EQ(ChooseGamma(ngram, acceptance, by_steps), 0);
+  // Where the batch's timed steps read cheaper than the model, the model prices it: a
+  // draft in a batch pays by both. One sequence alone goes by its steps.
+  DraftCost cheap_steps = by_curve;
+  cheap_steps.decode_shape.anchors = {{4, 1.0}, {7, 0.5}};
+  EXPECT_NEAR(cheap_steps.MarginalSeconds(DecodingMode::kNgram, 3), curve.Seconds(7) - curve.Seconds(4), 1e-15);
+  DraftCost alone{&curve, 1, 1, 0};
+  alone.decode_shape.anchors = {{1, 2.0}, {4, 1.0}};
+  EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram), 2.0 * curve.Seconds(1), 1e-15);
+  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 3), 0.0, 1e-15);
+  // Another batch size, or a forward with prefill rows, is not priced by this shape.
+  DraftCost five = by_steps;
+  five.batch_sequences = five.base_rows = 5;
+  EXPECT_FALSE(five.Shaped());
+  DraftCost prefill = by_steps;
+  prefill.base_rows = 40;
+  EXPECT_FALSE(prefill.Shaped());
 }
 
 // The two start-up curves of the wrong shape that docs/benchmarks.md records for the
@@ -222,17 +280,17 @@ struct WrongShape {
 std::pair<DraftCost, DraftCost> PricedWithoutAndWithShape(const WrongShape& w) {
   ForwardCostCalibration cal;
   for (int i = 0; i < 20; ++i) {
-    cal.ObserveSingleDecodeStep(w.curve, 1, 0, w.actual(1));
+    cal.ObserveDecodeStep(w.curve, 1, 1, 0, w.actual(1));
     cal.Observe(w.curve, 1, 0, false, w.actual(1));
   }
   for (const int rows : w.drafting_rows) {
-    cal.ObserveSingleDecodeStep(w.curve, rows, rows / 2, w.actual(rows));
+    cal.ObserveDecodeStep(w.curve, 1, rows, rows / 2, w.actual(rows));
     cal.Observe(w.curve, rows, rows / 2, false, w.actual(rows));
   }
   DraftCost cost{&w.curve, 1, 1, 0};
   cost.decode_scale = cost.forward_scale = cal.Scale(false);
   const DraftCost unshaped = cost;
-  cost.decode_shape = cal.DecodeShape();
+  cost.decode_shape = cal.DecodeShape(1);
   EXPECT_TRUE(cost.decode_shape.known());
   return {unshaped, cost};
 }
