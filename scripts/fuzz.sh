@@ -5,7 +5,8 @@
 # is not written); crash inputs to build-fuzz/artifacts/<target>/.
 #   scripts/fuzz.sh [seconds_per_target]     # default 45
 # Environment: FUZZ_JOBS (build parallelism, default nproc), FUZZ_TARGETS (space-separated
-# subset), BUILD_DIR (default build-fuzz). Needs: apt-get install clang libclang-rt-14-dev.
+# subset), FUZZ_PARALLEL (targets fuzzed at once, default nproc), BUILD_DIR (default
+# build-fuzz). Needs: apt-get install clang libclang-rt-14-dev.
 # Prints one line per target and exits 1 if any target crashed, leaked, timed out or ran
 # out of memory.
 set -uo pipefail
@@ -47,13 +48,15 @@ targets=${FUZZ_TARGETS:-$(cat "$BUILD_DIR/fuzz_targets.txt")}
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1}
 
-failed=0
-rows=()
-for target in $targets; do
+# One target: its row of the table goes to logs/<target>.row, and logs/<target>.failed
+# marks a failure.
+fuzz_one() {
+  local target=$1 corpus artifacts log before inputs options start rc elapsed execs after artifact result kind
   corpus="$BUILD_DIR/corpus/$target"
   artifacts="$BUILD_DIR/artifacts/$target"
   log="$BUILD_DIR/logs/$target.log"
   mkdir -p "$corpus" "$artifacts" "$(dirname "$log")"
+  rm -f "$BUILD_DIR/logs/$target.failed"
   before=$(find "$corpus" -type f | wc -l)
   inputs=("$corpus")
   [ -d "$BUILD_DIR/seeds/$target" ] && inputs+=("$BUILD_DIR/seeds/$target")
@@ -73,14 +76,28 @@ for target in $targets; do
   if [ "$rc" -eq 0 ] && [ -z "$artifact" ]; then
     result=ok
   else
-    failed=1
+    touch "$BUILD_DIR/logs/$target.failed"
     kind=$(basename "${artifact:-failure}" | cut -d- -f1)
     result="FAILED (${kind}, exit $rc) ${artifact:-see $log}"
   fi
-  rows+=("$(printf '%-22s %12s %8s %16s   %s' "$target" "${execs:-?}" "$elapsed" \
-                   "+$((after - before)) ($after)" "$result")")
-done
+  printf '%-22s %12s %8s %16s   %s\n' "$target" "${execs:-?}" "$elapsed" \
+    "+$((after - before)) ($after)" "$result" >"$BUILD_DIR/logs/$target.row"
+}
 
+# Each fuzzer runs on one core, so FUZZ_PARALLEL of them (default: the cores) run at once:
+# the same fuzzing time per target in half the wall time on 2 cores.
+PARALLEL=${FUZZ_PARALLEL:-$(nproc)}
+mkdir -p "$BUILD_DIR/logs"
+for target in $targets; do
+  while [ "$(jobs -rp | wc -l)" -ge "$PARALLEL" ]; do wait -n; done
+  fuzz_one "$target" &
+done
+wait
+
+failed=0
 printf '\n%-22s %12s %8s %16s   %s\n' target executions seconds "new corpus" result
-for row in "${rows[@]}"; do echo "$row"; done
+for target in $targets; do
+  cat "$BUILD_DIR/logs/$target.row" 2>/dev/null || { echo "$target: no result"; failed=1; }
+  [ -f "$BUILD_DIR/logs/$target.failed" ] && failed=1
+done
 exit $failed

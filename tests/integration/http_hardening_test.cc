@@ -35,14 +35,14 @@ namespace {
 using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-const char kAliceToken[] = "alice-0123456789abcdef-token";
+const char kHardeningToken[] = "alice-0123456789abcdef-token";
 
-double SecondsSince(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double SecondsAfter(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
 std::string WriteTokenFile() {
   const std::string path =
       (std::filesystem::temp_directory_path() / ("crossreg_hardening_tokens_" + std::to_string(getpid()))).string();
-  std::ofstream(path) << "alice:" << kAliceToken << "\n";
+  std::ofstream(path) << "alice:" << kHardeningToken << "\n";
   return path;
 }
 
@@ -88,14 +88,14 @@ TEST_F(HttpHardeningTest, SlowHeaderConnectionsBlockNeitherCompletionsNorScrapes
 
   Clock::time_point start = Clock::now();
   const RawResponse completion = Exchange(
-      server_->http_port(), PostText("/v1/completions", R"({"prompt": "Once", "max_tokens": 4})", kAliceToken));
-  const double completion_s = SecondsSince(start);
+      server_->http_port(), PostText("/v1/completions", R"({"prompt": "Once", "max_tokens": 4})", kHardeningToken));
+  const double completion_s = SecondsAfter(start);
   start = Clock::now();
   const RawResponse scrape = Exchange(server_->metrics_port(), "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
-  const double scrape_s = SecondsSince(start);
+  const double scrape_s = SecondsAfter(start);
   start = Clock::now();
   const RawResponse health = Exchange(server_->http_port(), "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
-  const double health_s = SecondsSince(start);
+  const double health_s = SecondsAfter(start);
   stop.store(true);
   trickle.join();
   for (int fd : slow) close(fd);
@@ -144,9 +144,9 @@ TEST_F(HttpHardeningTest, AmbiguousFramingIs400AndClosesTheConnection) {
     close(fd);
   }
   // The same request framed once is served.
-  EXPECT_EQ(Exchange(server_->http_port(), PostText("/v1/completions", body, kAliceToken)).status, 200);
+  EXPECT_EQ(Exchange(server_->http_port(), PostText("/v1/completions", body, kHardeningToken)).status, 200);
   // Chunked alone is served too.
-  const std::string chunked = absl::StrCat(head, "Authorization: Bearer ", kAliceToken,
+  const std::string chunked = absl::StrCat(head, "Authorization: Bearer ", kHardeningToken,
                                            "\r\nTransfer-Encoding: chunked\r\n\r\n", absl::Hex(body.size()), "\r\n",
                                            body, "\r\n0\r\n\r\n");
   EXPECT_EQ(Exchange(server_->http_port(), chunked).status, 200);
@@ -157,10 +157,10 @@ TEST_F(HttpHardeningTest, PipelinedRequestsAreEachAnsweredInOrder) {
   ASSERT_GE(fd, 0);
   const std::string requests =
       absl::StrCat("GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
-                   PostText("/v1/completions", R"({"prompt": "Once", "max_tokens": 3, "temperature": 0})", kAliceToken),
-                   "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ", kAliceToken, "\r\n\r\n",
+                   PostText("/v1/completions", R"({"prompt": "Once", "max_tokens": 3, "temperature": 0})", kHardeningToken),
+                   "GET /v1/models HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ", kHardeningToken, "\r\n\r\n",
                    PostText("/v1/completions", R"({"prompt": "The dog", "max_tokens": 2, "temperature": 0})",
-                            kAliceToken));
+                            kHardeningToken));
   ASSERT_TRUE(SendAll(fd, requests));
   ResponseReader reader = PlainReader(fd);
   RawResponse r[4];
@@ -190,13 +190,13 @@ TEST_F(HttpHardeningTest, UnknownAndOutOfRangeFieldsAre400NamingThem) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.body);
-    const RawResponse r = Exchange(server_->http_port(), PostText("/v1/completions", c.body, kAliceToken));
+    const RawResponse r = Exchange(server_->http_port(), PostText("/v1/completions", c.body, kHardeningToken));
     EXPECT_EQ(r.status, 400) << r.body;
     EXPECT_EQ(ErrorParam(r), c.field) << r.body;
     EXPECT_EQ(ErrorType(r), "invalid_request_error") << r.body;
   }
   const RawResponse typo = Exchange(server_->http_port(),
-                                    PostText("/v1/completions", cases[0].body, kAliceToken));
+                                    PostText("/v1/completions", cases[0].body, kHardeningToken));
   EXPECT_NE(typo.body.find("temprature: unknown field (did you mean \\\"temperature\\\"?)"), std::string::npos)
       << typo.body;
   EXPECT_NE(typo.body.find("max_token: unknown field (did you mean \\\"max_tokens\\\"?)"), std::string::npos)
@@ -204,7 +204,7 @@ TEST_F(HttpHardeningTest, UnknownAndOutOfRangeFieldsAre400NamingThem) {
   // A bad deadline header is named too.
   const RawResponse timeout = Exchange(
       server_->http_port(),
-      PostText("/v1/completions", R"({"prompt": "x"})", kAliceToken, "X-Request-Timeout: soon\r\n"));
+      PostText("/v1/completions", R"({"prompt": "x"})", kHardeningToken, "X-Request-Timeout: soon\r\n"));
   EXPECT_EQ(timeout.status, 400);
   EXPECT_EQ(ErrorParam(timeout), "X-Request-Timeout") << timeout.body;
 }
@@ -269,7 +269,7 @@ TEST(HttpHardeningProcessTest, TlsPipeliningAndUnknownFieldsWhenAskedToIgnoreThe
 grpc::Status AbortOverGrpc(ServerProcess& server, const std::string& request_id) {
   auto stub = server.NewStub();
   grpc::ClientContext context;
-  context.AddMetadata("authorization", absl::StrCat("Bearer ", kAliceToken));
+  context.AddMetadata("authorization", absl::StrCat("Bearer ", kHardeningToken));
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::AbortRequest request;
   request.set_request_id(request_id);
@@ -290,7 +290,7 @@ TEST(HttpHardeningProcessTest, AbortIs499DeadlineIs504AndBothCountersSayWhich) {
     aborted = Exchange(port, PostText("/v1/completions",
                                       R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true, )"
                                       R"("request_id": "abort-me"})",
-                                      kAliceToken));
+                                      kHardeningToken));
   });
   grpc::Status abort;
   for (int i = 0; i < 100; ++i) {
@@ -307,15 +307,15 @@ TEST(HttpHardeningProcessTest, AbortIs499DeadlineIs504AndBothCountersSayWhich) {
   const Clock::time_point start = Clock::now();
   const RawResponse late =
       Exchange(port, PostText("/v1/completions", R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true})",
-                              kAliceToken, "X-Request-Timeout: 0.5\r\n"));
+                              kHardeningToken, "X-Request-Timeout: 0.5\r\n"));
   EXPECT_EQ(late.status, 504) << late.body;
   EXPECT_EQ(ErrorType(late), "timeout_error") << late.body;
-  EXPECT_LT(SecondsSince(start), 5.0);
+  EXPECT_LT(SecondsAfter(start), 5.0);
 
   // A gRPC deadline that passes: DEADLINE_EXCEEDED, in the call's status and counter.
   auto stub = server.NewStub();
   grpc::ClientContext context;
-  context.AddMetadata("authorization", absl::StrCat("Bearer ", kAliceToken));
+  context.AddMetadata("authorization", absl::StrCat("Bearer ", kHardeningToken));
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   v1::GenerateRequest request = GreedyRequest("Once", v1::DECODING_MODE_AR, 1500);
   request.mutable_sampling()->set_ignore_eos(true);
@@ -326,7 +326,7 @@ TEST(HttpHardeningProcessTest, AbortIs499DeadlineIs504AndBothCountersSayWhich) {
   // request runs (a fixed wait could end before a loaded server has read it).
   const int fd = ConnectLoopback(port);
   ASSERT_TRUE(SendAll(fd, PostText("/v1/completions",
-                                   R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true})", kAliceToken)));
+                                   R"({"prompt": "Once", "max_tokens": 1500, "ignore_eos": true})", kHardeningToken)));
   EXPECT_TRUE(MetricReaches(server.metrics_port(), "crossreg_num_requests_running", 1, 10));
   close(fd);
   EXPECT_TRUE(KvReturnsToZero(server.metrics_port(), 10));

@@ -35,7 +35,7 @@ struct ModeCase {
   DecodingMode mode;
   const char* cli_name;
 };
-const ModeCase kModes[] = {{v1::DECODING_MODE_AR, "ar"},
+const ModeCase kCliModes[] = {{v1::DECODING_MODE_AR, "ar"},
                            {v1::DECODING_MODE_LOSSLESS, "lossless"},
                            {v1::DECODING_MODE_LOSSY, "lossy"},  // beta=0, tau=0
                            {v1::DECODING_MODE_NGRAM, "ngram"}};
@@ -48,7 +48,7 @@ class ServerTest : public RandomAdapterServerTest<ServerTest> {
 
 TEST_F(ServerTest, GreedyStreamsEqualTheCliInEveryMode) {
   auto stub = server_->NewStub();
-  for (const auto& m : kModes) {
+  for (const auto& m : kCliModes) {
     for (const auto& prompt : kPrompts) {
       SCOPED_TRACE(std::string(m.cli_name) + " / " + prompt);
       CliResult cli = RunCli(Stories260KGguf(), adapter_dir(), prompt, m.cli_name, 48);
@@ -71,7 +71,7 @@ TEST_F(ServerTest, ConcurrentMixedModeStreamsEqualTheirSequentialResults) {
   std::map<std::pair<int, int>, std::vector<int32_t>> sequential;
   for (int m = 0; m < 4; ++m) {
     for (int p = 0; p < static_cast<int>(kPrompts.size()); ++p) {
-      StreamResult r = RunGenerate(*stub, GreedyRequest(kPrompts[p], kModes[m].mode, 40));
+      StreamResult r = RunGenerate(*stub, GreedyRequest(kPrompts[p], kCliModes[m].mode, 40));
       ASSERT_TRUE(r.status.ok()) << r.status.error_message();
       sequential[{m, p}] = r.ids;
     }
@@ -82,7 +82,7 @@ TEST_F(ServerTest, ConcurrentMixedModeStreamsEqualTheirSequentialResults) {
   for (int i = 0; i < kStreams; ++i) {
     threads.emplace_back([&, i] {
       auto own_stub = server_->NewStub();
-      results[i] = RunGenerate(*own_stub, GreedyRequest(kPrompts[i % 3], kModes[i % 4].mode, 40));
+      results[i] = RunGenerate(*own_stub, GreedyRequest(kPrompts[i % 3], kCliModes[i % 4].mode, 40));
     });
   }
   for (auto& t : threads) t.join();
@@ -260,7 +260,7 @@ TEST_F(ServerTest, MetricsParseAndSpecCountersEqualPerRequestStats) {
   // Per mode: forwards, drafted, accepted, and accepted per 0-based position.
   std::map<std::string, std::array<int64_t, 3>> sums;
   std::map<std::pair<std::string, int>, int64_t> per_position;
-  for (const auto& m : kModes) {
+  for (const auto& m : kCliModes) {
     for (const auto& prompt : kPrompts) {
       StreamResult r = RunGenerate(*stub, GreedyRequest(prompt, m.mode, 32));
       ASSERT_TRUE(r.status.ok());

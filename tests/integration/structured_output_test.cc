@@ -77,7 +77,7 @@ class StructuredOutputTest : public RandomAdapterServerTest<StructuredOutputTest
 const struct {
   v1::DecodingMode grpc;
   const char* http;
-} kModes[] = {{v1::DECODING_MODE_AR, "ar"},
+} kSchemaModes[] = {{v1::DECODING_MODE_AR, "ar"},
               {v1::DECODING_MODE_LOSSLESS, "lossless"},
               {v1::DECODING_MODE_NGRAM, "ngram"}};
 
@@ -120,7 +120,7 @@ void ExpectEverySchemaHolds(ServerProcess& server, const std::vector<size_t>& mo
     SCOPED_TRACE(s.name);
     std::vector<int32_t> ar;
     for (size_t m : modes) {
-      const auto& mode = kModes[m];
+      const auto& mode = kSchemaModes[m];
       SCOPED_TRACE(mode.http);
       // gRPC, greedy.
       v1::GenerateRequest request = GreedyRequest("Once upon a time", mode.grpc, kMaxTokens, 4);
@@ -176,7 +176,7 @@ TEST_F(StructuredOutputTest, JsonObjectGrammarAndRegexConstraintsHold) {
     EXPECT_TRUE(doc.is_object()) << text;
   }
   // A GBNF grammar and a regular expression, in every mode.
-  for (const auto& mode : kModes) {
+  for (const auto& mode : kSchemaModes) {
     SCOPED_TRACE(mode.http);
     const Reply g = Post(server_->http_port(), "/v1/completions",
                          {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"temperature", 0}, {"mode", mode.http},

@@ -24,12 +24,12 @@ using testing::FakeBackend;
 using testing::FakeGreedyContinuation;
 using testing::FakeModelConfig;
 
-constexpr int kVocab = 32;
+constexpr int kMaskVocab = 32;
 
 // Token i spells one character: 'a' + i for the first 26, then '0' .. '5'.
 std::shared_ptr<const grammar::GrammarVocabulary> LetterVocabulary() {
   std::vector<std::string> pieces;
-  for (int i = 0; i < kVocab; ++i) pieces.push_back(std::string(1, i < 26 ? static_cast<char>('a' + i) : static_cast<char>('0' + i - 26)));
+  for (int i = 0; i < kMaskVocab; ++i) pieces.push_back(std::string(1, i < 26 ? static_cast<char>('a' + i) : static_cast<char>('0' + i - 26)));
   return std::make_shared<const grammar::GrammarVocabulary>(pieces, std::vector<int32_t>{});
 }
 
@@ -52,7 +52,7 @@ GenerationRequest Spec(const std::string& id, std::vector<int32_t> prompt, int m
 
 struct Rig {
   explicit Rig(SchedulerOptions options = {})
-      : config(FakeModelConfig(kVocab)), backend(config, {4, 256}), kv(KvCacheConfig{4, 256}) {
+      : config(FakeModelConfig(kMaskVocab)), backend(config, {4, 256}), kv(KvCacheConfig{4, 256}) {
     options.decoding.has_adapter = true;
     scheduler = std::make_unique<Scheduler>(options, backend, kv);
   }
@@ -102,8 +102,8 @@ TEST(GrammarMasksTest, MasksLeftToTheWorkerChangeNoOutputAndHoldNoOneElseUp) {
     const PairRun inline_masks = RunPair(grammar::kInlineMaskWorkPerStep, mode, gbnf);
     const PairRun worker_masks = RunPair(0, mode, gbnf);
     EXPECT_EQ(worker_masks.constrained, inline_masks.constrained);
-    EXPECT_EQ(inline_masks.other, FakeGreedyContinuation({4, 5}, 24, kVocab));
-    EXPECT_EQ(worker_masks.other, FakeGreedyContinuation({4, 5}, 24, kVocab));
+    EXPECT_EQ(inline_masks.other, FakeGreedyContinuation({4, 5}, 24, kMaskVocab));
+    EXPECT_EQ(worker_masks.other, FakeGreedyContinuation({4, 5}, 24, kMaskVocab));
     // The text is a prefix of a sentence of the grammar.
     grammar::GrammarMatcher matcher(grammar::MakeGrammarConstraint(gbnf, "grammar", LetterVocabulary()).value()->grammar);
     EXPECT_TRUE(matcher.AcceptBytes(Spell(worker_masks.constrained))) << Spell(worker_masks.constrained);

@@ -16,6 +16,7 @@
 #include "engine/model/lora_adapter.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cpu_engine.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/event_recorder.h"
 #include "tests/testing/chi_square.h"
@@ -27,29 +28,14 @@ namespace {
 
 using testing::EventRecorder;
 
-constexpr int kBlock = 4;
+constexpr int kPrefixBlock = 4;
 
 KvCacheConfig Kv(int num_blocks, bool caching) {
-  return {.block_size = kBlock, .num_blocks = num_blocks, .prefix_caching = caching};
+  return {.block_size = kPrefixBlock, .num_blocks = num_blocks, .prefix_caching = caching};
 }
 
-struct CpuEngine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-
-CpuEngine MakeCpuEngine(const Model& model, const LoraAdapter& adapter, KvCacheConfig kv_config) {
-  CpuBackendOptions options;
-  options.num_threads = 1;
-  options.adapter = &adapter;
-  options.kv = kv_config;
-  CpuEngine e;
-  auto backend = CreateCpuBackend(model, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) e.backend = std::move(*backend);
-  e.kv = std::make_unique<PagedKvCache>(kv_config);
-  return e;
-}
+using testing::CpuEngine;
+using testing::MakeCpuEngine;
 
 // Request i's decoding: every mode, forked refill and n-gram assist, a truly lossy
 // one, some sampled; `adaptive` turns on adaptive γ for the greedy exact ones.
@@ -210,7 +196,7 @@ TEST_F(PrefixCacheExactnessTest, MultiTurnConversationsReuseTheWholeEarlierTurn)
         // Every full block of what the previous turn committed, up to the last prompt
         // token (which is always computed).
         const int64_t cacheable = static_cast<int64_t>(specs[c].prompt_ids.size()) - 1;
-        const int64_t want = std::min(reusable[c], cacheable) / kBlock * kBlock;
+        const int64_t want = std::min(reusable[c], cacheable) / kPrefixBlock * kPrefixBlock;
         EXPECT_EQ(finals[c].cached_prompt_tokens, want) << specs[c].request_id;
       }
       turn[c] = specs[c];

@@ -11,6 +11,7 @@
 #include "engine/model/lora_adapter.h"
 #include "engine/model/random_model.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cpu_engine.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/event_recorder.h"
 
@@ -19,12 +20,12 @@ namespace {
 
 using testing::EventRecorder;
 
-constexpr int kVocab = 48;
+constexpr int kExactnessVocab = 48;
 constexpr int32_t kPlaceholder = 47;
 
 ModelConfig TinyModelConfig() {
   ModelConfig c;
-  c.vocab_size = kVocab;
+  c.vocab_size = kExactnessVocab;
   c.hidden_size = 48;
   c.intermediate_size = 80;
   c.num_layers = 2;
@@ -35,23 +36,8 @@ ModelConfig TinyModelConfig() {
   return c;
 }
 
-struct CpuEngine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
-
-CpuEngine MakeCpuEngine(const Model& model, const LoraAdapter& adapter, KvCacheConfig kv_config) {
-  CpuBackendOptions options;
-  options.num_threads = 1;
-  options.adapter = &adapter;
-  options.kv = kv_config;
-  CpuEngine e;
-  auto backend = CreateCpuBackend(model, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) e.backend = std::move(*backend);
-  e.kv = std::make_unique<PagedKvCache>(kv_config);
-  return e;
-}
+using testing::CpuEngine;
+using testing::MakeCpuEngine;
 
 struct Case {
   GenerationRequest spec;

@@ -16,6 +16,7 @@
 #include "engine/decoding/acceptance_memory.h"
 #include "scheduler/generate.h"
 #include "gtest/gtest.h"
+#include "tests/testing/cpu_engine.h"
 #include "scheduler/scheduler.h"
 #include "tests/scheduler/event_recorder.h"
 #include "tests/testing/seeded_requests.h"
@@ -25,24 +26,12 @@ namespace {
 
 using testing::EventRecorder;
 
-constexpr int kBlock = 4;
+constexpr int kSeedBlock = 4;
 
-struct CpuEngine {
-  std::unique_ptr<Backend> backend;
-  std::unique_ptr<PagedKvCache> kv;
-};
+using testing::CpuEngine;
 
 CpuEngine MakeCpuEngine(const Model& model, const LoraAdapter& adapter, int blocks, bool prefix_caching) {
-  CpuBackendOptions options;
-  options.num_threads = 1;
-  options.adapter = &adapter;
-  options.kv = {.block_size = kBlock, .num_blocks = blocks, .prefix_caching = prefix_caching};
-  CpuEngine e;
-  auto backend = CreateCpuBackend(model, options);
-  EXPECT_TRUE(backend.ok()) << backend.status();
-  if (backend.ok()) e.backend = std::move(*backend);
-  e.kv = std::make_unique<PagedKvCache>(options.kv);
-  return e;
+  return testing::MakeCpuEngine(model, adapter, {.block_size = kSeedBlock, .num_blocks = blocks, .prefix_caching = prefix_caching});
 }
 
 const ForwardCostCurve& SteepCurve() {

@@ -9,24 +9,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/chat/jinja_template.h"
+#include "tests/testing/jinja_reference.h"
 
 namespace crossreg::jinja {
 namespace {
 
-constexpr char kContext[] = R"J({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi é"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1, "b": [1.5, "x"]}}}]}], "d": {"b": 2, "a": 1}, "xs": [3, 1, 2], "s": "Hello World", "u": "héllo wörld ΣΑΣ", "n": null, "t": true, "i": 7, "f": 1.5})J";
-
-struct Case {
-  const char* source;
-  const char* expected;
-};
-
-absl::StatusOr<std::string> Render(const std::string& source, const char* context = kContext) {
-  auto parsed = Template::Parse(source);
-  if (!parsed.ok()) return parsed.status();
-  return parsed->Render(nlohmann::ordered_json::parse(context));
-}
-
-class JinjaExpressionTest : public testing::TestWithParam<Case> {};
+class JinjaExpressionTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(JinjaExpressionTest, RendersAsJinja2) {
   auto rendered = Render(GetParam().source);
@@ -34,7 +22,7 @@ TEST_P(JinjaExpressionTest, RendersAsJinja2) {
   EXPECT_EQ(*rendered, GetParam().expected) << GetParam().source;
 }
 
-INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaExpressionTest, testing::ValuesIn(std::vector<Case>{
+INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaExpressionTest, ::testing::ValuesIn(std::vector<Case>{
     {R"J({{ 1 + 2 }}|{{ 7 / 2 }}|{{ 6 / 2 }}|{{ 7 // 2 }}|{{ -7 // 2 }}|{{ -7 % 3 }}|{{ 7 % -3 }}|{{ 2 ** 10 }}|{{ 2 ** -1 }}|{{ 7.5 // 2 }}|{{ -7.5 % 2 }}|{{ 5.5 % -2 }})J", R"J(3|3.5|3.0|3|-4|2|-2|1024|0.5|3.0|0.5|-0.5)J"},
     {R"J({{ -1|abs }}|{{ -2**2 }}|{{ 2**3**2 }}|{{ not 1 == 2 }}|{{ 1 + 2 * 3 - 4 / 2 }}|{{ (1 + 2) * 3 }}|{{ 10 % 3 * 2 }}|{{ true + true }}|{{ -f }}|{{ +i }})J", R"J(1|4|64|True|5.0|9|2|2|-1.5|7)J"},
     {R"J({{ 0.1 + 0.2 }}|{{ 1e20 }}|{{ 1e16 }}|{{ 1e15 }}|{{ 0.0001 }}|{{ 0.00001 }}|{{ 1.0 }}|{{ -0.0 }}|{{ 1/3 }}|{{ 2.5e-7 }}|{{ 100.0 / 3 }}|{{ 2 ** 0.5 }}|{{ 123456789.123456789 }}|{{ 1.7976931348623157e308 }}|{{ 5e-324 }}|{{ 12345678901234567890.0 }})J", R"J(0.30000000000000004|1e+20|1e+16|1000000000000000.0|0.0001|1e-05|1.0|-0.0|0.3333333333333333|2.5e-07|33.333333333333336|1.4142135623730951|123456789.12345679|1.7976931348623157e+308|5e-324|1.2345678901234567e+19)J"},
@@ -64,14 +52,6 @@ b)J"},
     {R"J({{ xs.count(1) }}|{{ xs.index(2) }}|{{ (1, 2, 1).count(1) }}|{{ xs.copy() }}|{{ d.copy() }}|{{ xs.append }}|{{ s.__class__ }}|{{ d._private }}|{{ '12'.isdigit() }}|{{ 'ab'.isalpha() }}|{{ ' '.isspace() }}|{{ 'Ab'.islower() }}
 )J", R"J(1|2|2|[3, 1, 2]|{'b': 2, 'a': 1}||||True|True|True|False)J"},
 }));
-
-// The error `source` gives, parsing or rendering with kContext.
-std::string ErrorOf(const std::string& source) {
-  auto rendered = Render(source);
-  if (rendered.ok()) return "rendered: " + *rendered;
-  EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument) << source;
-  return std::string(rendered.status().message());
-}
 
 TEST(JinjaExpressionErrors, UsingUndefinedFailsOnlyWhereJinja2Fails) {
   EXPECT_EQ(ErrorOf("{{ missing.attr }}"), "line 1: 'missing' is undefined");

@@ -7,24 +7,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/chat/jinja_template.h"
+#include "tests/testing/jinja_reference.h"
 
 namespace crossreg::jinja {
 namespace {
 
-constexpr char kContext[] = R"J({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi é"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1, "b": [1.5, "x"]}}}]}], "d": {"b": 2, "a": 1}, "xs": [3, 1, 2], "s": "Hello World", "u": "héllo wörld ΣΑΣ", "n": null, "t": true, "i": 7, "f": 1.5})J";
-
-struct Case {
-  const char* source;
-  const char* expected;
-};
-
-absl::StatusOr<std::string> Render(const std::string& source, const char* context = kContext) {
-  auto parsed = Template::Parse(source);
-  if (!parsed.ok()) return parsed.status();
-  return parsed->Render(nlohmann::ordered_json::parse(context));
-}
-
-class JinjaFilterTest : public testing::TestWithParam<Case> {};
+class JinjaFilterTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(JinjaFilterTest, RendersAsJinja2) {
   auto rendered = Render(GetParam().source);
@@ -32,7 +20,7 @@ TEST_P(JinjaFilterTest, RendersAsJinja2) {
   EXPECT_EQ(*rendered, GetParam().expected) << GetParam().source;
 }
 
-INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaFilterTest, testing::ValuesIn(std::vector<Case>{
+INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaFilterTest, ::testing::ValuesIn(std::vector<Case>{
     {R"J({{ '  x  '|trim }}|{{ 'xxaxx'|trim('x') }}|{{ none|string }}|{{ 5|string }}|{{ 1.0|string }}|{{ xs|string }}|{{ undefined_x|string }})J", R"J(x|a|None|5|1.0|[3, 1, 2]|)J"},
     {R"J({{ '42'|int }}|{{ ' 42 '|int }}|{{ '4.7'|int }}|{{ 'x'|int }}|{{ 'x'|int(3) }}|{{ '0x1f'|int(0, 16) }}|{{ '1_000'|int }}|{{ 4.7|int }}|{{ -4.7|int }}|{{ true|int }}|{{ none|int }}|{{ [1]|int(9) }})J", R"J(42|42|4|0|3|31|1000|4|-4|1|0|9)J"},
     {R"J({{ '1.5'|float }}|{{ 'x'|float }}|{{ 3|float }}|{{ ' -2e3 '|float }}|{{ 'inf'|float }}|{{ none|float(1.5) }})J", R"J(1.5|0.0|3.0|-2000.0|inf|1.5)J"},
@@ -85,14 +73,6 @@ INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaFilterTest, testing::ValuesIn(std
     {R"J({{ '<b>'|safe + '<i>' }}|{{ '<i>' + '<b>'|safe }}|{{ '<b>'|escape }}|{{ '<x>'|e|length }}|{{ 'a' ~ '<b>'|safe }}|{{ '<x>'|safe|string }}|{{ ('<x>'|safe).upper() }}
 )J", R"J(<b>&lt;i&gt;|&lt;i&gt;<b>|&lt;b&gt;|9|a<b>|<x>|<X>)J"},
 }));
-
-// The error `source` gives, parsing or rendering with kContext.
-std::string ErrorOf(const std::string& source) {
-  auto rendered = Render(source);
-  if (rendered.ok()) return "rendered: " + *rendered;
-  EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument) << source;
-  return std::string(rendered.status().message());
-}
 
 TEST(JinjaFilterErrors, UnknownAndUnsupportedFiltersFailAtParse) {
   EXPECT_EQ(ErrorOf("{{ s }}\n{{ s|wordwrap(5) }}"), "line 2, column 6: the filter 'wordwrap' is not supported");

@@ -16,7 +16,7 @@ std::string Repeat(const std::string& piece, int times) {
   return out;
 }
 
-absl::StatusOr<std::string> Render(const std::string& source, const TemplateOptions& options = {}) {
+absl::StatusOr<std::string> RenderWithOptions(const std::string& source, const TemplateOptions& options = {}) {
   auto parsed = Template::Parse(source, options);
   if (!parsed.ok()) return parsed.status();
   return parsed->Render(nlohmann::ordered_json::parse(R"({"x": "text", "xs": [1, 2, 3]})"));
@@ -24,7 +24,7 @@ absl::StatusOr<std::string> Render(const std::string& source, const TemplateOpti
 
 double SecondsToRender(const std::string& source, const TemplateOptions& options, absl::Status* status) {
   const auto start = std::chrono::steady_clock::now();
-  *status = Render(source, options).status();
+  *status = RenderWithOptions(source, options).status();
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
@@ -48,12 +48,12 @@ TEST(JinjaLimits, DeepNestingIsAnErrorNotAStackOverflow) {
     EXPECT_NE(parsed.status().message().find("nests deeper than 200 levels"), std::string::npos) << parsed.status();
   }
   // Within the budget, deep templates work.
-  EXPECT_EQ(*Render(Repeat("{% if true %}", 60) + "in" + Repeat("{% endif %}", 60)), "in");
-  EXPECT_EQ(*Render("{{ " + Repeat("(", 50) + "7" + Repeat(")", 50) + " }}"), "7");
+  EXPECT_EQ(*RenderWithOptions(Repeat("{% if true %}", 60) + "in" + Repeat("{% endif %}", 60)), "in");
+  EXPECT_EQ(*RenderWithOptions("{{ " + Repeat("(", 50) + "7" + Repeat(")", 50) + " }}"), "7");
 }
 
 TEST(JinjaLimits, RunawayRecursionIsAnError) {
-  auto rendered = Render("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}");
+  auto rendered = RenderWithOptions("{% macro r(n) %}{{ r(n + 1) }}{% endmacro %}{{ r(0) }}");
   ASSERT_FALSE(rendered.ok());
   EXPECT_NE(rendered.status().message().find("nests deeper than its budget"), std::string::npos) << rendered.status();
 }
@@ -83,27 +83,27 @@ TEST(JinjaLimits, DefaultStepBudgetEndsARunawayLoopInSeconds) {
 TEST(JinjaLimits, OutputAndStringsStayWithinTheByteBudget) {
   TemplateOptions options;
   options.max_output_bytes = 1000;
-  auto rendered = Render("{% for i in range(1000) %}0123456789{% endfor %}", options);
+  auto rendered = RenderWithOptions("{% for i in range(1000) %}0123456789{% endfor %}", options);
   EXPECT_EQ(rendered.status().message(), "line 1: the output grew past its budget of 1000 bytes");
-  rendered = Render("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
+  rendered = RenderWithOptions("{% set ns = namespace(s='x') %}{% for i in range(40) %}{% set ns.s = ns.s + ns.s %}{% endfor %}",
                     options);
   EXPECT_EQ(rendered.status().message(), "line 1: the template built text over its budget of 1000 bytes");
-  rendered = Render("{{ 'x' * 100000000000 }}", options);
+  rendered = RenderWithOptions("{{ 'x' * 100000000000 }}", options);
   EXPECT_EQ(rendered.status().message(), "line 1: the template built text over its budget of 1000 bytes");
-  rendered = Render("{% set big %}{% for i in range(1000) %}0123456789{% endfor %}{% endset %}", options);
+  rendered = RenderWithOptions("{% set big %}{% for i in range(1000) %}0123456789{% endfor %}{% endset %}", options);
   EXPECT_FALSE(rendered.ok());
 }
 
 TEST(JinjaLimits, CyclesAndDeepValuesAreSafe) {
   // A namespace that holds itself cannot print (Python shows {...}), and is freed.
-  auto rendered = Render("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns.self.self is defined }}{{ ns }}");
+  auto rendered = RenderWithOptions("{% set ns = namespace() %}{% set ns.self = ns %}{{ ns.self.self is defined }}{{ ns }}");
   ASSERT_FALSE(rendered.ok());
   EXPECT_NE(rendered.status().message().find("nest too deeply"), std::string::npos) << rendered.status();
   // A list nested 100000 deep is built, measured and freed without recursion.
-  EXPECT_EQ(*Render("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
+  EXPECT_EQ(*RenderWithOptions("{% set ns = namespace(x=[]) %}{% for i in range(100000) %}{% set ns.x = [ns.x] %}{% endfor %}"
                     "{{ ns.x|length }}"),
             "1");
-  EXPECT_EQ(*Render("{% macro m() %}{{ 1 }}{% endmacro %}{% set ns = namespace(m=m) %}{{ ns.m() }}"), "1");
+  EXPECT_EQ(*RenderWithOptions("{% macro m() %}{{ 1 }}{% endmacro %}{% set ns = namespace(m=m) %}{{ ns.m() }}"), "1");
 }
 
 TEST(JinjaLimits, ParsingIsLinearInTheSource) {

@@ -10,24 +10,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/chat/jinja_template.h"
+#include "tests/testing/jinja_reference.h"
 
 namespace crossreg::jinja {
 namespace {
 
-constexpr char kContext[] = R"J({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi é"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1, "b": [1.5, "x"]}}}]}], "d": {"b": 2, "a": 1}, "xs": [3, 1, 2], "s": "Hello World", "u": "héllo wörld ΣΑΣ", "n": null, "t": true, "i": 7, "f": 1.5})J";
-
-struct Case {
-  const char* source;
-  const char* expected;
-};
-
-absl::StatusOr<std::string> Render(const std::string& source, const char* context = kContext) {
-  auto parsed = Template::Parse(source);
-  if (!parsed.ok()) return parsed.status();
-  return parsed->Render(nlohmann::ordered_json::parse(context));
-}
-
-class JinjaStatementTest : public testing::TestWithParam<Case> {};
+class JinjaStatementTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(JinjaStatementTest, RendersAsJinja2) {
   auto rendered = Render(GetParam().source);
@@ -35,7 +23,7 @@ TEST_P(JinjaStatementTest, RendersAsJinja2) {
   EXPECT_EQ(*rendered, GetParam().expected) << GetParam().source;
 }
 
-INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaStatementTest, testing::ValuesIn(std::vector<Case>{
+INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaStatementTest, ::testing::ValuesIn(std::vector<Case>{
     {R"J({% if i > 5 %}big{% elif i > 2 %}mid{% else %}small{% endif %})J", R"J(big)J"},
     {R"J({% if n %}a{% elif t %}b{% endif %})J", R"J(b)J"},
     {R"J({% if not add_generation_prompt is defined %}undefined{% endif %})J", R"J(undefined)J"},
@@ -84,14 +72,6 @@ INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaStatementTest, testing::ValuesIn(
     {R"J({% set msgs = messages|selectattr('role', 'ne', 'system')|list %}{% for m in msgs %}{{ m.role }}:{{ m.content }};{% endfor %}
 )J", R"J(user:Hi é;assistant:None;)J"},
 }));
-
-// The error `source` gives, parsing or rendering with kContext.
-std::string ErrorOf(const std::string& source) {
-  auto rendered = Render(source);
-  if (rendered.ok()) return "rendered: " + *rendered;
-  EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument) << source;
-  return std::string(rendered.status().message());
-}
 
 TEST(JinjaStatementErrors, ParseErrorsNameTheLineAndTheConstruct) {
   EXPECT_EQ(ErrorOf("{% for x in xs %}\n  {% include 'x' %}{% endfor %}"),

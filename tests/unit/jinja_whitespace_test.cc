@@ -8,24 +8,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/chat/jinja_template.h"
+#include "tests/testing/jinja_reference.h"
 
 namespace crossreg::jinja {
 namespace {
 
-constexpr char kContext[] = R"J({"messages": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi é"}, {"role": "assistant", "content": null, "tool_calls": [{"type": "function", "function": {"name": "f", "arguments": {"a": 1, "b": [1.5, "x"]}}}]}], "d": {"b": 2, "a": 1}, "xs": [3, 1, 2], "s": "Hello World", "u": "héllo wörld ΣΑΣ", "n": null, "t": true, "i": 7, "f": 1.5})J";
-
-struct Case {
-  const char* source;
-  const char* expected;
-};
-
-absl::StatusOr<std::string> Render(const std::string& source, const char* context = kContext) {
-  auto parsed = Template::Parse(source);
-  if (!parsed.ok()) return parsed.status();
-  return parsed->Render(nlohmann::ordered_json::parse(context));
-}
-
-class JinjaWhitespaceTest : public testing::TestWithParam<Case> {};
+class JinjaWhitespaceTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(JinjaWhitespaceTest, RendersAsJinja2) {
   auto rendered = Render(GetParam().source);
@@ -33,7 +21,7 @@ TEST_P(JinjaWhitespaceTest, RendersAsJinja2) {
   EXPECT_EQ(*rendered, GetParam().expected) << GetParam().source;
 }
 
-INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaWhitespaceTest, testing::ValuesIn(std::vector<Case>{
+INSTANTIATE_TEST_SUITE_P(Jinja2Reference, JinjaWhitespaceTest, ::testing::ValuesIn(std::vector<Case>{
     {R"J(<ul>
     {% for x in xs %}
     <li>{{ x }}</li>
@@ -138,14 +126,6 @@ done)J"},
     {R"J({{+ 'plus sign eaten' }}|{{- '|' }}
 )J", R"J(plus sign eaten||)J"},
 }));
-
-// The error `source` gives, parsing or rendering with kContext.
-std::string ErrorOf(const std::string& source) {
-  auto rendered = Render(source);
-  if (rendered.ok()) return "rendered: " + *rendered;
-  EXPECT_EQ(rendered.status().code(), absl::StatusCode::kInvalidArgument) << source;
-  return std::string(rendered.status().message());
-}
 
 TEST(JinjaWhitespaceTest, NewlinesAreNormalizedAndOneTrailingNewlineDropped) {
   EXPECT_EQ(*Render("a\r\nb\rc\n"), "a\nb\nc");

@@ -42,7 +42,7 @@ int64_t Prefill(PagedKvCache& kv, SequenceId seq, const std::vector<int32_t>& to
 }
 
 // Every block is free, evictable, or held; a held block's count is its holders.
-void ExpectConsistent(const PagedKvCache& kv, const std::vector<SequenceId>& live) {
+void ExpectPrefixCacheConsistent(const PagedKvCache& kv, const std::vector<SequenceId>& live) {
   std::map<int32_t, int> holders;
   for (SequenceId seq : live) {
     for (int32_t b : kv.block_table(seq)) ++holders[b];
@@ -68,13 +68,13 @@ TEST(PrefixCacheTest, OnlyFullCommittedBlocksAreSharedAndTheLastTokenIsAlwaysCom
   EXPECT_EQ(kv.block_table(b)[1], kv.block_table(a)[1]);
   EXPECT_NE(kv.block_table(b)[2], kv.block_table(a)[2]);
   EXPECT_EQ(kv.refs(kv.block_table(a)[0]), 2);
-  ExpectConsistent(kv, {a, b});
+  ExpectPrefixCacheConsistent(kv, {a, b});
 
   // A prompt of exactly two blocks: its last token must be computed, so only the first
   // block can come from the cache.
   const SequenceId c = kv.CreateSequence();
   EXPECT_EQ(Prefill(kv, c, Iota(8, 100)), 4);
-  ExpectConsistent(kv, {a, b, c});
+  ExpectPrefixCacheConsistent(kv, {a, b, c});
 }
 
 TEST(PrefixCacheTest, MatchingStopsAtTheFirstDifferentBlock) {
@@ -115,12 +115,12 @@ TEST(PrefixCacheTest, FreedBlocksStayCachedAndAreEvictedLeastRecentlyUsedTailFir
   // One more block: a1 goes next (the tail before the head).
   ASSERT_TRUE(txn.Reserve(b, 20).ok());
   EXPECT_EQ(kv.MatchPrefix(Iota(13, 0), 12).positions, 4);
-  ExpectConsistent(kv, {b});
+  ExpectPrefixCacheConsistent(kv, {b});
   // Full: the last cached block is taken; then nothing is left.
   ASSERT_TRUE(txn.Reserve(b, 24).ok());
   EXPECT_EQ(kv.Stats().cached_blocks, 0);
   EXPECT_EQ(txn.Reserve(b, 28).code(), absl::StatusCode::kResourceExhausted);
-  ExpectConsistent(kv, {b});
+  ExpectPrefixCacheConsistent(kv, {b});
 }
 
 TEST(PrefixCacheTest, AHitRefreshesABlockInTheEvictionOrder) {
@@ -141,7 +141,7 @@ TEST(PrefixCacheTest, AHitRefreshesABlockInTheEvictionOrder) {
   ASSERT_TRUE(txn.Reserve(d, 12).ok());
   EXPECT_EQ(kv.MatchPrefix(Iota(5, 0), 4).positions, 4);
   EXPECT_EQ(kv.MatchPrefix(Iota(5, 50), 4).positions, 0);
-  ExpectConsistent(kv, {d});
+  ExpectPrefixCacheConsistent(kv, {d});
 }
 
 TEST(PrefixCacheTest, HashCollisionsNeverMatchDifferentTokens) {
@@ -168,7 +168,7 @@ TEST(PrefixCacheTest, HashCollisionsNeverMatchDifferentTokens) {
     EXPECT_EQ(cached, best) << "prompt " << i;
     live.push_back(seq);
   }
-  ExpectConsistent(kv, live);
+  ExpectPrefixCacheConsistent(kv, live);
   // Same block tokens after a different parent: no match.
   std::vector<int32_t> shifted = {9, 9, 9, 9};
   shifted.insert(shifted.end(), prompts[0].begin(), prompts[0].begin() + 5);
@@ -188,7 +188,7 @@ TEST(PrefixCacheTest, ChildrenOfAnEvictedBlockAreUnreachable) {
   ASSERT_TRUE(std::find(kv.block_table(b).begin(), kv.block_table(b).end(), first) != kv.block_table(b).end());
   EXPECT_EQ(kv.MatchPrefix(Iota(9, 0), 8).positions, 0);
   kv.Free(b);
-  ExpectConsistent(kv, {});
+  ExpectPrefixCacheConsistent(kv, {});
 }
 
 TEST(PrefixCacheTest, ConcurrentDuplicatesStayPrivateAndBothReadTheirOwnBlocks) {
@@ -211,7 +211,7 @@ TEST(PrefixCacheTest, ConcurrentDuplicatesStayPrivateAndBothReadTheirOwnBlocks) 
   const SequenceId c = kv.CreateSequence();
   EXPECT_EQ(Prefill(kv, c, prompt), 8);
   EXPECT_EQ(kv.block_table(c)[0], kv.block_table(a)[0]);
-  ExpectConsistent(kv, {a, c});
+  ExpectPrefixCacheConsistent(kv, {a, c});
 }
 
 TEST(PrefixCacheTest, ACommitCannotReachBackIntoSharedBlocks) {
@@ -235,7 +235,7 @@ TEST(PrefixCacheTest, ACommitCannotReachBackIntoSharedBlocks) {
   for (int p = 6; p < 9; ++p) rewritten.push_back(50 + p);
   EXPECT_EQ(kv.MatchPrefix(rewritten, 9).positions, 8) << "the rewritten block is cached under its new tokens";
   EXPECT_EQ(kv.MatchPrefix(Iota(10, 0), 9).positions, 4);
-  ExpectConsistent(kv, {a, b});
+  ExpectPrefixCacheConsistent(kv, {a, b});
 }
 
 TEST(PrefixCacheTest, DecodeStepsExtendTheChainAsBlocksFill) {
@@ -317,7 +317,7 @@ TEST(PrefixCacheTest, RandomWorkloadKeepsEveryInvariant) {
         }
       }
     }
-    ExpectConsistent(kv, live);
+    ExpectPrefixCacheConsistent(kv, live);
   }
 }
 
