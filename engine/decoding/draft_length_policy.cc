@@ -120,42 +120,42 @@ double DraftCost::DecodeSeconds(DecodingMode mode, int rows) const {
   return decode_shape.At(rows) * curve->Seconds(mode, rows);
 }
 
-double DraftCost::ArShare(DecodingMode mode) const {
+double DraftCost::ArShare(DecodingMode mode, bool timed) const {
   const int b = std::max(1, batch_sequences);
-  const int r0 = std::max(base_rows, b);
-  const double modelled = std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, r0)) / b;
-  if (!Shaped()) return modelled;
-  const double timed = DecodeSeconds(mode, b) / b;
-  return b == 1 ? timed : std::min(timed, modelled);
+  if (timed) return DecodeSeconds(mode, b) / b;
+  return std::min(decode_scale * curve->Seconds(mode, b), forward_scale * curve->Seconds(mode, std::max(base_rows, b))) / b;
 }
 
-double DraftCost::MarginalSeconds(DecodingMode mode, int extra) const {
-  const int b = std::max(1, batch_sequences);
-  const int rows = std::max(base_rows, b) + std::max(0, planned_extra_rows);
+double DraftCost::MarginalSeconds(DecodingMode mode, int extra, bool timed) const {
+  const int rows = std::max(base_rows, std::max(1, batch_sequences)) + std::max(0, planned_extra_rows);
   const int wider = rows + std::max(0, extra);
-  const double modelled = std::min(1.0, forward_scale) * std::max(0.0, curve->Seconds(mode, wider) - curve->Seconds(mode, rows));
-  if (!Shaped()) return modelled;
-  const double timed = std::max(0.0, DecodeSeconds(mode, wider) - DecodeSeconds(mode, rows));
-  return b == 1 ? timed : std::max(timed, modelled);
+  if (timed) return std::max(0.0, DecodeSeconds(mode, wider) - DecodeSeconds(mode, rows));
+  return std::min(1.0, forward_scale) * std::max(0.0, curve->Seconds(mode, wider) - curve->Seconds(mode, rows));
+}
+
+double DraftCost::Speedup(DecodingMode mode, double tokens, int extra) const {
+  const auto priced = [&](bool timed) {
+    const double share = ArShare(mode, timed);
+    return tokens * share / (share + MarginalSeconds(mode, extra, timed));
+  };
+  if (!Shaped()) return priced(false);
+  return batch_sequences <= 1 ? priced(true) : std::min(priced(true), priced(false));
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
   if (cost.curve == nullptr || config.mode == DecodingMode::kAutoregressive) return config.gamma;
-  const double share = cost.ArShare(config.mode);
   int best = 0;
   // AR: one token for this sequence's share of the all-AR forward. Drafts must beat it by
   // kDraftHurdle: the estimates of acceptance and of the margin both err, and where
   // drafting would gain a few percent at best an error either way turns it into a loss.
-  // One sequence alone priced by its own timed steps (Shaped) needs no such margin; a
-  // batch's timed steps mix its sequences' contexts, and stay noisier.
-  double best_rate = (cost.Shaped() && cost.batch_sequences <= 1 ? 1.0 : kDraftHurdle) / share;
+  // One sequence alone priced by its own timed steps (Shaped) needs no such margin.
+  double best_speedup = cost.Shaped() && cost.batch_sequences <= 1 ? 1.0 : kDraftHurdle;
   for (int g = 1; g <= config.gamma; ++g) {
-    const int rows = MaxDecodeRows(WithGamma(config, g));
-    const double seconds = share + cost.MarginalSeconds(config.mode, rows - 1);
-    const double rate = acceptance.ExpectedTokens(DraftCapacity(config, g)) / seconds;
-    if (rate > best_rate * 1.0001) {  // ties go to the cheaper choice
+    const int extra = MaxDecodeRows(WithGamma(config, g)) - 1;
+    const double speedup = cost.Speedup(config.mode, acceptance.ExpectedTokens(DraftCapacity(config, g)), extra);
+    if (speedup > best_speedup * 1.0001) {  // ties go to the cheaper choice
       best = g;
-      best_rate = rate;
+      best_speedup = speedup;
     }
   }
   return best;

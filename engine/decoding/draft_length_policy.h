@@ -45,16 +45,18 @@ struct DraftCost {
   }
   // What an AR token costs this sequence, the value of each token a draft commits: the
   // model's decode_scale · T(B) / B, at most forward_scale · T(R0) / B (the all-AR
-  // guarantee when the scales differ); shaped, the timed DecodeSeconds(B) / B alone for
-  // one sequence, the lower of the two in a batch.
-  double ArShare(DecodingMode mode) const;
+  // guarantee when the scales differ), or (`timed`) DecodeSeconds(B) / B.
+  double ArShare(DecodingMode mode, bool timed = false) const;
   // What `extra` more rows add, R = R0 + planned_extra_rows: the model's min(1,
-  // forward_scale) · (T(R + extra) - T(R)) (load adds a cost per forward, not per row);
-  // shaped, the timed DecodeSeconds(R + extra) - DecodeSeconds(R) alone for one sequence,
-  // the higher of the two in a batch. A batch's timed steps mix its sequences' contexts
-  // and read noisier, and the draft lengths chosen would favour the anchors that read
-  // low, so there a draft must pay by both (docs/algorithm.md, "Live correction").
-  double MarginalSeconds(DecodingMode mode, int extra) const;
+  // forward_scale) · (T(R + extra) - T(R)) (load adds a cost per forward, not per row),
+  // or (`timed`) DecodeSeconds(R + extra) - DecodeSeconds(R).
+  double MarginalSeconds(DecodingMode mode, int extra, bool timed = false) const;
+  // Tokens per second against AR of a draft expecting `tokens` tokens for `extra` rows:
+  // tokens · share / (share + margin), timed for one sequence alone once Shaped. A batch's
+  // timed steps mix its sequences' contexts and read noisier, and the draft lengths
+  // chosen would favour the anchors that read low, so a shaped batch takes the lower of
+  // the two pricings: its drafts must pay by both (docs/algorithm.md, "Live correction").
+  double Speedup(DecodingMode mode, double tokens, int extra) const;
 };
 
 // Per-depth acceptance with exponential forgetting (a sequence moving from boilerplate

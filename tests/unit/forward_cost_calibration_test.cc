@@ -197,8 +197,8 @@ TEST(ForwardCostCalibrationTest, SingleSequenceStepsLearnAScaleAtEachRowCount) {
   // Only one sequence decoding alone is priced with the shape.
   DraftCost alone{&curve, 1, 1, 0};
   alone.decode_shape = shape;
-  EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram), 0.5 * curve.Seconds(1), 1e-15);
-  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 8), shape.At(9) * curve.Seconds(9) - 0.5 * curve.Seconds(1),
+  EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram, true), 0.5 * curve.Seconds(1), 1e-15);
+  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 8, true), shape.At(9) * curve.Seconds(9) - 0.5 * curve.Seconds(1),
               1e-15);
   DraftCost two = alone;
   two.batch_sequences = two.base_rows = 2;
@@ -245,18 +245,21 @@ TEST(ForwardCostCalibrationTest, EachBatchSizeLearnsItsOwnStepShape) {
   DraftCost by_steps = by_curve;
   by_steps.decode_shape = shape;
   ASSERT_TRUE(by_steps.Shaped());
-  EXPECT_NEAR(by_steps.ArShare(DecodingMode::kNgram), curve.Seconds(4) / 4, 1e-15);
-  EXPECT_NEAR(by_steps.MarginalSeconds(DecodingMode::kNgram, 3), 2.0 * curve.Seconds(7) - curve.Seconds(4), 1e-15);
+  EXPECT_NEAR(by_steps.ArShare(DecodingMode::kNgram, true), curve.Seconds(4) / 4, 1e-15);
+  EXPECT_NEAR(by_steps.MarginalSeconds(DecodingMode::kNgram, 3, true), 2.0 * curve.Seconds(7) - curve.Seconds(4), 1e-15);
   EXPECT_EQ(ChooseGamma(ngram, acceptance, by_steps), 0);
-  // Where the batch's timed steps read cheaper than the model, the model prices it: a
-  // draft in a batch pays by both. One sequence alone goes by its steps.
+  // A draft in a batch pays by both pricings: where the steps read cheaper than the
+  // model, the model's speedup counts. One sequence alone goes by its steps.
+  const double tokens = acceptance.ExpectedTokens(3);
+  const double modelled = tokens * by_curve.ArShare(DecodingMode::kNgram) /
+                          (by_curve.ArShare(DecodingMode::kNgram) + by_curve.MarginalSeconds(DecodingMode::kNgram, 3));
   DraftCost cheap_steps = by_curve;
   cheap_steps.decode_shape.anchors = {{4, 1.0}, {7, 0.5}};
-  EXPECT_NEAR(cheap_steps.MarginalSeconds(DecodingMode::kNgram, 3), curve.Seconds(7) - curve.Seconds(4), 1e-15);
+  EXPECT_NEAR(cheap_steps.Speedup(DecodingMode::kNgram, tokens, 3), modelled, 1e-12);
+  EXPECT_GT(tokens, modelled);  // the steps alone would call those rows free
   DraftCost alone{&curve, 1, 1, 0};
   alone.decode_shape.anchors = {{1, 2.0}, {4, 1.0}};
-  EXPECT_NEAR(alone.ArShare(DecodingMode::kNgram), 2.0 * curve.Seconds(1), 1e-15);
-  EXPECT_NEAR(alone.MarginalSeconds(DecodingMode::kNgram, 3), 0.0, 1e-15);
+  EXPECT_NEAR(alone.Speedup(DecodingMode::kNgram, tokens, 3), tokens, 1e-12);
   // Another batch size, or a forward with prefill rows, is not priced by this shape.
   DraftCost five = by_steps;
   five.batch_sequences = five.base_rows = 5;
