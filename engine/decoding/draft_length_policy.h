@@ -37,8 +37,7 @@ struct DraftCost {
   bool ar_step_wanted = false;
   // The acceptance classes with a probe planned in this step (Choose adds to it); null: no bound.
   std::vector<std::string>* step_probes = nullptr;
-  // Seconds of a single-sequence step of `rows` rows: the shaped curve.
-  double DecodeSeconds(DecodingMode mode, int rows) const;
+  double DecodeSeconds(DecodingMode mode, int rows) const;  // a step of `rows` rows, by the shape
   // Priced by the shape: a decode-only forward (R0 = B), and the shape of B sequences known.
   bool Shaped() const {
     return decode_shape.known() && base_rows == batch_sequences && decode_shape.anchors.front().rows == base_rows;
@@ -69,12 +68,10 @@ class AcceptanceTracker {
   void Record(int depth, bool accepted);
   double Rate(int depth) const;          // α_k, with the prior above
   double ExpectedTokens(int drafts) const;  // 1 + Σ_{k ≤ drafts} Π_{j ≤ k} α_j
-  // Takes `pooled`'s counts scaled down to at most `weight` verdicts per depth: a prior
-  // its own records outweigh.
+  // Takes `pooled`'s counts scaled down to at most `weight` verdicts per depth.
   void SeedFrom(const AcceptanceTracker& pooled, double weight);
-  // An AR forward chosen from this estimate: the counts age one step and the weight
-  // freed goes to `pooled`'s (as SeedFrom sees them), so a run of AR forwards moves the
-  // estimate back to a new request's seed instead of freezing it at its last verdicts.
+  // An AR forward chosen from this estimate: the counts age one step toward `pooled`'s
+  // (as SeedFrom sees them), so a run of AR forwards does not freeze the estimate.
   void RevertToward(const AcceptanceTracker& pooled, double weight);
   double Reached(int depth) const;  // forgetful count of drafts verified at `depth`
 
@@ -83,8 +80,7 @@ class AcceptanceTracker {
   struct Counts {
     double reached = 0.0, accepted = 0.0;
   };
-  // Depth k + 1's counts scaled down to at most `weight` verdicts (zero when never reached).
-  Counts ScaledCounts(size_t k, double weight) const;
+  Counts ScaledCounts(size_t k, double weight) const;  // depth k + 1's, as SeedFrom takes them
   double decay_;
   std::vector<double> reached_, accepted_;
 };
@@ -95,8 +91,7 @@ class AcceptanceTracker {
 struct ProbeSchedule {
   int ar_streak = 0;  // AR forwards since the last probe
   int interval = 0;   // AR forwards before the next probe (0: not started)
-  // The next AR forward should probe instead.
-  bool Due(int first) const;
+  bool Due(int first) const;  // the next AR forward should probe instead
   // An AR forward ran (`probed`: a probe ran in its place, and the interval doubles).
   void Count(int first, int cap, bool probed);
   void DraftsPay(int first);
