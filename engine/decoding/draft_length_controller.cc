@@ -41,10 +41,9 @@ int DraftLengthController::FirstProbeInterval(const DraftCost& cost) const {
   // AR forward: probe no more often than keeps that within kProbeBudget of the AR forwards.
   const DecodingConfig& d = decoding_;
   const int probe_forwards = IsCrossRegression(d.mode) ? 2 : 1;
-  const bool timed = cost.Shaped() && cost.batch_sequences <= 1;
   const double extra =
-      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, ProbeGamma())) - 1, timed) /
-      cost.ArShare(d.mode, timed);
+      probe_forwards * cost.MarginalSeconds(d.mode, MaxDecodeRows(WithGamma(d, ProbeGamma())) - 1, cost.TimedAlone()) /
+      cost.ArShare(d.mode, cost.TimedAlone());
   return std::clamp(static_cast<int>(std::ceil(extra / kProbeBudget)), kFirstProbeInterval, kMaxProbeInterval);
 }
 

@@ -139,7 +139,7 @@ double DraftCost::Speedup(DecodingMode mode, double tokens, int extra) const {
     return tokens * share / (share + MarginalSeconds(mode, extra, timed));
   };
   if (!Shaped()) return priced(false);
-  return batch_sequences <= 1 ? priced(true) : std::min(priced(true), priced(false));
+  return TimedAlone() ? priced(true) : std::min(priced(true), priced(false));
 }
 
 int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptance, const DraftCost& cost) {
@@ -149,7 +149,7 @@ int ChooseGamma(const DecodingConfig& config, const AcceptanceTracker& acceptanc
   // kDraftHurdle: the estimates of acceptance and of the margin both err, and where
   // drafting would gain a few percent at best an error either way turns it into a loss.
   // One sequence alone priced by its own timed steps (Shaped) needs no such margin.
-  double best_speedup = cost.Shaped() && cost.batch_sequences <= 1 ? 1.0 : kDraftHurdle;
+  double best_speedup = cost.TimedAlone() ? 1.0 : kDraftHurdle;
   for (int g = 1; g <= config.gamma; ++g) {
     const int extra = MaxDecodeRows(WithGamma(config, g)) - 1;
     const double speedup = cost.Speedup(config.mode, acceptance.ExpectedTokens(DraftCapacity(config, g)), extra);

@@ -38,10 +38,12 @@ struct DraftCost {
   // The acceptance classes with a probe planned in this step (Choose adds to it); null: no bound.
   std::vector<std::string>* step_probes = nullptr;
   double DecodeSeconds(DecodingMode mode, int rows) const;  // a step of `rows` rows, by the shape
-  // Priced by the shape: a decode-only forward (R0 = B), and the shape of B sequences known.
+  // Priced by the shape: a decode-only forward (R0 = B), and the shape of B sequences known;
+  // TimedAlone: one sequence so, priced by its own timed steps only, without kDraftHurdle.
   bool Shaped() const {
     return decode_shape.known() && base_rows == batch_sequences && decode_shape.anchors.front().rows == base_rows;
   }
+  bool TimedAlone() const { return Shaped() && batch_sequences <= 1; }
   // What an AR token costs this sequence, the value of each token a draft commits: the
   // model's decode_scale · T(B) / B, at most forward_scale · T(R0) / B (the all-AR
   // guarantee when the scales differ), or (`timed`) DecodeSeconds(B) / B.
@@ -51,10 +53,9 @@ struct DraftCost {
   // or (`timed`) DecodeSeconds(R + extra) - DecodeSeconds(R).
   double MarginalSeconds(DecodingMode mode, int extra, bool timed = false) const;
   // Tokens per second against AR of a draft expecting `tokens` tokens for `extra` rows:
-  // tokens · share / (share + margin), timed for one sequence alone once Shaped. A batch's
-  // timed steps mix its sequences' contexts and read noisier, and the draft lengths
-  // chosen would favour the anchors that read low, so a shaped batch takes the lower of
-  // the two pricings: its drafts must pay by both (docs/algorithm.md, "Live correction").
+  // tokens · share / (share + margin). A shaped batch's timed steps mix its sequences'
+  // contexts and read noisier (the choice would favour anchors that read low), so it takes
+  // the lower of the two pricings: drafts pay by both (docs/algorithm.md, "Live correction").
   double Speedup(DecodingMode mode, double tokens, int extra) const;
 };
 

@@ -289,7 +289,7 @@ TEST(DraftLengthPolicyTest, ChosenDraftsKeepTheForwardAtLeastAsFastAsAllAr) {
         ++drafted;
         // This draft's extra tokens pay for its margin at a decode-only AR token's cost,
         // T(B) / B, no more than the all-AR forward's T(R0) / B.
-        const bool timed = cost.Shaped();  // one sequence alone, by its steps
+        const bool timed = cost.TimedAlone();
         EXPECT_GE((tokens - 1.0) * cost.ArShare(config.mode, timed),
                   cost.MarginalSeconds(config.mode, extra, timed) * 0.9999);
       } else {
